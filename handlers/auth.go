@@ -1,0 +1,138 @@
+package handlers
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+const (
+	keyPrefix = "gateway_v1_"
+	// kidLen and secretLen are the lengths of the parts of keys this gateway makes. Parsing
+	// accepts other lengths within bounds so keys imported from elsewhere keep working.
+	kidLen    = 12
+	secretLen = 40
+	maxKeyLen = 256
+)
+
+var kindMarkers = map[store.KeyKind]string{store.KeyStandard: "sk", store.KeyManagement: "mk"}
+
+// ParsedKey is the structure of a plaintext key.
+type ParsedKey struct {
+	Kind   store.KeyKind
+	ID     string
+	Secret string
+}
+
+var errMalformedKey = errors.New("malformed API key")
+
+// ParseKey splits gateway_v1_<sk|mk>_<kid>_<secret>. The kid and the secret are
+// lowercase letters and digits.
+func ParseKey(s string) (ParsedKey, error) {
+	if len(s) > maxKeyLen || !strings.HasPrefix(s, keyPrefix) {
+		return ParsedKey{}, errMalformedKey
+	}
+	parts := strings.Split(s[len(keyPrefix):], "_")
+	if len(parts) != 3 {
+		return ParsedKey{}, errMalformedKey
+	}
+	var kind store.KeyKind
+	switch parts[0] {
+	case "sk":
+		kind = store.KeyStandard
+	case "mk":
+		kind = store.KeyManagement
+	default:
+		return ParsedKey{}, errMalformedKey
+	}
+	if !validToken(parts[1], 4, 64) || !validToken(parts[2], 16, 128) {
+		return ParsedKey{}, errMalformedKey
+	}
+	return ParsedKey{Kind: kind, ID: parts[1], Secret: parts[2]}, nil
+}
+
+func validToken(s string, minLen, maxLen int) bool {
+	if len(s) < minLen || len(s) > maxLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// HashSecret is what the store keeps of a key's secret. Secrets are 200+ random bits, so a
+// plain SHA-256 cannot be reversed by guessing.
+func HashSecret(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// NewKey makes a key for a workspace: the record to store and the plaintext to show once.
+func NewKey(workspaceID string, kind store.KeyKind, name string) (store.Key, string, error) {
+	marker, ok := kindMarkers[kind]
+	if !ok {
+		return store.Key{}, "", fmt.Errorf("unknown key kind %q", kind)
+	}
+	kid, secret := ids.Token(kidLen), ids.Token(secretLen)
+	k := store.Key{ID: kid, WorkspaceID: workspaceID, Kind: kind, Name: name, SecretHash: HashSecret(secret)}
+	return k, keyPrefix + marker + "_" + kid + "_" + secret, nil
+}
+
+// Caller is the authenticated identity of a request.
+type Caller struct {
+	Key store.Key
+}
+
+// credential reads the key from Authorization: Bearer or x-api-key.
+func credential(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, token, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(token)
+		}
+		return ""
+	}
+	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+}
+
+var errUnauthorised = newError(http.StatusUnauthorized, CodeUnauthorised, "missing or invalid API key: send it as \"Authorization: Bearer <key>\" or \"x-api-key: <key>\"")
+
+// authenticate resolves the request's key. Every failure is the same 401 so that the
+// answer tells an attacker nothing about which keys exist.
+func (g *Gateway) authenticate(r *http.Request) (*Caller, *APIError) {
+	raw := credential(r)
+	if raw == "" {
+		return nil, errUnauthorised
+	}
+	pk, err := ParseKey(raw)
+	if err != nil {
+		return nil, errUnauthorised
+	}
+	k, err := g.Store.GetKey(r.Context(), pk.ID)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			g.Logger.Error("key lookup failed", zapErr(err))
+			return nil, newError(http.StatusInternalServerError, CodeGateway, "the gateway could not check the API key")
+		}
+		// Compare anyway so that unknown and wrong keys take the same time.
+		subtle.ConstantTimeCompare(HashSecret(pk.Secret), make([]byte, sha256.Size))
+		return nil, errUnauthorised
+	}
+	if subtle.ConstantTimeCompare(HashSecret(pk.Secret), k.SecretHash) != 1 || k.Kind != pk.Kind {
+		return nil, errUnauthorised
+	}
+	if k.RevokedAt != nil || k.Disabled {
+		return nil, newError(http.StatusUnauthorized, CodeUnauthorised, "this API key is revoked or disabled")
+	}
+	return &Caller{Key: k}, nil
+}

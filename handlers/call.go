@@ -1,0 +1,336 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// call is one generation request in flight, from the reservation to the settlement. The
+// surface handlers fill in what happened; settle prices it, charges and records it.
+type call struct {
+	g           *Gateway
+	caller      *Caller
+	endpoint    string
+	genID       string
+	model       *Model
+	routes      []Route
+	start       time.Time
+	reservation string
+	wantMeta    bool
+	// promptBytes sizes the estimate of input tokens when the upstream never reports usage.
+	promptBytes int
+
+	attempts []store.Attempt
+	failures []failure
+
+	// What the answer was: the route that produced it and its usage.
+	route        *Route
+	usage        providers.Usage
+	usageKnown   bool
+	chunks       int64
+	upstreamID   string
+	finish       string
+	streamed     bool
+	cancelled    bool
+	status       int
+	errCode      string
+	errMessage   string
+	firstByte    time.Time
+	upstreamDone time.Time
+	// upstreamTime is the time spent waiting on providers, for the overhead figure.
+	upstreamTime time.Duration
+	settled      bool
+}
+
+type failure struct {
+	route Route
+	err   *providers.UpstreamError
+}
+
+// estimateTokens is a deliberately high guess of the tokens in n bytes of request: no
+// tokenizer packs less than one byte a token for text, so the reservation covers the prompt.
+func estimateTokens(n int) int64 { return int64(n) }
+
+// begin picks the routes, issues the generation id and reserves the worst-case cost.
+func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, endpoint string, format providers.WireFormat, modelName string, promptBytes int, maxTokens int64, wantMeta bool) (*call, *APIError) {
+	m, routes, apiErr := g.Registry.candidates(modelName, format, endpoint)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	c := &call{
+		g: g, caller: caller, endpoint: endpoint, genID: ids.New("gen"), model: m, routes: routes,
+		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes,
+	}
+	w.Header().Set("X-Generation-Id", c.genID)
+	if m.Free() {
+		return c, nil
+	}
+	var worst int64
+	for _, rt := range routes {
+		out := rt.MaxOutputTokens
+		if maxTokens > 0 {
+			out = maxTokens
+		}
+		worst = max(worst, pricing.WorstCase(rt.Price, estimateTokens(promptBytes), out))
+	}
+	res, err := g.Store.Reserve(r.Context(), store.ReserveParams{
+		ID:                ids.New("res"),
+		WorkspaceID:       caller.Key.WorkspaceID,
+		AmountNanos:       worst,
+		MinAvailableNanos: MinPreflightNanos,
+		ExpiresAt:         c.start.Add(g.ReservationTTL),
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrInsufficientFunds) {
+			e := newError(http.StatusPaymentRequired, CodeInsufficientFunds, fmt.Sprintf(
+				"insufficient credit: this request needs an available balance of at least %s USD (1.00 USD minimum, worst-case cost %s USD); add credits to the workspace",
+				pricing.FormatUSD(max(worst, MinPreflightNanos)), pricing.FormatUSD(worst)))
+			e.Extra = map[string]any{"required_nanos": max(worst, MinPreflightNanos)}
+			return nil, e
+		}
+		g.Logger.Error("reserving credit failed", zapErr(err))
+		return nil, newError(http.StatusInternalServerError, CodeGateway, "the gateway could not reserve credit for the request")
+	}
+	c.reservation = res.ID
+	return c, nil
+}
+
+// recordAttempt notes one upstream call's outcome.
+func (c *call) recordAttempt(rt Route, began time.Time, err error) {
+	d := c.g.Now().Sub(began)
+	c.upstreamTime += d
+	a := store.Attempt{Provider: rt.ProviderName, UpstreamModel: rt.UpstreamModel, Status: http.StatusOK, DurationMs: d.Milliseconds()}
+	if err != nil {
+		a.Status = 0
+		a.Error = err.Error()
+		if ue, ok := providers.AsUpstreamError(err); ok {
+			a.Status = ue.Status
+			a.Category = string(ue.Category)
+			c.failures = append(c.failures, failure{route: rt, err: ue})
+		}
+	}
+	c.attempts = append(c.attempts, a)
+}
+
+// cost prices the call's usage at its route's prices.
+func (c *call) cost() ([]store.CostLine, int64) {
+	if c.route == nil {
+		return nil, 0
+	}
+	return pricing.Cost(c.usage, c.route.Price)
+}
+
+// estimateUsage fills usage from what was seen when the upstream never reported it
+// (a cut stream, a client that left): the prompt by its size, the output by its chunks.
+func (c *call) estimateUsage() {
+	if c.usageKnown || c.route == nil {
+		return
+	}
+	c.usage = providers.Usage{Input: (int64(c.promptBytes) + 3) / 4, Output: c.chunks}
+}
+
+// settle charges the wallet and records the generation, exactly once, even when the client
+// has gone: it runs on a context of its own.
+func (c *call) settle(ctx context.Context) {
+	if c.settled {
+		return
+	}
+	c.settled = true
+	c.estimateUsage()
+	lines, total := c.cost()
+	end := c.g.Now()
+	gen := &store.Generation{
+		ID: c.genID, WorkspaceID: c.caller.Key.WorkspaceID, KeyID: c.caller.Key.ID, Endpoint: c.endpoint,
+		Model: c.model.Name, UpstreamID: c.upstreamID, Streamed: c.streamed, Cancelled: c.cancelled,
+		Status: c.status, FinishReason: c.finish, ErrorCode: c.errCode, ErrorMessage: c.errMessage,
+		InputTokens: c.usage.Input, CacheReadTokens: c.usage.CacheRead, CacheWriteTokens: c.usage.CacheWrite,
+		OutputTokens: c.usage.Output, ReasoningTokens: c.usage.Reasoning,
+		CostNanos: total, CostLines: lines, Attempts: c.attempts,
+		EndToEndMs: end.Sub(c.start).Milliseconds(), CreatedAt: c.start,
+	}
+	if c.route != nil {
+		gen.Provider, gen.UpstreamModel = c.route.ProviderName, c.route.UpstreamModel
+	}
+	if !c.firstByte.IsZero() {
+		gen.LatencyMs = c.firstByte.Sub(c.start).Milliseconds()
+		gen.GenerationMs = end.Sub(c.firstByte).Milliseconds()
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	stored, err := c.g.Store.Settle(sctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
+	if err != nil {
+		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.genID), zapErr(err))
+		return
+	}
+	if stored.UnbilledNanos > 0 {
+		c.g.Logger.Warn("usage exceeded the wallet balance", zap.String("generation_id", c.genID), zap.Int64("unbilled_nanos", stored.UnbilledNanos))
+	}
+}
+
+// usageExtras are the gateway's additions to a surface's usage object.
+func usageExtras(lines []store.CostLine, total int64) [][2]any {
+	if lines == nil {
+		lines = []store.CostLine{}
+	}
+	return [][2]any{{"cost", costNumber(total)}, {"cost_nanos", total}, {"cost_lines", lines}}
+}
+
+// costNumber is the exact decimal dollar amount as a JSON number.
+type costNumber int64
+
+func (n costNumber) MarshalJSON() ([]byte, error) { return []byte(pricing.FormatUSD(int64(n))), nil }
+
+// meta is the timing block returned when the request asks for "meta": true.
+func (c *call) meta() map[string]any {
+	now := c.g.Now()
+	m := map[string]any{
+		"end_to_end_ms":       now.Sub(c.start).Milliseconds(),
+		"gateway_overhead_ms": max(0, (now.Sub(c.start) - c.upstreamTime).Milliseconds()),
+		"attempts":            c.attempts,
+	}
+	if c.route != nil {
+		m["provider"] = c.route.ProviderName
+		m["upstream_model"] = c.route.UpstreamModel
+	}
+	if !c.firstByte.IsZero() {
+		m["latency_ms"] = c.firstByte.Sub(c.start).Milliseconds()
+		gen := now.Sub(c.firstByte)
+		m["generation_ms"] = gen.Milliseconds()
+		if secs := gen.Seconds(); secs > 0 {
+			m["throughput_tps"] = float64(c.usage.CompletionTokens()) / secs
+		}
+	}
+	return m
+}
+
+// failed notes that the request ended in an error the client received.
+func (c *call) failed(e *APIError) *APIError {
+	c.status, c.errCode, c.errMessage = e.Status, e.Code, e.Message
+	return e
+}
+
+// upstreamFailure answers a failure that no other route can fix (the caller's request was
+// refused by the upstream as invalid).
+func (c *call) upstreamFailure(ue *providers.UpstreamError) *APIError {
+	status := ue.Status
+	if status < 400 || status >= 500 {
+		status = http.StatusBadGateway
+	}
+	msg := ue.Message
+	if msg == "" {
+		msg = "the provider refused the request"
+	}
+	e := newError(status, CodeUpstream, fmt.Sprintf("provider %s: %s", ue.Provider, msg))
+	e.Origin = "upstream"
+	e.Param = ue.Param
+	e.Extra = c.diagnostics()
+	return c.failed(e)
+}
+
+// allFailed answers when every route failed, with the spec's diagnostics.
+func (c *call) allFailed() *APIError {
+	status, code := http.StatusBadGateway, CodeUpstream
+	allLimited := len(c.failures) > 0
+	for _, f := range c.failures {
+		if f.err.Category != providers.CategoryRateLimited {
+			allLimited = false
+		}
+	}
+	var retryAfter time.Duration
+	if allLimited {
+		status, code = http.StatusTooManyRequests, CodeRateLimited
+		for _, f := range c.failures {
+			retryAfter = max(retryAfter, f.err.RetryAfter)
+		}
+	}
+	names := make([]string, 0, len(c.failures))
+	for _, f := range c.failures {
+		names = append(names, f.route.ProviderName)
+	}
+	e := newError(status, code, fmt.Sprintf("all %d provider attempt(s) for model %q failed (%s)", len(c.attempts), c.model.Name, strings.Join(names, ", ")))
+	e.Origin = "upstream"
+	e.Type = "system"
+	e.Extra = c.diagnostics()
+	if retryAfter > 0 {
+		e.Extra["retry_after_seconds"] = int64((retryAfter + time.Second - 1) / time.Second)
+	}
+	return c.failed(e)
+}
+
+// diagnostics builds the spec's failure fields from the attempts made.
+func (c *call) diagnostics() map[string]any {
+	providersFailed := make([]string, 0, len(c.failures))
+	statuses := make([]int, 0, len(c.failures))
+	sample := make([]map[string]any, 0, len(c.failures))
+	for _, f := range c.failures {
+		providersFailed = append(providersFailed, f.route.ProviderName)
+		statuses = append(statuses, f.err.Status)
+		var status any
+		if f.err.Status != 0 {
+			status = f.err.Status
+		}
+		sample = append(sample, map[string]any{
+			"provider": f.route.ProviderName, "type": string(f.err.Category),
+			"upstream_error_code": nullable(f.err.Code), "upstream_error_message": nullable(upstreamMessage(f.err)),
+			"upstream_error_description": nil, "upstream_error_param": nullable(f.err.Param),
+			"upstream_payload_preview": nullable(f.err.Payload), "status": status, "retryable": f.err.Retryable,
+		})
+	}
+	d := map[string]any{
+		"attempt_count":    len(c.attempts),
+		"failed_providers": providersFailed,
+		"failed_statuses":  statuses,
+		"failure_sample":   sample,
+	}
+	if n := len(c.failures); n > 0 {
+		last := c.failures[n-1]
+		d["upstream_error"] = map[string]any{
+			"code": nullable(last.err.Code), "message": nullable(upstreamMessage(last.err)),
+			"description": nil, "param": nullable(last.err.Param),
+		}
+		d["provider_failure_diagnostics"] = map[string]any{
+			"category": string(last.err.Category), "hint": categoryHints[last.err.Category], "provider": last.route.ProviderName,
+		}
+	}
+	before := len(c.model.Routes)
+	d["routing_diagnostics"] = map[string]any{"filterStages": []any{
+		map[string]any{"stage": "endpoint_support", "beforeCount": before, "afterCount": len(c.routes), "droppedProviders": []any{}},
+	}}
+	d["provider_candidate_diagnostics"] = map[string]any{
+		"totalProviders": before, "supportsEndpointCount": len(c.routes), "candidateCount": len(c.routes),
+		"droppedUnsupportedEndpoint": []string{}, "droppedMissingAdapter": []any{},
+	}
+	return d
+}
+
+func upstreamMessage(ue *providers.UpstreamError) string {
+	if ue.Message != "" {
+		return ue.Message
+	}
+	if ue.Err != nil {
+		return ue.Err.Error()
+	}
+	if ue.Status != 0 {
+		return "status " + strconv.Itoa(ue.Status)
+	}
+	return ""
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

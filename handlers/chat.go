@@ -1,0 +1,522 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
+)
+
+const (
+	// maxUpstreamBody bounds a non-streamed upstream answer held in memory.
+	maxUpstreamBody = 64 << 20
+	// maxStreamEvent bounds one upstream SSE event.
+	maxStreamEvent = 8 << 20
+)
+
+// chatFields are the members of a chat completions request the gateway reads; the rest of
+// the body is forwarded untouched.
+type chatFields struct {
+	model        string
+	stream       bool
+	includeUsage bool
+	meta         bool
+	hasTools     bool
+	maxTokens    int64
+}
+
+// parseChatFields validates a chat completions body in one pass over its top level.
+func parseChatFields(body []byte) (chatFields, *APIError) {
+	var f chatFields
+	var haveModel, haveMessages bool
+	var bad *APIError
+	invalid := func(param, msg string) {
+		if bad == nil {
+			bad = newError(http.StatusBadRequest, CodeValidation, msg)
+			bad.Param = param
+		}
+	}
+	err := rawjson.Each(body, func(key []byte, fl rawjson.Field) bool {
+		v := body[fl.ValueStart:fl.ValueEnd]
+		switch string(key) {
+		case "model":
+			s, ok := rawjson.String(v)
+			if !ok {
+				invalid("model", "model must be a string")
+			}
+			f.model, haveModel = s, ok && s != ""
+		case "messages":
+			if v[0] != '[' {
+				invalid("messages", "messages must be an array of messages")
+				break
+			}
+			haveMessages = !emptyArray(v)
+		case "stream":
+			b, ok := rawjson.Bool(v)
+			if !ok && !rawjson.IsNull(v) {
+				invalid("stream", "stream must be a boolean")
+			}
+			f.stream = b
+		case "stream_options":
+			if iu, _ := rawjson.Get(v, "include_usage"); iu != nil {
+				f.includeUsage, _ = rawjson.Bool(iu)
+			}
+		case "tools":
+			if v[0] == '[' {
+				f.hasTools = !emptyArray(v)
+			} else if !rawjson.IsNull(v) {
+				invalid("tools", "tools must be an array")
+			}
+		case "meta":
+			f.meta, _ = rawjson.Bool(v)
+		case "max_tokens", "max_completion_tokens":
+			if rawjson.IsNull(v) {
+				break
+			}
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil || n <= 0 {
+				invalid(string(key), string(key)+" must be a positive integer")
+			}
+			f.maxTokens = n
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return f, newError(http.StatusBadRequest, CodeInvalidJSON, "the request body must be a JSON object")
+	case bad != nil:
+		return f, bad
+	case !haveModel:
+		e := newError(http.StatusBadRequest, CodeModelRequired, "model is required")
+		e.Param = "model"
+		return f, e
+	case !haveMessages:
+		e := newError(http.StatusBadRequest, CodeValidation, "messages is required and must hold at least one message")
+		e.Param = "messages"
+		return f, e
+	case f.stream && f.hasTools:
+		e := newError(http.StatusBadRequest, CodeValidation, "stream: true cannot be combined with tools; send tool-calling requests without streaming")
+		e.Param = "stream"
+		return f, e
+	}
+	return f, nil
+}
+
+func emptyArray(v []byte) bool {
+	for _, c := range v[1:] {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+		case ']':
+			return true
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// chatCompletions serves POST /chat/completions.
+func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, caller *Caller) error {
+	body, apiErr := g.readBody(w, r)
+	if apiErr != nil {
+		return apiErr
+	}
+	f, apiErr := parseChatFields(body)
+	if apiErr != nil {
+		return apiErr
+	}
+	c, apiErr := g.begin(w, r, caller, "/chat/completions", providers.FormatOpenAIChat, f.model, len(body), f.maxTokens, f.meta)
+	if apiErr != nil {
+		return apiErr
+	}
+	defer c.settle(r.Context())
+	c.streamed = f.stream
+
+	var neutral *providers.Request
+	for _, rt := range c.routes {
+		var err error
+		if fw, ok := forwarderFor(rt, providers.FormatOpenAIChat); ok {
+			err = c.chatForward(w, r, rt, fw, body, f)
+		} else {
+			if neutral == nil {
+				if neutral, err = openai.DecodeChatRequest(body); err != nil {
+					return c.failed(validationFrom(err))
+				}
+			}
+			err = c.chatNeutral(w, r, rt, neutral, f)
+		}
+		if err == nil {
+			return nil
+		}
+		if r.Context().Err() != nil {
+			c.clientGone()
+			return nil
+		}
+		ue, ok := providers.AsUpstreamError(err)
+		if !ok {
+			return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
+		}
+		if !ue.Fallbackable() {
+			return c.upstreamFailure(ue)
+		}
+	}
+	return c.allFailed()
+}
+
+// clientGone notes that the client left before the answer was complete.
+func (c *call) clientGone() {
+	c.cancelled = true
+	if c.status == 0 {
+		c.status = 499
+	}
+	c.errCode, c.errMessage = CodeClientClosedRequest, "the client closed the connection"
+}
+
+func validationFrom(err error) *APIError {
+	return newError(http.StatusBadRequest, CodeValidation, err.Error())
+}
+
+func forwarderFor(rt Route, f providers.WireFormat) (providers.Forwarder, bool) {
+	fw, ok := rt.Provider.(providers.Forwarder)
+	if !ok {
+		return nil, false
+	}
+	for _, have := range fw.Formats() {
+		if have == f {
+			return fw, true
+		}
+	}
+	return nil, false
+}
+
+// forwardHeaders are client headers an upstream may use; credentials are never among them.
+var forwardHeaders = []string{"User-Agent", "X-Request-Id", "Idempotency-Key", "Anthropic-Version", "Anthropic-Beta"}
+
+func passHeaders(r *http.Request) http.Header {
+	h := make(http.Header, len(forwardHeaders))
+	for _, k := range forwardHeaders {
+		if v := r.Header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	return h
+}
+
+// upstreamChatBody rewrites the client's body for a route: its model id, no "meta", and
+// usage always requested on streams (the gateway bills from it).
+func upstreamChatBody(body []byte, model string, f chatFields) ([]byte, error) {
+	quoted, _ := json.Marshal(model)
+	out, err := rawjson.Set(body, "model", quoted)
+	if err != nil {
+		return nil, err
+	}
+	if out, err = rawjson.Delete(out, "meta"); err != nil {
+		return nil, err
+	}
+	if f.stream && !f.includeUsage {
+		opts, _ := rawjson.Get(out, "stream_options")
+		if rawjson.IsNull(opts) || opts[0] != '{' {
+			opts = []byte(`{}`)
+		}
+		if opts, err = rawjson.Set(opts, "include_usage", []byte("true")); err != nil {
+			return nil, err
+		}
+		if out, err = rawjson.Set(out, "stream_options", opts); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// chatForward is the byte-forwarding path: the upstream speaks chat completions itself.
+func (c *call) chatForward(w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, body []byte, f chatFields) error {
+	up, err := upstreamChatBody(body, rt.UpstreamModel, f)
+	if err != nil {
+		return fmt.Errorf("rewriting the request: %w", err)
+	}
+	began := c.g.Now()
+	resp, err := fw.Forward(r.Context(), &providers.RawRequest{Format: providers.FormatOpenAIChat, Body: up, Stream: f.stream, Header: passHeaders(r)})
+	if err != nil {
+		c.recordAttempt(rt, began, err)
+		return err
+	}
+	if f.stream {
+		return c.chatForwardStream(w, r, rt, began, resp, f)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	_ = resp.Body.Close()
+	if err == nil && !json.Valid(data) {
+		err = errors.New("the provider answered with invalid JSON")
+	}
+	if err != nil {
+		ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Payload: providers.Preview(data), Err: err}
+		c.recordAttempt(rt, began, ue)
+		return ue
+	}
+	c.recordAttempt(rt, began, nil)
+	c.firstByte = c.g.Now()
+	c.route = &rt
+	if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
+		if u, err := openai.ParseChatUsage(raw); err == nil {
+			c.usage, c.usageKnown = u, true
+		}
+	}
+	if raw, _ := rawjson.Get(data, "id"); raw != nil {
+		c.upstreamID, _ = rawjson.String(raw)
+	}
+	c.finish = firstFinishReason(data)
+	out, err := c.decorate(data, true)
+	if err != nil {
+		return fmt.Errorf("decorating the response: %w", err)
+	}
+	c.status = http.StatusOK
+	writeRawJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// decorate sets the gateway's id, adds cost to the usage object and meta when asked.
+func (c *call) decorate(obj []byte, withUsage bool) ([]byte, error) {
+	quotedID, _ := json.Marshal(c.genID)
+	out, err := rawjson.Set(obj, "id", quotedID)
+	if err != nil {
+		return nil, err
+	}
+	if withUsage {
+		usage, _ := rawjson.Get(out, "usage")
+		if rawjson.IsNull(usage) {
+			usage = openai.EncodeChatUsage(c.usage)
+		}
+		lines, total := c.cost()
+		for _, kv := range usageExtras(lines, total) {
+			v, err := json.Marshal(kv[1])
+			if err != nil {
+				return nil, err
+			}
+			if usage, err = rawjson.Set(usage, kv[0].(string), v); err != nil {
+				return nil, err
+			}
+		}
+		if out, err = rawjson.Set(out, "usage", usage); err != nil {
+			return nil, err
+		}
+	}
+	if c.wantMeta {
+		m, err := json.Marshal(c.meta())
+		if err != nil {
+			return nil, err
+		}
+		if out, err = rawjson.Set(out, "meta", m); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func firstFinishReason(resp []byte) string {
+	var v struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(resp, &v) == nil && len(v.Choices) > 0 {
+		return v.Choices[0].FinishReason
+	}
+	return ""
+}
+
+// chatForwardStream relays an upstream chat stream event by event. Nothing reaches the
+// client before the first upstream event, so a stream that fails at once can still fall
+// back to the next route.
+func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, resp *providers.RawResponse, f chatFields) error {
+	defer resp.Body.Close()
+	idle := newIdleTimer(c.g.StreamIdleTimeout, func() { _ = resp.Body.Close() })
+	defer idle.Stop()
+	out := newSSEWriter(w)
+	rd := sse.NewReader(resp.Body, maxStreamEvent)
+	quotedID, _ := json.Marshal(c.genID)
+	var usageChunk []byte
+	done := false
+	var streamErr *providers.UpstreamError
+	for rd.Next() {
+		idle.kick()
+		data := rd.Event().Data
+		if len(data) == 0 {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			done = true
+			break
+		}
+		if c.firstByte.IsZero() {
+			c.firstByte = c.g.Now()
+		}
+		if !json.Valid(data) {
+			streamErr = c.streamFailure(rt, "the provider sent a malformed stream frame", data)
+			break
+		}
+		if e, _ := rawjson.Get(data, "error"); !rawjson.IsNull(e) {
+			streamErr = inStreamError(rt.ProviderName, e, data)
+			break
+		}
+		if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
+			if u, err := openai.ParseChatUsage(raw); err == nil {
+				c.usage, c.usageKnown = u, true
+			}
+			if choices, _ := rawjson.Get(data, "choices"); choices == nil || emptyArray(choices) {
+				usageChunk = append(usageChunk[:0], data...)
+				continue
+			}
+		}
+		if c.upstreamID == "" {
+			if raw, _ := rawjson.Get(data, "id"); raw != nil {
+				c.upstreamID, _ = rawjson.String(raw)
+			}
+		}
+		if fr := chunkFinishReason(data); fr != "" {
+			c.finish = fr
+		}
+		chunk, err := rawjson.Set(data, "id", quotedID)
+		if err != nil {
+			chunk = data
+		}
+		if !out.started {
+			c.recordAttempt(rt, began, nil)
+			c.route = &rt
+			c.status = http.StatusOK
+		}
+		out.data(chunk)
+		c.chunks++
+		if out.failed {
+			break
+		}
+	}
+	if r.Context().Err() != nil || out.failed {
+		if !out.started {
+			return context.Canceled
+		}
+		c.clientGone()
+		return nil
+	}
+	if streamErr == nil && !done {
+		switch {
+		case idle.fired.Load():
+			streamErr = &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true,
+				Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}
+		case rd.Err() != nil:
+			streamErr = c.streamFailure(rt, "the provider's stream broke: "+rd.Err().Error(), nil)
+		case !c.usageKnown || c.finish == "":
+			streamErr = c.streamFailure(rt, "the provider's stream ended before it was complete", nil)
+		}
+	}
+	if streamErr != nil {
+		if !out.started {
+			c.recordAttempt(rt, began, streamErr)
+			return streamErr
+		}
+		c.failures = append(c.failures, failure{route: rt, err: streamErr})
+		c.errCode, c.errMessage = CodeUpstream, streamErr.Error()
+		out.data(chatErrorFrame(streamErr))
+		return nil
+	}
+	if !out.started {
+		c.recordAttempt(rt, began, nil)
+		c.route = &rt
+		c.status = http.StatusOK
+	}
+	if f.includeUsage || c.wantMeta {
+		if usageChunk == nil {
+			usageChunk = openai.EncodeUsageChunk(c.genID, rt.UpstreamModel, c.start.Unix(), c.usage)
+		}
+		if dec, err := c.decorate(usageChunk, true); err == nil {
+			out.data(dec)
+		}
+	}
+	out.data([]byte("[DONE]"))
+	return nil
+}
+
+func (c *call) streamFailure(rt Route, msg string, payload []byte) *providers.UpstreamError {
+	return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Message: msg, Payload: providers.Preview(payload)}
+}
+
+// inStreamError reads an error frame an upstream sent inside its stream.
+func inStreamError(provider string, errRaw, frame []byte) *providers.UpstreamError {
+	ue := &providers.UpstreamError{Provider: provider, Category: providers.CategoryServerError, Retryable: true, Payload: providers.Preview(frame)}
+	if s, ok := rawjson.String(errRaw); ok {
+		ue.Message = s
+		return ue
+	}
+	var e struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    any    `json:"code"`
+	}
+	_ = json.Unmarshal(errRaw, &e)
+	ue.Message, ue.Type = e.Message, e.Type
+	if e.Code != nil {
+		ue.Code = fmt.Sprint(e.Code)
+	}
+	if ue.Message == "" {
+		ue.Message = "the provider reported an error in its stream"
+	}
+	return ue
+}
+
+// chatErrorFrame is the in-band error of a chat stream that already began: openai-go and
+// openai-node raise any frame with an "error" key as an API error.
+func chatErrorFrame(ue *providers.UpstreamError) []byte {
+	code := "upstream_error"
+	if ue.Timeout {
+		code = "upstream_timeout"
+	}
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": fmt.Sprintf("the answer was interrupted: %s", upstreamMessage(ue)),
+		"type":    "server_error", "param": nil, "code": code,
+	}})
+	return b
+}
+
+func chunkFinishReason(chunk []byte) string {
+	choices, _ := rawjson.Get(chunk, "choices")
+	if len(choices) < 2 || emptyArray(choices) {
+		return ""
+	}
+	// Cheap test first: most chunks carry "finish_reason":null.
+	var v []struct {
+		FinishReason *string `json:"finish_reason"`
+	}
+	if !containsFinish(choices) || json.Unmarshal(choices, &v) != nil {
+		return ""
+	}
+	for _, ch := range v {
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			return *ch.FinishReason
+		}
+	}
+	return ""
+}
+
+func containsFinish(b []byte) bool {
+	const key = `"finish_reason":`
+	for i := 0; i+len(key) <= len(b); i++ {
+		if string(b[i:i+len(key)]) == key {
+			rest := b[i+len(key):]
+			for len(rest) > 0 && rest[0] == ' ' {
+				rest = rest[1:]
+			}
+			if len(rest) > 0 && rest[0] != 'n' {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,178 @@
+// Package handlers serves the gateway's HTTP API: authentication, validation, routing to
+// providers with fallback, the wallet's reserve-and-settle flow, streaming and recording.
+// Handlers are plain functions over the store and provider interfaces; the Caddy module
+// (package module) builds a Gateway from its configuration and hands requests to it.
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// Defaults of the Gateway's settings.
+const (
+	DefaultMaxBodyBytes      = 10 << 20
+	DefaultStreamIdleTimeout = 30 * time.Second
+	DefaultReservationTTL    = 2 * time.Hour
+	// MinPreflightNanos is the spec's 1.00 USD credit check before every paid request.
+	MinPreflightNanos = store.NanosPerUSD
+)
+
+// Gateway serves the API. Build it with its exported fields set, then call Init once.
+type Gateway struct {
+	Store    store.Store
+	Registry *Registry
+	Logger   *zap.Logger
+	// MaxBodyBytes limits request bodies; larger ones get 413.
+	MaxBodyBytes int64
+	// StreamIdleTimeout ends an upstream stream that sends nothing for this long.
+	StreamIdleTimeout time.Duration
+	// ReservationTTL is how long a reservation lives if its request never settles (a crash).
+	ReservationTTL time.Duration
+	// Now is the clock; tests inject their own.
+	Now func() time.Time
+
+	routes map[string]map[string]endpoint
+}
+
+type authLevel int
+
+const (
+	authNone authLevel = iota
+	authStandard
+	authManagement
+	authAny
+)
+
+type endpoint struct {
+	auth    authLevel
+	surface Surface
+	serve   func(w http.ResponseWriter, r *http.Request, c *Caller) error
+}
+
+// Init fills defaults and builds the route table.
+func (g *Gateway) Init() {
+	if g.MaxBodyBytes <= 0 {
+		g.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if g.StreamIdleTimeout <= 0 {
+		g.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if g.ReservationTTL <= 0 {
+		g.ReservationTTL = DefaultReservationTTL
+	}
+	if g.Now == nil {
+		g.Now = time.Now
+	}
+	if g.Logger == nil {
+		g.Logger = zap.NewNop()
+	}
+	if g.Registry == nil {
+		g.Registry, _ = NewRegistry(nil)
+	}
+	g.routes = map[string]map[string]endpoint{
+		"/chat/completions": {http.MethodPost: {authStandard, SurfaceOpenAI, g.chatCompletions}},
+		"/models":           {http.MethodGet: {authAny, SurfaceOpenAI, g.listModels}},
+		"/generations":      {http.MethodGet: {authAny, SurfaceOpenAI, g.getGeneration}},
+		"/generation":       {http.MethodGet: {authAny, SurfaceOpenAI, g.getGeneration}},
+		"/key":              {http.MethodGet: {authAny, SurfaceOpenAI, g.getKey}},
+		"/health":           {http.MethodGet: {authNone, SurfaceOpenAI, g.health}},
+	}
+}
+
+// ServeHTTP answers a request whose path, relative to the API's base path, is path.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string) {
+	path = strings.TrimSuffix(path, "/")
+	methods, ok := g.routes[path]
+	if !ok {
+		writeError(w, SurfaceOpenAI, newError(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+path), "")
+		return
+	}
+	ep, ok := methods[r.Method]
+	if !ok {
+		allow := make([]string, 0, len(methods))
+		for m := range methods {
+			allow = append(allow, m)
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, SurfaceOpenAI, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed on "+path), "")
+		return
+	}
+	var caller *Caller
+	if ep.auth != authNone {
+		c, apiErr := g.authenticate(r)
+		if apiErr != nil {
+			writeError(w, ep.surface, apiErr, "")
+			return
+		}
+		switch {
+		case ep.auth == authManagement && c.Key.Kind != store.KeyManagement:
+			writeError(w, ep.surface, newError(http.StatusForbidden, CodeForbidden, "this endpoint needs a management key"), "")
+			return
+		case ep.auth == authStandard && c.Key.Kind != store.KeyStandard:
+			writeError(w, ep.surface, newError(http.StatusForbidden, CodeForbidden, "management keys cannot call inference endpoints; use a standard key"), "")
+			return
+		}
+		caller = c
+	}
+	if err := ep.serve(w, r, caller); err != nil {
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) {
+			g.Logger.Error("request failed", zap.String("path", path), zapErr(err))
+			apiErr = newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to handle the request")
+		}
+		writeError(w, ep.surface, apiErr, w.Header().Get("X-Generation-Id"))
+	}
+}
+
+// readBody reads a JSON request body within the size limit.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *APIError) {
+	if r.ContentLength > g.MaxBodyBytes {
+		return nil, g.tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, g.tooLarge()
+		}
+		return nil, newError(http.StatusBadRequest, CodeValidation, "could not read the request body: "+err.Error())
+	}
+	if !json.Valid(body) {
+		return nil, newError(http.StatusBadRequest, CodeInvalidJSON, "the request body is not valid JSON")
+	}
+	return body, nil
+}
+
+func (g *Gateway) tooLarge() *APIError {
+	return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the request body is larger than the limit of "+strconv.FormatInt(g.MaxBodyBytes, 10)+" bytes")
+}
+
+// writeJSON answers 200 with v.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	writeRawJSON(w, status, data)
+	return nil
+}
+
+func writeRawJSON(w http.ResponseWriter, status int, data []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(status)
+	_, _ = w.Write(data)
+}
+
+func zapErr(err error) zap.Field { return zap.Error(err) }

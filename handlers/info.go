@@ -1,0 +1,107 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// listModels serves GET /models in OpenAI's list shape, so the SDKs' models.list() works.
+func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	models := g.Registry.Models()
+	data := make([]map[string]any, 0, len(models))
+	for _, m := range models {
+		owner := m.OwnedBy
+		if owner == "" {
+			owner = m.Routes[0].ProviderName
+		}
+		rt := m.Routes[0]
+		data = append(data, map[string]any{
+			"id": m.Name, "object": "model", "created": m.Created, "owned_by": owner,
+			"free": m.Free(),
+			"pricing": map[string]any{
+				"currency":                     "USD",
+				"input_per_million_tokens":     costNumber(rt.Price.Input),
+				"cached_input_per_million":     costNumber(rt.Price.CachedInput),
+				"cache_write_per_million":      costNumber(rt.Price.CacheWrite),
+				"output_per_million_tokens":    costNumber(rt.Price.Output),
+				"reasoning_per_million_tokens": costNumber(rt.Price.Reasoning),
+				"per_request":                  costNumber(rt.Price.PerRequest),
+			},
+		})
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// getGeneration serves GET /generations?id=: a record of the caller's own workspace only.
+func (g *Gateway) getGeneration(w http.ResponseWriter, r *http.Request, c *Caller) error {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		e := newError(http.StatusBadRequest, CodeValidation, "the id query parameter is required")
+		e.Param = "id"
+		return e
+	}
+	gen, err := g.Store.GetGeneration(r.Context(), c.Key.WorkspaceID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return newError(http.StatusNotFound, CodeNotFound, "no generation "+id+" in this workspace")
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"data": generationView(gen)})
+}
+
+func generationView(g store.Generation) map[string]any {
+	lines := g.CostLines
+	if lines == nil {
+		lines = []store.CostLine{}
+	}
+	attempts := g.Attempts
+	if attempts == nil {
+		attempts = []store.Attempt{}
+	}
+	return map[string]any{
+		"id": g.ID, "created_at": g.CreatedAt.UTC().Format(time.RFC3339Nano), "endpoint": g.Endpoint,
+		"model": g.Model, "provider_name": g.Provider, "upstream_model": g.UpstreamModel, "upstream_id": g.UpstreamID,
+		"key_id": g.KeyID, "streamed": g.Streamed, "cancelled": g.Cancelled, "status": g.Status,
+		"finish_reason": g.FinishReason, "error_code": g.ErrorCode, "error_message": g.ErrorMessage,
+		"tokens_prompt": g.InputTokens + g.CacheReadTokens + g.CacheWriteTokens, "tokens_completion": g.OutputTokens + g.ReasoningTokens,
+		"usage": map[string]any{
+			"input_tokens": g.InputTokens, "cache_read_tokens": g.CacheReadTokens, "cache_write_tokens": g.CacheWriteTokens,
+			"output_tokens": g.OutputTokens, "reasoning_tokens": g.ReasoningTokens,
+		},
+		"total_cost": costNumber(g.CostNanos), "cost_nanos": g.CostNanos, "unbilled_nanos": g.UnbilledNanos, "cost_lines": lines,
+		"latency": g.LatencyMs, "generation_time": g.GenerationMs, "end_to_end_ms": g.EndToEndMs,
+		"attempts": attempts,
+	}
+}
+
+// getKey serves GET /key: the calling key and its workspace's wallet.
+func (g *Gateway) getKey(w http.ResponseWriter, r *http.Request, c *Caller) error {
+	bal, err := g.Store.GetBalance(r.Context(), c.Key.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{
+		"id": c.Key.ID, "name": c.Key.Name, "kind": string(c.Key.Kind), "workspace_id": c.Key.WorkspaceID,
+		"disabled": c.Key.Disabled, "created_at": c.Key.CreatedAt.UTC().Format(time.RFC3339),
+		"credits": balanceView(bal),
+	}})
+}
+
+func balanceView(b store.Balance) map[string]any {
+	return map[string]any{
+		"currency": "USD", "balance": costNumber(b.BalanceNanos), "reserved": costNumber(b.ReservedNanos),
+		"available": costNumber(b.Available()), "balance_nanos": b.BalanceNanos,
+		"reserved_nanos": b.ReservedNanos, "available_nanos": b.Available(),
+		"display": pricing.FormatUSD(b.Available()),
+	}
+}
+
+// health serves GET /health without authentication.
+func (g *Gateway) health(w http.ResponseWriter, _ *http.Request, _ *Caller) error {
+	return writeJSON(w, http.StatusOK, map[string]any{"ok": true, "status": "ok", "models": len(g.Registry.names)})
+}

@@ -1,0 +1,87 @@
+package handlers
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// sseWriter writes server-sent events to the client, committing the 200 status with the
+// first event and flushing after every event so nothing waits in a buffer.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+	// failed is set once a write to the client failed (the client left).
+	failed bool
+	buf    []byte
+}
+
+func newSSEWriter(w http.ResponseWriter) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *sseWriter) commit() {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	h.Del("Content-Length")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// data writes "data: <payload>\n\n" and flushes.
+func (s *sseWriter) data(payload []byte) {
+	s.event("", payload)
+}
+
+// event writes an event with an optional name and flushes.
+func (s *sseWriter) event(name string, payload []byte) {
+	s.commit()
+	if s.failed {
+		return
+	}
+	b := s.buf[:0]
+	if name != "" {
+		b = append(b, "event: "...)
+		b = append(b, name...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = append(b, payload...)
+	b = append(b, '\n', '\n')
+	s.buf = b
+	if _, err := s.w.Write(b); err != nil {
+		s.failed = true
+		return
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.failed = true
+	}
+}
+
+// idleTimer calls stop when no event arrived for d; kick restarts the wait. It spares a
+// goroutine per stream: the timer fires on the runtime's timer heap.
+type idleTimer struct {
+	t     *time.Timer
+	d     time.Duration
+	fired atomic.Bool
+}
+
+func newIdleTimer(d time.Duration, stop func()) *idleTimer {
+	it := &idleTimer{d: d}
+	it.t = time.AfterFunc(d, func() {
+		it.fired.Store(true)
+		stop()
+	})
+	return it
+}
+
+func (it *idleTimer) kick() { it.t.Reset(it.d) }
+
+func (it *idleTimer) Stop() { it.t.Stop() }

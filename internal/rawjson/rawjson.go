@@ -1,0 +1,272 @@
+// Package rawjson reads and edits the top-level fields of a JSON object in place, without
+// decoding and re-encoding the rest: the gateway forwards bodies byte for byte and only
+// touches the few fields it owns (model, meta, stream_options, usage, id).
+//
+// The functions expect well-formed JSON (check once with json.Valid); on malformed input
+// they return ErrMalformed rather than panic.
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+)
+
+// ErrMalformed is returned for input that is not a JSON object.
+var ErrMalformed = errors.New("malformed json object")
+
+// Field is one top-level member: the value is data[ValueStart:ValueEnd]; the whole member,
+// key included, starts at KeyStart.
+type Field struct {
+	KeyStart   int
+	ValueStart int
+	ValueEnd   int
+}
+
+// Lookup finds the top-level key in the object data. When a key repeats, the last one
+// wins, as it does for encoding/json.
+func Lookup(data []byte, key string) (Field, bool, error) {
+	var found Field
+	ok := false
+	err := Each(data, func(k []byte, f Field) bool {
+		if keyEquals(k, key) {
+			found, ok = f, true
+		}
+		return true
+	})
+	return found, ok, err
+}
+
+// Get returns the raw value of a top-level key, nil when absent.
+func Get(data []byte, key string) ([]byte, error) {
+	f, ok, err := Lookup(data, key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return data[f.ValueStart:f.ValueEnd], nil
+}
+
+// Each calls fn for every top-level member in order, with the raw (still escaped) key
+// bytes; fn returns false to stop.
+func Each(data []byte, fn func(key []byte, f Field) bool) error {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return ErrMalformed
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return nil
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return ErrMalformed
+		}
+		keyStart := i
+		end, err := skipString(data, i)
+		if err != nil {
+			return err
+		}
+		key := data[i+1 : end-1]
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return ErrMalformed
+		}
+		i = skipSpace(data, i+1)
+		vs := i
+		ve, err := skipValue(data, i)
+		if err != nil {
+			return err
+		}
+		if !fn(key, Field{KeyStart: keyStart, ValueStart: vs, ValueEnd: ve}) {
+			return nil
+		}
+		i = skipSpace(data, ve)
+		if i >= len(data) {
+			return ErrMalformed
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return nil
+		default:
+			return ErrMalformed
+		}
+	}
+}
+
+// Set returns data with the top-level key set to the raw JSON value: replaced in place when
+// present, appended as the last member otherwise. data is not modified.
+func Set(data []byte, key string, value []byte) ([]byte, error) {
+	f, ok, err := Lookup(data, key)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		out := make([]byte, 0, len(data)-(f.ValueEnd-f.ValueStart)+len(value))
+		out = append(out, data[:f.ValueStart]...)
+		out = append(out, value...)
+		return append(out, data[f.ValueEnd:]...), nil
+	}
+	end := bytes.LastIndexByte(data, '}')
+	if end < 0 {
+		return nil, ErrMalformed
+	}
+	empty := len(bytes.TrimSpace(data[bytes.IndexByte(data, '{')+1 : end])) == 0
+	out := make([]byte, 0, len(data)+len(key)+len(value)+4)
+	out = append(out, data[:end]...)
+	if !empty {
+		out = append(out, ',')
+	}
+	out = strconv.AppendQuote(out, key)
+	out = append(out, ':')
+	out = append(out, value...)
+	return append(out, data[end:]...), nil
+}
+
+// Delete returns data without the top-level key (every occurrence). data is not modified.
+func Delete(data []byte, key string) ([]byte, error) {
+	var spans [][2]int
+	var prevEnd = -1
+	first := true
+	err := Each(data, func(k []byte, f Field) bool {
+		if keyEquals(k, key) {
+			if first {
+				// Remove from the key through the comma that follows, if any.
+				end := skipSpace(data, f.ValueEnd)
+				if end < len(data) && data[end] == ',' {
+					end = skipSpace(data, end+1)
+				}
+				spans = append(spans, [2]int{f.KeyStart, end})
+			} else {
+				// Remove from the comma before it through the value.
+				spans = append(spans, [2]int{prevEnd, f.ValueEnd})
+			}
+		} else {
+			first = false
+		}
+		prevEnd = f.ValueEnd
+		return true
+	})
+	if err != nil || len(spans) == 0 {
+		return data, err
+	}
+	out := make([]byte, 0, len(data))
+	last := 0
+	for _, s := range spans {
+		out = append(out, data[last:s[0]]...)
+		last = s[1]
+	}
+	return append(out, data[last:]...), nil
+}
+
+// String decodes a raw JSON string value; ok is false when raw is not a string.
+func String(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		return string(inner), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// IsNull tells whether raw is absent or the literal null.
+func IsNull(raw []byte) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// Bool reads a raw true or false; ok is false for anything else.
+func Bool(raw []byte) (v bool, ok bool) {
+	switch string(raw) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+func keyEquals(raw []byte, key string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == key
+	}
+	s, ok := String(append(append([]byte{'"'}, raw...), '"'))
+	return ok && s == key
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at data[i] == '"'.
+func skipString(data []byte, i int) (int, error) {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, ErrMalformed
+}
+
+// skipValue returns the index just past the value starting at data[i].
+func skipValue(data []byte, i int) (int, error) {
+	if i >= len(data) {
+		return 0, ErrMalformed
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(data); j++ {
+			switch data[j] {
+			case '"':
+				end, err := skipString(data, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, ErrMalformed
+	default:
+		j := i
+		for j < len(data) {
+			switch data[j] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				if j == i {
+					return 0, ErrMalformed
+				}
+				return j, nil
+			}
+			j++
+		}
+		if j == i {
+			return 0, ErrMalformed
+		}
+		return j, nil
+	}
+}

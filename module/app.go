@@ -1,0 +1,430 @@
+// Package module is the only package that knows Caddy: the model_gateway app (what exists
+// once per process: store, providers, models), the http.handlers.model_gateway handler,
+// their Caddyfile syntax and the `caddy gateway` command group.
+package module
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+
+	"github.com/modelgateway/caddy-modelgateway/handlers"
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/mock"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
+	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/store/postgres"
+	"github.com/modelgateway/caddy-modelgateway/store/sqlite"
+)
+
+func init() {
+	caddy.RegisterModule(new(App))
+}
+
+// App is the model_gateway app: the store, the providers and the public models, shared by
+// every model_gateway handler of the configuration.
+type App struct {
+	// Store selects the database. Default: SQLite in Caddy's data directory
+	// (model_gateway/gateway.db).
+	Store *StoreConfig `json:"store,omitempty"`
+	// Providers are the upstream APIs, by the name routes refer to them with.
+	Providers map[string]*ProviderConfig `json:"providers,omitempty"`
+	// Models are the public model names clients ask for, each with its routes.
+	Models []*ModelConfig `json:"models,omitempty"`
+	// ReservationTTL is how long credit held for a request survives if the request never
+	// settles (the process died). Default: 2h.
+	ReservationTTL caddy.Duration `json:"reservation_ttl,omitempty"`
+
+	store      store.Store
+	storeKey   string
+	registry   *handlers.Registry
+	transports []*reverseproxy.HTTPTransport
+	logger     *zap.Logger
+	stop       context.CancelFunc
+	done       chan struct{}
+}
+
+// StoreConfig selects the database.
+type StoreConfig struct {
+	// Driver is "sqlite" (the default) or "postgres".
+	Driver string `json:"driver,omitempty"`
+	// Path is the SQLite file. Default: model_gateway/gateway.db under Caddy's data directory.
+	Path string `json:"path,omitempty"`
+	// DSN is the PostgreSQL connection string, e.g. "{env.DATABASE_URL}".
+	DSN string `json:"dsn,omitempty"`
+}
+
+// ProviderConfig is one upstream API.
+type ProviderConfig struct {
+	// Type is the adapter: "openai" (OpenAI and every OpenAI-compatible server) or "mock".
+	Type string `json:"type"`
+	// BaseURL is the API root, e.g. https://api.groq.com/openai/v1. Default for openai:
+	// https://api.openai.com/v1.
+	BaseURL string `json:"base_url,omitempty"`
+	// APIKey authenticates to the provider; write "{env.OPENAI_API_KEY}" to read it from the
+	// environment when the configuration loads. Never logged.
+	APIKey string `json:"api_key,omitempty"`
+	// Organization and Project set OpenAI's OpenAI-Organization and OpenAI-Project headers.
+	Organization string `json:"organization,omitempty"`
+	Project      string `json:"project,omitempty"`
+	// Headers are added to every upstream request.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Timeout bounds one upstream attempt from request to last byte. Default: 10m.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// StreamIdleTimeout ends a stream that sends nothing for this long. Default: 30s.
+	StreamIdleTimeout caddy.Duration `json:"stream_idle_timeout,omitempty"`
+	// TransportRaw is Caddy's reverse-proxy HTTP transport ({"protocol": "http", ...}) with its
+	// dial and header timeouts, keep-alive pool, TLS and HTTP/2 options. Default: Caddy's.
+	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
+
+	// Latency is the mock's wait before answering. Default: 0.
+	Latency caddy.Duration `json:"latency,omitempty"`
+	// Chunks is the number of pieces of a mock stream. Default: 8.
+	Chunks int `json:"chunks,omitempty"`
+	// ChunkInterval is the wait between mock stream pieces. Default: 0.
+	ChunkInterval caddy.Duration `json:"chunk_interval,omitempty"`
+	// Text is the mock's fixed reply. Default: a reply derived from the prompt.
+	Text string `json:"text,omitempty"`
+}
+
+// ModelConfig is a public model name.
+type ModelConfig struct {
+	// Name is what clients send as "model". A ":free" suffix makes it free of charge.
+	Name string `json:"name"`
+	// OwnedBy is shown in GET /models. Default: the first route's provider.
+	OwnedBy string `json:"owned_by,omitempty"`
+	// Routes are tried in order until one answers.
+	Routes []*RouteConfig `json:"routes"`
+}
+
+// RouteConfig is one way to serve a model.
+type RouteConfig struct {
+	// Provider names an entry of the app's providers.
+	Provider string `json:"provider"`
+	// Model is the provider's model id. Default: the public name without ":free".
+	Model string `json:"model,omitempty"`
+	// Pricing is what the route charges. Default: free.
+	Pricing *PriceConfig `json:"pricing,omitempty"`
+	// MaxOutputTokens is the route's largest completion; it sizes credit reservations of
+	// requests that set no max_tokens. Default: 4096.
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+}
+
+// PriceConfig holds USD prices as exact decimal strings: per million tokens, and per request.
+type PriceConfig struct {
+	Input string `json:"input,omitempty"`
+	// CachedInput prices prompt tokens read from a cache. Default: the input price.
+	CachedInput string `json:"cached_input,omitempty"`
+	// CacheWrite prices prompt tokens written to a cache. Default: the input price.
+	CacheWrite string `json:"cache_write,omitempty"`
+	Output     string `json:"output,omitempty"`
+	// Reasoning prices reasoning tokens. Default: the output price.
+	Reasoning string `json:"reasoning,omitempty"`
+	// Request is a fixed fee per request.
+	Request string `json:"request,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (*App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "model_gateway", New: func() caddy.Module { return new(App) }}
+}
+
+// stores keeps one database handle per store identity across config reloads, when the old
+// and new app instances overlap.
+var stores = caddy.NewUsagePool()
+
+type pooledStore struct{ store.Store }
+
+func (p pooledStore) Destruct() error { return p.Close() }
+
+// Provision resolves placeholders, opens the store and builds providers and models.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	if a.Store == nil {
+		a.Store = &StoreConfig{}
+	}
+	driver, target, err := a.Store.resolve(repl)
+	if err != nil {
+		return err
+	}
+	provs, err := a.buildProviders(ctx, repl)
+	if err != nil {
+		return err
+	}
+	models, err := a.buildModels(provs)
+	if err != nil {
+		return err
+	}
+	if a.registry, err = handlers.NewRegistry(models); err != nil {
+		return err
+	}
+	a.storeKey = driver + ":" + target
+	val, _, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		s, err := openStore(octx, driver, target)
+		if err != nil {
+			return nil, err
+		}
+		return pooledStore{s}, nil
+	})
+	if err != nil {
+		a.storeKey = ""
+		return fmt.Errorf("opening the %s store: %w", driver, err)
+	}
+	a.store = val.(pooledStore).Store
+	return nil
+}
+
+func (s *StoreConfig) resolve(repl *caddy.Replacer) (driver, target string, err error) {
+	driver = s.Driver
+	if driver == "" {
+		driver = "sqlite"
+	}
+	switch driver {
+	case "sqlite":
+		target = repl.ReplaceKnown(s.Path, "")
+		if target == "" {
+			target = DefaultSQLitePath()
+		}
+		if target, err = filepath.Abs(target); err != nil {
+			return "", "", fmt.Errorf("store path: %w", err)
+		}
+	case "postgres":
+		target = repl.ReplaceKnown(s.DSN, "")
+		if target == "" {
+			return "", "", errors.New("store postgres: a dsn is required")
+		}
+	default:
+		return "", "", fmt.Errorf("unknown store driver %q (want sqlite or postgres)", s.Driver)
+	}
+	return driver, target, nil
+}
+
+// DefaultSQLitePath is the SQLite file used when the configuration names none.
+func DefaultSQLitePath() string {
+	return filepath.Join(caddy.AppDataDir(), "model_gateway", "gateway.db")
+}
+
+func openStore(ctx context.Context, driver, target string) (store.Store, error) {
+	if driver == "postgres" {
+		return postgres.Open(ctx, target)
+	}
+	return sqlite.Open(ctx, target)
+}
+
+func (a *App) buildProviders(ctx caddy.Context, repl *caddy.Replacer) (map[string]providers.Provider, error) {
+	out := make(map[string]providers.Provider, len(a.Providers))
+	names := make([]string, 0, len(a.Providers))
+	for name := range a.Providers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		pc := a.Providers[name]
+		if pc == nil {
+			return nil, fmt.Errorf("provider %q: empty configuration", name)
+		}
+		p, err := a.buildProvider(ctx, repl, name, pc)
+		if err != nil {
+			return nil, fmt.Errorf("provider %q: %w", name, err)
+		}
+		out[name] = p
+	}
+	return out, nil
+}
+
+func (a *App) buildProvider(ctx caddy.Context, repl *caddy.Replacer, name string, pc *ProviderConfig) (providers.Provider, error) {
+	switch pc.Type {
+	case "mock":
+		return mock.New(mock.Config{Name: name, Latency: time.Duration(pc.Latency), Chunks: pc.Chunks, ChunkInterval: time.Duration(pc.ChunkInterval), Text: pc.Text}), nil
+	case "openai":
+		rt, err := a.transport(ctx, pc)
+		if err != nil {
+			return nil, err
+		}
+		headers := make(map[string]string, len(pc.Headers))
+		for k, v := range pc.Headers {
+			headers[k] = repl.ReplaceKnown(v, "")
+		}
+		timeout := time.Duration(pc.Timeout)
+		if timeout == 0 {
+			timeout = 10 * time.Minute
+		}
+		baseURL := repl.ReplaceKnown(pc.BaseURL, "")
+		if baseURL != "" {
+			if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, fmt.Errorf("base_url %q must be an http or https URL", baseURL)
+			}
+		}
+		return openai.New(openai.Config{
+			Name: name, BaseURL: baseURL, APIKey: repl.ReplaceKnown(pc.APIKey, ""),
+			Organization: repl.ReplaceKnown(pc.Organization, ""), Project: repl.ReplaceKnown(pc.Project, ""),
+			Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: time.Duration(pc.StreamIdleTimeout),
+		})
+	case "":
+		return nil, errors.New("type is required (openai or mock)")
+	default:
+		return nil, fmt.Errorf("unknown type %q (want openai or mock)", pc.Type)
+	}
+}
+
+// transport is the provider's HTTP round tripper: Caddy's reverse-proxy transport, as
+// configured or with Caddy's defaults.
+func (a *App) transport(ctx caddy.Context, pc *ProviderConfig) (http.RoundTripper, error) {
+	if pc.TransportRaw != nil {
+		mod, err := ctx.LoadModule(pc, "TransportRaw")
+		if err != nil {
+			return nil, fmt.Errorf("loading transport: %w", err)
+		}
+		rt, ok := mod.(http.RoundTripper)
+		if !ok {
+			return nil, fmt.Errorf("transport %T is not an HTTP round tripper", mod)
+		}
+		return rt, nil
+	}
+	t := new(reverseproxy.HTTPTransport)
+	if err := t.Provision(ctx); err != nil {
+		return nil, fmt.Errorf("provisioning the default transport: %w", err)
+	}
+	a.transports = append(a.transports, t)
+	return t, nil
+}
+
+func (a *App) buildModels(provs map[string]providers.Provider) ([]*handlers.Model, error) {
+	out := make([]*handlers.Model, 0, len(a.Models))
+	for _, mc := range a.Models {
+		if mc == nil || mc.Name == "" {
+			return nil, errors.New("a model has no name")
+		}
+		m := &handlers.Model{Name: mc.Name, OwnedBy: mc.OwnedBy}
+		for i, rc := range mc.Routes {
+			p, ok := provs[rc.Provider]
+			if !ok {
+				return nil, fmt.Errorf("model %q route %d: unknown provider %q", mc.Name, i+1, rc.Provider)
+			}
+			price, err := rc.Pricing.resolve()
+			if err != nil {
+				return nil, fmt.Errorf("model %q route %d: %w", mc.Name, i+1, err)
+			}
+			upstream := rc.Model
+			if upstream == "" {
+				upstream = strings.TrimSuffix(mc.Name, handlers.FreeSuffix)
+			}
+			m.Routes = append(m.Routes, handlers.Route{ProviderName: rc.Provider, Provider: p, UpstreamModel: upstream, Price: price, MaxOutputTokens: rc.MaxOutputTokens})
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (pc *PriceConfig) resolve() (pricing.Price, error) {
+	var p pricing.Price
+	if pc == nil {
+		return p, nil
+	}
+	fields := []struct {
+		name string
+		in   string
+		out  *int64
+	}{
+		{"input", pc.Input, &p.Input}, {"cached_input", pc.CachedInput, &p.CachedInput}, {"cache_write", pc.CacheWrite, &p.CacheWrite},
+		{"output", pc.Output, &p.Output}, {"reasoning", pc.Reasoning, &p.Reasoning}, {"request", pc.Request, &p.PerRequest},
+	}
+	for _, f := range fields {
+		if f.in == "" {
+			continue
+		}
+		n, err := pricing.ParseUSD(f.in)
+		if err != nil {
+			return p, fmt.Errorf("price %s: %w", f.name, err)
+		}
+		*f.out = n
+	}
+	if pc.CachedInput == "" {
+		p.CachedInput = p.Input
+	}
+	if pc.CacheWrite == "" {
+		p.CacheWrite = p.Input
+	}
+	if pc.Reasoning == "" {
+		p.Reasoning = p.Output
+	}
+	return p, nil
+}
+
+// Start begins the sweeper that frees credit held by requests lost to a crash.
+func (a *App) Start() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stop, a.done = cancel, make(chan struct{})
+	go func() {
+		defer close(a.done)
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			if n, err := a.store.ReleaseExpired(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				a.logger.Error("releasing expired reservations failed", zap.Error(err))
+			} else if n > 0 {
+				a.logger.Info("released expired reservations", zap.Int("count", n))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the sweeper.
+func (a *App) Stop() error {
+	if a.stop != nil {
+		a.stop()
+		<-a.done
+	}
+	return nil
+}
+
+// Cleanup releases this instance's hold on the store and its transports.
+func (a *App) Cleanup() error {
+	for _, t := range a.transports {
+		_ = t.Cleanup()
+	}
+	if a.storeKey != "" {
+		if _, err := stores.Delete(a.storeKey); err != nil {
+			return fmt.Errorf("closing the store: %w", err)
+		}
+	}
+	return nil
+}
+
+// gateway builds the request handler of one model_gateway handler instance.
+func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *handlers.Gateway {
+	g := &handlers.Gateway{
+		Store: a.store, Registry: a.registry, Logger: logger, MaxBodyBytes: maxBody,
+		StreamIdleTimeout: idle, ReservationTTL: time.Duration(a.ReservationTTL),
+	}
+	g.Init()
+	return g
+}
+
+// Interface guards.
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

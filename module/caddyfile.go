@@ -1,0 +1,385 @@
+package module
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("model_gateway", parseGlobalOption)
+	httpcaddyfile.RegisterHandlerDirective("model_gateway", parseHandlerDirective)
+	httpcaddyfile.RegisterDirectiveOrder("model_gateway", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(App)
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "model_gateway", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return m, err
+}
+
+// UnmarshalCaddyfile sets up the app from the global option block:
+//
+//	{
+//		model_gateway {
+//			store sqlite [<path>]
+//			store postgres <dsn>
+//			reservation_ttl <duration>
+//
+//			provider <name> {
+//				type openai|mock
+//				base_url <url>
+//				api_key <key>
+//				organization <id>
+//				project <id>
+//				header <field> <value>
+//				timeout <duration>
+//				stream_idle_timeout <duration>
+//				transport http {
+//					<reverse_proxy transport options>
+//				}
+//				# mock only
+//				latency <duration>
+//				chunks <n>
+//				chunk_interval <duration>
+//				text <reply>
+//			}
+//
+//			model <name> {
+//				owned_by <organisation>
+//				route <provider> [<upstream model>] {
+//					input <usd per 1M tokens>
+//					cached_input <usd per 1M tokens>
+//					cache_write <usd per 1M tokens>
+//					output <usd per 1M tokens>
+//					reasoning <usd per 1M tokens>
+//					request <usd per request>
+//					max_output_tokens <n>
+//				}
+//			}
+//		}
+//	}
+//
+// Placeholders such as {env.OPENAI_API_KEY} are kept as written and resolved when the
+// configuration loads.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "store":
+			if a.Store != nil {
+				return d.Err("store already specified")
+			}
+			a.Store = new(StoreConfig)
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			a.Store.Driver = d.Val()
+			switch a.Store.Driver {
+			case "sqlite":
+				if d.NextArg() {
+					a.Store.Path = d.Val()
+				}
+			case "postgres":
+				if !d.NextArg() {
+					return d.Err("store postgres needs a connection string")
+				}
+				a.Store.DSN = d.Val()
+			default:
+				return d.Errf("unknown store driver %q (want sqlite or postgres)", a.Store.Driver)
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "reservation_ttl":
+			if err := parseDuration(d, &a.ReservationTTL); err != nil {
+				return err
+			}
+		case "provider":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			name := d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if _, dup := a.Providers[name]; dup {
+				return d.Errf("provider %q already defined", name)
+			}
+			pc, err := parseProvider(d)
+			if err != nil {
+				return err
+			}
+			if a.Providers == nil {
+				a.Providers = map[string]*ProviderConfig{}
+			}
+			a.Providers[name] = pc
+		case "model":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			mc := &ModelConfig{Name: d.Val()}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			for _, have := range a.Models {
+				if have.Name == mc.Name {
+					return d.Errf("model %q already defined", mc.Name)
+				}
+			}
+			if err := parseModel(d, mc); err != nil {
+				return err
+			}
+			a.Models = append(a.Models, mc)
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
+	pc := new(ProviderConfig)
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if sub != "header" && seen[sub] {
+			return nil, d.Errf("%s already specified", sub)
+		}
+		seen[sub] = true
+		var err error
+		switch sub {
+		case "type":
+			err = parseString(d, &pc.Type)
+		case "base_url":
+			err = parseString(d, &pc.BaseURL)
+		case "api_key":
+			err = parseString(d, &pc.APIKey)
+		case "organization":
+			err = parseString(d, &pc.Organization)
+		case "project":
+			err = parseString(d, &pc.Project)
+		case "text":
+			err = parseString(d, &pc.Text)
+		case "header":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return nil, d.ArgErr()
+			}
+			if pc.Headers == nil {
+				pc.Headers = map[string]string{}
+			}
+			pc.Headers[args[0]] = args[1]
+		case "timeout":
+			err = parseDuration(d, &pc.Timeout)
+		case "stream_idle_timeout":
+			err = parseDuration(d, &pc.StreamIdleTimeout)
+		case "latency":
+			err = parseDuration(d, &pc.Latency)
+		case "chunk_interval":
+			err = parseDuration(d, &pc.ChunkInterval)
+		case "chunks":
+			var n int64
+			if err = parseInt(d, &n); err == nil {
+				pc.Chunks = int(n)
+			}
+		case "transport":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			name := d.Val()
+			mod, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.transport."+name)
+			if err != nil {
+				return nil, d.Errf("transport %s: %v", name, err)
+			}
+			pc.TransportRaw = caddyconfig.JSONModuleObject(mod, "protocol", name, nil)
+		default:
+			return nil, d.Errf("unrecognized subdirective %q", sub)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if pc.Type == "" {
+		return nil, d.Err("provider: type is required (openai or mock)")
+	}
+	return pc, nil
+}
+
+func parseModel(d *caddyfile.Dispenser, mc *ModelConfig) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "owned_by":
+			if mc.OwnedBy != "" {
+				return d.Err("owned_by already specified")
+			}
+			if err := parseString(d, &mc.OwnedBy); err != nil {
+				return err
+			}
+		case "route":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return d.ArgErr()
+			}
+			rc := &RouteConfig{Provider: args[0]}
+			if len(args) == 2 {
+				rc.Model = args[1]
+			}
+			if err := parseRoute(d, rc); err != nil {
+				return err
+			}
+			mc.Routes = append(mc.Routes, rc)
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	if len(mc.Routes) == 0 {
+		return d.Errf("model %q needs at least one route", mc.Name)
+	}
+	return nil
+}
+
+func parseRoute(d *caddyfile.Dispenser, rc *RouteConfig) error {
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s already specified", sub)
+		}
+		seen[sub] = true
+		if sub == "max_output_tokens" {
+			if err := parseInt(d, &rc.MaxOutputTokens); err != nil {
+				return err
+			}
+			continue
+		}
+		if rc.Pricing == nil {
+			rc.Pricing = new(PriceConfig)
+		}
+		var target *string
+		switch sub {
+		case "input":
+			target = &rc.Pricing.Input
+		case "cached_input":
+			target = &rc.Pricing.CachedInput
+		case "cache_write":
+			target = &rc.Pricing.CacheWrite
+		case "output":
+			target = &rc.Pricing.Output
+		case "reasoning":
+			target = &rc.Pricing.Reasoning
+		case "request":
+			target = &rc.Pricing.Request
+		default:
+			return d.Errf("unrecognized subdirective %q", sub)
+		}
+		if err := parseString(d, target); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UnmarshalCaddyfile sets up the handler from the directive:
+//
+//	model_gateway {
+//		base_path <path>
+//		max_body_size <size>
+//		stream_idle_timeout <duration>
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if seen[sub] {
+			return d.Errf("%s already specified", sub)
+		}
+		seen[sub] = true
+		switch sub {
+		case "base_path":
+			if err := parseString(d, &h.BasePath); err != nil {
+				return err
+			}
+		case "max_body_size":
+			var s string
+			if err := parseString(d, &s); err != nil {
+				return err
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > 1<<40 {
+				return d.Errf("max_body_size %q: want a size such as 10MB", s)
+			}
+			h.MaxBodySize = int64(n)
+		case "stream_idle_timeout":
+			if err := parseDuration(d, &h.StreamIdleTimeout); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized subdirective %q", sub)
+		}
+	}
+	return nil
+}
+
+func parseString(d *caddyfile.Dispenser, out *string) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*out = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func parseDuration(d *caddyfile.Dispenser, out *caddy.Duration) error {
+	var s string
+	if err := parseString(d, &s); err != nil {
+		return err
+	}
+	dur, err := caddy.ParseDuration(s)
+	if err != nil || dur < 0 {
+		return d.Errf("invalid duration %q", s)
+	}
+	*out = caddy.Duration(dur)
+	return nil
+}
+
+func parseInt(d *caddyfile.Dispenser, out *int64) error {
+	var s string
+	if err := parseString(d, &s); err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return d.Errf("%s: want a positive whole number, got %q", d.Val(), s)
+	}
+	*out = n
+	return nil
+}
+
+// Interface guards.
+var (
+	_ caddyfile.Unmarshaler = (*App)(nil)
+	_ caddyfile.Unmarshaler = (*Handler)(nil)
+)

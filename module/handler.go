@@ -1,0 +1,83 @@
+package module
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/modelgateway/caddy-modelgateway/handlers"
+)
+
+func init() {
+	caddy.RegisterModule(new(Handler))
+}
+
+// Handler serves the gateway's API (chat completions, models, generations, keys...) under
+// its base path, with the providers and models of the model_gateway app.
+type Handler struct {
+	// BasePath is the prefix the API is served under; the SDKs' base URL ends with it.
+	// Requests outside it pass to the next handler. Default: /v1.
+	BasePath string `json:"base_path,omitempty"`
+	// MaxBodySize limits request bodies in bytes; larger ones get 413. Default: 10 MiB.
+	MaxBodySize int64 `json:"max_body_size,omitempty"`
+	// StreamIdleTimeout ends an upstream stream that sends nothing for this long. Default: 30s.
+	StreamIdleTimeout caddy.Duration `json:"stream_idle_timeout,omitempty"`
+
+	gw *handlers.Gateway
+}
+
+// CaddyModule returns the Caddy module information.
+func (*Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.model_gateway", New: func() caddy.Module { return new(Handler) }}
+}
+
+// Provision connects the handler to the model_gateway app.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	if h.BasePath == "" {
+		h.BasePath = "/v1"
+	}
+	h.BasePath = "/" + strings.Trim(h.BasePath, "/")
+	if h.BasePath == "/" {
+		h.BasePath = ""
+	}
+	appIface, err := ctx.App("model_gateway")
+	if err != nil {
+		return fmt.Errorf("loading the model_gateway app: %w", err)
+	}
+	app := appIface.(*App)
+	h.gw = app.gateway(ctx.Logger(), h.MaxBodySize, time.Duration(h.StreamIdleTimeout))
+	return nil
+}
+
+// Validate checks the configuration.
+func (h *Handler) Validate() error {
+	if h.MaxBodySize < 0 {
+		return fmt.Errorf("max_body_size must not be negative")
+	}
+	return nil
+}
+
+// ServeHTTP serves API paths and passes everything else on.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	path := r.URL.Path
+	if h.BasePath != "" {
+		rest, ok := strings.CutPrefix(path, h.BasePath)
+		if !ok || (rest != "" && rest[0] != '/') {
+			return next.ServeHTTP(w, r)
+		}
+		path = rest
+	}
+	h.gw.ServeHTTP(w, r, path)
+	return nil
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

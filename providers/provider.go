@@ -1,0 +1,220 @@
+// Package providers holds the neutral request, response and stream model that every
+// surface (chat completions, responses, messages) and every upstream adapter meet in,
+// and the small interfaces an adapter implements. It knows nothing of Caddy.
+//
+// An adapter lives in its own sub-package (providers/openai, providers/mock, ...) and
+// implements Provider plus whichever optional capabilities it has: ChatProvider for the
+// neutral model, Forwarder when it can take a request body already in its own wire format.
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// WireFormat names an HTTP API dialect spoken by a surface or an upstream.
+type WireFormat string
+
+// The wire formats the gateway knows.
+const (
+	FormatOpenAIChat      WireFormat = "openai_chat"
+	FormatOpenAIResponses WireFormat = "openai_responses"
+	FormatAnthropic       WireFormat = "anthropic_messages"
+	FormatGemini          WireFormat = "gemini"
+)
+
+// Provider is what every upstream adapter implements.
+type Provider interface {
+	// Name is the operator's name for this provider instance ("openai", "groq"...).
+	Name() string
+}
+
+// ChatProvider generates text from the neutral model.
+type ChatProvider interface {
+	Chat(ctx context.Context, req *Request) (*Response, error)
+	ChatStream(ctx context.Context, req *Request) (Stream, error)
+}
+
+// Forwarder sends a request body that is already in one of the provider's own wire
+// formats, byte for byte, and hands back the upstream body untouched. It is the fast path
+// used when the surface and the upstream speak the same format.
+type Forwarder interface {
+	// Formats lists the wire formats Forward accepts.
+	Formats() []WireFormat
+	// Forward returns the upstream response when its status is 2xx. Any other status, a
+	// connection failure or a timeout before the response headers is an *UpstreamError.
+	Forward(ctx context.Context, req *RawRequest) (*RawResponse, error)
+}
+
+// RawRequest is a request body in a provider's wire format.
+type RawRequest struct {
+	Format WireFormat
+	// Body is the complete JSON body, model already rewritten to the upstream id.
+	Body   []byte
+	Stream bool
+	// Header carries client headers worth passing on (never credentials).
+	Header http.Header
+}
+
+// RawResponse is a successful upstream answer whose body has not been read yet.
+type RawResponse struct {
+	Status int
+	Header http.Header
+	Body   io.ReadCloser
+}
+
+// Request is the neutral text-generation request.
+type Request struct {
+	// Model is the upstream model id.
+	Model    string
+	System   string
+	Messages []Message
+	Tools    []Tool
+	// ToolChoice is "auto", "none", "required" or a tool name; empty means unset.
+	ToolChoice        string
+	ParallelToolCalls *bool
+	MaxTokens         *int64
+	Temperature       *float64
+	TopP              *float64
+	Stop              []string
+	Stream            bool
+	// ResponseFormat is the JSON-mode request: "", "json_object" or "json_schema".
+	ResponseFormat string
+	JSONSchema     json.RawMessage
+	// ReasoningEffort is "", "minimal", "low", "medium" or "high".
+	ReasoningEffort string
+	// User is an end-user id for abuse tracking, passed on where the upstream has it.
+	User string
+}
+
+// Role of a message in the neutral model.
+type Role string
+
+// Neutral roles. System instructions live in Request.System, not in messages.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role    Role
+	Content []Part
+	// ToolCalls are the calls an assistant turn made.
+	ToolCalls []ToolCall
+	// ToolCallID names the call a tool turn answers.
+	ToolCallID string
+	Name       string
+}
+
+// PartType is the kind of a content part.
+type PartType string
+
+// Content part kinds.
+const (
+	PartText  PartType = "text"
+	PartImage PartType = "image"
+)
+
+// Part is one piece of message content.
+type Part struct {
+	Type PartType
+	Text string
+	// ImageURL is an http(s) URL; for inline images Data and MediaType are set instead.
+	ImageURL  string
+	MediaType string
+	Data      []byte
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+}
+
+// ToolCall is a call the model made.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// FinishReason is the neutral reason a generation stopped.
+type FinishReason string
+
+// Neutral finish reasons, named after the chat completions values.
+const (
+	FinishStop          FinishReason = "stop"
+	FinishLength        FinishReason = "length"
+	FinishToolCalls     FinishReason = "tool_calls"
+	FinishContentFilter FinishReason = "content_filter"
+)
+
+// Response is a complete neutral answer.
+type Response struct {
+	ID           string
+	Model        string
+	Text         string
+	ToolCalls    []ToolCall
+	FinishReason FinishReason
+	Usage        Usage
+}
+
+// Usage counts tokens in five disjoint counters, so that each token is counted once:
+// the prompt is Input + CacheRead + CacheWrite, the completion is Output + Reasoning.
+type Usage struct {
+	Input      int64
+	CacheRead  int64
+	CacheWrite int64
+	Output     int64
+	Reasoning  int64
+}
+
+// PromptTokens is the whole prompt.
+func (u Usage) PromptTokens() int64 { return u.Input + u.CacheRead + u.CacheWrite }
+
+// CompletionTokens is the whole completion, reasoning included.
+func (u Usage) CompletionTokens() int64 { return u.Output + u.Reasoning }
+
+// Total is every token of the request.
+func (u Usage) Total() int64 { return u.PromptTokens() + u.CompletionTokens() }
+
+// EventType is the kind of a neutral stream event.
+type EventType int
+
+// Stream event kinds.
+const (
+	// EventText carries a piece of answer text in Text.
+	EventText EventType = iota + 1
+	// EventToolCall carries a piece of a tool call: Index identifies the call; ID and Name
+	// arrive with its first piece, Arguments is appended piece by piece.
+	EventToolCall
+	// EventFinish carries FinishReason; it comes once, after the last content event.
+	EventFinish
+	// EventUsage carries the usage so far in Usage; the last one wins.
+	EventUsage
+)
+
+// Event is one neutral stream event.
+type Event struct {
+	Type         EventType
+	Text         string
+	Index        int
+	ToolCall     ToolCall
+	FinishReason FinishReason
+	Usage        Usage
+}
+
+// Stream is an iterator over neutral events, tied to the context of the call that opened
+// it. Next blocks until an event is there, the stream ends (false, Err nil) or fails
+// (false, Err set). Close releases the upstream connection and may be called at any time.
+type Stream interface {
+	Next() bool
+	Current() Event
+	Err() error
+	Close() error
+}

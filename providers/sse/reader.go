@@ -1,0 +1,237 @@
+// Package sse reads and writes Server-Sent Events, the framing every streaming upstream
+// (OpenAI chat and responses, Anthropic messages, Gemini with alt=sse) and every streaming
+// surface of the gateway speak.
+//
+// The Reader follows the WHATWG event-stream parsing rules (field/value split on the first
+// colon, one optional space after it, multi-line data joined with "\n", comments, CR, LF and
+// CRLF line endings, a leading BOM skipped) with one deliberate leniency: a final event that
+// is not followed by a blank line before EOF is still dispatched, because several
+// OpenAI-compatible servers end their stream with "data: [DONE]\n" only.
+//
+// It sits on the hot path of every streamed token, so it reuses its buffers: the Data of an
+// Event is only valid until the next call to Next.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// DefaultMaxEventBytes is the limit on an event's data used when NewReader is given zero or
+// less. Chat chunks are a few hundred bytes; the largest legitimate events are terminal
+// events that carry a whole response (OpenAI responses' response.completed).
+const DefaultMaxEventBytes = 8 << 20
+
+// lineSlack is what a line may hold beyond the data limit: the field name and its colon.
+const lineSlack = 64
+
+// ErrEventTooLarge is returned by Err when an event's data, or a single line, is larger than
+// the reader's limit.
+var ErrEventTooLarge = errors.New("sse: event too large")
+
+// Event is one dispatched event.
+type Event struct {
+	// Name is the value of the event's "event:" field, empty when it had none (the
+	// specification's default type "message").
+	Name string
+	// Data is the event's data lines joined with "\n". It aliases the reader's buffer and is
+	// only valid until the next call to Next; copy it to keep it.
+	Data []byte
+}
+
+// Reader reads events from an event stream. It is not safe for concurrent use.
+type Reader struct {
+	br  *bufio.Reader
+	max int
+
+	line    []byte // a line that spanned more than one buffer fill
+	data    []byte
+	hasData bool
+	name    string
+	ev      Event
+
+	skipLF   bool // the previous line ended with CR: a following LF belongs to it
+	started  bool // the first line was read (the BOM check is done)
+	eof      bool
+	err      error
+	finished bool
+}
+
+// NewReader returns a Reader of r that fails with ErrEventTooLarge on events whose data is
+// larger than maxEventBytes (DefaultMaxEventBytes when zero or less).
+func NewReader(r io.Reader, maxEventBytes int) *Reader {
+	if maxEventBytes <= 0 {
+		maxEventBytes = DefaultMaxEventBytes
+	}
+	return &Reader{br: bufio.NewReaderSize(r, 4096), max: maxEventBytes}
+}
+
+// Next reads up to the next event and reports whether there is one. It returns false at the
+// end of the stream or on an error, which Err then returns.
+func (r *Reader) Next() bool {
+	if r.finished {
+		return false
+	}
+	r.data = r.data[:0]
+	r.hasData = false
+	eventName := ""
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			r.finished = true
+			if err != io.EOF {
+				r.err = err
+				return false
+			}
+			// Lenient: an event cut off by EOF before its blank line is still dispatched.
+			if r.hasData {
+				r.dispatch(eventName)
+				return true
+			}
+			return false
+		}
+		if len(line) == 0 {
+			if !r.hasData {
+				// A blank line with no data resets the event name and dispatches nothing.
+				eventName = ""
+				continue
+			}
+			r.dispatch(eventName)
+			return true
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "data":
+			extra := len(value)
+			if r.hasData {
+				extra++
+			}
+			if len(r.data)+extra > r.max {
+				r.finished = true
+				r.err = ErrEventTooLarge
+				return false
+			}
+			if r.hasData {
+				r.data = append(r.data, '\n')
+			}
+			r.data = append(r.data, value...)
+			r.hasData = true
+		case "event":
+			// Comparing before converting keeps a repeated name from allocating.
+			if string(value) != r.name {
+				r.name = string(value)
+			}
+			eventName = r.name
+		}
+		// "id", "retry" and unknown fields are ignored: no upstream relies on them.
+	}
+}
+
+func (r *Reader) dispatch(name string) {
+	r.ev = Event{Name: name, Data: r.data}
+}
+
+// Event returns the event Next read.
+func (r *Reader) Event() Event { return r.ev }
+
+// Err returns the error that stopped the reader, nil at a clean end of stream.
+func (r *Reader) Err() error { return r.err }
+
+// readLine returns the next line without its terminator, io.EOF when the stream ended
+// before another line. The line is only valid until the next call.
+func (r *Reader) readLine() ([]byte, error) {
+	r.line = r.line[:0]
+	limit := r.max + lineSlack
+	for {
+		if r.eof {
+			if len(r.line) > 0 {
+				return r.finishLine(r.line), nil
+			}
+			return nil, io.EOF
+		}
+		buf, err := r.fill()
+		if err != nil {
+			if err == io.EOF {
+				r.eof = true
+				continue
+			}
+			return nil, err
+		}
+		if r.skipLF {
+			r.skipLF = false
+			if buf[0] == '\n' {
+				_, _ = r.br.Discard(1)
+				continue
+			}
+		}
+		i := indexEOL(buf)
+		if i < 0 {
+			if len(r.line)+len(buf) > limit {
+				return nil, ErrEventTooLarge
+			}
+			r.line = append(r.line, buf...)
+			_, _ = r.br.Discard(len(buf))
+			continue
+		}
+		if len(r.line)+i > limit {
+			return nil, ErrEventTooLarge
+		}
+		var line []byte
+		if len(r.line) == 0 {
+			// The common case: the whole line is in the buffer and is used before the next
+			// fill moves it, so it needs no copy.
+			line = buf[:i]
+		} else {
+			r.line = append(r.line, buf[:i]...)
+			line = r.line
+		}
+		r.skipLF = buf[i] == '\r'
+		_, _ = r.br.Discard(i + 1)
+		return r.finishLine(line), nil
+	}
+}
+
+// fill returns the buffered bytes, reading more when there are none.
+func (r *Reader) fill() ([]byte, error) {
+	n := r.br.Buffered()
+	if n == 0 {
+		if _, err := r.br.Peek(1); err != nil {
+			return nil, err
+		}
+		n = r.br.Buffered()
+	}
+	return r.br.Peek(n)
+}
+
+var bom = []byte("\xEF\xBB\xBF")
+
+func (r *Reader) finishLine(line []byte) []byte {
+	if !r.started {
+		r.started = true
+		line = bytes.TrimPrefix(line, bom)
+	}
+	return line
+}
+
+// indexEOL finds the first CR or LF; two vectorised byte searches beat a byte loop.
+func indexEOL(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.IndexByte(b, '\r')
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
+}

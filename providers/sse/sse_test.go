@@ -1,0 +1,282 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+type ev struct {
+	name, data string
+}
+
+func readAll(t testing.TB, r io.Reader, max int) ([]ev, error) {
+	t.Helper()
+	rd := NewReader(r, max)
+	var out []ev
+	for rd.Next() {
+		e := rd.Event()
+		out = append(out, ev{e.Name, string(e.Data)})
+	}
+	return out, rd.Err()
+}
+
+func TestReader(t *testing.T) {
+	tests := []struct {
+		name  string
+		in    string
+		want  []ev
+		err   error
+		limit int
+	}{
+		{name: "empty", in: "", want: nil},
+		{name: "single", in: "data: hello\n\n", want: []ev{{"", "hello"}}},
+		{name: "no space after colon", in: "data:hello\n\n", want: []ev{{"", "hello"}}},
+		{name: "only one space stripped", in: "data:  hello\n\n", want: []ev{{"", " hello"}}},
+		{name: "multi-line data", in: "data: a\ndata: b\ndata:\n\n", want: []ev{{"", "a\nb\n"}}},
+		{name: "event name", in: "event: ping\ndata: {}\n\n", want: []ev{{"ping", "{}"}}},
+		{name: "name resets after dispatch", in: "event: a\ndata: 1\n\ndata: 2\n\n", want: []ev{{"a", "1"}, {"", "2"}}},
+		{name: "comments ignored", in: ": keep-alive\n\n:x\ndata: 1\n: mid\n\n", want: []ev{{"", "1"}}},
+		{name: "CRLF", in: "data: a\r\ndata: b\r\n\r\ndata: c\r\n\r\n", want: []ev{{"", "a\nb"}, {"", "c"}}},
+		{name: "CR", in: "data: a\rdata: b\r\rdata: c\r\r", want: []ev{{"", "a\nb"}, {"", "c"}}},
+		{name: "mixed endings", in: "data: a\r\n\ndata: b\r\r\ndata: c\n\r", want: []ev{{"", "a"}, {"", "b"}, {"", "c"}}},
+		{name: "final event without blank line", in: "data: 1\n\ndata: [DONE]\n", want: []ev{{"", "1"}, {"", "[DONE]"}}},
+		{name: "final event without newline", in: "data: [DONE]", want: []ev{{"", "[DONE]"}}},
+		{name: "event without data not dispatched", in: "event: x\n\ndata: y\n\n", want: []ev{{"", "y"}}},
+		{name: "empty data dispatched", in: "data:\n\n", want: []ev{{"", ""}}},
+		{name: "field without colon", in: "data\n\n", want: []ev{{"", ""}}},
+		{name: "unknown fields ignored", in: "id: 7\nretry: 10\nfoo: bar\ndata: x\n\n", want: []ev{{"", "x"}}},
+		{name: "colon in value kept", in: "data: {\"a\":\"b:c\"}\n\n", want: []ev{{"", `{"a":"b:c"}`}}},
+		{name: "BOM skipped", in: "\xEF\xBB\xBFdata: x\n\n", want: []ev{{"", "x"}}},
+		{name: "blank lines only", in: "\n\n\r\n\r", want: nil},
+		{name: "data at limit", in: "data: 12345\n\n", limit: 5, want: []ev{{"", "12345"}}},
+		{name: "data over limit", in: "data: 123456\n\n", limit: 5, err: ErrEventTooLarge},
+		{name: "joined data over limit", in: "data: 123\ndata: 45\n\n", limit: 5, err: ErrEventTooLarge},
+		{name: "huge comment line", in: ":" + strings.Repeat("x", 200) + "\n\ndata: 1\n\n", limit: 5, err: ErrEventTooLarge},
+		{name: "events before the oversized one", in: "data: 1\n\ndata: 123456\n\n", limit: 5, want: []ev{{"", "1"}}, err: ErrEventTooLarge},
+	}
+	readers := []struct {
+		name string
+		wrap func(io.Reader) io.Reader
+	}{
+		{"whole", func(r io.Reader) io.Reader { return r }},
+		{"one byte", iotest.OneByteReader},
+		{"half", iotest.HalfReader},
+	}
+	for _, tc := range tests {
+		for _, rw := range readers {
+			t.Run(tc.name+"/"+rw.name, func(t *testing.T) {
+				got, err := readAll(t, rw.wrap(strings.NewReader(tc.in)), tc.limit)
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("err = %v, want %v", err, tc.err)
+				}
+				if !equalEvents(got, tc.want) {
+					t.Fatalf("events = %q, want %q", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+func equalEvents(a, b []ev) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestReaderLongLinesAcrossBuffers(t *testing.T) {
+	long := strings.Repeat("abcdefgh", 2000) // larger than the 4 KiB buffer
+	in := "data: " + long + "\r\ndata: " + long + "\r\n\r\n"
+	got, err := readAll(t, strings.NewReader(in), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].data != long+"\n"+long {
+		t.Fatalf("got %d events, data length %d", len(got), len(got[0].data))
+	}
+}
+
+func TestReaderReadError(t *testing.T) {
+	boom := errors.New("boom")
+	r := io.MultiReader(strings.NewReader("data: 1\n\ndata: 2"), iotest.ErrReader(boom))
+	got, err := readAll(t, r, 0)
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+	if !equalEvents(got, []ev{{"", "1"}}) {
+		t.Fatalf("events = %q", got)
+	}
+}
+
+func TestReaderStopsAfterEnd(t *testing.T) {
+	rd := NewReader(strings.NewReader("data: 1\n\n"), 0)
+	if !rd.Next() || rd.Next() || rd.Next() {
+		t.Fatal("want exactly one event")
+	}
+	if rd.Err() != nil {
+		t.Fatal(rd.Err())
+	}
+}
+
+// The CR of a CR-terminated line must not make the reader wait for the next byte: over a
+// network that byte may only come with the next event.
+func TestReaderCRDoesNotBlock(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	rd := NewReader(pr, 0)
+	go func() { _, _ = pw.Write([]byte("data: 1\r\r")) }()
+	if !rd.Next() || string(rd.Event().Data) != "1" {
+		t.Fatalf("want event 1, err %v", rd.Err())
+	}
+}
+
+func TestAppendEvent(t *testing.T) {
+	tests := []struct {
+		name, event, data, want string
+		err                     error
+	}{
+		{name: "data", data: `{"a":1}`, want: "data: {\"a\":1}\n\n"},
+		{name: "named", event: "message_start", data: "{}", want: "event: message_start\ndata: {}\n\n"},
+		{name: "empty", data: "", want: "data: \n\n"},
+		{name: "multi-line", data: "a\nb\r\nc\rd", want: "data: a\ndata: b\ndata: c\ndata: d\n\n"},
+		{name: "bad name", event: "a\nb", data: "x", err: ErrInvalidName},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			err := WriteEvent(&buf, tc.event, []byte(tc.data))
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("err = %v, want %v", err, tc.err)
+			}
+			if err != nil {
+				return
+			}
+			if buf.String() != tc.want {
+				t.Fatalf("frame = %q, want %q", buf.String(), tc.want)
+			}
+			got, err := readAll(t, &buf, 0)
+			if err != nil || len(got) != 1 || got[0].name != tc.event {
+				t.Fatalf("read back %q, %v", got, err)
+			}
+		})
+	}
+}
+
+func TestWriteDataAndComment(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteComment(&buf, "keep\nalive"); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteData(&buf, []byte("[DONE]")); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := buf.String(), ": keep alive\n\ndata: [DONE]\n\n"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestWriteEventError(t *testing.T) {
+	boom := errors.New("boom")
+	if err := WriteData(errWriter{boom}, []byte("x")); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+type errWriter struct{ err error }
+
+func (w errWriter) Write([]byte) (int, error) { return 0, w.err }
+
+func TestReaderAllocations(t *testing.T) {
+	frame := []byte("data: {\"choices\":[{\"delta\":{\"content\":\"hello\"}}]}\n\n")
+	stream := bytes.Repeat(frame, 100)
+	r := bytes.NewReader(stream)
+	rd := NewReader(r, 0)
+	allocs := testing.AllocsPerRun(20, func() {
+		r.Reset(stream)
+		rd.finished, rd.eof = false, false
+		for rd.Next() {
+		}
+	})
+	// One pass reads 100 events; growing the data buffer once is the only allowed cost.
+	if allocs > 1 {
+		t.Fatalf("%.0f allocations per 100 events", allocs)
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	seeds := []string{
+		"",
+		"data: x\n\n",
+		"data: {\"id\":\"1\"}\n\ndata: [DONE]\n\n",
+		"event: message_start\ndata: {}\n\n",
+		": comment\r\ndata: a\r\ndata: b\r\n\r\n",
+		"data: a\rdata: b\r\r",
+		"\xEF\xBB\xBFdata: bom\n\n",
+		"data:no-space\ndata",
+		"event: x\n\n\n\r\r\n",
+		strings.Repeat("data: long\n", 50) + "\n",
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s), 16)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, max int) {
+		if max > 1<<16 {
+			max = 1 << 16
+		}
+		rd := NewReader(iotest.HalfReader(bytes.NewReader(in)), max)
+		n := 0
+		for rd.Next() {
+			n++
+			// Every event needs at least one line, so more events than bytes means a loop.
+			if n > len(in)+1 {
+				t.Fatalf("%d events from %d bytes", n, len(in))
+			}
+			e := rd.Event()
+			limit := max
+			if limit <= 0 {
+				limit = DefaultMaxEventBytes
+			}
+			if len(e.Data) > limit {
+				t.Fatalf("event of %d bytes over the limit %d", len(e.Data), limit)
+			}
+		}
+		if err := rd.Err(); err != nil && !errors.Is(err, ErrEventTooLarge) {
+			t.Fatalf("unexpected error %v", err)
+		}
+	})
+}
+
+// FuzzRoundTrip checks that whatever AppendEvent writes, the Reader reads back unchanged
+// (line breaks in data come back as "\n").
+func FuzzRoundTrip(f *testing.F) {
+	f.Add("", "hello")
+	f.Add("ping", "a\nb")
+	f.Add("x", "a\r\nb\rc")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, name, data string) {
+		frame, err := AppendEvent(nil, name, []byte(data))
+		if err != nil {
+			if !strings.ContainsAny(name, "\r\n") {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		got, err := readAll(t, bytes.NewReader(frame), len(data)+len(name)+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(data)
+		if len(got) != 1 || got[0].data != want || got[0].name != name {
+			t.Fatalf("read back %q, want name %q data %q", got, name, want)
+		}
+	})
+}

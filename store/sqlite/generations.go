@@ -1,0 +1,80 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+const generationColumns = `id, workspace_id, key_id, endpoint, model, provider, upstream_model, upstream_id,
+	streamed, cancelled, status, finish_reason, error_code, error_message,
+	input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+	cost_nanos, unbilled_nanos, cost_lines, attempts,
+	latency_ms, generation_ms, end_to_end_ms, created_at`
+
+func insertGeneration(ctx context.Context, tx *sql.Tx, g *store.Generation) error {
+	// json.Marshal keeps nil as null and empty as [], so both read back as they were written.
+	lines, err := json.Marshal(g.CostLines)
+	if err != nil {
+		return fmt.Errorf("encoding cost lines: %w", err)
+	}
+	attempts, err := json.Marshal(g.Attempts)
+	if err != nil {
+		return fmt.Errorf("encoding attempts: %w", err)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO generations (`+generationColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,
+		g.Streamed, g.Cancelled, g.Status, g.FinishReason, g.ErrorCode, g.ErrorMessage,
+		g.InputTokens, g.CacheReadTokens, g.CacheWriteTokens, g.OutputTokens, g.ReasoningTokens,
+		g.CostNanos, g.UnbilledNanos, string(lines), string(attempts),
+		g.LatencyMs, g.GenerationMs, g.EndToEndMs, millis(g.CreatedAt))
+	if isConflict(err) {
+		return fmt.Errorf("generation %q: %w", g.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("inserting generation: %w", err)
+	}
+	return nil
+}
+
+// GetGeneration returns a generation of the given workspace; another workspace's
+// generation is store.ErrNotFound, exactly like a missing one.
+func (s *Store) GetGeneration(ctx context.Context, workspaceID, id string) (store.Generation, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT `+generationColumns+` FROM generations WHERE workspace_id = ? AND id = ?`,
+		workspaceID, id)
+	g, err := scanGeneration(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Generation{}, fmt.Errorf("generation %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Generation{}, fmt.Errorf("getting generation %q: %w", id, err)
+	}
+	return g, nil
+}
+
+func scanGeneration(row scanner) (store.Generation, error) {
+	var g store.Generation
+	var lines, attempts string
+	var created int64
+	err := row.Scan(&g.ID, &g.WorkspaceID, &g.KeyID, &g.Endpoint, &g.Model, &g.Provider, &g.UpstreamModel, &g.UpstreamID,
+		&g.Streamed, &g.Cancelled, &g.Status, &g.FinishReason, &g.ErrorCode, &g.ErrorMessage,
+		&g.InputTokens, &g.CacheReadTokens, &g.CacheWriteTokens, &g.OutputTokens, &g.ReasoningTokens,
+		&g.CostNanos, &g.UnbilledNanos, &lines, &attempts,
+		&g.LatencyMs, &g.GenerationMs, &g.EndToEndMs, &created)
+	if err != nil {
+		return store.Generation{}, err
+	}
+	if err := json.Unmarshal([]byte(lines), &g.CostLines); err != nil {
+		return store.Generation{}, fmt.Errorf("decoding cost lines: %w", err)
+	}
+	if err := json.Unmarshal([]byte(attempts), &g.Attempts); err != nil {
+		return store.Generation{}, fmt.Errorf("decoding attempts: %w", err)
+	}
+	g.CreatedAt = fromMillis(created)
+	return g, nil
+}

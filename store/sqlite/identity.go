@@ -1,0 +1,203 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// CreateWorkspace creates a workspace and its empty wallet.
+func (s *Store) CreateWorkspace(ctx context.Context, ws store.Workspace) error {
+	if ws.ID == "" {
+		return errors.New("creating workspace: empty id")
+	}
+	created := s.stamp(ws.CreatedAt)
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)`,
+			ws.ID, ws.Name, millis(created))
+		if isConflict(err) {
+			return fmt.Errorf("creating workspace %q: %w", ws.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("creating workspace %q: %w", ws.ID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO wallets (workspace_id) VALUES (?)`, ws.ID); err != nil {
+			return fmt.Errorf("creating wallet of workspace %q: %w", ws.ID, err)
+		}
+		return nil
+	})
+}
+
+// GetWorkspace returns one workspace.
+func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, error) {
+	ws, err := scanWorkspace(s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM workspaces WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Workspace{}, fmt.Errorf("workspace %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Workspace{}, fmt.Errorf("getting workspace %q: %w", id, err)
+	}
+	return ws, nil
+}
+
+// ListWorkspaces returns every workspace, oldest first.
+func (s *Store) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, name, created_at FROM workspaces ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing workspaces: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Workspace
+	for rows.Next() {
+		ws, err := scanWorkspace(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing workspaces: %w", err)
+		}
+		out = append(out, ws)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing workspaces: %w", err)
+	}
+	return out, nil
+}
+
+func scanWorkspace(row scanner) (store.Workspace, error) {
+	var ws store.Workspace
+	var created int64
+	if err := row.Scan(&ws.ID, &ws.Name, &created); err != nil {
+		return store.Workspace{}, err
+	}
+	ws.CreatedAt = fromMillis(created)
+	return ws, nil
+}
+
+// CreateKey stores a key of an existing workspace.
+func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
+	switch {
+	case k.ID == "":
+		return errors.New("creating key: empty id")
+	case k.WorkspaceID == "":
+		return errors.New("creating key: empty workspace id")
+	case len(k.SecretHash) == 0:
+		// A key without a hash could never authenticate; storing one is a caller bug.
+		return errors.New("creating key: empty secret hash")
+	}
+	created := s.stamp(k.CreatedAt)
+	var revoked any
+	if k.RevokedAt != nil {
+		revoked = millis(*k.RevokedAt)
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if err := workspaceExists(ctx, tx, k.WorkspaceID); err != nil {
+			return fmt.Errorf("creating key %q: %w", k.ID, err)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys
+			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, millis(created), revoked)
+		if isConflict(err) {
+			return fmt.Errorf("creating key %q: %w", k.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("creating key %q: %w", k.ID, err)
+		}
+		return nil
+	})
+}
+
+const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at`
+
+// GetKey returns one key, revoked or not.
+func (s *Store) GetKey(ctx context.Context, id string) (store.Key, error) {
+	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Key{}, fmt.Errorf("key %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Key{}, fmt.Errorf("getting key %q: %w", id, err)
+	}
+	return k, nil
+}
+
+// ListKeys returns a workspace's keys, oldest first; ErrNotFound if the workspace does not exist.
+func (s *Store) ListKeys(ctx context.Context, workspaceID string) ([]store.Key, error) {
+	// One read transaction, so the existence check and the list see the same snapshot.
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("listing keys: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := workspaceExists(ctx, tx, workspaceID); err != nil {
+		return nil, fmt.Errorf("listing keys: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys
+		WHERE workspace_id = ? ORDER BY created_at, id`, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("listing keys: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing keys: %w", err)
+	}
+	return out, nil
+}
+
+func scanKey(row scanner) (store.Key, error) {
+	var k store.Key
+	var kind string
+	var created int64
+	var revoked sql.NullInt64
+	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &created, &revoked); err != nil {
+		return store.Key{}, err
+	}
+	k.Kind = store.KeyKind(kind)
+	k.CreatedAt = fromMillis(created)
+	if revoked.Valid {
+		t := fromMillis(revoked.Int64)
+		k.RevokedAt = &t
+	}
+	return k, nil
+}
+
+// RevokeKey marks a key revoked. Revoking twice keeps the first revocation time.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	at = s.stamp(at)
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, millis(at), id)
+		if err != nil {
+			return fmt.Errorf("revoking key %q: %w", id, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("revoking key %q: %w", id, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("revoking key %q: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+func workspaceExists(ctx context.Context, tx *sql.Tx, id string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM workspaces WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("workspace %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("looking up workspace %q: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+// Package sqlite is the embedded store.Store backend: one SQLite file in WAL mode through
+// mattn/go-sqlite3 (cgo), with zero set-up. It suits one gateway process; several
+// processes may share the file, but PostgreSQL (store/postgres) is the backend for
+// several instances behind a load balancer.
+//
+// Writes go through a single connection, so concurrent writers in this process queue in Go
+// rather than spin on SQLITE_BUSY, and every write transaction starts with BEGIN IMMEDIATE,
+// so a transaction that reads the wallet and then updates it can never deadlock against
+// another process doing the same. Reads use a separate pool and never wait for writers.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/store/internal/migrate"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Store is a store.Store over one SQLite file. It is safe for concurrent use.
+type Store struct {
+	// w has exactly one connection: SQLite allows one writer at a time anyway.
+	w *sql.DB
+	// r serves single-statement reads, which WAL lets run beside the writer.
+	r   *sql.DB
+	now func() time.Time
+}
+
+// Open opens (creating if needed) the SQLite database at path, creating its parent
+// directory if missing, and applies pending migrations. It fails with an error wrapping
+// store.ErrSchemaTooNew if a newer gateway has already migrated the file.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("opening sqlite store: empty path")
+	}
+	// Each pooled connection would get its own private in-memory database.
+	if path == ":memory:" {
+		return nil, errors.New("opening sqlite store: in-memory databases are not supported, use a file (t.TempDir() in tests)")
+	}
+	// mattn/go-sqlite3 cuts the file name at the first '?' to read its options.
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("opening sqlite store: path %q must not contain '?'", path)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("opening sqlite store: creating directory: %w", err)
+		}
+	}
+
+	// synchronous=FULL: a committed charge must survive a power cut, WAL or not.
+	common := url.Values{
+		"_busy_timeout": {"10000"},
+		"_foreign_keys": {"1"},
+	}
+	wopts := cloneValues(common)
+	wopts.Set("_journal_mode", "WAL")
+	wopts.Set("_synchronous", "FULL")
+	wopts.Set("_txlock", "immediate")
+	w, err := sql.Open("sqlite3", path+"?"+wopts.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("opening sqlite store: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
+	}
+
+	s := &Store{w: w, now: time.Now}
+	if err := s.migrate(ctx); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
+	}
+
+	ropts := cloneValues(common)
+	ropts.Set("_query_only", "1")
+	r, err := sql.Open("sqlite3", path+"?"+ropts.Encode())
+	if err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("opening sqlite store: %w", err)
+	}
+	r.SetMaxOpenConns(max(4, runtime.NumCPU()))
+	s.r = r
+	return s, nil
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	var errs []error
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing sqlite store: %w", err)
+	}
+	return nil
+}
+
+// migrate applies each pending migration in its own transaction. BEGIN IMMEDIATE makes
+// two processes opening the same new file take turns, and the version is re-read inside
+// each transaction, so the loser sees the winner's work and skips it.
+func (s *Store) migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	migrations, err := migrate.Load(sub)
+	if err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	latest := migrations[len(migrations)-1].Version
+	for _, m := range migrations {
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+				version    INTEGER PRIMARY KEY,
+				applied_at INTEGER NOT NULL
+			) STRICT`); err != nil {
+				return err
+			}
+			var current int
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&current); err != nil {
+				return err
+			}
+			switch {
+			case current > latest:
+				return fmt.Errorf("database is at version %d, this gateway knows up to %d: %w", current, latest, store.ErrSchemaTooNew)
+			case current >= m.Version:
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`, m.Version, s.now().UnixMilli())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+// tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits if fn succeeds.
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning transaction: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+// isConflict reports a primary key or unique constraint violation.
+func isConflict(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) &&
+		(se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey || se.ExtendedCode == sqlite3.ErrConstraintUnique)
+}
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// stamp returns t, or now if t is zero, at the millisecond precision the database keeps.
+func (s *Store) stamp(t time.Time) time.Time {
+	if t.IsZero() {
+		t = s.now()
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+// scanner is what *sql.Row and *sql.Rows have in common.
+type scanner interface{ Scan(dest ...any) error }
+
+var _ store.Store = (*Store)(nil)

@@ -1,0 +1,240 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// AddCredits appends a credit (or, for a negative amount, an adjustment) to the ledger and
+// moves the balance with it. A debit that would take the balance below zero is refused
+// with store.ErrInsufficientFunds.
+func (s *Store) AddCredits(ctx context.Context, workspaceID string, amountNanos int64, note string) (store.Balance, error) {
+	kind := "credit"
+	if amountNanos < 0 {
+		kind = "adjustment"
+	}
+	now := s.now()
+	var b store.Balance
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		b, err = wallet(ctx, tx, workspaceID)
+		if err != nil {
+			return err
+		}
+		if amountNanos > 0 && b.BalanceNanos > math.MaxInt64-amountNanos {
+			return errors.New("balance would overflow")
+		}
+		if b.BalanceNanos+amountNanos < 0 {
+			return fmt.Errorf("debit of %d nanos exceeds balance of %d: %w", -amountNanos, b.BalanceNanos, store.ErrInsufficientFunds)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, note, created_at)
+			VALUES (?, ?, ?, ?, ?)`, workspaceID, amountNanos, kind, note, millis(now)); err != nil {
+			return fmt.Errorf("appending to ledger: %w", err)
+		}
+		b.BalanceNanos += amountNanos
+		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = ? WHERE workspace_id = ?`,
+			b.BalanceNanos, workspaceID); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Balance{}, fmt.Errorf("adding credits to workspace %q: %w", workspaceID, err)
+	}
+	return b, nil
+}
+
+// GetBalance returns a workspace's wallet.
+func (s *Store) GetBalance(ctx context.Context, workspaceID string) (store.Balance, error) {
+	b := store.Balance{WorkspaceID: workspaceID}
+	err := s.r.QueryRowContext(ctx, `SELECT balance_nanos, reserved_nanos FROM wallets WHERE workspace_id = ?`, workspaceID).
+		Scan(&b.BalanceNanos, &b.ReservedNanos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Balance{}, fmt.Errorf("wallet of workspace %q: %w", workspaceID, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Balance{}, fmt.Errorf("getting balance of workspace %q: %w", workspaceID, err)
+	}
+	return b, nil
+}
+
+// wallet reads a wallet inside a write transaction, which BEGIN IMMEDIATE has already
+// made exclusive: no other writer can move it before this transaction ends.
+func wallet(ctx context.Context, tx *sql.Tx, workspaceID string) (store.Balance, error) {
+	b := store.Balance{WorkspaceID: workspaceID}
+	err := tx.QueryRowContext(ctx, `SELECT balance_nanos, reserved_nanos FROM wallets WHERE workspace_id = ?`, workspaceID).
+		Scan(&b.BalanceNanos, &b.ReservedNanos)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Balance{}, fmt.Errorf("wallet of workspace %q: %w", workspaceID, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Balance{}, fmt.Errorf("reading wallet: %w", err)
+	}
+	return b, nil
+}
+
+// Reserve holds p.AmountNanos of the available balance for one request.
+func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
+	switch {
+	case p.WorkspaceID == "":
+		return store.Reservation{}, errors.New("reserving: empty workspace id")
+	case p.AmountNanos < 0 || p.MinAvailableNanos < 0:
+		return store.Reservation{}, errors.New("reserving: negative amount")
+	case p.ExpiresAt.IsZero():
+		// Without an expiry a request lost to a crash would hold the credit forever.
+		return store.Reservation{}, errors.New("reserving: expiry is required")
+	}
+	r := store.Reservation{
+		ID:          p.ID,
+		WorkspaceID: p.WorkspaceID,
+		AmountNanos: p.AmountNanos,
+		CreatedAt:   s.stamp(time.Time{}),
+		ExpiresAt:   p.ExpiresAt.UTC().Truncate(time.Millisecond),
+	}
+	if r.ID == "" {
+		r.ID = ids.New("res")
+	}
+	need := max(p.AmountNanos, p.MinAvailableNanos)
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		b, err := wallet(ctx, tx, p.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		if b.Available() < need {
+			return fmt.Errorf("available %d nanos, need %d: %w", b.Available(), need, store.ErrInsufficientFunds)
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO reservations (id, workspace_id, amount_nanos, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?)`, r.ID, r.WorkspaceID, r.AmountNanos, millis(r.CreatedAt), millis(r.ExpiresAt))
+		if isConflict(err) {
+			return fmt.Errorf("reservation %q: %w", r.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("inserting reservation: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos + ? WHERE workspace_id = ?`,
+			r.AmountNanos, r.WorkspaceID); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Reservation{}, fmt.Errorf("reserving for workspace %q: %w", p.WorkspaceID, err)
+	}
+	return r, nil
+}
+
+// Settle releases the reservation (if any), charges the generation's cost capped at the
+// balance, and records the generation, all in one transaction.
+func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generation, error) {
+	if p.Generation == nil {
+		return store.Generation{}, errors.New("settling: no generation")
+	}
+	g := *p.Generation
+	switch {
+	case g.WorkspaceID == "":
+		return store.Generation{}, errors.New("settling: empty workspace id")
+	case g.CostNanos < 0:
+		return store.Generation{}, errors.New("settling: negative cost")
+	}
+	if g.ID == "" {
+		g.ID = ids.New("gen")
+	}
+	g.CreatedAt = s.stamp(g.CreatedAt)
+	now := s.now()
+	cost := g.CostNanos
+
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if p.ReservationID != "" {
+			var wsID string
+			var amount int64
+			err := tx.QueryRowContext(ctx, `DELETE FROM reservations WHERE id = ? RETURNING workspace_id, amount_nanos`,
+				p.ReservationID).Scan(&wsID, &amount)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("reservation %q: %w", p.ReservationID, store.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
+			}
+			if wsID != g.WorkspaceID {
+				// Not this workspace's to settle; the rollback puts it back.
+				return fmt.Errorf("reservation %q of workspace %q: %w", p.ReservationID, g.WorkspaceID, store.ErrNotFound)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
+				amount, wsID); err != nil {
+				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
+			}
+		}
+		b, err := wallet(ctx, tx, g.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		charge := max(min(cost, b.BalanceNanos), 0)
+		g.CostNanos = charge
+		g.UnbilledNanos = cost - charge
+		if err := insertGeneration(ctx, tx, &g); err != nil {
+			return err
+		}
+		if charge == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, created_at)
+			VALUES (?, ?, 'charge', ?, ?)`, g.WorkspaceID, -charge, g.ID, millis(now)); err != nil {
+			return fmt.Errorf("appending to ledger: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - ? WHERE workspace_id = ?`,
+			charge, g.WorkspaceID); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
+	}
+	return g, nil
+}
+
+// ReleaseExpired drops reservations that expired before now and gives their credit back.
+func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `DELETE FROM reservations WHERE expires_at < ? RETURNING workspace_id, amount_nanos`, millis(now))
+		if err != nil {
+			return err
+		}
+		released := map[string]int64{}
+		for rows.Next() {
+			var ws string
+			var amount int64
+			if err := rows.Scan(&ws, &amount); err != nil {
+				_ = rows.Close()
+				return err
+			}
+			released[ws] += amount
+			n++
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for ws, amount := range released {
+			if _, err := tx.ExecContext(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
+				amount, ws); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("releasing expired reservations: %w", err)
+	}
+	return n, nil
+}
