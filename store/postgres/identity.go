@@ -1,0 +1,199 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// CreateWorkspace creates a workspace and its empty wallet.
+func (s *Store) CreateWorkspace(ctx context.Context, ws store.Workspace) error {
+	if ws.ID == "" {
+		return errors.New("creating workspace: empty id")
+	}
+	created := s.stamp(ws.CreatedAt)
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)`, ws.ID, ws.Name, created)
+		if isConflict(err) {
+			return fmt.Errorf("creating workspace %q: %w", ws.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("creating workspace %q: %w", ws.ID, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO wallets (workspace_id) VALUES ($1)`, ws.ID); err != nil {
+			return fmt.Errorf("creating wallet of workspace %q: %w", ws.ID, err)
+		}
+		return nil
+	})
+}
+
+// GetWorkspace returns one workspace.
+func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, error) {
+	var ws store.Workspace
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		var err error
+		ws, err = scanWorkspace(conn.QueryRow(ctx, `SELECT id, name, created_at FROM workspaces WHERE id = $1`, id))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Workspace{}, fmt.Errorf("workspace %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Workspace{}, fmt.Errorf("getting workspace %q: %w", id, err)
+	}
+	return ws, nil
+}
+
+// ListWorkspaces returns every workspace, oldest first.
+func (s *Store) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
+	var out []store.Workspace
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, `SELECT id, name, created_at FROM workspaces ORDER BY created_at, id`)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Workspace, error) { return scanWorkspace(row) })
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing workspaces: %w", err)
+	}
+	return out, nil
+}
+
+func scanWorkspace(row pgx.Row) (store.Workspace, error) {
+	var ws store.Workspace
+	if err := row.Scan(&ws.ID, &ws.Name, &ws.CreatedAt); err != nil {
+		return store.Workspace{}, err
+	}
+	ws.CreatedAt = utc(ws.CreatedAt)
+	return ws, nil
+}
+
+// CreateKey stores a key of an existing workspace.
+func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
+	switch {
+	case k.ID == "":
+		return errors.New("creating key: empty id")
+	case k.WorkspaceID == "":
+		return errors.New("creating key: empty workspace id")
+	case len(k.SecretHash) == 0:
+		// A key without a hash could never authenticate; storing one is a caller bug.
+		return errors.New("creating key: empty secret hash")
+	}
+	created := s.stamp(k.CreatedAt)
+	var revoked *time.Time
+	if k.RevokedAt != nil {
+		t := k.RevokedAt.UTC().Truncate(time.Millisecond)
+		revoked = &t
+	}
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		if err := workspaceExists(ctx, tx, k.WorkspaceID); err != nil {
+			return fmt.Errorf("creating key %q: %w", k.ID, err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys
+			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, created, revoked)
+		if isConflict(err) {
+			return fmt.Errorf("creating key %q: %w", k.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("creating key %q: %w", k.ID, err)
+		}
+		return nil
+	})
+}
+
+const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at`
+
+// GetKey returns one key, revoked or not.
+func (s *Store) GetKey(ctx context.Context, id string) (store.Key, error) {
+	var k store.Key
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		var err error
+		k, err = scanKey(conn.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1`, id))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Key{}, fmt.Errorf("key %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Key{}, fmt.Errorf("getting key %q: %w", id, err)
+	}
+	return k, nil
+}
+
+// ListKeys returns a workspace's keys, oldest first; ErrNotFound if the workspace does not exist.
+func (s *Store) ListKeys(ctx context.Context, workspaceID string) ([]store.Key, error) {
+	var out []store.Key
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		// Workspaces are never deleted, so checking first and listing second cannot race.
+		if err := workspaceExists(ctx, conn, workspaceID); err != nil {
+			return err
+		}
+		rows, err := conn.Query(ctx, `SELECT `+keyColumns+` FROM api_keys
+			WHERE workspace_id = $1 ORDER BY created_at, id`, workspaceID)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Key, error) { return scanKey(row) })
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing keys: %w", err)
+	}
+	return out, nil
+}
+
+func scanKey(row pgx.Row) (store.Key, error) {
+	var k store.Key
+	var kind string
+	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &k.CreatedAt, &k.RevokedAt); err != nil {
+		return store.Key{}, err
+	}
+	k.Kind = store.KeyKind(kind)
+	k.CreatedAt = utc(k.CreatedAt)
+	if k.RevokedAt != nil {
+		t := utc(*k.RevokedAt)
+		k.RevokedAt = &t
+	}
+	return k, nil
+}
+
+// RevokeKey marks a key revoked. Revoking twice keeps the first revocation time.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	at = s.stamp(at)
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2`, at, id)
+		if err != nil {
+			return fmt.Errorf("revoking key %q: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("revoking key %q: %w", id, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// querier is what pgx.Tx and *pgx.Conn have in common.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func workspaceExists(ctx context.Context, q querier, id string) error {
+	var one int
+	err := q.QueryRow(ctx, `SELECT 1 FROM workspaces WHERE id = $1`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("workspace %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("looking up workspace %q: %w", id, err)
+	}
+	return nil
+}

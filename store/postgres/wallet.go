@@ -1,0 +1,249 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// AddCredits appends a credit (or, for a negative amount, an adjustment) to the ledger and
+// moves the balance with it. A debit that would take the balance below zero is refused
+// with store.ErrInsufficientFunds.
+func (s *Store) AddCredits(ctx context.Context, workspaceID string, amountNanos int64, note string) (store.Balance, error) {
+	kind := "credit"
+	if amountNanos < 0 {
+		kind = "adjustment"
+	}
+	now := s.stamp(time.Time{})
+	var out store.Balance
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		b, err := lockWallet(ctx, tx, workspaceID)
+		if err != nil {
+			return err
+		}
+		if amountNanos > 0 && b.BalanceNanos > math.MaxInt64-amountNanos {
+			return errors.New("balance would overflow")
+		}
+		if b.BalanceNanos+amountNanos < 0 {
+			return fmt.Errorf("debit of %d nanos exceeds balance of %d: %w", -amountNanos, b.BalanceNanos, store.ErrInsufficientFunds)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, note, created_at)
+			VALUES ($1, $2, $3, $4, $5)`, workspaceID, amountNanos, kind, note, now); err != nil {
+			return fmt.Errorf("appending to ledger: %w", err)
+		}
+		b.BalanceNanos += amountNanos
+		if _, err := tx.Exec(ctx, `UPDATE wallets SET balance_nanos = $1 WHERE workspace_id = $2`,
+			b.BalanceNanos, workspaceID); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+		out = b
+		return nil
+	})
+	if err != nil {
+		return store.Balance{}, fmt.Errorf("adding credits to workspace %q: %w", workspaceID, err)
+	}
+	return out, nil
+}
+
+// GetBalance returns a workspace's wallet.
+func (s *Store) GetBalance(ctx context.Context, workspaceID string) (store.Balance, error) {
+	b := store.Balance{WorkspaceID: workspaceID}
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT balance_nanos, reserved_nanos FROM wallets WHERE workspace_id = $1`, workspaceID).
+			Scan(&b.BalanceNanos, &b.ReservedNanos)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Balance{}, fmt.Errorf("wallet of workspace %q: %w", workspaceID, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Balance{}, fmt.Errorf("getting balance of workspace %q: %w", workspaceID, err)
+	}
+	return b, nil
+}
+
+// lockWallet reads a wallet and locks its row until the transaction ends, so no other
+// transaction, in this process or another, can move it in between.
+func lockWallet(ctx context.Context, tx pgx.Tx, workspaceID string) (store.Balance, error) {
+	b := store.Balance{WorkspaceID: workspaceID}
+	err := tx.QueryRow(ctx, `SELECT balance_nanos, reserved_nanos FROM wallets WHERE workspace_id = $1 FOR UPDATE`, workspaceID).
+		Scan(&b.BalanceNanos, &b.ReservedNanos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Balance{}, fmt.Errorf("wallet of workspace %q: %w", workspaceID, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Balance{}, fmt.Errorf("reading wallet: %w", err)
+	}
+	return b, nil
+}
+
+// Reserve holds p.AmountNanos of the available balance for one request.
+func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
+	switch {
+	case p.WorkspaceID == "":
+		return store.Reservation{}, errors.New("reserving: empty workspace id")
+	case p.AmountNanos < 0 || p.MinAvailableNanos < 0:
+		return store.Reservation{}, errors.New("reserving: negative amount")
+	case p.ExpiresAt.IsZero():
+		// Without an expiry a request lost to a crash would hold the credit forever.
+		return store.Reservation{}, errors.New("reserving: expiry is required")
+	}
+	r := store.Reservation{
+		ID:          p.ID,
+		WorkspaceID: p.WorkspaceID,
+		AmountNanos: p.AmountNanos,
+		CreatedAt:   s.stamp(time.Time{}),
+		ExpiresAt:   p.ExpiresAt.UTC().Truncate(time.Millisecond),
+	}
+	if r.ID == "" {
+		r.ID = ids.New("res")
+	}
+	need := max(p.AmountNanos, p.MinAvailableNanos)
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		b, err := lockWallet(ctx, tx, p.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		if b.Available() < need {
+			return fmt.Errorf("available %d nanos, need %d: %w", b.Available(), need, store.ErrInsufficientFunds)
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO reservations (id, workspace_id, amount_nanos, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5)`, r.ID, r.WorkspaceID, r.AmountNanos, r.CreatedAt, r.ExpiresAt)
+		if isConflict(err) {
+			return fmt.Errorf("reservation %q: %w", r.ID, store.ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("inserting reservation: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos + $1 WHERE workspace_id = $2`,
+			r.AmountNanos, r.WorkspaceID); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Reservation{}, fmt.Errorf("reserving for workspace %q: %w", p.WorkspaceID, err)
+	}
+	return r, nil
+}
+
+// Settle releases the reservation (if any), charges the generation's cost capped at the
+// balance, and records the generation, all in one transaction.
+func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generation, error) {
+	if p.Generation == nil {
+		return store.Generation{}, errors.New("settling: no generation")
+	}
+	in := *p.Generation
+	switch {
+	case in.WorkspaceID == "":
+		return store.Generation{}, errors.New("settling: empty workspace id")
+	case in.CostNanos < 0:
+		return store.Generation{}, errors.New("settling: negative cost")
+	}
+	if in.ID == "" {
+		in.ID = ids.New("gen")
+	}
+	in.CreatedAt = s.stamp(in.CreatedAt)
+	now := s.stamp(time.Time{})
+
+	var out store.Generation
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// Reservation row before wallet row, as in ReleaseExpired: one lock order, no deadlocks.
+		if p.ReservationID != "" {
+			var wsID string
+			var amount int64
+			err := tx.QueryRow(ctx, `DELETE FROM reservations WHERE id = $1 RETURNING workspace_id, amount_nanos`,
+				p.ReservationID).Scan(&wsID, &amount)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("reservation %q: %w", p.ReservationID, store.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
+			}
+			if wsID != in.WorkspaceID {
+				// Not this workspace's to settle; the rollback puts it back.
+				return fmt.Errorf("reservation %q of workspace %q: %w", p.ReservationID, in.WorkspaceID, store.ErrNotFound)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - $1 WHERE workspace_id = $2`,
+				amount, wsID); err != nil {
+				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
+			}
+		}
+		b, err := lockWallet(ctx, tx, in.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		g := in
+		charge := max(min(in.CostNanos, b.BalanceNanos), 0)
+		g.CostNanos = charge
+		g.UnbilledNanos = in.CostNanos - charge
+		if err := insertGeneration(ctx, tx, &g); err != nil {
+			return err
+		}
+		if charge > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, created_at)
+				VALUES ($1, $2, 'charge', $3, $4)`, g.WorkspaceID, -charge, g.ID, now); err != nil {
+				return fmt.Errorf("appending to ledger: %w", err)
+			}
+			if _, err := tx.Exec(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - $1 WHERE workspace_id = $2`,
+				charge, g.WorkspaceID); err != nil {
+				return fmt.Errorf("updating wallet: %w", err)
+			}
+		}
+		out = g
+		return nil
+	})
+	if err != nil {
+		return store.Generation{}, fmt.Errorf("settling generation %q: %w", in.ID, err)
+	}
+	return out, nil
+}
+
+// ReleaseExpired drops reservations that expired before now and gives their credit back.
+func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) {
+	cutoff := now.UTC().Truncate(time.Millisecond)
+	var n int
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `DELETE FROM reservations WHERE expires_at < $1 RETURNING workspace_id, amount_nanos`, cutoff)
+		if err != nil {
+			return err
+		}
+		released := map[string]int64{}
+		count := 0
+		var ws string
+		var amount int64
+		_, err = pgx.ForEachRow(rows, []any{&ws, &amount}, func() error {
+			released[ws] += amount
+			count++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		// Wallets in a fixed order, so two instances releasing at once cannot deadlock.
+		workspaces := make([]string, 0, len(released))
+		for ws := range released {
+			workspaces = append(workspaces, ws)
+		}
+		slices.Sort(workspaces)
+		for _, ws := range workspaces {
+			if _, err := tx.Exec(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - $1 WHERE workspace_id = $2`,
+				released[ws], ws); err != nil {
+				return err
+			}
+		}
+		n = count
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("releasing expired reservations: %w", err)
+	}
+	return n, nil
+}
