@@ -279,6 +279,9 @@ func (c *call) chatForward(w http.ResponseWriter, r *http.Request, rt Route, fw 
 		return fmt.Errorf("decorating the response: %w", err)
 	}
 	c.status = http.StatusOK
+	// Charged and recorded before the client has the answer: an answer delivered is an
+	// answer billed, even if the process dies right after.
+	c.settle(r.Context())
 	writeRawJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -293,7 +296,7 @@ func (c *call) decorate(obj []byte, withUsage bool) ([]byte, error) {
 	if withUsage {
 		usage, _ := rawjson.Get(out, "usage")
 		if rawjson.IsNull(usage) {
-			usage = openai.EncodeChatUsage(c.usage)
+			usage = openai.AppendChatUsage(nil, c.usage)
 		}
 		lines, total := c.cost()
 		for _, kv := range usageExtras(lines, total) {
@@ -424,6 +427,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		}
 		c.failures = append(c.failures, failure{route: rt, err: streamErr})
 		c.errCode, c.errMessage = CodeUpstream, streamErr.Error()
+		c.settle(r.Context())
 		out.data(chatErrorFrame(streamErr))
 		return nil
 	}
@@ -432,13 +436,16 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		c.route = &rt
 		c.status = http.StatusOK
 	}
+	var final []byte
 	if f.includeUsage || c.wantMeta {
 		if usageChunk == nil {
-			usageChunk = openai.EncodeUsageChunk(c.genID, rt.UpstreamModel, c.start.Unix(), c.usage)
+			usageChunk = usageChunkFor(c.genID, rt.UpstreamModel, c.start.Unix(), c.usage)
 		}
-		if dec, err := c.decorate(usageChunk, true); err == nil {
-			out.data(dec)
-		}
+		final, _ = c.decorate(usageChunk, true)
+	}
+	c.settle(r.Context())
+	if final != nil {
+		out.data(final)
 	}
 	out.data([]byte("[DONE]"))
 	return nil
@@ -519,4 +526,11 @@ func containsFinish(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// usageChunkFor is a chat chunk with choices: [] and the usage, for streams whose upstream
+// sent its usage some other way.
+func usageChunkFor(id, model string, created int64, u providers.Usage) []byte {
+	chunk, _ := openai.NewChunkEncoder(id, model, created).Encode(providers.Event{Type: providers.EventUsage, Usage: u})
+	return chunk
 }

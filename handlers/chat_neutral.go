@@ -39,6 +39,7 @@ func (c *call) chatNeutral(w http.ResponseWriter, r *http.Request, rt Route, req
 			return err
 		}
 		c.status = http.StatusOK
+		c.settle(r.Context())
 		writeRawJSON(w, http.StatusOK, out)
 		return nil
 	}
@@ -101,6 +102,7 @@ func (c *call) chatNeutralStream(w http.ResponseWriter, r *http.Request, rt Rout
 		}
 		c.failures = append(c.failures, failure{route: rt, err: ue})
 		c.errCode, c.errMessage = CodeUpstream, ue.Error()
+		c.settle(r.Context())
 		out.data(chatErrorFrame(ue))
 		return nil
 	}
@@ -109,10 +111,15 @@ func (c *call) chatNeutralStream(w http.ResponseWriter, r *http.Request, rt Rout
 		c.route = &rt
 		c.status = http.StatusOK
 	}
+	var final []byte
 	if f.includeUsage || c.wantMeta {
-		if dec, err := c.decorate(openai.EncodeUsageChunk(c.genID, rt.UpstreamModel, c.start.Unix(), c.usage), true); err == nil {
-			out.data(dec)
+		if chunk, ok := enc.Encode(providers.Event{Type: providers.EventUsage, Usage: c.usage}); ok {
+			final, _ = c.decorate(chunk, true)
 		}
+	}
+	c.settle(r.Context())
+	if final != nil {
+		out.data(final)
 	}
 	out.data([]byte("[DONE]"))
 	return nil

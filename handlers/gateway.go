@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -40,8 +41,21 @@ type Gateway struct {
 	ReservationTTL time.Duration
 	// Now is the clock; tests inject their own.
 	Now func() time.Time
+	// Catalog describes models for the discovery routes; nil means the embedded
+	// catalogue (catalog.Default).
+	Catalog *catalog.Catalog
+	// CatalogIDs names the catalogue entry of a public model name explicitly, for models
+	// whose name and upstream model id are neither an id nor an alias in the catalogue.
+	CatalogIDs map[string]string
+	// DisableCreditTopUp makes POST /credits answer 403: set it where wallets hold money
+	// paid to the operator, so that only the operator adds credit.
+	DisableCreditTopUp bool
 
 	routes map[string]map[string]endpoint
+	// patterns are routes with {parameters} in their path, tried when no exact path matches.
+	patterns []routePattern
+	// placeholders are the "METHOD path" routes that answer not_implemented_yet.
+	placeholders map[string]bool
 }
 
 type authLevel int
@@ -87,12 +101,29 @@ func (g *Gateway) Init() {
 		"/key":              {http.MethodGet: {authAny, SurfaceOpenAI, g.getKey}},
 		"/health":           {http.MethodGet: {authNone, SurfaceOpenAI, g.health}},
 	}
+	for _, set := range routeSets {
+		for path, methods := range set(g) {
+			if g.routes[path] == nil {
+				g.routes[path] = map[string]endpoint{}
+			}
+			for m, ep := range methods {
+				g.routes[path][m] = ep
+			}
+		}
+	}
+	g.finishRoutes()
 }
+
+// routeSets are endpoint families registered by their own files (discovery, administration).
+var routeSets []func(g *Gateway) map[string]map[string]endpoint
 
 // ServeHTTP answers a request whose path, relative to the API's base path, is path.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string) {
 	path = strings.TrimSuffix(path, "/")
 	methods, ok := g.routes[path]
+	if !ok {
+		methods, ok = g.matchPattern(r, path)
+	}
 	if !ok {
 		writeError(w, SurfaceOpenAI, newError(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+path), "")
 		return

@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
@@ -10,30 +11,43 @@ import (
 )
 
 // listModels serves GET /models in OpenAI's list shape, so the SDKs' models.list() works.
+// include_endpoints=true (the earlier listing's parameter) adds each model's endpoints.
+// The list is paged only when the request sets limit or after (see pagination.go).
 func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request, _ *Caller) error {
-	models := g.Registry.Models()
-	data := make([]map[string]any, 0, len(models))
-	for _, m := range models {
-		owner := m.OwnedBy
-		if owner == "" {
-			owner = m.Routes[0].ProviderName
-		}
-		rt := m.Routes[0]
-		data = append(data, map[string]any{
-			"id": m.Name, "object": "model", "created": m.Created, "owned_by": owner,
-			"free": m.Free(),
-			"pricing": map[string]any{
-				"currency":                     "USD",
-				"input_per_million_tokens":     costNumber(rt.Price.Input),
-				"cached_input_per_million":     costNumber(rt.Price.CachedInput),
-				"cache_write_per_million":      costNumber(rt.Price.CacheWrite),
-				"output_per_million_tokens":    costNumber(rt.Price.Output),
-				"reasoning_per_million_tokens": costNumber(rt.Price.Reasoning),
-				"per_request":                  costNumber(rt.Price.PerRequest),
-			},
-		})
+	q := r.URL.Query()
+	p, apiErr := parsePage(q)
+	if apiErr != nil {
+		return apiErr
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	withEndpoints := false
+	if vs, ok := q["include_endpoints"]; ok {
+		b, err := strconv.ParseBool(first(vs))
+		if err != nil {
+			return paramError("include_endpoints", "include_endpoints must be true or false")
+		}
+		withEndpoints = b
+	}
+	offered := g.offeredModels()
+	data := make([]map[string]any, 0, len(offered))
+	for _, o := range offered {
+		m := o.model
+		v := map[string]any{
+			"id": m.Name, "object": "model", "created": m.Created, "owned_by": modelOwner(m),
+			"free": m.Free(), "pricing": priceView(m.Routes[0].Price),
+		}
+		if withEndpoints {
+			v["endpoints"] = o.endpoints
+		}
+		data = append(data, v)
+	}
+	if !p.set {
+		return writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	}
+	env, apiErr := page(data, offeredID, p)
+	if apiErr != nil {
+		return apiErr
+	}
+	return writeJSON(w, http.StatusOK, env)
 }
 
 // getGeneration serves GET /generations?id=: a record of the caller's own workspace only.
@@ -79,17 +93,19 @@ func generationView(g store.Generation) map[string]any {
 	}
 }
 
-// getKey serves GET /key: the calling key and its workspace's wallet.
+// getKey serves GET /key: the calling key, its spending limit and use, and its
+// workspace's wallet.
 func (g *Gateway) getKey(w http.ResponseWriter, r *http.Request, c *Caller) error {
 	bal, err := g.Store.GetBalance(r.Context(), c.Key.WorkspaceID)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{
-		"id": c.Key.ID, "name": c.Key.Name, "kind": string(c.Key.Kind), "workspace_id": c.Key.WorkspaceID,
-		"disabled": c.Key.Disabled, "created_at": c.Key.CreatedAt.UTC().Format(time.RFC3339),
-		"credits": balanceView(bal),
-	}})
+	v, err := g.keyWithSpend(r.Context(), c.Key)
+	if err != nil {
+		return err
+	}
+	v["credits"] = balanceView(bal)
+	return writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
 
 func balanceView(b store.Balance) map[string]any {

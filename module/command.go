@@ -299,4 +299,3 @@ func printBalance(out io.Writer, b store.Balance) {
 	_, _ = fmt.Fprintf(out, "balance    %s USD\nreserved   %s USD\navailable  %s USD\n",
 		pricing.FormatUSD(b.BalanceNanos), pricing.FormatUSD(b.ReservedNanos), pricing.FormatUSD(b.Available()))
 }
-

@@ -3,6 +3,7 @@ package module
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -91,7 +93,7 @@ func startGateway(t *testing.T, gatewayBlock, handlerBlock string) *gatewayEnv {
 
 func loadCaddyfile(t *testing.T, cf string) {
 	t.Helper()
-	cfgJSON, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+	cfgJSON, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(caddyfile.Format([]byte(cf)), nil)
 	if err != nil {
 		t.Fatalf("adapting: %v\n%s", err, cf)
 	}
@@ -101,6 +103,10 @@ func loadCaddyfile(t *testing.T, cf string) {
 	if err := caddy.Load(cfgJSON, true); err != nil {
 		t.Fatalf("loading: %v", err)
 	}
+	// The previous configuration's servers close their connections as they stop (the tests'
+	// grace period is 1ns): do not reuse them.
+	http.DefaultClient.CloseIdleConnections()
+	testClient.CloseIdleConnections()
 }
 
 // workspace creates a workspace with credits and returns a standard key for it.
@@ -158,8 +164,29 @@ func (e *gatewayEnv) generation(wsID, id string) store.Generation {
 	}
 }
 
+// doRetryingDial sends req, again if the connection was refused before anything was sent:
+// right after a reload the old listener may still take a connection as it closes.
+func doRetryingDial(req *http.Request) (*http.Response, error) {
+	for i := 0; ; i++ {
+		if req.GetBody != nil && i > 0 {
+			req.Body, _ = req.GetBody()
+		}
+		resp, err := testClient.Do(req)
+		var op *net.OpError
+		if err == nil || i == 5 || !errors.As(err, &op) || op.Op != "dial" {
+			return resp, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testClient is the HTTP client of raw requests and of the SDK clients. Keep-alives are off:
+// tests reload the configuration, and a POST on a connection the old server is closing fails.
+var testClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 func (e *gatewayEnv) openai(key string, opts ...option.RequestOption) openai.Client {
-	base := []option.RequestOption{option.WithBaseURL(e.baseURL + "/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0), option.WithRequestTimeout(20 * time.Second)}
+	base := []option.RequestOption{option.WithBaseURL(e.baseURL + "/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0),
+		option.WithRequestTimeout(20 * time.Second), option.WithHTTPClient(testClient)}
 	return openai.NewClient(append(base, opts...)...)
 }
 
@@ -171,7 +198,7 @@ func (e *gatewayEnv) post(key, path, body string) (int, http.Header, []byte) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := doRetryingDial(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -186,7 +213,7 @@ func (e *gatewayEnv) get(key, path string) (int, []byte) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := doRetryingDial(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -85,6 +85,11 @@ type Request struct {
 	JSONSchema     json.RawMessage
 	// ReasoningEffort is "", "minimal", "low", "medium" or "high".
 	ReasoningEffort string
+	// ThinkingBudget is an explicit reasoning token budget (Anthropic thinking.budget_tokens,
+	// Gemini thinkingBudget); 0 means unset.
+	ThinkingBudget int64
+	// TopK is Anthropic's and Gemini's top_k; nil means unset.
+	TopK *int64
 	// User is an end-user id for abuse tracking, passed on where the upstream has it.
 	User string
 }
@@ -117,6 +122,9 @@ type PartType string
 const (
 	PartText  PartType = "text"
 	PartImage PartType = "image"
+	// PartReasoning is an assistant's earlier reasoning (Anthropic thinking block), carried back
+	// in multi-turn history with its Signature.
+	PartReasoning PartType = "reasoning"
 )
 
 // Part is one piece of message content.
@@ -127,6 +135,8 @@ type Part struct {
 	ImageURL  string
 	MediaType string
 	Data      []byte
+	// Signature authenticates a reasoning part to the provider that produced it.
+	Signature string
 }
 
 // Tool is a function the model may call.
@@ -156,11 +166,16 @@ const (
 
 // Response is a complete neutral answer.
 type Response struct {
-	ID           string
-	Model        string
-	Text         string
-	ToolCalls    []ToolCall
-	FinishReason FinishReason
+	ID    string
+	Model string
+	// Reasoning is the reasoning text the provider returned (possibly a summary), before Text.
+	Reasoning          string
+	ReasoningSignature string
+	Text               string
+	ToolCalls          []ToolCall
+	FinishReason       FinishReason
+	// StopSequence is the stop sequence that ended the answer, when one did.
+	StopSequence string
 	Usage        Usage
 }
 
@@ -197,6 +212,8 @@ const (
 	EventFinish
 	// EventUsage carries the usage so far in Usage; the last one wins.
 	EventUsage
+	// EventReasoning carries a piece of reasoning text in Text, or its Signature.
+	EventReasoning
 )
 
 // Event is one neutral stream event.
@@ -206,7 +223,11 @@ type Event struct {
 	Index        int
 	ToolCall     ToolCall
 	FinishReason FinishReason
-	Usage        Usage
+	// StopSequence comes with EventFinish when a stop sequence ended the answer.
+	StopSequence string
+	// Signature comes with EventReasoning when the provider signs its reasoning.
+	Signature string
+	Usage     Usage
 }
 
 // Stream is an iterator over neutral events, tied to the context of the call that opened

@@ -1,12 +1,14 @@
-// Package store defines the gateway's persistence: workspaces, API keys, the wallet
-// (an append-only ledger, a kept-in-step balance and credit reservations) and generation
-// records. Backends live in sub-packages (store/sqlite); each passes the same tests.
-// Nothing here knows Caddy.
+// Package store defines the gateway's persistence: workspaces, API keys with their spending
+// limits, the wallet (an append-only ledger, a kept-in-step balance and credit
+// reservations) and generation records with their daily activity. Backends live in
+// sub-packages (store/sqlite, store/postgres); each passes the same conformance suite
+// (store/storetest). Nothing here knows Caddy.
 package store
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -15,6 +17,9 @@ var (
 	ErrNotFound          = errors.New("not found")
 	ErrInsufficientFunds = errors.New("insufficient funds")
 	ErrConflict          = errors.New("already exists")
+	// ErrKeyLimitExceeded refuses a reservation that would take a key past its spending
+	// limit. The error Reserve returns is a *KeyLimitError that matches it with errors.Is.
+	ErrKeyLimitExceeded = errors.New("key spending limit exceeded")
 	// ErrSchemaTooNew means the database was migrated by a newer gateway than this one.
 	ErrSchemaTooNew = errors.New("database schema is newer than this gateway")
 )
@@ -24,8 +29,11 @@ const NanosPerUSD int64 = 1_000_000_000
 
 // Workspace is a team: it owns keys and one wallet.
 type Workspace struct {
-	ID        string
-	Name      string
+	ID   string
+	Name string
+	// ParentID is the workspace whose management key created this one through the API;
+	// empty for workspaces the operator created.
+	ParentID  string
 	CreatedAt time.Time
 }
 
@@ -51,6 +59,102 @@ type Key struct {
 	CreatedAt  time.Time
 	// RevokedAt is set once the key is revoked; a revoked key never works again.
 	RevokedAt *time.Time
+	// LimitNanos caps what requests made with the key may spend per LimitReset period;
+	// 0 means no limit.
+	LimitNanos int64
+	// LimitReset is the limit's period: ResetNever (the limit is for the key's lifetime),
+	// ResetDaily, ResetWeekly or ResetMonthly.
+	LimitReset string
+}
+
+// Periods of a key's spending limit. Periods are calendar periods in UTC; weeks start on
+// Monday.
+const (
+	ResetNever   = ""
+	ResetDaily   = "daily"
+	ResetWeekly  = "weekly"
+	ResetMonthly = "monthly"
+)
+
+// ValidLimitReset tells whether s names a limit period.
+func ValidLimitReset(s string) bool {
+	switch s {
+	case ResetNever, ResetDaily, ResetWeekly, ResetMonthly:
+		return true
+	}
+	return false
+}
+
+// LimitPeriod returns the limit period that contains now: its start, and its end (the next
+// reset). For ResetNever the period is the key's whole life: start and end are zero.
+func LimitPeriod(reset string, now time.Time) (start, end time.Time) {
+	now = now.UTC()
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	switch reset {
+	case ResetDaily:
+		return day, day.AddDate(0, 0, 1)
+	case ResetWeekly:
+		// Weekday counts from Sunday = 0; Monday starts the week.
+		start = day.AddDate(0, 0, -((int(day.Weekday()) + 6) % 7))
+		return start, start.AddDate(0, 0, 7)
+	case ResetMonthly:
+		start = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(0, 1, 0)
+	}
+	return time.Time{}, time.Time{}
+}
+
+// KeyLimitError is the refusal of a reservation by a key's spending limit. It matches
+// ErrKeyLimitExceeded with errors.Is.
+type KeyLimitError struct {
+	KeyID      string
+	LimitNanos int64
+	LimitReset string
+	// SpentNanos is what settled requests of the key were charged in the current period,
+	// ReservedNanos what its requests in flight hold, AmountNanos what was asked for.
+	SpentNanos    int64
+	ReservedNanos int64
+	AmountNanos   int64
+	// PeriodStart and PeriodEnd bound the current period; zero for ResetNever.
+	PeriodStart time.Time
+	PeriodEnd   time.Time
+}
+
+func (e *KeyLimitError) Error() string {
+	return fmt.Sprintf("key %q: spent %d and reserved %d of a limit of %d nanos, cannot reserve %d more: %v",
+		e.KeyID, e.SpentNanos, e.ReservedNanos, e.LimitNanos, e.AmountNanos, ErrKeyLimitExceeded)
+}
+
+// Is makes errors.Is(err, ErrKeyLimitExceeded) true.
+func (e *KeyLimitError) Is(target error) bool { return target == ErrKeyLimitExceeded }
+
+// KeyUpdate changes the fields of a key that are set (non-nil).
+type KeyUpdate struct {
+	Name       *string
+	Disabled   *bool
+	LimitNanos *int64
+	LimitReset *string
+}
+
+func validateLimit(limit int64, reset string) error {
+	if limit < 0 {
+		return errors.New("negative spending limit")
+	}
+	if !ValidLimitReset(reset) {
+		return fmt.Errorf("unknown limit reset %q (want daily, weekly, monthly or none)", reset)
+	}
+	return nil
+}
+
+// ValidateKeyLimit checks a key's limit fields; backends refuse keys that fail it.
+func ValidateKeyLimit(k Key) error { return validateLimit(k.LimitNanos, k.LimitReset) }
+
+// KeySpend is a key's use of its limit.
+type KeySpend struct {
+	// SpentNanos is what settled requests made with the key were charged since the time asked for.
+	SpentNanos int64
+	// ReservedNanos is what the key's requests in flight hold.
+	ReservedNanos int64
 }
 
 // Balance is a wallet's state. Available is what a new reservation may take.
@@ -74,9 +178,17 @@ type Reservation struct {
 
 // ReserveParams asks for a reservation of AmountNanos, refused with ErrInsufficientFunds
 // unless the available balance is at least max(AmountNanos, MinAvailableNanos).
+//
+// When KeyID is set the reservation is the key's: it is also refused, with a
+// *KeyLimitError, if the key has a spending limit and what the key spent in the current
+// period plus what its open reservations hold plus AmountNanos would exceed it. Both checks
+// run in one transaction with the reservation, so concurrent requests can never pass the
+// wallet or the limit.
 type ReserveParams struct {
-	ID                string
-	WorkspaceID       string
+	ID          string
+	WorkspaceID string
+	// KeyID is the key making the request; empty for reservations no key is charged for.
+	KeyID             string
 	AmountNanos       int64
 	MinAvailableNanos int64
 	ExpiresAt         time.Time
@@ -140,11 +252,35 @@ type Generation struct {
 }
 
 // SettleParams ends a reservation: the wallet is charged CostNanos (capped at what the
-// balance holds) and the generation is recorded, in one transaction.
+// balance holds) and the generation is recorded, in one transaction. The charge counts
+// against the spending limit of the generation's KeyID.
 type SettleParams struct {
 	// ReservationID may be empty for requests that reserved nothing (free models).
 	ReservationID string
 	Generation    *Generation
+}
+
+// ActivityQuery selects generations of a workspace created in [From, To); KeyID, when
+// set, keeps only that key's.
+type ActivityQuery struct {
+	WorkspaceID string
+	From, To    time.Time
+	KeyID       string
+}
+
+// ActivityRow sums the generations of one UTC day, model and provider.
+type ActivityRow struct {
+	// Day is midnight UTC of the day.
+	Day              time.Time
+	Model            string
+	Provider         string
+	Requests         int64
+	InputTokens      int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+	OutputTokens     int64
+	ReasoningTokens  int64
+	CostNanos        int64
 }
 
 // Store is the gateway's persistence. Every method is safe for concurrent use, and every
@@ -153,12 +289,20 @@ type Store interface {
 	CreateWorkspace(ctx context.Context, ws Workspace) error
 	GetWorkspace(ctx context.Context, id string) (Workspace, error)
 	ListWorkspaces(ctx context.Context) ([]Workspace, error)
+	// ListChildWorkspaces returns the workspaces created by parentID, oldest first.
+	ListChildWorkspaces(ctx context.Context, parentID string) ([]Workspace, error)
 
 	CreateKey(ctx context.Context, k Key) error
 	GetKey(ctx context.Context, id string) (Key, error)
 	ListKeys(ctx context.Context, workspaceID string) ([]Key, error)
 	// RevokeKey marks a key revoked; ErrNotFound if it does not exist.
 	RevokeKey(ctx context.Context, id string, at time.Time) error
+	// UpdateKey changes a key of the workspace and returns it as stored; ErrNotFound if the
+	// workspace has no such key.
+	UpdateKey(ctx context.Context, workspaceID, id string, u KeyUpdate) (Key, error)
+	// KeySpend returns what a key was charged since the given time and what its open
+	// reservations hold.
+	KeySpend(ctx context.Context, keyID string, since time.Time) (KeySpend, error)
 
 	// AddCredits appends a ledger credit (negative amounts are debits) and returns the new balance.
 	AddCredits(ctx context.Context, workspaceID string, amountNanos int64, note string) (Balance, error)
@@ -171,6 +315,9 @@ type Store interface {
 	ReleaseExpired(ctx context.Context, now time.Time) (int, error)
 
 	GetGeneration(ctx context.Context, workspaceID, id string) (Generation, error)
+	// Activity sums a workspace's generations per UTC day, model and provider, ordered by
+	// day, model and provider.
+	Activity(ctx context.Context, q ActivityQuery) ([]ActivityRow, error)
 
 	Close() error
 }

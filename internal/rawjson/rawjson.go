@@ -113,7 +113,7 @@ func Set(data []byte, key string, value []byte) ([]byte, error) {
 	if end < 0 {
 		return nil, ErrMalformed
 	}
-	empty := len(bytes.TrimSpace(data[bytes.IndexByte(data, '{')+1 : end])) == 0
+	empty := len(bytes.TrimSpace(data[bytes.IndexByte(data, '{')+1:end])) == 0
 	out := make([]byte, 0, len(data)+len(key)+len(value)+4)
 	out = append(out, data[:end]...)
 	if !empty {

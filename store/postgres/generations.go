@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -83,4 +84,43 @@ func scanGeneration(row pgx.Row) (store.Generation, error) {
 	}
 	g.CreatedAt = utc(g.CreatedAt)
 	return g, nil
+}
+
+// Activity sums a workspace's generations per UTC day, model and provider.
+func (s *Store) Activity(ctx context.Context, q store.ActivityQuery) ([]store.ActivityRow, error) {
+	if q.WorkspaceID == "" {
+		return nil, errors.New("activity: empty workspace id")
+	}
+	out := []store.ActivityRow{}
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		// The key filter is written so that an empty KeyID matches every key.
+		rows, err := conn.Query(ctx, `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, model, provider,
+				COUNT(*), SUM(input_tokens)::BIGINT, SUM(cache_read_tokens)::BIGINT, SUM(cache_write_tokens)::BIGINT,
+				SUM(output_tokens)::BIGINT, SUM(reasoning_tokens)::BIGINT, SUM(cost_nanos)::BIGINT
+			FROM generations
+			WHERE workspace_id = $1 AND created_at >= $2 AND created_at < $3 AND ($4 = '' OR key_id = $4)
+			GROUP BY day, model, provider
+			ORDER BY day, model COLLATE "C", provider COLLATE "C"`,
+			q.WorkspaceID, q.From, q.To, q.KeyID)
+		if err != nil {
+			return err
+		}
+		var a store.ActivityRow
+		var day string
+		_, err = pgx.ForEachRow(rows, []any{&day, &a.Model, &a.Provider, &a.Requests, &a.InputTokens, &a.CacheReadTokens,
+			&a.CacheWriteTokens, &a.OutputTokens, &a.ReasoningTokens, &a.CostNanos}, func() error {
+			d, err := time.Parse(time.DateOnly, day)
+			if err != nil {
+				return fmt.Errorf("day %q: %w", day, err)
+			}
+			a.Day = d
+			out = append(out, a)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("summing activity: %w", err)
+	}
+	return out, nil
 }

@@ -17,8 +17,17 @@ func (s *Store) CreateWorkspace(ctx context.Context, ws store.Workspace) error {
 		return errors.New("creating workspace: empty id")
 	}
 	created := s.stamp(ws.CreatedAt)
+	var parent *string
+	if ws.ParentID != "" {
+		parent = &ws.ParentID
+	}
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)`, ws.ID, ws.Name, created)
+		if ws.ParentID != "" {
+			if err := workspaceExists(ctx, tx, ws.ParentID); err != nil {
+				return fmt.Errorf("creating workspace %q: parent: %w", ws.ID, err)
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO workspaces (id, name, parent_id, created_at) VALUES ($1, $2, $3, $4)`, ws.ID, ws.Name, parent, created)
 		if isConflict(err) {
 			return fmt.Errorf("creating workspace %q: %w", ws.ID, store.ErrConflict)
 		}
@@ -37,7 +46,7 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, e
 	var ws store.Workspace
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
 		var err error
-		ws, err = scanWorkspace(conn.QueryRow(ctx, `SELECT id, name, created_at FROM workspaces WHERE id = $1`, id))
+		ws, err = scanWorkspace(conn.QueryRow(ctx, `SELECT `+workspaceColumns+` FROM workspaces WHERE id = $1`, id))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -49,11 +58,22 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, e
 	return ws, nil
 }
 
+const workspaceColumns = `id, name, COALESCE(parent_id, ''), created_at`
+
 // ListWorkspaces returns every workspace, oldest first.
 func (s *Store) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
+	return s.listWorkspaces(ctx, `SELECT `+workspaceColumns+` FROM workspaces ORDER BY created_at, id`)
+}
+
+// ListChildWorkspaces returns the workspaces created by parentID, oldest first.
+func (s *Store) ListChildWorkspaces(ctx context.Context, parentID string) ([]store.Workspace, error) {
+	return s.listWorkspaces(ctx, `SELECT `+workspaceColumns+` FROM workspaces WHERE parent_id = $1 ORDER BY created_at, id`, parentID)
+}
+
+func (s *Store) listWorkspaces(ctx context.Context, query string, args ...any) ([]store.Workspace, error) {
 	var out []store.Workspace
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
-		rows, err := conn.Query(ctx, `SELECT id, name, created_at FROM workspaces ORDER BY created_at, id`)
+		rows, err := conn.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -68,7 +88,7 @@ func (s *Store) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
 
 func scanWorkspace(row pgx.Row) (store.Workspace, error) {
 	var ws store.Workspace
-	if err := row.Scan(&ws.ID, &ws.Name, &ws.CreatedAt); err != nil {
+	if err := row.Scan(&ws.ID, &ws.Name, &ws.ParentID, &ws.CreatedAt); err != nil {
 		return store.Workspace{}, err
 	}
 	ws.CreatedAt = utc(ws.CreatedAt)
@@ -86,6 +106,9 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 		// A key without a hash could never authenticate; storing one is a caller bug.
 		return errors.New("creating key: empty secret hash")
 	}
+	if err := store.ValidateKeyLimit(k); err != nil {
+		return fmt.Errorf("creating key: %w", err)
+	}
 	created := s.stamp(k.CreatedAt)
 	var revoked *time.Time
 	if k.RevokedAt != nil {
@@ -97,9 +120,9 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 			return fmt.Errorf("creating key %q: %w", k.ID, err)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys
-			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, created, revoked)
+			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, created, revoked, k.LimitNanos, k.LimitReset)
 		if isConflict(err) {
 			return fmt.Errorf("creating key %q: %w", k.ID, store.ErrConflict)
 		}
@@ -110,7 +133,7 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 	})
 }
 
-const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at`
+const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset`
 
 // GetKey returns one key, revoked or not.
 func (s *Store) GetKey(ctx context.Context, id string) (store.Key, error) {
@@ -154,7 +177,7 @@ func (s *Store) ListKeys(ctx context.Context, workspaceID string) ([]store.Key, 
 func scanKey(row pgx.Row) (store.Key, error) {
 	var k store.Key
 	var kind string
-	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &k.CreatedAt, &k.RevokedAt); err != nil {
+	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &k.CreatedAt, &k.RevokedAt, &k.LimitNanos, &k.LimitReset); err != nil {
 		return store.Key{}, err
 	}
 	k.Kind = store.KeyKind(kind)
@@ -179,6 +202,52 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 		}
 		return nil
 	})
+}
+
+// UpdateKey changes the fields u sets on a key of the workspace and returns the key as stored.
+func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.KeyUpdate) (store.Key, error) {
+	var out store.Key
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// FOR UPDATE: a concurrent Reserve of this key, which locks the row too, sees the
+		// limit either before or after this change, never half of it.
+		k, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1 AND workspace_id = $2 FOR UPDATE`, id, workspaceID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("key %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		k = applyKeyUpdate(k, u)
+		if err := store.ValidateKeyLimit(k); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE api_keys SET name = $1, disabled = $2, limit_nanos = $3, limit_reset = $4 WHERE id = $5`,
+			k.Name, k.Disabled, k.LimitNanos, k.LimitReset, id); err != nil {
+			return err
+		}
+		out = k
+		return nil
+	})
+	if err != nil {
+		return store.Key{}, fmt.Errorf("updating key %q: %w", id, err)
+	}
+	return out, nil
+}
+
+func applyKeyUpdate(k store.Key, u store.KeyUpdate) store.Key {
+	if u.Name != nil {
+		k.Name = *u.Name
+	}
+	if u.Disabled != nil {
+		k.Disabled = *u.Disabled
+	}
+	if u.LimitNanos != nil {
+		k.LimitNanos = *u.LimitNanos
+	}
+	if u.LimitReset != nil {
+		k.LimitReset = *u.LimitReset
+	}
+	return k
 }
 
 // querier is what pgx.Tx and *pgx.Conn have in common.

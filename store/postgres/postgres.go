@@ -14,13 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime"
-	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/modelgateway/caddy-modelgateway/store"
 	"github.com/modelgateway/caddy-modelgateway/store/internal/migrate"
@@ -29,57 +28,86 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// errClosed is returned by a store used after Close.
+var errClosed = errors.New("store is closed")
+
 // Store is a store.Store over PostgreSQL. It is safe for concurrent use.
 type Store struct {
-	pool *pool
-	now  func() time.Time
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+	now    func() time.Time
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value string, as
-// accepted by pgx) and applies pending migrations to the first schema on the search_path.
-// The pgxpool setting pool_max_conns caps open connections (default: the larger of 4 and
-// the number of CPUs); other pool_* settings are accepted and ignored. Open fails with an
-// error wrapping store.ErrSchemaTooNew if a newer gateway has already migrated the schema.
-func Open(ctx context.Context, dsn string) (*Store, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+// accepted by pgxpool.ParseConfig) and applies pending migrations to the first schema on
+// the search_path. The pgxpool settings (pool_max_conns, pool_min_conns,
+// pool_max_conn_lifetime, ...) configure the connection pool; pool_max_conns defaults to
+// the larger of 4 and the number of CPUs. Open fails with an error wrapping
+// store.ErrSchemaTooNew if a newer gateway has already migrated the schema.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx redacts the password from this error.
+		// pgconn redacts the password from this error.
 		return nil, fmt.Errorf("opening postgres store: %w", err)
 	}
-	maxConns := max(4, runtime.NumCPU())
-	for k, v := range cfg.RuntimeParams {
-		if !strings.HasPrefix(k, "pool_") {
-			continue
-		}
-		// Sent on to the server these would fail the connection as unknown parameters.
-		delete(cfg.RuntimeParams, k)
-		if k == "pool_max_conns" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return nil, fmt.Errorf("opening postgres store: pool_max_conns must be a positive integer, got %q", v)
-			}
-			maxConns = n
+	return openConfig(ctx, cfg, opts...)
+}
+
+// Option adjusts a Store as it opens.
+type Option func(*Store)
+
+// WithClock makes the store read the time from now instead of the system clock: the
+// times it stamps and the spending-limit periods it computes. Tests use it.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
 		}
 	}
+}
 
-	s := &Store{pool: newPool(cfg, maxConns), now: time.Now}
-	conn, err := s.pool.acquire(ctx)
+// openConfig is Open after parsing, so tests can adjust the pool's configuration.
+func openConfig(ctx context.Context, cfg *pgxpool.Config, opts ...Option) (*Store, error) {
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		s.pool.close()
+		return nil, fmt.Errorf("opening postgres store: %w", err)
+	}
+	s := &Store{pool: pool, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	// pgxpool connects lazily; fail now rather than on first use.
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("opening postgres store: connecting: %w", err)
 	}
-	s.pool.release(conn)
 	if err := s.migrate(ctx); err != nil {
-		s.pool.close()
+		pool.Close()
 		return nil, fmt.Errorf("opening postgres store: %w", err)
 	}
 	return s, nil
 }
 
-// Close closes the store's connections.
+// Close closes the store's connections, waiting for those in use to be released.
 func (s *Store) Close() error {
-	s.pool.close()
+	s.closed.Store(true)
+	s.pool.Close()
 	return nil
+}
+
+// acquire takes a connection from the pool, reporting errClosed after Close.
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	if s.closed.Load() {
+		return nil, errClosed
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		if s.closed.Load() {
+			return nil, errClosed
+		}
+		return nil, fmt.Errorf("acquiring connection: %w", err)
+	}
+	return conn, nil
 }
 
 // migrate applies each pending migration in its own transaction. The advisory lock is
@@ -146,11 +174,12 @@ func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	conn, err := s.pool.acquire(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquiring connection: %w", err)
+		return err
 	}
-	defer s.pool.release(conn)
+	// Release closes, rather than reuses, a connection left mid-query or mid-transaction.
+	defer conn.Release()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
@@ -170,12 +199,12 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 
 // withConn runs fn on a pooled connection, for reads that need no transaction.
 func (s *Store) withConn(ctx context.Context, fn func(conn *pgx.Conn) error) error {
-	conn, err := s.pool.acquire(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("acquiring connection: %w", err)
+		return err
 	}
-	defer s.pool.release(conn)
-	return fn(conn)
+	defer conn.Release()
+	return fn(conn.Conn())
 }
 
 func pgCode(err error) string {

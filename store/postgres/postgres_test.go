@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -98,9 +99,9 @@ func withParam(t *testing.T, dsn, key, value string) string {
 	return dsn + " " + key + "=" + value
 }
 
-func openStore(t *testing.T, dsn string) *Store {
+func openStore(t *testing.T, dsn string, opts ...Option) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dsn)
+	s, err := Open(context.Background(), dsn, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -110,7 +111,9 @@ func openStore(t *testing.T, dsn string) *Store {
 
 func TestConformance(t *testing.T) {
 	requireServer(t)
-	storetest.Run(t, func(t *testing.T) store.Store { return openStore(t, freshSchema(t)) })
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		return openStore(t, freshSchema(t), WithClock(now))
+	})
 }
 
 func TestMigrations(t *testing.T) {
@@ -293,18 +296,21 @@ func TestLedgerIsAppendOnly(t *testing.T) {
 	}
 }
 
+// TestOpenPoolSettings checks that pgxpool's pool_* settings reach the pool and are not
+// sent on to the server, which would refuse them as unknown parameters.
 func TestOpenPoolSettings(t *testing.T) {
 	dsn := freshSchema(t)
 	tests := []struct {
 		name     string
 		key, val string
-		wantMax  int
+		check    func(*pgxpool.Config) bool
 		wantErr  bool
 	}{
-		{"max conns", "pool_max_conns", "2", 2, false},
-		{"other pool settings ignored", "pool_min_conns", "1", 0, false},
-		{"bad max conns", "pool_max_conns", "many", 0, true},
-		{"zero max conns", "pool_max_conns", "0", 0, true},
+		{"max conns", "pool_max_conns", "2", func(c *pgxpool.Config) bool { return c.MaxConns == 2 }, false},
+		{"min conns", "pool_min_conns", "1", func(c *pgxpool.Config) bool { return c.MinConns == 1 }, false},
+		{"max conn lifetime", "pool_max_conn_lifetime", "90m", func(c *pgxpool.Config) bool { return c.MaxConnLifetime == 90*time.Minute }, false},
+		{"bad max conns", "pool_max_conns", "many", nil, true},
+		{"zero max conns", "pool_max_conns", "0", nil, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,8 +326,9 @@ func TestOpenPoolSettings(t *testing.T) {
 				t.Fatalf("Open: %v", err)
 			}
 			defer func() { _ = s.Close() }()
-			if tc.wantMax != 0 && cap(s.pool.slots) != tc.wantMax {
-				t.Errorf("pool cap = %d, want %d", cap(s.pool.slots), tc.wantMax)
+			if cfg := s.pool.Config(); !tc.check(cfg) {
+				t.Errorf("%s=%s not applied: MaxConns=%d MinConns=%d MaxConnLifetime=%v",
+					tc.key, tc.val, cfg.MaxConns, cfg.MinConns, cfg.MaxConnLifetime)
 			}
 		})
 	}
@@ -332,13 +339,23 @@ func TestOpenPoolSettings(t *testing.T) {
 func TestPoolReplacesDeadConnections(t *testing.T) {
 	ctx := context.Background()
 	dsn := freshSchema(t)
-	s := openStore(t, withParam(t, dsn, "application_name", "gwtest_victim_"+ids.Token(8)))
-	s.pool.pingAfter = 0
+	cfg, err := pgxpool.ParseConfig(withParam(t, dsn, "application_name", "gwtest_victim_"+ids.Token(8)))
+	if err != nil {
+		t.Fatalf("ParseConfig: %v", err)
+	}
+	// By default pgxpool pings only connections idle for over a second; check every one
+	// so the test need not wait.
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
+	s, err := openConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
 	if err := s.CreateWorkspace(ctx, store.Workspace{ID: "ws_1"}); err != nil {
 		t.Fatalf("CreateWorkspace: %v", err)
 	}
 	var app string
-	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+	err = s.withConn(ctx, func(conn *pgx.Conn) error {
 		return conn.QueryRow(ctx, `SELECT current_setting('application_name')`).Scan(&app)
 	})
 	if err != nil {

@@ -114,8 +114,13 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 		if b.Available() < need {
 			return fmt.Errorf("available %d nanos, need %d: %w", b.Available(), need, store.ErrInsufficientFunds)
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO reservations (id, workspace_id, amount_nanos, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5)`, r.ID, r.WorkspaceID, r.AmountNanos, r.CreatedAt, r.ExpiresAt)
+		if p.KeyID != "" {
+			if err := checkKeyLimit(ctx, tx, p.WorkspaceID, p.KeyID, p.AmountNanos, r.CreatedAt); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO reservations (id, workspace_id, key_id, amount_nanos, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6)`, r.ID, r.WorkspaceID, p.KeyID, r.AmountNanos, r.CreatedAt, r.ExpiresAt)
 		if isConflict(err) {
 			return fmt.Errorf("reservation %q: %w", r.ID, store.ErrConflict)
 		}
@@ -188,8 +193,8 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 			return err
 		}
 		if charge > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, created_at)
-				VALUES ($1, $2, 'charge', $3, $4)`, g.WorkspaceID, -charge, g.ID, now); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at)
+				VALUES ($1, $2, 'charge', $3, $4, $5)`, g.WorkspaceID, -charge, g.ID, g.KeyID, now); err != nil {
 				return fmt.Errorf("appending to ledger: %w", err)
 			}
 			if _, err := tx.Exec(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - $1 WHERE workspace_id = $2`,
@@ -246,4 +251,70 @@ func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) 
 		return 0, fmt.Errorf("releasing expired reservations: %w", err)
 	}
 	return n, nil
+}
+
+// checkKeyLimit refuses amount with a *store.KeyLimitError if the key's spending in the
+// current period, its open reservations and amount together exceed its limit.
+//
+// The caller holds the wallet's row lock, and every reservation and charge of the key
+// takes that lock too (a key belongs to one workspace), so the sums cannot move before
+// this transaction commits; the key's row is locked as well so that a concurrent
+// UpdateKey cannot change the limit in between. Under READ COMMITTED each statement
+// sees what committed before it, so the sums include everything that held the locks
+// before us. The lock order is wallet then key, in Reserve only.
+func checkKeyLimit(ctx context.Context, tx pgx.Tx, workspaceID, keyID string, amount int64, now time.Time) error {
+	var limit int64
+	var reset string
+	err := tx.QueryRow(ctx, `SELECT limit_nanos, limit_reset FROM api_keys WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
+		keyID, workspaceID).Scan(&limit, &reset)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("key %q of workspace %q: %w", keyID, workspaceID, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("reading key %q: %w", keyID, err)
+	}
+	if limit == 0 {
+		return nil
+	}
+	start, end := store.LimitPeriod(reset, now)
+	spend, err := keySpend(ctx, tx, keyID, start)
+	if err != nil {
+		return err
+	}
+	// Written as a subtraction so that no sum can overflow.
+	if amount > limit-spend.SpentNanos-spend.ReservedNanos {
+		return &store.KeyLimitError{
+			KeyID: keyID, LimitNanos: limit, LimitReset: reset,
+			SpentNanos: spend.SpentNanos, ReservedNanos: spend.ReservedNanos, AmountNanos: amount,
+			PeriodStart: start, PeriodEnd: end,
+		}
+	}
+	return nil
+}
+
+func keySpend(ctx context.Context, q querier, keyID string, since time.Time) (store.KeySpend, error) {
+	var sp store.KeySpend
+	err := q.QueryRow(ctx, `SELECT
+			(SELECT COALESCE(-SUM(amount_nanos), 0)::BIGINT FROM ledger WHERE key_id = $1 AND kind = 'charge' AND created_at >= $2),
+			(SELECT COALESCE(SUM(amount_nanos), 0)::BIGINT FROM reservations WHERE key_id = $1)`,
+		keyID, since).Scan(&sp.SpentNanos, &sp.ReservedNanos)
+	if err != nil {
+		return store.KeySpend{}, fmt.Errorf("summing the spend of key %q: %w", keyID, err)
+	}
+	return sp, nil
+}
+
+// KeySpend returns what a key was charged since the given time and what its open
+// reservations hold.
+func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (store.KeySpend, error) {
+	if keyID == "" {
+		return store.KeySpend{}, errors.New("key spend: empty key id")
+	}
+	var sp store.KeySpend
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		var err error
+		sp, err = keySpend(ctx, conn, keyID, since)
+		return err
+	})
+	return sp, err
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -77,4 +78,41 @@ func scanGeneration(row scanner) (store.Generation, error) {
 	}
 	g.CreatedAt = fromMillis(created)
 	return g, nil
+}
+
+// Activity sums a workspace's generations per UTC day, model and provider.
+func (s *Store) Activity(ctx context.Context, q store.ActivityQuery) ([]store.ActivityRow, error) {
+	if q.WorkspaceID == "" {
+		return nil, errors.New("activity: empty workspace id")
+	}
+	// The key filter is written so that an empty KeyID matches every key.
+	rows, err := s.r.QueryContext(ctx, `SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, model, provider,
+			COUNT(*), SUM(input_tokens), SUM(cache_read_tokens), SUM(cache_write_tokens),
+			SUM(output_tokens), SUM(reasoning_tokens), SUM(cost_nanos)
+		FROM generations
+		WHERE workspace_id = ? AND created_at >= ? AND created_at < ? AND (? = '' OR key_id = ?)
+		GROUP BY day, model, provider
+		ORDER BY day, model, provider`,
+		q.WorkspaceID, millis(q.From), millis(q.To), q.KeyID, q.KeyID)
+	if err != nil {
+		return nil, fmt.Errorf("summing activity: %w", err)
+	}
+	defer rows.Close()
+	out := []store.ActivityRow{}
+	for rows.Next() {
+		var a store.ActivityRow
+		var day string
+		if err := rows.Scan(&day, &a.Model, &a.Provider, &a.Requests, &a.InputTokens, &a.CacheReadTokens,
+			&a.CacheWriteTokens, &a.OutputTokens, &a.ReasoningTokens, &a.CostNanos); err != nil {
+			return nil, fmt.Errorf("summing activity: %w", err)
+		}
+		if a.Day, err = time.Parse(time.DateOnly, day); err != nil {
+			return nil, fmt.Errorf("summing activity: day %q: %w", day, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("summing activity: %w", err)
+	}
+	return out, nil
 }

@@ -16,9 +16,18 @@ func (s *Store) CreateWorkspace(ctx context.Context, ws store.Workspace) error {
 		return errors.New("creating workspace: empty id")
 	}
 	created := s.stamp(ws.CreatedAt)
+	var parent any
+	if ws.ParentID != "" {
+		parent = ws.ParentID
+	}
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO workspaces (id, name, created_at) VALUES (?, ?, ?)`,
-			ws.ID, ws.Name, millis(created))
+		if ws.ParentID != "" {
+			if err := workspaceExists(ctx, tx, ws.ParentID); err != nil {
+				return fmt.Errorf("creating workspace %q: parent: %w", ws.ID, err)
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO workspaces (id, name, parent_id, created_at) VALUES (?, ?, ?, ?)`,
+			ws.ID, ws.Name, parent, millis(created))
 		if isConflict(err) {
 			return fmt.Errorf("creating workspace %q: %w", ws.ID, store.ErrConflict)
 		}
@@ -34,7 +43,7 @@ func (s *Store) CreateWorkspace(ctx context.Context, ws store.Workspace) error {
 
 // GetWorkspace returns one workspace.
 func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, error) {
-	ws, err := scanWorkspace(s.r.QueryRowContext(ctx, `SELECT id, name, created_at FROM workspaces WHERE id = ?`, id))
+	ws, err := scanWorkspace(s.r.QueryRowContext(ctx, `SELECT `+workspaceColumns+` FROM workspaces WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Workspace{}, fmt.Errorf("workspace %q: %w", id, store.ErrNotFound)
 	}
@@ -44,9 +53,20 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, e
 	return ws, nil
 }
 
+const workspaceColumns = `id, name, COALESCE(parent_id, ''), created_at`
+
 // ListWorkspaces returns every workspace, oldest first.
 func (s *Store) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, name, created_at FROM workspaces ORDER BY created_at, id`)
+	return s.listWorkspaces(ctx, `SELECT `+workspaceColumns+` FROM workspaces ORDER BY created_at, id`)
+}
+
+// ListChildWorkspaces returns the workspaces created by parentID, oldest first.
+func (s *Store) ListChildWorkspaces(ctx context.Context, parentID string) ([]store.Workspace, error) {
+	return s.listWorkspaces(ctx, `SELECT `+workspaceColumns+` FROM workspaces WHERE parent_id = ? ORDER BY created_at, id`, parentID)
+}
+
+func (s *Store) listWorkspaces(ctx context.Context, query string, args ...any) ([]store.Workspace, error) {
+	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing workspaces: %w", err)
 	}
@@ -68,7 +88,7 @@ func (s *Store) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
 func scanWorkspace(row scanner) (store.Workspace, error) {
 	var ws store.Workspace
 	var created int64
-	if err := row.Scan(&ws.ID, &ws.Name, &created); err != nil {
+	if err := row.Scan(&ws.ID, &ws.Name, &ws.ParentID, &created); err != nil {
 		return store.Workspace{}, err
 	}
 	ws.CreatedAt = fromMillis(created)
@@ -86,6 +106,9 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 		// A key without a hash could never authenticate; storing one is a caller bug.
 		return errors.New("creating key: empty secret hash")
 	}
+	if err := store.ValidateKeyLimit(k); err != nil {
+		return fmt.Errorf("creating key: %w", err)
+	}
 	created := s.stamp(k.CreatedAt)
 	var revoked any
 	if k.RevokedAt != nil {
@@ -96,9 +119,9 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 			return fmt.Errorf("creating key %q: %w", k.ID, err)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys
-			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, millis(created), revoked)
+			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, millis(created), revoked, k.LimitNanos, k.LimitReset)
 		if isConflict(err) {
 			return fmt.Errorf("creating key %q: %w", k.ID, store.ErrConflict)
 		}
@@ -109,7 +132,7 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 	})
 }
 
-const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at`
+const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset`
 
 // GetKey returns one key, revoked or not.
 func (s *Store) GetKey(ctx context.Context, id string) (store.Key, error) {
@@ -159,7 +182,7 @@ func scanKey(row scanner) (store.Key, error) {
 	var kind string
 	var created int64
 	var revoked sql.NullInt64
-	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &created, &revoked); err != nil {
+	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &created, &revoked, &k.LimitNanos, &k.LimitReset); err != nil {
 		return store.Key{}, err
 	}
 	k.Kind = store.KeyKind(kind)
@@ -188,6 +211,51 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 		}
 		return nil
 	})
+}
+
+// UpdateKey changes the fields u sets on a key of the workspace and returns the key as stored.
+func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.KeyUpdate) (store.Key, error) {
+	var out store.Key
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		k, err := scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ? AND workspace_id = ?`, id, workspaceID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("key %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		k = applyKeyUpdate(k, u)
+		if err := store.ValidateKeyLimit(k); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET name = ?, disabled = ?, limit_nanos = ?, limit_reset = ? WHERE id = ?`,
+			k.Name, k.Disabled, k.LimitNanos, k.LimitReset, id)
+		if err != nil {
+			return err
+		}
+		out = k
+		return nil
+	})
+	if err != nil {
+		return store.Key{}, fmt.Errorf("updating key %q: %w", id, err)
+	}
+	return out, nil
+}
+
+func applyKeyUpdate(k store.Key, u store.KeyUpdate) store.Key {
+	if u.Name != nil {
+		k.Name = *u.Name
+	}
+	if u.Disabled != nil {
+		k.Disabled = *u.Disabled
+	}
+	if u.LimitNanos != nil {
+		k.LimitNanos = *u.LimitNanos
+	}
+	if u.LimitReset != nil {
+		k.LimitReset = *u.LimitReset
+	}
+	return k
 }
 
 func workspaceExists(ctx context.Context, tx *sql.Tx, id string) error {

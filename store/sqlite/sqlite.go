@@ -41,10 +41,23 @@ type Store struct {
 	now func() time.Time
 }
 
+// Option adjusts a Store as it opens.
+type Option func(*Store)
+
+// WithClock makes the store read the time from now instead of the system clock: the
+// times it stamps and the spending-limit periods it computes. Tests use it.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
 // Open opens (creating if needed) the SQLite database at path, creating its parent
 // directory if missing, and applies pending migrations. It fails with an error wrapping
 // store.ErrSchemaTooNew if a newer gateway has already migrated the file.
-func Open(ctx context.Context, path string) (*Store, error) {
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("opening sqlite store: empty path")
 	}
@@ -85,6 +98,9 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 
 	s := &Store{w: w, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
 	if err := s.migrate(ctx); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)

@@ -13,9 +13,9 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store/storetest"
 )
 
-func openTemp(t *testing.T, path string) *Store {
+func openTemp(t *testing.T, path string, opts ...Option) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), path)
+	s, err := Open(context.Background(), path, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -24,8 +24,8 @@ func openTemp(t *testing.T, path string) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
-		return openTemp(t, filepath.Join(t.TempDir(), "gateway.db"))
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		return openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), WithClock(now))
 	})
 }
 

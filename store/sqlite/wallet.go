@@ -110,8 +110,15 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 		if b.Available() < need {
 			return fmt.Errorf("available %d nanos, need %d: %w", b.Available(), need, store.ErrInsufficientFunds)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO reservations (id, workspace_id, amount_nanos, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?)`, r.ID, r.WorkspaceID, r.AmountNanos, millis(r.CreatedAt), millis(r.ExpiresAt))
+		if p.KeyID != "" {
+			// BEGIN IMMEDIATE already made this transaction the only writer: no other
+			// reservation or charge of the key can land between the check and the insert.
+			if err := checkKeyLimit(ctx, tx, p.WorkspaceID, p.KeyID, p.AmountNanos, r.CreatedAt); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO reservations (id, workspace_id, key_id, amount_nanos, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?)`, r.ID, r.WorkspaceID, p.KeyID, r.AmountNanos, millis(r.CreatedAt), millis(r.ExpiresAt))
 		if isConflict(err) {
 			return fmt.Errorf("reservation %q: %w", r.ID, store.ErrConflict)
 		}
@@ -184,8 +191,8 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 		if charge == 0 {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, created_at)
-			VALUES (?, ?, 'charge', ?, ?)`, g.WorkspaceID, -charge, g.ID, millis(now)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at)
+			VALUES (?, ?, 'charge', ?, ?, ?)`, g.WorkspaceID, -charge, g.ID, g.KeyID, millis(now)); err != nil {
 			return fmt.Errorf("appending to ledger: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - ? WHERE workspace_id = ?`,
@@ -237,4 +244,62 @@ func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) 
 		return 0, fmt.Errorf("releasing expired reservations: %w", err)
 	}
 	return n, nil
+}
+
+// checkKeyLimit refuses amount with a *store.KeyLimitError if the key's spending in the
+// current period, its open reservations and amount together exceed its limit.
+func checkKeyLimit(ctx context.Context, tx *sql.Tx, workspaceID, keyID string, amount int64, now time.Time) error {
+	var limit int64
+	var reset string
+	err := tx.QueryRowContext(ctx, `SELECT limit_nanos, limit_reset FROM api_keys WHERE id = ? AND workspace_id = ?`,
+		keyID, workspaceID).Scan(&limit, &reset)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("key %q of workspace %q: %w", keyID, workspaceID, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("reading key %q: %w", keyID, err)
+	}
+	if limit == 0 {
+		return nil
+	}
+	start, end := store.LimitPeriod(reset, now)
+	spend, err := keySpend(ctx, tx, keyID, start)
+	if err != nil {
+		return err
+	}
+	// Written as a subtraction so that no sum can overflow.
+	if amount > limit-spend.SpentNanos-spend.ReservedNanos {
+		return &store.KeyLimitError{
+			KeyID: keyID, LimitNanos: limit, LimitReset: reset,
+			SpentNanos: spend.SpentNanos, ReservedNanos: spend.ReservedNanos, AmountNanos: amount,
+			PeriodStart: start, PeriodEnd: end,
+		}
+	}
+	return nil
+}
+
+// rowQuerier is what *sql.DB and *sql.Tx have in common.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func keySpend(ctx context.Context, q rowQuerier, keyID string, since time.Time) (store.KeySpend, error) {
+	var sp store.KeySpend
+	err := q.QueryRowContext(ctx, `SELECT
+			(SELECT COALESCE(-SUM(amount_nanos), 0) FROM ledger WHERE key_id = ? AND kind = 'charge' AND created_at >= ?),
+			(SELECT COALESCE(SUM(amount_nanos), 0) FROM reservations WHERE key_id = ?)`,
+		keyID, millis(since), keyID).Scan(&sp.SpentNanos, &sp.ReservedNanos)
+	if err != nil {
+		return store.KeySpend{}, fmt.Errorf("summing the spend of key %q: %w", keyID, err)
+	}
+	return sp, nil
+}
+
+// KeySpend returns what a key was charged since the given time and what its open
+// reservations hold.
+func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (store.KeySpend, error) {
+	if keyID == "" {
+		return store.KeySpend{}, errors.New("key spend: empty key id")
+	}
+	return keySpend(ctx, s.r, keyID, since)
 }

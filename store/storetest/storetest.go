@@ -1,8 +1,9 @@
 // Package storetest is the conformance suite every store.Store backend must pass.
-// A backend's test calls Run with a function that opens a fresh, empty store:
+// A backend's test calls Run with a function that opens a fresh, empty store whose clock
+// is now (the system clock when now is nil):
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) })
+//		storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store { return openTemp(t, now) })
 //	}
 //
 // open is called once per subtest and must register its own cleanup (t.Cleanup).
@@ -24,8 +25,11 @@ import (
 
 const usd = store.NanosPerUSD
 
+// Opener opens a fresh, empty store that reads the time from now (nil: the system clock).
+type Opener func(t *testing.T, now func() time.Time) store.Store
+
 // Run runs the whole suite against stores made by open.
-func Run(t *testing.T, open func(t *testing.T) store.Store) {
+func Run(t *testing.T, open Opener) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s store.Store)
@@ -45,10 +49,31 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentReserveAndSettle", testConcurrentReserveAndSettle},
 		{"ConcurrentReserveNeverOverspends", testConcurrentReserveNeverOverspends},
 		{"ConcurrentDebits", testConcurrentDebits},
+		{"ChildWorkspaces", testChildWorkspaces},
+		{"KeyLimitFields", testKeyLimitFields},
+		{"UpdateKey", testUpdateKey},
+		{"KeyLimit", testKeyLimit},
+		{"KeyLimitChanges", testKeyLimitChanges},
+		{"ConcurrentKeyLimitReservations", testConcurrentKeyLimitReservations},
+		{"ConcurrentKeyLimitNeverExceeded", testConcurrentKeyLimitNeverExceeded},
+		{"Activity", testActivity},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fn(t, open(t))
+			tc.fn(t, open(t, nil))
+		})
+	}
+	// These move the store's clock.
+	clocked := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store, c *Clock)
+	}{
+		{"KeyLimitPeriods", testKeyLimitPeriods},
+	}
+	for _, tc := range clocked {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+			tc.fn(t, open(t, c.Now), c)
 		})
 	}
 }

@@ -1,0 +1,729 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// Discovery: what the gateway offers and what it costs.
+//
+//	GET  /gateway/models      configured models, joined with the catalogue; ?endpoints=chat,embeddings&organisation=openai
+//	GET  /gateway/models/me   the configured models the calling key can use now
+//	GET  /data/models         the whole catalogue, configured or not; same filters
+//	GET  /providers           the configured upstream providers
+//	GET  /endpoints           the API surfaces (chat, embeddings, ...) and their routes
+//	GET  /organisations       model authors
+//	GET  /pricing/models      the prices that bill, per model and route
+//	POST /pricing/calculate   the cost of a usage, with the arithmetic that bills requests
+//
+// Every list is paged as pagination.go describes. A configured model is matched to its
+// catalogue entry by, in order: the Gateway's CatalogIDs, its public name (without
+// ":free"), then its first route's upstream model id, each compared with the catalogue's
+// ids and aliases. Unmatched models are listed with what the configuration tells
+// (unknown context length and modalities, endpoints from their routes' adapters).
+func init() {
+	routeSets = append(routeSets, func(g *Gateway) map[string]map[string]endpoint {
+		get := func(fn func(w http.ResponseWriter, r *http.Request, c *Caller) error) map[string]endpoint {
+			return map[string]endpoint{http.MethodGet: {authAny, SurfaceOpenAI, fn}}
+		}
+		return map[string]map[string]endpoint{
+			"/gateway/models":    get(g.gatewayModels),
+			"/gateway/models/me": get(g.gatewayModelsMe),
+			"/data/models":       get(g.dataModels),
+			"/providers":         get(g.listProviders),
+			"/endpoints":         get(g.listEndpoints),
+			"/organisations":     get(g.listOrganisations),
+			"/pricing/models":    get(g.pricingModels),
+			"/pricing/calculate": {http.MethodPost: {authAny, SurfaceOpenAI, g.pricingCalculate}},
+		}
+	})
+}
+
+// catalog is the catalogue the discovery routes read.
+func (g *Gateway) catalog() *catalog.Catalog {
+	if g.Catalog != nil {
+		return g.Catalog
+	}
+	return catalog.Default()
+}
+
+// offered is a configured model joined with its catalogue entry.
+type offered struct {
+	model *Model
+	// entry is nil when the catalogue does not know the model.
+	entry        *catalog.Model
+	organisation string
+	endpoints    []string
+}
+
+func (g *Gateway) offeredModels() []offered {
+	cat := g.catalog()
+	models := g.Registry.Models()
+	out := make([]offered, 0, len(models))
+	for _, m := range models {
+		o := offered{model: m, entry: g.catalogEntry(cat, m)}
+		if o.entry != nil {
+			o.organisation = o.entry.Organisation
+			o.endpoints = o.entry.Endpoints
+		} else {
+			o.organisation = modelOwner(m)
+			for _, rt := range m.Routes {
+				if routeSupports(rt, providers.FormatOpenAIChat) {
+					o.endpoints = []string{"chat"}
+					break
+				}
+			}
+		}
+		if o.endpoints == nil {
+			o.endpoints = []string{}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func (g *Gateway) catalogEntry(cat *catalog.Catalog, m *Model) *catalog.Model {
+	names := []string{}
+	if id, ok := g.CatalogIDs[m.Name]; ok {
+		names = append(names, id)
+	}
+	names = append(names, strings.TrimSuffix(m.Name, FreeSuffix), m.Routes[0].UpstreamModel)
+	for _, n := range names {
+		if e, ok := cat.Lookup(n); ok {
+			return e
+		}
+	}
+	return nil
+}
+
+// modelOwner is the owned_by of GET /models: the configured owner, else the first route's provider.
+func modelOwner(m *Model) string {
+	if m.OwnedBy != "" {
+		return m.OwnedBy
+	}
+	return m.Routes[0].ProviderName
+}
+
+// listFilter is the endpoints and organisation filters of the model lists.
+type listFilter struct {
+	endpoints    []string
+	organisation string
+}
+
+func (g *Gateway) parseListFilter(q url.Values) (listFilter, *APIError) {
+	var f listFilter
+	for _, v := range q["endpoints"] {
+		for _, e := range strings.Split(v, ",") {
+			e = strings.TrimSpace(e)
+			if e == "" {
+				continue
+			}
+			if !slices.Contains(catalog.Endpoints, e) {
+				return f, paramError("endpoints", fmt.Sprintf("unknown endpoint %q; endpoints is a comma-separated list of %s", e, strings.Join(catalog.Endpoints, ", ")))
+			}
+			if !slices.Contains(f.endpoints, e) {
+				f.endpoints = append(f.endpoints, e)
+			}
+		}
+	}
+	if vs, ok := q["organisation"]; ok {
+		f.organisation = first(vs)
+		if !slices.Contains(g.organisationIDs(), f.organisation) {
+			return f, paramError("organisation", fmt.Sprintf("unknown organisation %q; GET /organisations lists them", f.organisation))
+		}
+	}
+	return f, nil
+}
+
+// keep tells whether a model with these endpoints and organisation passes the filter:
+// it serves any of the endpoints asked for and is the organisation's.
+func (f listFilter) keep(endpoints []string, organisation string) bool {
+	if f.organisation != "" && organisation != f.organisation {
+		return false
+	}
+	if len(f.endpoints) == 0 {
+		return true
+	}
+	for _, e := range f.endpoints {
+		if slices.Contains(endpoints, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// offeredView is a configured model as the discovery routes show it.
+func offeredView(o offered) map[string]any {
+	m := o.model
+	provs := make([]string, 0, len(m.Routes))
+	for _, rt := range m.Routes {
+		if !slices.Contains(provs, rt.ProviderName) {
+			provs = append(provs, rt.ProviderName)
+		}
+	}
+	v := map[string]any{
+		"id": m.Name, "object": "model", "name": m.Name, "created": m.Created, "owned_by": modelOwner(m),
+		"organisation": o.organisation, "catalogue_id": nil, "description": nil, "release_date": nil,
+		"context_length": nil, "max_output_tokens": nil, "input_modalities": nil, "output_modalities": nil,
+		"endpoints": o.endpoints, "free": m.Free(), "providers": provs,
+		"pricing": priceView(m.Routes[0].Price), "pricing_nanos": priceNanos(m.Routes[0].Price),
+	}
+	if e := o.entry; e != nil {
+		v["name"], v["catalogue_id"] = e.Name, e.ID
+		v["description"] = orNull(e.Description)
+		v["release_date"] = orNull(e.ReleaseDate)
+		v["input_modalities"], v["output_modalities"] = e.InputModalities, e.OutputModalities
+		if e.ContextLength > 0 {
+			v["context_length"] = e.ContextLength
+		}
+		if e.MaxOutputTokens > 0 {
+			v["max_output_tokens"] = e.MaxOutputTokens
+		}
+	}
+	return v
+}
+
+// priceView is a configured price, the one that bills: USD per million tokens and per request.
+func priceView(p pricing.Price) map[string]any {
+	return map[string]any{
+		"currency":                     "USD",
+		"input_per_million_tokens":     costNumber(p.Input),
+		"cached_input_per_million":     costNumber(p.CachedInput),
+		"cache_write_per_million":      costNumber(p.CacheWrite),
+		"output_per_million_tokens":    costNumber(p.Output),
+		"reasoning_per_million_tokens": costNumber(p.Reasoning),
+		"per_request":                  costNumber(p.PerRequest),
+	}
+}
+
+// priceNanos is a configured price in integer nanodollars, per million tokens and per request.
+func priceNanos(p pricing.Price) map[string]int64 {
+	return map[string]int64{
+		"input": p.Input, "cached_input": p.CachedInput, "cache_write": p.CacheWrite,
+		"output": p.Output, "reasoning": p.Reasoning, "request": p.PerRequest,
+	}
+}
+
+// listPriceKeys names the catalogue's price dimensions in views, with their units.
+var listPriceKeys = map[string]string{
+	"input": "input_per_million_tokens", "cached_input": "cached_input_per_million", "cache_write": "cache_write_per_million",
+	"output": "output_per_million_tokens", "reasoning": "reasoning_per_million_tokens", "request": "per_request",
+	"image": "per_image", "audio_second": "per_audio_second", "characters": "per_million_characters",
+	"page": "per_page", "video_second": "per_video_second",
+}
+
+// listPriceView is a catalogue entry's list price: only the dimensions it prices.
+func listPriceView(e *catalog.Model) map[string]any {
+	v := map[string]any{"currency": "USD"}
+	nanos := map[string]int64{}
+	for _, p := range e.Prices() {
+		v[listPriceKeys[p.Dimension]] = costNumber(p.Nanos)
+		nanos[p.Dimension] = p.Nanos
+	}
+	v["nanos"] = nanos
+	return v
+}
+
+func offeredID(v map[string]any) string { return v["id"].(string) }
+
+// gatewayModels serves GET /gateway/models: the configured models, sorted by name.
+func (g *Gateway) gatewayModels(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	return g.writeOffered(w, r, func(offered) bool { return true }, nil)
+}
+
+// gatewayModelsMe serves GET /gateway/models/me: the configured models the calling key
+// can use now. Free models always; paid models while the workspace has the 1.00 USD
+// the preflight check asks for and the key has room under its spending limit.
+func (g *Gateway) gatewayModelsMe(w http.ResponseWriter, r *http.Request, c *Caller) error {
+	ctx := r.Context()
+	bal, err := g.Store.GetBalance(ctx, c.Key.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	paid, reason := true, any(nil)
+	if bal.Available() < MinPreflightNanos {
+		paid, reason = false, CodeInsufficientFunds
+	} else if c.Key.LimitNanos > 0 {
+		start, _ := store.LimitPeriod(c.Key.LimitReset, g.Now())
+		sp, err := g.Store.KeySpend(ctx, c.Key.ID, start)
+		if err != nil {
+			return err
+		}
+		if sp.SpentNanos+sp.ReservedNanos >= c.Key.LimitNanos {
+			paid, reason = false, CodeKeyLimitExceeded
+		}
+	}
+	extra := map[string]any{
+		"paid_models_available": paid, "reason": reason, "key_id": c.Key.ID,
+		"credits": balanceView(bal),
+	}
+	return g.writeOffered(w, r, func(o offered) bool { return paid || o.model.Free() }, extra)
+}
+
+func (g *Gateway) writeOffered(w http.ResponseWriter, r *http.Request, usable func(offered) bool, extra map[string]any) error {
+	q := r.URL.Query()
+	p, apiErr := parsePage(q)
+	if apiErr != nil {
+		return apiErr
+	}
+	f, apiErr := g.parseListFilter(q)
+	if apiErr != nil {
+		return apiErr
+	}
+	var views []map[string]any
+	for _, o := range g.offeredModels() {
+		if usable(o) && f.keep(o.endpoints, o.organisation) {
+			views = append(views, offeredView(o))
+		}
+	}
+	env, apiErr := page(views, offeredID, p)
+	if apiErr != nil {
+		return apiErr
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	env["catalogue_version"] = g.catalog().Version
+	return writeJSON(w, http.StatusOK, env)
+}
+
+// dataModels serves GET /data/models: every catalogue entry, sorted by id, with the
+// configured models that serve it.
+func (g *Gateway) dataModels(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	q := r.URL.Query()
+	p, apiErr := parsePage(q)
+	if apiErr != nil {
+		return apiErr
+	}
+	f, apiErr := g.parseListFilter(q)
+	if apiErr != nil {
+		return apiErr
+	}
+	served := map[string][]string{}
+	for _, o := range g.offeredModels() {
+		if o.entry != nil {
+			served[o.entry.ID] = append(served[o.entry.ID], o.model.Name)
+		}
+	}
+	cat := g.catalog()
+	var views []map[string]any
+	for i := range cat.Models {
+		e := &cat.Models[i]
+		if !f.keep(e.Endpoints, e.Organisation) {
+			continue
+		}
+		names := served[e.ID]
+		if names == nil {
+			names = []string{}
+		}
+		aliases := e.Aliases
+		if aliases == nil {
+			aliases = []string{}
+		}
+		v := map[string]any{
+			"id": e.ID, "object": "model", "name": e.Name, "organisation": e.Organisation,
+			"description": orNull(e.Description), "aliases": aliases, "release_date": orNull(e.ReleaseDate),
+			"context_length": nil, "max_output_tokens": nil,
+			"input_modalities": e.InputModalities, "output_modalities": e.OutputModalities, "endpoints": e.Endpoints,
+			"pricing": listPriceView(e), "available": len(names) > 0, "gateway_models": names,
+		}
+		if e.ContextLength > 0 {
+			v["context_length"] = e.ContextLength
+		}
+		if e.MaxOutputTokens > 0 {
+			v["max_output_tokens"] = e.MaxOutputTokens
+		}
+		views = append(views, v)
+	}
+	env, apiErr := page(views, offeredID, p)
+	if apiErr != nil {
+		return apiErr
+	}
+	env["catalogue_version"] = cat.Version
+	return writeJSON(w, http.StatusOK, env)
+}
+
+// listProviders serves GET /providers: the configured upstream providers, sorted by name.
+func (g *Gateway) listProviders(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	p, apiErr := parsePage(r.URL.Query())
+	if apiErr != nil {
+		return apiErr
+	}
+	type agg struct {
+		models, endpoints []string
+	}
+	by := map[string]*agg{}
+	for _, o := range g.offeredModels() {
+		for _, rt := range o.model.Routes {
+			a := by[rt.ProviderName]
+			if a == nil {
+				a = &agg{models: []string{}, endpoints: []string{}}
+				by[rt.ProviderName] = a
+			}
+			if !slices.Contains(a.models, o.model.Name) {
+				a.models = append(a.models, o.model.Name)
+			}
+			for _, e := range o.endpoints {
+				if !slices.Contains(a.endpoints, e) {
+					a.endpoints = append(a.endpoints, e)
+				}
+			}
+		}
+	}
+	views := make([]map[string]any, 0, len(g.Registry.providers))
+	for _, name := range g.Registry.providers {
+		a := by[name]
+		if a == nil {
+			a = &agg{models: []string{}, endpoints: []string{}}
+		}
+		sort.Strings(a.endpoints)
+		views = append(views, map[string]any{
+			"id": name, "object": "provider", "name": name,
+			"model_count": len(a.models), "models": a.models, "endpoints": a.endpoints,
+		})
+	}
+	env, apiErr := page(views, offeredID, p)
+	if apiErr != nil {
+		return apiErr
+	}
+	return writeJSON(w, http.StatusOK, env)
+}
+
+// surfaces are the API's endpoint families, as GET /endpoints lists them and the
+// `endpoints` filter names them.
+var surfaces = []struct {
+	id, name string
+	routes   [][2]string
+}{
+	{"chat", "Text generation", [][2]string{{"POST", "/chat/completions"}, {"POST", "/responses"}, {"POST", "/messages"}}},
+	{"embeddings", "Embeddings", [][2]string{{"POST", "/embeddings"}}},
+	{"moderations", "Moderation", [][2]string{{"POST", "/moderations"}}},
+	{"images", "Image generation and editing", [][2]string{{"POST", "/images/generations"}, {"POST", "/images/edits"}}},
+	{"audio", "Speech, transcription and translation", [][2]string{{"POST", "/audio/speech"}, {"POST", "/audio/transcriptions"}, {"POST", "/audio/translations"}}},
+	{"video", "Video generation", [][2]string{{"POST", "/videos"}, {"GET", "/videos"}, {"GET", "/videos/models"}, {"GET", "/videos/{video_id}"},
+		{"GET", "/videos/{video_id}/content"}, {"POST", "/videos/{video_id}/download_url"}, {"DELETE", "/videos/{video_id}"}}},
+	{"ocr", "OCR", [][2]string{{"POST", "/ocr"}}},
+}
+
+// serves tells whether this gateway answers method on path with more than not_implemented_yet.
+func (g *Gateway) serves(method, path string) bool {
+	if g.placeholders[method+" "+path] {
+		return false
+	}
+	if _, ok := g.routes[path][method]; ok {
+		return true
+	}
+	for _, p := range g.patterns {
+		if p.path == path {
+			_, ok := p.methods[method]
+			return ok
+		}
+	}
+	return false
+}
+
+// listEndpoints serves GET /endpoints: the API surfaces, each with its routes, whether
+// this gateway serves them yet, and how many configured models offer the surface.
+func (g *Gateway) listEndpoints(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	p, apiErr := parsePage(r.URL.Query())
+	if apiErr != nil {
+		return apiErr
+	}
+	offeredModels := g.offeredModels()
+	views := make([]map[string]any, 0, len(surfaces))
+	for _, s := range surfaces {
+		routes := make([]map[string]any, 0, len(s.routes))
+		available := false
+		for _, rt := range s.routes {
+			ok := g.serves(rt[0], rt[1])
+			available = available || ok
+			routes = append(routes, map[string]any{"method": rt[0], "path": rt[1], "available": ok})
+		}
+		n := 0
+		for _, o := range offeredModels {
+			if slices.Contains(o.endpoints, s.id) {
+				n++
+			}
+		}
+		views = append(views, map[string]any{
+			"id": s.id, "object": "endpoint", "name": s.name, "available": available, "routes": routes, "model_count": n,
+		})
+	}
+	env, apiErr := page(views, offeredID, p)
+	if apiErr != nil {
+		return apiErr
+	}
+	return writeJSON(w, http.StatusOK, env)
+}
+
+// organisationIDs lists the organisations the catalogue knows and those of the
+// configured models, sorted.
+func (g *Gateway) organisationIDs() []string {
+	cat := g.catalog()
+	ids := make([]string, 0, len(cat.Organisations))
+	for _, o := range cat.Organisations {
+		ids = append(ids, o.ID)
+	}
+	for _, o := range g.offeredModels() {
+		if !slices.Contains(ids, o.organisation) {
+			ids = append(ids, o.organisation)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// listOrganisations serves GET /organisations: model authors, sorted by id, with how
+// many catalogue entries and configured models are theirs.
+func (g *Gateway) listOrganisations(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	p, apiErr := parsePage(r.URL.Query())
+	if apiErr != nil {
+		return apiErr
+	}
+	cat := g.catalog()
+	inCatalogue, configured := map[string]int{}, map[string]int{}
+	for i := range cat.Models {
+		inCatalogue[cat.Models[i].Organisation]++
+	}
+	for _, o := range g.offeredModels() {
+		configured[o.organisation]++
+	}
+	ids := g.organisationIDs()
+	views := make([]map[string]any, 0, len(ids))
+	for _, id := range ids {
+		v := map[string]any{
+			"id": id, "object": "organisation", "name": id, "url": nil,
+			"catalogue_model_count": inCatalogue[id], "gateway_model_count": configured[id],
+		}
+		if org, ok := cat.Organisation(id); ok {
+			v["name"], v["url"] = org.Name, orNull(org.URL)
+		}
+		views = append(views, v)
+	}
+	env, apiErr := page(views, offeredID, p)
+	if apiErr != nil {
+		return apiErr
+	}
+	return writeJSON(w, http.StatusOK, env)
+}
+
+// pricingModels serves GET /pricing/models: per configured model, the prices of each
+// route (the route that answers a request is the one that bills it) and the
+// catalogue's list price for comparison.
+func (g *Gateway) pricingModels(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	q := r.URL.Query()
+	p, apiErr := parsePage(q)
+	if apiErr != nil {
+		return apiErr
+	}
+	f, apiErr := g.parseListFilter(q)
+	if apiErr != nil {
+		return apiErr
+	}
+	var views []map[string]any
+	for _, o := range g.offeredModels() {
+		if !f.keep(o.endpoints, o.organisation) {
+			continue
+		}
+		m := o.model
+		routes := make([]map[string]any, 0, len(m.Routes))
+		for _, rt := range m.Routes {
+			routes = append(routes, map[string]any{
+				"provider": rt.ProviderName, "upstream_model": rt.UpstreamModel,
+				"pricing": priceView(rt.Price), "pricing_nanos": priceNanos(rt.Price),
+			})
+		}
+		var list any
+		if o.entry != nil {
+			list = listPriceView(o.entry)
+		}
+		views = append(views, map[string]any{
+			"id": m.Name, "object": "model.pricing", "currency": "USD", "free": m.Free(),
+			"pricing": priceView(m.Routes[0].Price), "pricing_nanos": priceNanos(m.Routes[0].Price),
+			"routes": routes, "catalogue_id": nullableEntryID(o.entry), "list_pricing": list,
+		})
+	}
+	env, apiErr := page(views, offeredID, p)
+	if apiErr != nil {
+		return apiErr
+	}
+	return writeJSON(w, http.StatusOK, env)
+}
+
+func nullableEntryID(e *catalog.Model) any {
+	if e == nil {
+		return nil
+	}
+	return e.ID
+}
+
+// neutralUsageFields are the usage counters of GET /generations, which
+// POST /pricing/calculate also reads.
+var neutralUsageFields = []string{"input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens"}
+
+// chatUsageFields are OpenAI's chat completion usage fields.
+var chatUsageFields = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"}
+
+// pricingCalculate serves POST /pricing/calculate:
+//
+//	{"model": "gpt-4o-mini", "provider": "openai", "usage": {"input_tokens": 1200, "output_tokens": 300}}
+//
+// provider is optional (default: the model's first route, the one that answers unless it
+// fails). usage is either the gateway's counters (input_tokens, cache_read_tokens,
+// cache_write_tokens, output_tokens, reasoning_tokens: disjoint, as GET /generations
+// shows them) or an OpenAI chat completion usage object (prompt_tokens,
+// completion_tokens, prompt_tokens_details.cached_tokens,
+// completion_tokens_details.reasoning_tokens), read as the gateway reads an upstream's.
+// The answer prices it with pricing.Cost, the arithmetic that bills requests.
+func (g *Gateway) pricingCalculate(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	f, apiErr := g.readObject(w, r, "model", "provider", "usage")
+	if apiErr != nil {
+		return apiErr
+	}
+	name, present, apiErr := f.str("model")
+	if apiErr != nil {
+		return apiErr
+	}
+	if !present || name == "" {
+		e := newError(http.StatusBadRequest, CodeModelRequired, "model is required")
+		e.Param = "model"
+		return e
+	}
+	m, ok := g.Registry.Lookup(name)
+	if !ok {
+		e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf("model %q is not offered by this gateway; GET /gateway/models lists the models you can use", name))
+		e.Param = "model"
+		return e
+	}
+	rt := m.Routes[0]
+	prov, present, apiErr := f.str("provider")
+	if apiErr != nil {
+		return apiErr
+	}
+	if present {
+		found := false
+		names := make([]string, 0, len(m.Routes))
+		for _, cand := range m.Routes {
+			names = append(names, cand.ProviderName)
+			if !found && cand.ProviderName == prov {
+				rt, found = cand, true
+			}
+		}
+		if !found {
+			return paramError("provider", fmt.Sprintf("model %q has no route through provider %q (its providers: %s)", name, prov, strings.Join(names, ", ")))
+		}
+	}
+	raw, ok := f["usage"]
+	if !ok || isJSONNull(raw) {
+		return paramError("usage", "usage is required: an object of token counts")
+	}
+	u, apiErr := parseUsage(raw)
+	if apiErr != nil {
+		return apiErr
+	}
+	lines, total := pricing.Cost(u, rt.Price)
+	if lines == nil {
+		lines = []store.CostLine{}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{
+		"object": "pricing.calculation", "model": m.Name, "provider": rt.ProviderName, "upstream_model": rt.UpstreamModel,
+		"currency": "USD", "free": m.Free(),
+		"usage": map[string]any{
+			"input_tokens": u.Input, "cache_read_tokens": u.CacheRead, "cache_write_tokens": u.CacheWrite,
+			"output_tokens": u.Output, "reasoning_tokens": u.Reasoning,
+			"prompt_tokens": u.PromptTokens(), "completion_tokens": u.CompletionTokens(),
+		},
+		"cost": costNumber(total), "cost_nanos": total, "cost_usd": pricing.FormatUSD(total), "cost_lines": lines,
+	})
+}
+
+// parseUsage reads a usage object in either of the two shapes pricingCalculate takes.
+func parseUsage(raw json.RawMessage) (providers.Usage, *APIError) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return providers.Usage{}, paramError("usage", "usage must be an object of token counts")
+	}
+	chat := false
+	for k := range fields {
+		if slices.Contains(chatUsageFields, k) {
+			chat = true
+		}
+	}
+	allowed := neutralUsageFields
+	if chat {
+		allowed = chatUsageFields
+	}
+	for k := range fields {
+		if !slices.Contains(allowed, k) {
+			return providers.Usage{}, paramError("usage."+k, fmt.Sprintf(
+				"unknown usage field %q; give either %s, or an OpenAI chat usage (%s), not both",
+				k, strings.Join(neutralUsageFields, ", "), strings.Join(chatUsageFields, ", ")))
+		}
+	}
+	count := func(path string, raw json.RawMessage) (int64, *APIError) {
+		v, ok := jsonInt(raw)
+		if !ok || v < 0 {
+			return 0, paramError("usage."+path, path+" must be a non-negative integer")
+		}
+		return v, nil
+	}
+	if !chat {
+		var vals [5]int64
+		for i, k := range neutralUsageFields {
+			if raw, ok := fields[k]; ok {
+				v, apiErr := count(k, raw)
+				if apiErr != nil {
+					return providers.Usage{}, apiErr
+				}
+				vals[i] = v
+			}
+		}
+		return providers.Usage{Input: vals[0], CacheRead: vals[1], CacheWrite: vals[2], Output: vals[3], Reasoning: vals[4]}, nil
+	}
+	// Check every count, nested ones included, before the OpenAI reader (which clamps
+	// negatives to zero) converts them as it converts an upstream's usage.
+	for _, k := range []string{"prompt_tokens", "completion_tokens", "total_tokens"} {
+		if raw, ok := fields[k]; ok {
+			if _, apiErr := count(k, raw); apiErr != nil {
+				return providers.Usage{}, apiErr
+			}
+		}
+	}
+	for _, k := range []string{"prompt_tokens_details", "completion_tokens_details"} {
+		raw, ok := fields[k]
+		if !ok || isJSONNull(raw) {
+			continue
+		}
+		var details map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &details); err != nil || details == nil {
+			return providers.Usage{}, paramError("usage."+k, k+" must be an object of token counts")
+		}
+		for dk, dv := range details {
+			if isJSONNull(dv) {
+				continue
+			}
+			if _, apiErr := count(k+"."+dk, dv); apiErr != nil {
+				return providers.Usage{}, apiErr
+			}
+		}
+	}
+	u, err := openai.ParseChatUsage(raw)
+	if err != nil {
+		return providers.Usage{}, paramError("usage", "usage is not a valid OpenAI chat usage object: "+err.Error())
+	}
+	return u, nil
+}
+
+func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }

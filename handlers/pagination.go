@@ -1,0 +1,107 @@
+package handlers
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Pagination. Every list the gateway answers (GET /keys, /workspaces, /activity,
+// /gateway/models, /gateway/models/me, /data/models, /providers, /endpoints,
+// /organisations, /pricing/models) is paged the same way, with the envelope of the
+// specification's batch list:
+//
+//	{"object": "list", "data": [...], "first_id": "...", "last_id": "...", "has_more": true}
+//
+// Query parameters:
+//   - limit: how many items a page holds, 1 to 100, default 20; a larger value is
+//     capped at 100. Anything else (not an integer, below 1) is 400 validation_error
+//     with param "limit".
+//   - after: a cursor, the id of the last item of the previous page (the previous page's
+//     last_id); the page starts with the item after it. An id that is not in the list
+//     is 400 validation_error with param "after".
+//
+// first_id and last_id are the ids of the page's first and last items (null when the
+// page is empty); has_more tells whether items follow last_id. Items are in a stable
+// order (documented per list), so walking pages with after=last_id until has_more is
+// false visits every item once.
+//
+// GET /models is OpenAI's model list, which the SDKs read as one unpaged list: it
+// answers every model unless the request sets limit or after.
+const (
+	defaultPageLimit = 20
+	maxPageLimit     = 100
+)
+
+// pageRequest is a page asked for.
+type pageRequest struct {
+	limit int
+	after string
+	// set tells whether the request named limit or after at all.
+	set bool
+}
+
+// parsePage reads limit and after.
+func parsePage(q url.Values) (pageRequest, *APIError) {
+	p := pageRequest{limit: defaultPageLimit}
+	if vs, ok := q["limit"]; ok {
+		p.set = true
+		n, err := strconv.Atoi(strings.TrimSpace(first(vs)))
+		if err != nil || n < 1 {
+			return p, paramError("limit", "limit must be an integer from 1 to 100 (values above 100 are capped)")
+		}
+		p.limit = min(n, maxPageLimit)
+	}
+	if vs, ok := q["after"]; ok {
+		p.set = true
+		p.after = first(vs)
+		if p.after == "" {
+			return p, paramError("after", "after must be the id of the last item of the previous page")
+		}
+	}
+	return p, nil
+}
+
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+// page cuts one page out of items, which are in the list's stable order, and wraps it
+// in the list envelope.
+func page[T any](items []T, id func(T) string, p pageRequest) (map[string]any, *APIError) {
+	start := 0
+	if p.after != "" {
+		start = -1
+		for i, it := range items {
+			if id(it) == p.after {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return nil, paramError("after", "after "+strconv.Quote(p.after)+" is not the id of an item of this list")
+		}
+	}
+	end := min(start+p.limit, len(items))
+	data := items[start:end]
+	if data == nil {
+		data = []T{}
+	}
+	env := map[string]any{"object": "list", "data": data, "first_id": nil, "last_id": nil, "has_more": end < len(items)}
+	if len(data) > 0 {
+		env["first_id"] = id(data[0])
+		env["last_id"] = id(data[len(data)-1])
+	}
+	return env, nil
+}
+
+// paramError is a 400 validation_error about one parameter.
+func paramError(param, message string) *APIError {
+	e := newError(http.StatusBadRequest, CodeValidation, message)
+	e.Param = param
+	return e
+}

@@ -1,0 +1,741 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
+)
+
+// drainTimeout bounds how long Close reads the rest of a finished stream, which lets the
+// connection go back to the pool instead of paying a new TLS handshake.
+const drainTimeout = 200 * time.Millisecond
+
+// maxBlocks bounds the content blocks of one streamed message, so that a hostile stream
+// cannot grow the block table without limit.
+const maxBlocks = 1 << 16
+
+// errClosed is the error of a stream read after Close.
+var errClosed = errors.New("stream closed")
+
+// blockKind is the kind of a content block, as far as the neutral model cares.
+type blockKind uint8
+
+const (
+	blockNone blockKind = iota
+	blockText
+	blockThinking
+	blockTool
+	// blockOther is a block the neutral model has no place for (redacted thinking, server
+	// tools and their results): its deltas are dropped.
+	blockOther
+)
+
+// blockState is what the decoder knows of a started content block.
+type blockState struct {
+	kind blockKind
+	tool int // the tool call's ordinal among the message's tool calls
+}
+
+// messagesStream turns an upstream Messages SSE body into neutral events. No goroutine is
+// involved: Next reads the body; the idle watchdog is a timer that closes it.
+type messagesStream struct {
+	provider string
+	ctx      context.Context // the caller's: its cancellation is not an upstream failure
+	at       *attempt
+	body     *idleBody
+	rd       *sse.Reader
+
+	pending []providers.Event
+	pos     int
+	cur     providers.Event
+	err     error
+	ended   bool
+
+	blocks                                  map[int]blockState
+	tools                                   int
+	usage                                   usageCounters
+	sawFinish, sawToolCall, sawMessageDelta bool
+
+	done      atomic.Bool // message_stop was read: the body may be drained on Close
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+func newMessagesStream(ctx context.Context, provider string, at *attempt, body *idleBody) *messagesStream {
+	return &messagesStream{
+		provider: provider, ctx: ctx, at: at, body: body,
+		rd:     sse.NewReader(body, 0),
+		blocks: make(map[int]blockState),
+	}
+}
+
+// Next implements providers.Stream.
+func (s *messagesStream) Next() bool {
+	if s.closed.Load() {
+		if !s.ended {
+			s.end(errClosed)
+		}
+		return false
+	}
+	for {
+		if s.pos < len(s.pending) {
+			s.cur = s.pending[s.pos]
+			s.pos++
+			return true
+		}
+		if s.ended {
+			return false
+		}
+		s.pending, s.pos = s.pending[:0], 0
+		if !s.rd.Next() {
+			s.end(s.readEnd(s.rd.Err()))
+			continue
+		}
+		if err := s.handle(s.rd.Event()); err != nil {
+			s.pending = s.pending[:0]
+			s.end(err)
+		}
+	}
+}
+
+func (s *messagesStream) end(err error) {
+	s.ended = true
+	s.err = err
+	s.body.stop()
+}
+
+// Current implements providers.Stream.
+func (s *messagesStream) Current() providers.Event { return s.cur }
+
+// Err implements providers.Stream.
+func (s *messagesStream) Err() error { return s.err }
+
+// Close implements providers.Stream. It may be called at any time and more than once.
+func (s *messagesStream) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.done.Load() {
+			s.body.drain(drainTimeout)
+		}
+		_ = s.body.Close()
+		s.at.cancel()
+	})
+	return nil
+}
+
+// readEnd classifies the end of the body: EOF or a read error.
+func (s *messagesStream) readEnd(err error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	switch {
+	case err == nil:
+		// A stream cut after message_delta has all that matters: the finish and the usage.
+		if s.sawMessageDelta {
+			return nil
+		}
+		return s.failure(ErrStreamTruncated, nil)
+	case errors.Is(err, sse.ErrEventTooLarge):
+		return s.failure(ErrMalformedFrame, err)
+	}
+	return transportError(s.provider, s.ctx, s.at.ctx, err)
+}
+
+// failure is a stream failure that has no status: cause is one of the sentinels.
+func (s *messagesStream) failure(cause, err error, payload ...[]byte) *providers.UpstreamError {
+	e := &providers.UpstreamError{
+		Provider:  s.provider,
+		Category:  providers.CategoryServerError,
+		Retryable: true,
+		Message:   cause.Error(),
+		Err:       cause,
+	}
+	if err != nil {
+		e.Err = fmt.Errorf("%w: %w", cause, err)
+	}
+	if len(payload) > 0 {
+		e.Payload = providers.Preview(payload[0])
+	}
+	return e
+}
+
+func (s *messagesStream) emit(ev providers.Event) { s.pending = append(s.pending, ev) }
+
+// handle turns one SSE event into pending neutral events. As in the SDKs, "error" and "ping"
+// are recognised by the event name and everything else by the data's type (the name when
+// the data has none), so a server that omits event lines is read all the same.
+func (s *messagesStream) handle(ev sse.Event) error {
+	data := bytes.TrimSpace(ev.Data)
+	switch ev.Name {
+	case "ping":
+		return nil
+	case "error":
+		return streamError(s.provider, data)
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	var se streamEvent
+	if err := json.Unmarshal(data, &se); err != nil {
+		return s.failure(ErrMalformedFrame, err, data)
+	}
+	typ := se.Type
+	if typ == "" {
+		typ = ev.Name
+	}
+	malformed := func(why string) error { return s.failure(ErrMalformedFrame, errors.New(why), data) }
+	switch typ {
+	case "message_start":
+		if se.Message != nil {
+			if err := s.mergeUsage(se.Message.Usage); err != nil {
+				return s.failure(ErrMalformedFrame, err, data)
+			}
+			s.emit(providers.Event{Type: providers.EventUsage, Usage: s.usage.neutral()})
+		}
+	case "content_block_start":
+		if se.Index == nil || se.ContentBlock == nil {
+			return malformed("content_block_start without index or content_block")
+		}
+		if *se.Index < 0 || len(s.blocks) >= maxBlocks {
+			return malformed("content block index out of range")
+		}
+		return s.startBlock(*se.Index, se.ContentBlock)
+	case "content_block_delta":
+		if se.Index == nil || se.Delta == nil {
+			return malformed("content_block_delta without index or delta")
+		}
+		return s.delta(*se.Index, se.Delta, data)
+	case "content_block_stop", "ping":
+	case "message_delta":
+		s.sawMessageDelta = true
+		if d := se.Delta; d != nil && d.StopReason != nil && !s.sawFinish {
+			s.finish(*d.StopReason, d.StopSequence)
+		}
+		if !isNull(se.Usage) {
+			if err := s.mergeUsage(se.Usage); err != nil {
+				return s.failure(ErrMalformedFrame, err, data)
+			}
+			s.emit(providers.Event{Type: providers.EventUsage, Usage: s.usage.neutral()})
+		}
+	case "message_stop":
+		if !s.sawFinish {
+			s.finish("", nil)
+		}
+		s.done.Store(true)
+		s.end(nil)
+	case "error":
+		return streamError(s.provider, data)
+	}
+	// Unknown event types are future additions to the protocol: skipped, as the SDKs do.
+	return nil
+}
+
+func (s *messagesStream) finish(stopReason string, stopSequence *string) {
+	s.sawFinish = true
+	ev := providers.Event{Type: providers.EventFinish, FinishReason: FinishReason(stopReason)}
+	if ev.FinishReason == providers.FinishStop && s.sawToolCall {
+		ev.FinishReason = providers.FinishToolCalls
+	}
+	if stopSequence != nil {
+		ev.StopSequence = *stopSequence
+	}
+	s.emit(ev)
+}
+
+// mergeUsage merges a usage object into the running counters: each counter it carries
+// replaces the previous value (message_delta's are cumulative), never adds to it.
+func (s *messagesStream) mergeUsage(raw json.RawMessage) error {
+	if isNull(bytes.TrimSpace(raw)) {
+		return nil
+	}
+	var u Usage
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return fmt.Errorf("decoding usage: %w", err)
+	}
+	s.usage.merge(&u)
+	return nil
+}
+
+func (s *messagesStream) startBlock(index int, b *ContentBlock) error {
+	st := blockState{kind: blockOther}
+	switch b.Type {
+	case "text":
+		st.kind = blockText
+		if b.Text != nil && *b.Text != "" {
+			s.emit(providers.Event{Type: providers.EventText, Text: *b.Text})
+		}
+	case "thinking":
+		st.kind = blockThinking
+		ev := providers.Event{Type: providers.EventReasoning}
+		if b.Thinking != nil {
+			ev.Text = *b.Thinking
+		}
+		if b.Signature != nil {
+			ev.Signature = *b.Signature
+		}
+		if ev.Text != "" || ev.Signature != "" {
+			s.emit(ev)
+		}
+	case "tool_use":
+		st.kind, st.tool = blockTool, s.tools
+		s.tools++
+		s.sawToolCall = true
+		ev := providers.Event{Type: providers.EventToolCall, Index: st.tool, ToolCall: providers.ToolCall{ID: b.ID, Name: b.Name}}
+		// The API starts with "input":{} and streams the input; a server that sends the
+		// whole input here instead is read too.
+		if in := bytes.TrimSpace(b.Input); len(in) > 2 && in[0] == '{' {
+			args, err := decodeInput(in)
+			if err != nil {
+				return s.failure(ErrMalformedFrame, err)
+			}
+			if args != "{}" {
+				ev.ToolCall.Arguments = args
+			}
+		}
+		s.emit(ev)
+	}
+	s.blocks[index] = st
+	return nil
+}
+
+func (s *messagesStream) delta(index int, d *streamDelta, data []byte) error {
+	st, ok := s.blocks[index]
+	if !ok {
+		// A delta for a block that never started cannot be attributed; text still can.
+		st.kind = blockNone
+	}
+	switch d.Type {
+	case "text_delta":
+		if st.kind == blockOther || st.kind == blockTool || st.kind == blockThinking {
+			return s.failure(ErrMalformedFrame, fmt.Errorf("text_delta for a non-text block %d", index), data)
+		}
+		if d.Text != "" {
+			s.emit(providers.Event{Type: providers.EventText, Text: d.Text})
+		}
+	case "thinking_delta", "signature_delta":
+		if st.kind == blockOther {
+			return nil
+		}
+		if st.kind != blockThinking && st.kind != blockNone {
+			return s.failure(ErrMalformedFrame, fmt.Errorf("%s for a non-thinking block %d", d.Type, index), data)
+		}
+		ev := providers.Event{Type: providers.EventReasoning, Text: d.Thinking}
+		if d.Type == "signature_delta" {
+			ev = providers.Event{Type: providers.EventReasoning, Signature: d.Signature}
+		}
+		if ev.Text != "" || ev.Signature != "" {
+			s.emit(ev)
+		}
+	case "input_json_delta":
+		switch st.kind {
+		case blockOther:
+			return nil // a server tool's input
+		case blockTool:
+		default:
+			return s.failure(ErrMalformedFrame, fmt.Errorf("input_json_delta for a block %d that is not a tool_use", index), data)
+		}
+		if d.PartialJSON != "" {
+			s.emit(providers.Event{Type: providers.EventToolCall, Index: st.tool, ToolCall: providers.ToolCall{Arguments: d.PartialJSON}})
+		}
+	}
+	// citations_delta and future delta types carry nothing the neutral model holds.
+	return nil
+}
+
+// idleBody fails reads once the body has been silent for longer than idle: a timer, reset
+// by every read that returns data, closes the body.
+type idleBody struct {
+	rc       io.ReadCloser
+	provider string
+	idle     time.Duration
+	timer    *time.Timer
+	fired    atomic.Bool
+	stopped  atomic.Bool
+}
+
+func newIdleBody(rc io.ReadCloser, idle time.Duration, provider string) *idleBody {
+	b := &idleBody{rc: rc, idle: idle, provider: provider}
+	if idle > 0 {
+		b.timer = time.AfterFunc(idle, func() {
+			b.fired.Store(true)
+			_ = rc.Close()
+		})
+	}
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if b.fired.Load() {
+		return n, &providers.UpstreamError{
+			Provider:  b.provider,
+			Category:  providers.CategoryServerError,
+			Retryable: true,
+			Timeout:   true,
+			Message:   ErrIdleTimeout.Error(),
+			Err:       ErrIdleTimeout,
+		}
+	}
+	if n > 0 && b.timer != nil && !b.stopped.Load() {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+// stop disarms the watchdog.
+func (b *idleBody) stop() {
+	b.stopped.Store(true)
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
+
+// drain reads what is left of a finished body for at most d, so that the connection can be
+// reused.
+func (b *idleBody) drain(d time.Duration) {
+	b.stop()
+	t := time.AfterFunc(d, func() { _ = b.rc.Close() })
+	_, _ = io.CopyN(io.Discard, b.rc, 64<<10)
+	t.Stop()
+}
+
+func (b *idleBody) Close() error {
+	b.stop()
+	return b.rc.Close()
+}
+
+// eventStream replays events already in memory: the answer of a server that ignored stream.
+type eventStream struct {
+	events []providers.Event
+	pos    int
+	cur    providers.Event
+}
+
+func (s *eventStream) Next() bool {
+	if s.pos >= len(s.events) {
+		return false
+	}
+	s.cur = s.events[s.pos]
+	s.pos++
+	return true
+}
+
+func (s *eventStream) Current() providers.Event { return s.cur }
+func (s *eventStream) Err() error               { return nil }
+func (s *eventStream) Close() error             { s.pos = len(s.events); return nil }
+
+// responseEvents is a complete answer as the events a stream would have carried.
+func responseEvents(r *providers.Response) []providers.Event {
+	events := make([]providers.Event, 0, len(r.ToolCalls)+4)
+	if r.Reasoning != "" || r.ReasoningSignature != "" {
+		events = append(events, providers.Event{Type: providers.EventReasoning, Text: r.Reasoning, Signature: r.ReasoningSignature})
+	}
+	if r.Text != "" {
+		events = append(events, providers.Event{Type: providers.EventText, Text: r.Text})
+	}
+	for i, tc := range r.ToolCalls {
+		events = append(events, providers.Event{Type: providers.EventToolCall, Index: i, ToolCall: tc})
+	}
+	return append(events,
+		providers.Event{Type: providers.EventFinish, FinishReason: r.FinishReason, StopSequence: r.StopSequence},
+		providers.Event{Type: providers.EventUsage, Usage: r.Usage})
+}
+
+// Frame is one event of an Anthropic stream: its name and its JSON data, whose "type" is
+// the same name. Write it with sse.WriteEvent(w, f.Event, f.Data).
+type Frame struct {
+	Event string
+	Data  []byte
+}
+
+// StreamEncoder writes neutral stream events as the Anthropic Messages SSE sequence, for the
+// gateway's messages surface: message_start, then for each content block
+// content_block_start, its deltas and content_block_stop, then one message_delta with
+// stop_reason and usage, then message_stop. It is what the SDKs' stream accumulators
+// (anthropic-sdk-go Message.Accumulate, the TypeScript MessageStream) require: message_start
+// first, a block started before its deltas, block indexes 0, 1, 2... in order, and
+// usage.output_tokens in message_delta.
+//
+// Blocks open on demand: text (text_delta), thinking (thinking_delta, signature_delta) and
+// one tool_use block per neutral tool call index (input_json_delta). The current block
+// closes when the kind or the tool call changes, with one exception: a tool_use block whose
+// arguments are not yet complete JSON stays open until Finish, so that a late piece of an
+// interleaved call still reaches its block (the Go SDK resets the input of a block stopped
+// with incomplete JSON). The encoder is not safe for concurrent use; each Frame's Data is
+// its own.
+type StreamEncoder struct {
+	id, model string
+
+	started, finished bool
+	next              int       // index of the next content block
+	cur               blockKind // kind of the current block, blockNone when none
+	curIndex          int       // content block index of the current block
+	curTool           int       // neutral tool index, when cur is blockTool
+	signed            bool      // the current thinking block has had its signature
+	args              []byte    // the arguments sent so far to the current tool block
+	lingering         []int     // tool blocks left open with incomplete arguments
+	tools             map[int]int
+	sawTool           bool
+}
+
+// NewStreamEncoder returns an encoder of the message with this id and model.
+func NewStreamEncoder(id, model string) *StreamEncoder {
+	return &StreamEncoder{id: id, model: model, tools: make(map[int]int)}
+}
+
+// Start returns message_start, with u's input and cache counts (emit the real ones: clients
+// read input usage from here) and its output so far, usually 0. It returns nothing when the
+// message has already started; Encode and Finish start it with zero usage if needed.
+func (e *StreamEncoder) Start(u providers.Usage) []Frame {
+	if e.started {
+		return nil
+	}
+	e.started = true
+	b := []byte(`{"type":"message_start","message":{"id":`)
+	b = appendString(b, e.id)
+	b = append(b, `,"type":"message","role":"assistant","model":`...)
+	b = appendString(b, e.model)
+	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
+	b = appendUsage(b, u, false)
+	b = append(b, "}}"...)
+	return []Frame{{Event: "message_start", Data: b}}
+}
+
+const (
+	textBlock     = `{"type":"text","text":""}`
+	thinkingBlock = `{"type":"thinking","thinking":"","signature":""}`
+)
+
+// Encode returns the frames of one neutral event: text, reasoning and tool call pieces.
+// EventFinish and EventUsage make no frame: pass the final reason and usage to Finish.
+// Nothing is encoded after Finish.
+func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
+	if e.finished {
+		return nil
+	}
+	var frames []Frame
+	switch ev.Type {
+	case providers.EventText:
+		if ev.Text == "" {
+			return nil
+		}
+		frames = e.Start(providers.Usage{})
+		if e.cur != blockText {
+			frames = e.switchBlock(frames)
+			frames = e.openBlock(frames, blockText, textBlock)
+		}
+		frames = e.delta(frames, e.curIndex, "text_delta", "text", ev.Text)
+	case providers.EventReasoning:
+		if ev.Text == "" && ev.Signature == "" {
+			return nil
+		}
+		frames = e.Start(providers.Usage{})
+		if ev.Text != "" {
+			if e.cur != blockThinking || e.signed {
+				frames = e.switchBlock(frames)
+				frames = e.openBlock(frames, blockThinking, thinkingBlock)
+			}
+			frames = e.delta(frames, e.curIndex, "thinking_delta", "thinking", ev.Text)
+		}
+		if ev.Signature != "" {
+			if e.cur != blockThinking {
+				frames = e.switchBlock(frames)
+				frames = e.openBlock(frames, blockThinking, thinkingBlock)
+			}
+			frames = e.delta(frames, e.curIndex, "signature_delta", "signature", ev.Signature)
+			e.signed = true
+		}
+	case providers.EventToolCall:
+		frames = e.Start(providers.Usage{})
+		e.sawTool = true
+		var index int
+		switch idx, seen := e.tools[ev.Index]; {
+		case e.cur == blockTool && e.curTool == ev.Index:
+			index = e.curIndex
+			e.args = append(e.args, ev.ToolCall.Arguments...)
+		case seen:
+			// A late piece of an earlier call: its block is still open unless its arguments
+			// were already complete, in which case the upstream broke them anyway.
+			index = idx
+		default:
+			frames = e.switchBlock(frames)
+			id := ev.ToolCall.ID
+			if id == "" {
+				id = "toolu_" + toolID(e.id) + "_" + strconv.Itoa(ev.Index)
+			}
+			cb := []byte(`{"type":"tool_use","id":`)
+			cb = appendString(cb, id)
+			cb = append(cb, `,"name":`...)
+			cb = appendString(cb, ev.ToolCall.Name)
+			cb = append(cb, `,"input":{}}`...)
+			frames = e.openBlock(frames, blockTool, string(cb))
+			e.curTool = ev.Index
+			e.tools[ev.Index] = e.curIndex
+			e.args = append(e.args[:0], ev.ToolCall.Arguments...)
+			index = e.curIndex
+		}
+		if ev.ToolCall.Arguments != "" {
+			frames = e.delta(frames, index, "input_json_delta", "partial_json", ev.ToolCall.Arguments)
+		}
+	}
+	return frames
+}
+
+// Finish closes the open blocks and returns message_delta, with stop_reason (StopReason of
+// reason and stopSeq; tool_use when the message had tool calls and reason is stop or empty),
+// stop_sequence and the final usage u (output_tokens, required by the SDKs, and the input
+// and cache counts), then message_stop. It returns nothing the second time.
+func (e *StreamEncoder) Finish(reason providers.FinishReason, stopSeq string, u providers.Usage) []Frame {
+	if e.finished {
+		return nil
+	}
+	frames := e.Start(u)
+	for _, index := range e.lingering {
+		frames = appendStop(frames, index)
+	}
+	if e.cur != blockNone {
+		frames = appendStop(frames, e.curIndex)
+		e.cur = blockNone
+	}
+	e.finished = true
+	if e.sawTool && (reason == "" || reason == providers.FinishStop) {
+		reason = providers.FinishToolCalls
+	}
+	stop := StopReason(reason, stopSeq)
+	b := []byte(`{"type":"message_delta","delta":{"stop_reason":`)
+	b = appendString(b, stop)
+	b = append(b, `,"stop_sequence":`...)
+	if stop == "stop_sequence" {
+		b = appendString(b, stopSeq)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `},"usage":`...)
+	b = appendUsage(b, u, true)
+	b = append(b, '}')
+	return append(frames,
+		Frame{Event: "message_delta", Data: b},
+		Frame{Event: "message_stop", Data: []byte(`{"type":"message_stop"}`)})
+}
+
+// ErrorFrame returns an in-stream error event: {"type":"error","error":{"type","message"}}.
+// errType should be one of the API's error types (overloaded_error, api_error...), which
+// the SDKs turn into their typed errors.
+func ErrorFrame(errType, message string) Frame {
+	b := []byte(`{"type":"error","error":{"type":`)
+	b = appendString(b, errType)
+	b = append(b, `,"message":`...)
+	b = appendString(b, message)
+	b = append(b, "}}"...)
+	return Frame{Event: "error", Data: b}
+}
+
+func (e *StreamEncoder) openBlock(frames []Frame, kind blockKind, block string) []Frame {
+	e.cur, e.curIndex, e.signed = kind, e.next, false
+	e.next++
+	b := []byte(`{"type":"content_block_start","index":`)
+	b = strconv.AppendInt(b, int64(e.curIndex), 10)
+	b = append(b, `,"content_block":`...)
+	b = append(b, block...)
+	b = append(b, '}')
+	return append(frames, Frame{Event: "content_block_start", Data: b})
+}
+
+// switchBlock ends the current block before another opens: it is stopped, except a tool_use
+// block with incomplete arguments, which lingers open until Finish.
+func (e *StreamEncoder) switchBlock(frames []Frame) []Frame {
+	switch {
+	case e.cur == blockNone:
+		return frames
+	case e.cur == blockTool && !json.Valid(e.args):
+		e.lingering = append(e.lingering, e.curIndex)
+	default:
+		frames = appendStop(frames, e.curIndex)
+	}
+	e.cur = blockNone
+	return frames
+}
+
+func appendStop(frames []Frame, index int) []Frame {
+	b := []byte(`{"type":"content_block_stop","index":`)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, '}')
+	return append(frames, Frame{Event: "content_block_stop", Data: b})
+}
+
+func (e *StreamEncoder) delta(frames []Frame, index int, typ, field, value string) []Frame {
+	b := make([]byte, 0, 96+len(value))
+	b = append(b, `{"type":"content_block_delta","index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"delta":{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","`...)
+	b = append(b, field...)
+	b = append(b, `":`...)
+	b = appendString(b, value)
+	b = append(b, "}}"...)
+	return append(frames, Frame{Event: "content_block_delta", Data: b})
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaping as encoding/json does (invalid UTF-8
+// becomes U+FFFD) without its reflection and allocations.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

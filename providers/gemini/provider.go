@@ -1,0 +1,402 @@
+// Package gemini is the adapter for Google's Gemini Developer API (v1beta
+// generateContent and streamGenerateContent). Gemini is an upstream only: the package
+// turns the neutral model into generateContent bodies and Gemini's answers, whole or
+// streamed, back into neutral responses and events. It implements providers.Provider and
+// providers.ChatProvider.
+//
+// Policies, where the formats do not meet one to one (translation map §3, §4):
+//
+//   - Auth is the x-goog-api-key header, never the ?key= query parameter, because URLs end
+//     up in error messages and logs. The key is redacted from every upstream body kept.
+//   - System text goes to systemInstruction. Roles become user and model; consecutive
+//     turns of one role are merged, since Gemini wants them to alternate. Empty and
+//     whitespace-only text parts, and turns left empty, are dropped.
+//   - Images: inline data goes as inlineData; an https (or gs://) URL goes as fileData
+//     with the media type given or guessed from the extension, and Gemini fetches it. A
+//     plain http URL is refused before any call, with an *UpstreamError of category
+//     model_unavailable_for_endpoint wrapping ErrUnsupportedRequest, so that the gateway
+//     can try a provider that takes it: Gemini only fetches https and signed URLs, and
+//     the adapter does not download anything on a client's behalf.
+//   - Tool results become functionResponse parts in one user turn, in the order of the
+//     calls they answer, named after the function (recovered from the assistant turn with
+//     the call's id, never the id itself). A JSON-object result is the response as is,
+//     anything else is {"output": text}; images of results follow in the same turn. A call
+//     the history never answered gets {"error":"tool call was not executed"}.
+//   - Call arguments that are not a JSON object are sent as {"_raw": "<string>"}.
+//   - Tool schemas (and the JSON-mode response schema) are rewritten into Gemini's
+//     OpenAPI subset: see schema.go. Tool names Gemini would reject are rewritten and
+//     restored in the answer.
+//   - tool_choice auto, none, required and a tool name become AUTO, NONE, ANY and ANY with
+//     allowedFunctionNames. parallel_tool_calls=false and user have no Gemini field:
+//     Unsupported lists them, and more than five stop sequences, for the gateway's meta.
+//   - Thinking: ThinkingBudget (it wins) or ReasoningEffort (minimal 512, low 1024, medium
+//     8192, high 24576 tokens, none 0) become thinkingConfig, with includeThoughts.
+//   - Thought signatures: thought parts of an answer become Reasoning (events
+//     EventReasoning); the answer's signature is that of its first function call, else the
+//     last one seen (Response.ReasoningSignature; the last signature event of a stream).
+//     In history, the signature of an assistant turn's parts goes back on its first
+//     function call, or its last text part; reasoning text itself is not sent back. A
+//     function call of the current turn with no signature (history from another provider
+//     or from chat completions) gets the placeholder Gemini accepts for calls it did not
+//     make, since Gemini 3 rejects it otherwise.
+//   - Function calls Gemini sends without an id get "call_gemini_<12 random base62>_<n>",
+//     n the call's position in the answer: stable for the answer, unique across the
+//     conversation. Such ids are not sent back to Gemini; real ones are, on the call and
+//     on its response.
+//   - Finish reasons: STOP (and OTHER, unspecified, unknown) is tool_calls when the answer
+//     called a function, stop otherwise; MAX_TOKENS is length; SAFETY, RECITATION,
+//     BLOCKLIST, PROHIBITED_CONTENT, SPII, LANGUAGE and the image ones are content_filter.
+//     A blocked prompt (promptFeedback.blockReason, no candidates) is an empty answer with
+//     content_filter, a terminal result and not an error. MALFORMED_FUNCTION_CALL,
+//     UNEXPECTED_TOOL_CALL and TOO_MANY_TOOL_CALLS are a retryable *UpstreamError
+//     (ErrUnusableAnswer), since the call cannot be used.
+//   - Usage: input is promptTokenCount − cachedContentTokenCount + toolUsePromptTokenCount,
+//     cache read the cached count, output candidatesTokenCount, reasoning
+//     thoughtsTokenCount. In a stream the last usageMetadata wins and is sent once, at the
+//     end, after the finish.
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+)
+
+// DefaultBaseURL is the Gemini Developer API.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
+
+// DefaultStreamIdleTimeout is the longest wait for a stream event by default.
+const DefaultStreamIdleTimeout = 30 * time.Second
+
+// maxResponseBody bounds a non-streamed answer.
+const maxResponseBody = 32 << 20
+
+// Config configures one Gemini upstream.
+type Config struct {
+	// Name is the operator's name for the provider; it defaults to "gemini".
+	Name string
+	// BaseURL is the API root, with its version, that /models/{model}:generateContent is
+	// appended to; it defaults to DefaultBaseURL.
+	BaseURL string
+	// APIKey is sent as the x-goog-api-key header; empty sends none (for a proxy that adds
+	// credentials itself).
+	APIKey string
+	// Headers are extra headers sent with every request (set before the credentials).
+	Headers map[string]string
+	// Transport makes the requests; nil means http.DefaultTransport.
+	Transport http.RoundTripper
+	// Timeout bounds one attempt from the request to the end of the response body, streams
+	// included; zero means no limit.
+	Timeout time.Duration
+	// StreamIdleTimeout is the longest wait for the next event of a stream before it fails
+	// with a timeout; zero means DefaultStreamIdleTimeout, a negative value disables it.
+	StreamIdleTimeout time.Duration
+}
+
+// Provider calls one Gemini upstream. It is safe for concurrent use.
+type Provider struct {
+	name          string
+	base          string
+	header        http.Header
+	secrets       [][]byte
+	keyConfigured bool
+	client        *http.Client
+	timeout       time.Duration
+	idle          time.Duration
+}
+
+// New checks cfg and returns its Provider.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Name == "" {
+		cfg.Name = "gemini"
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("gemini provider %s: parsing base URL: %w", cfg.Name, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("gemini provider %s: base URL must be an absolute http or https URL", cfg.Name)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("gemini provider %s: base URL must have no query or fragment (the key goes in APIKey)", cfg.Name)
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("gemini provider %s: timeout must not be negative", cfg.Name)
+	}
+	idle := cfg.StreamIdleTimeout
+	if idle == 0 {
+		idle = DefaultStreamIdleTimeout
+	}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	p := &Provider{
+		name:   cfg.Name,
+		base:   strings.TrimRight(cfg.BaseURL, "/"),
+		header: make(http.Header, len(cfg.Headers)+2),
+		client: &http.Client{
+			Transport: transport,
+			// An API has no business redirecting a POST; following it could carry the key
+			// elsewhere. The 3xx comes back as an error instead.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		timeout: cfg.Timeout,
+		idle:    idle,
+	}
+	for k, v := range cfg.Headers {
+		p.header.Set(k, v)
+		switch http.CanonicalHeaderKey(k) {
+		case "X-Goog-Api-Key", "Authorization":
+			// Credentials set through Headers (a proxy's, an OAuth token) count as a key.
+			p.keyConfigured = p.keyConfigured || v != ""
+			p.addSecret(v)
+		}
+	}
+	p.header.Set("Content-Type", "application/json")
+	if cfg.APIKey != "" {
+		p.header.Set("X-Goog-Api-Key", cfg.APIKey)
+		p.keyConfigured = true
+		p.addSecret(cfg.APIKey)
+	}
+	return p, nil
+}
+
+func (p *Provider) addSecret(v string) {
+	if v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); len(v) >= 4 {
+		p.secrets = append(p.secrets, []byte(v))
+	}
+}
+
+// Name is the operator's name for the provider.
+func (p *Provider) Name() string { return p.name }
+
+// Unsupported lists the parameters of req this provider drops; see the package function.
+// As a method it lets the gateway ask any adapter through a small interface.
+func (p *Provider) Unsupported(req *providers.Request) []string { return Unsupported(req) }
+
+// Chat sends the neutral request to generateContent and waits for the whole answer.
+func (p *Provider) Chat(ctx context.Context, req *providers.Request) (*providers.Response, error) {
+	target, body, names, err := p.prepare(req, false)
+	if err != nil {
+		return nil, err
+	}
+	resp, at, err := p.send(ctx, target, body, false)
+	if err != nil {
+		return nil, err
+	}
+	defer at.cancel()
+	b, err := p.readBody(ctx, at, resp)
+	if err != nil {
+		return nil, err
+	}
+	var r GenerateContentResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, p.malformed(resp.StatusCode, b, err)
+	}
+	if !isFalsy(r.Error) {
+		return nil, streamError(p.name, p.redact(b))
+	}
+	out, fail, err := responseFrom(&r, names)
+	if err != nil {
+		return nil, p.malformed(resp.StatusCode, b, err)
+	}
+	if fail != nil {
+		return nil, finishFailure(p.name, fail.FinishReason, fail.FinishMessage)
+	}
+	return out, nil
+}
+
+// ChatStream sends the neutral request to streamGenerateContent?alt=sse and returns the
+// answer's events as they arrive. A server that answers with one JSON body instead (an
+// object, or the array streamGenerateContent sends without alt=sse) is read whole and its
+// answer replayed as events.
+func (p *Provider) ChatStream(ctx context.Context, req *providers.Request) (providers.Stream, error) {
+	target, body, names, err := p.prepare(req, true)
+	if err != nil {
+		return nil, err
+	}
+	resp, at, err := p.send(ctx, target, body, true)
+	if err != nil {
+		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		defer at.cancel()
+		b, err := p.readBody(ctx, at, resp)
+		if err != nil {
+			return nil, err
+		}
+		frames, err := splitFrames(b)
+		if err != nil {
+			return nil, p.malformed(resp.StatusCode, b, err)
+		}
+		return newReplayStream(ctx, p.name, frames, names, p.redact), nil
+	}
+	return newStream(ctx, p.name, at, resp.Body, p.idle, names, p.redact), nil
+}
+
+// prepare encodes the request and builds its URL.
+func (p *Provider) prepare(req *providers.Request, stream bool) (string, []byte, *toolNames, error) {
+	model, err := modelPath(req.Model)
+	if err != nil {
+		return "", nil, nil, &providers.UpstreamError{
+			Provider: p.name, Category: providers.CategoryModelUnavailable, Message: err.Error(), Err: err,
+		}
+	}
+	body, names, err := encodeRequest(req)
+	if err != nil {
+		return "", nil, nil, requestError(p.name, fmt.Errorf("encoding request: %w", err))
+	}
+	target := p.base + "/" + model + ":generateContent"
+	if stream {
+		target = p.base + "/" + model + ":streamGenerateContent?alt=sse"
+	}
+	return target, body, names, nil
+}
+
+// modelPath is the resource name of a model id: "models/<id>", or the id itself when it
+// already names a models/ or tunedModels/ resource. The id must be a plain name, so that it
+// cannot change the method or path of the URL.
+func modelPath(model string) (string, error) {
+	collection, id := "models/", model
+	if rest, ok := strings.CutPrefix(model, "models/"); ok {
+		id = rest
+	} else if rest, ok := strings.CutPrefix(model, "tunedModels/"); ok {
+		collection, id = "tunedModels/", rest
+	}
+	if id == "" || len(id) > 256 || id == "." || id == ".." {
+		return "", fmt.Errorf("invalid model id %q", truncate(model, 300))
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return "", fmt.Errorf("invalid model id %q", truncate(model, 300))
+		}
+	}
+	return collection + id, nil
+}
+
+// attempt is one upstream call's context, bounded by Config.Timeout.
+type attempt struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// send posts body and returns a 2xx response, or the failure classified.
+func (p *Provider) send(ctx context.Context, target string, body []byte, stream bool) (*http.Response, *attempt, error) {
+	at := &attempt{ctx: ctx, cancel: func() {}}
+	if p.timeout > 0 {
+		at.ctx, at.cancel = context.WithTimeoutCause(ctx, p.timeout, ErrAttemptTimeout)
+	}
+	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		at.cancel()
+		return nil, nil, fmt.Errorf("provider %s: building request: %w", p.name, err)
+	}
+	for k, v := range p.header {
+		req.Header[k] = v
+	}
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		at.cancel()
+		return nil, nil, transportError(p.name, ctx, at.ctx, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return resp, at, nil
+	}
+	// A partial body still classifies, so a read error here is not worth reporting.
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	_ = resp.Body.Close()
+	at.cancel()
+	if ctx.Err() != nil {
+		return nil, nil, transportError(p.name, ctx, at.ctx, ctx.Err())
+	}
+	return nil, nil, ParseError(p.name, resp.StatusCode, resp.Header, p.redact(b), p.keyConfigured)
+}
+
+// readBody reads a whole non-streamed answer.
+func (p *Provider) readBody(ctx context.Context, at *attempt, resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
+	if err != nil {
+		return nil, transportError(p.name, ctx, at.ctx, err)
+	}
+	if len(b) > maxResponseBody {
+		return nil, &providers.UpstreamError{
+			Provider: p.name, Status: resp.StatusCode, Category: providers.CategoryServerError,
+			Message: fmt.Sprintf("response larger than %d bytes", maxResponseBody),
+		}
+	}
+	return b, nil
+}
+
+// malformed classifies a 2xx body that is not a usable answer.
+func (p *Provider) malformed(status int, body []byte, err error) *providers.UpstreamError {
+	return &providers.UpstreamError{
+		Provider:  p.name,
+		Status:    status,
+		Category:  providers.CategoryServerError,
+		Retryable: true,
+		Message:   ErrMalformedResponse.Error(),
+		Payload:   providers.Preview(p.redact(body)),
+		Err:       fmt.Errorf("%w: %w", ErrMalformedResponse, err),
+	}
+}
+
+// redact removes the adapter's credentials from an upstream body before it is kept.
+func (p *Provider) redact(b []byte) []byte {
+	for _, s := range p.secrets {
+		if bytes.Contains(b, s) {
+			b = bytes.ReplaceAll(b, s, []byte("[redacted]"))
+		}
+	}
+	return b
+}
+
+// splitFrames reads a whole JSON answer: one GenerateContentResponse or an array of them.
+func splitFrames(b []byte) ([]json.RawMessage, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var frames []json.RawMessage
+		if err := json.Unmarshal(b, &frames); err != nil {
+			return nil, err
+		}
+		return frames, nil
+	}
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("response body is not JSON")
+	}
+	return []json.RawMessage{b}, nil
+}
+
+// isFalsy tells whether a JSON value is absent or falsy.
+func isFalsy(raw json.RawMessage) bool {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", "false", `""`, "0", "{}":
+		return true
+	}
+	return false
+}
+
+// Interface guards.
+var (
+	_ providers.Provider     = (*Provider)(nil)
+	_ providers.ChatProvider = (*Provider)(nil)
+)

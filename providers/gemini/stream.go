@@ -1,0 +1,302 @@
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
+)
+
+// errClosed is the error of a stream read after Close.
+var errClosed = errors.New("stream closed")
+
+// stream turns streamGenerateContent's SSE body (one GenerateContentResponse per data
+// event, no [DONE]: the stream ends when the connection closes) into neutral events. No
+// goroutine is involved: Next reads the body; the idle watchdog is a timer, armed only while
+// Next waits for the upstream, that closes the body.
+//
+// Content events go out as they arrive. The finish and the usage wait for the end of the
+// body: Gemini may send its finishReason in a chunk before the one with the last function
+// call or the last usageMetadata, and only the end tells which finish (stop or tool_calls)
+// and which usage (the last one) hold.
+type stream struct {
+	provider string
+	ctx      context.Context // the caller's: its cancellation is not an upstream failure
+	at       *attempt
+	body     io.ReadCloser
+	rd       *sse.Reader
+	redact   func([]byte) []byte
+
+	// frames is the answer of a server that sent one JSON body, replayed; rd is nil then.
+	frames []json.RawMessage
+	whole  bool
+
+	idle  time.Duration
+	timer *time.Timer
+	fired atomic.Bool
+
+	turn    *turn
+	pending []providers.Event
+	pos     int
+	cur     providers.Event
+	err     error
+	ended   bool
+
+	sawAnswer    bool // a candidate or a block was seen
+	finishRaw    string
+	sawFinish    bool
+	blocked      bool
+	usage        providers.Usage
+	sawUsage     bool
+	emittedUsage bool
+
+	releaseOnce sync.Once
+	closed      atomic.Bool
+}
+
+func newStream(ctx context.Context, provider string, at *attempt, body io.ReadCloser, idle time.Duration, names *toolNames, redact func([]byte) []byte) *stream {
+	s := &stream{
+		provider: provider, ctx: ctx, at: at, body: body, rd: sse.NewReader(body, 0),
+		idle: idle, turn: newTurn(names), redact: redact,
+	}
+	if idle > 0 {
+		s.timer = time.AfterFunc(idle, func() {
+			s.fired.Store(true)
+			_ = body.Close()
+		})
+		s.timer.Stop()
+	}
+	return s
+}
+
+func newReplayStream(ctx context.Context, provider string, frames []json.RawMessage, names *toolNames, redact func([]byte) []byte) *stream {
+	return &stream{
+		provider: provider, ctx: ctx, at: &attempt{ctx: ctx, cancel: func() {}},
+		frames: frames, whole: true, turn: newTurn(names), redact: redact,
+	}
+}
+
+// Next implements providers.Stream.
+func (s *stream) Next() bool {
+	for {
+		if s.pos < len(s.pending) {
+			s.cur = s.pending[s.pos]
+			s.pos++
+			return true
+		}
+		if s.ended {
+			return false
+		}
+		s.pending, s.pos = s.pending[:0], 0
+		data, ok := s.read()
+		if !ok {
+			s.finish()
+			continue
+		}
+		if err := s.handle(data); err != nil {
+			s.pending = s.pending[:0]
+			s.fail(err)
+		}
+	}
+}
+
+// Current implements providers.Stream.
+func (s *stream) Current() providers.Event { return s.cur }
+
+// Err implements providers.Stream.
+func (s *stream) Err() error { return s.err }
+
+// Close implements providers.Stream. It may be called at any time, from any goroutine, and
+// more than once.
+func (s *stream) Close() error {
+	s.closed.Store(true)
+	s.release()
+	return nil
+}
+
+// release stops the watchdog, closes the body and ends the attempt.
+func (s *stream) release() {
+	s.releaseOnce.Do(func() {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if s.body != nil {
+			_ = s.body.Close()
+		}
+		s.at.cancel()
+	})
+}
+
+// read returns the data of the next event, false at the end of the body or on an error.
+func (s *stream) read() ([]byte, bool) {
+	if s.rd == nil {
+		if len(s.frames) == 0 || s.closed.Load() {
+			return nil, false
+		}
+		f := s.frames[0]
+		s.frames = s.frames[1:]
+		return f, true
+	}
+	for {
+		if s.closed.Load() {
+			return nil, false
+		}
+		if s.timer != nil {
+			s.timer.Reset(s.idle)
+		}
+		ok := s.rd.Next()
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if !ok {
+			return nil, false
+		}
+		ev := s.rd.Event()
+		switch ev.Name {
+		case "", "message", "error":
+			return ev.Data, true
+		}
+		// Gemini names no events; others are not part of its format.
+	}
+}
+
+// finish ends the stream at the end of the body: the finish and the usage when the answer
+// was complete, a failure otherwise.
+func (s *stream) finish() {
+	switch {
+	case s.closed.Load():
+		s.end(errClosed)
+		return
+	case s.fired.Load():
+		s.fail(&providers.UpstreamError{
+			Provider:  s.provider,
+			Category:  providers.CategoryServerError,
+			Retryable: true,
+			Timeout:   true,
+			Message:   ErrIdleTimeout.Error(),
+			Err:       ErrIdleTimeout,
+		})
+		return
+	}
+	if s.rd != nil {
+		if err := s.rd.Err(); err != nil {
+			if errors.Is(err, sse.ErrEventTooLarge) {
+				s.fail(s.failure(ErrMalformedFrame, err, nil))
+				return
+			}
+			s.fail(transportError(s.provider, s.ctx, s.at.ctx, err))
+			return
+		}
+	}
+	if !s.sawFinish && s.whole && s.sawAnswer {
+		// A whole JSON answer is complete by definition, finish reason or not.
+		s.sawFinish = true
+	}
+	if !s.sawFinish {
+		s.fail(s.failure(ErrStreamTruncated, nil, nil))
+		return
+	}
+	reason := providers.FinishContentFilter
+	if !s.blocked {
+		reason, _ = finishReason(s.finishRaw, s.turn.calls > 0)
+	}
+	s.pending = append(s.pending, providers.Event{Type: providers.EventFinish, FinishReason: reason})
+	s.appendUsage()
+	s.end(nil)
+}
+
+// fail ends the stream with err, after the usage seen so far: it is what the upstream
+// bills for the partial answer.
+func (s *stream) fail(err error) {
+	s.appendUsage()
+	s.end(err)
+}
+
+func (s *stream) appendUsage() {
+	if s.sawUsage && !s.emittedUsage {
+		s.emittedUsage = true
+		s.pending = append(s.pending, providers.Event{Type: providers.EventUsage, Usage: s.usage})
+	}
+}
+
+func (s *stream) end(err error) {
+	s.ended = true
+	s.err = err
+	s.release()
+}
+
+// failure is a stream failure that has no status: cause is one of the sentinels.
+func (s *stream) failure(cause, err error, payload []byte) *providers.UpstreamError {
+	e := &providers.UpstreamError{
+		Provider:  s.provider,
+		Category:  providers.CategoryServerError,
+		Retryable: true,
+		Message:   cause.Error(),
+		Err:       cause,
+	}
+	if err != nil {
+		e.Err = fmt.Errorf("%w: %w", cause, err)
+	}
+	if len(payload) > 0 {
+		e.Payload = providers.Preview(s.redact(payload))
+	}
+	return e
+}
+
+// handle turns one GenerateContentResponse frame into pending events.
+func (s *stream) handle(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || string(data) == "[DONE]" {
+		return nil
+	}
+	var r GenerateContentResponse
+	if err := json.Unmarshal(data, &r); err != nil {
+		var probe struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(data, &probe) == nil && !isFalsy(probe.Error) {
+			return streamError(s.provider, s.redact(data))
+		}
+		return s.failure(ErrMalformedFrame, err, data)
+	}
+	if !isFalsy(r.Error) {
+		return streamError(s.provider, s.redact(data))
+	}
+	if r.UsageMetadata != nil {
+		// Running totals: the last one wins, and a chunk without usage changes nothing.
+		s.usage, s.sawUsage = usageFrom(r.UsageMetadata), true
+	}
+	c := firstCandidate(r.Candidates)
+	if c == nil {
+		if r.PromptFeedback != nil && r.PromptFeedback.BlockReason != "" {
+			s.sawFinish, s.blocked, s.sawAnswer = true, true, true
+		}
+		return nil
+	}
+	s.sawAnswer = true
+	if c.Content != nil {
+		for _, p := range c.Content.Parts {
+			s.turn.part(p, s.emit)
+		}
+	}
+	if c.FinishReason != "" {
+		if _, ok := finishReason(c.FinishReason, false); !ok {
+			return finishFailure(s.provider, c.FinishReason, c.FinishMessage)
+		}
+		s.finishRaw, s.sawFinish = c.FinishReason, true
+	}
+	return nil
+}
+
+func (s *stream) emit(ev providers.Event) { s.pending = append(s.pending, ev) }
+
+// Interface guard.
+var _ providers.Stream = (*stream)(nil)

@@ -1,0 +1,286 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+)
+
+// Sentinel causes, set as UpstreamError.Err of the failures that have no transport error,
+// so that callers can match them with errors.Is.
+var (
+	// ErrStreamTruncated: the stream ended without [DONE] before a finish reason and usage.
+	ErrStreamTruncated = errors.New("upstream stream ended without [DONE]")
+	// ErrMalformedFrame: a stream frame was not the expected JSON.
+	ErrMalformedFrame = errors.New("malformed stream frame")
+	// ErrMalformedResponse: a 2xx response body was not the expected JSON.
+	ErrMalformedResponse = errors.New("malformed upstream response")
+	// ErrIdleTimeout: no byte arrived on the stream within Config.StreamIdleTimeout.
+	ErrIdleTimeout = errors.New("upstream stream idle timeout")
+	// ErrStreamError: the upstream sent an error frame in the stream.
+	ErrStreamError = errors.New("upstream error in stream")
+	// ErrAttemptTimeout: the attempt took longer than Config.Timeout.
+	ErrAttemptTimeout = errors.New("upstream attempt timeout")
+)
+
+// maxErrorBody is how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// maxMessage bounds the Message kept from an upstream error.
+const maxMessage = 2048
+
+// ParseError turns a non-2xx answer into an *UpstreamError: the OpenAI error shape
+// {"error":{"message","type","param","code"}} and the shapes of compatible servers
+// ({"error":"text"}, top-level {"message","type","code"} of vLLM and Mistral,
+// {"detail":...} of FastAPI servers, plain text) are read; the category comes from the
+// status, refined by the body (translation map §3.12). keyConfigured tells whether the
+// adapter sent a key: a 401 without one means credentials are not configured.
+//
+// The body must not contain the caller's credentials; the adapter redacts its key first.
+func ParseError(provider string, status int, h http.Header, body []byte, keyConfigured bool) *providers.UpstreamError {
+	e := &providers.UpstreamError{Provider: provider, Status: status, Payload: providers.Preview(body)}
+	fillFromBody(e, body)
+	e.RetryAfter = retryAfter(h, time.Now())
+	e.Category, e.Retryable = classify(status, e.Code, e.Type, e.Message, keyConfigured)
+	return e
+}
+
+// errorFields is every place compatible servers put their error.
+type errorFields struct {
+	Error   json.RawMessage `json:"error"`
+	Message looseString     `json:"message"`
+	Type    looseString     `json:"type"`
+	Param   looseString     `json:"param"`
+	Code    looseString     `json:"code"`
+	Detail  json.RawMessage `json:"detail"`
+}
+
+func fillFromBody(e *providers.UpstreamError, body []byte) {
+	body = bytes.TrimSpace(body)
+	var f errorFields
+	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &f) != nil {
+		// Plain text is a useful message; an HTML error page is not.
+		if len(body) > 0 && body[0] != '<' {
+			e.Message = truncate(string(body), 256)
+		}
+		return
+	}
+	inner := bytes.TrimSpace(f.Error)
+	switch {
+	case len(inner) > 0 && inner[0] == '{':
+		var in errorFields
+		if json.Unmarshal(inner, &in) == nil {
+			f.Message, f.Type, f.Param, f.Code = in.Message, in.Type, in.Param, in.Code
+		}
+	case len(inner) > 0 && inner[0] == '"':
+		var s string
+		if json.Unmarshal(inner, &s) == nil {
+			f.Message = looseString(s)
+		}
+	}
+	e.Message, e.Type, e.Param, e.Code = string(f.Message), string(f.Type), string(f.Param), string(f.Code)
+	if e.Message == "" && len(f.Detail) > 0 {
+		e.Message = detailMessage(f.Detail)
+	}
+	e.Message = truncate(e.Message, maxMessage)
+}
+
+// detailMessage reads FastAPI's detail: a string, or a list of {loc, msg, type}.
+func detailMessage(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var list []struct {
+		Msg string `json:"msg"`
+	}
+	if json.Unmarshal(raw, &list) == nil && len(list) > 0 && list[0].Msg != "" {
+		return list[0].Msg
+	}
+	return truncate(string(raw), 256)
+}
+
+// looseString reads a string, a number or a boolean as its text, and null as "".
+type looseString string
+
+func (s *looseString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var v string
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*s = looseString(v)
+		return nil
+	}
+	if string(b) == "null" {
+		*s = ""
+		return nil
+	}
+	*s = looseString(b)
+	return nil
+}
+
+// truncate keeps at most n bytes of s, without splitting a character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// classify gives the category of an error response from its status, refined by the code,
+// type and message of its body.
+func classify(status int, code, typ, msg string, keyConfigured bool) (providers.Category, bool) {
+	if status < 400 {
+		// A redirect or other non-error status from an API is a broken upstream, not the
+		// caller's fault.
+		return providers.CategoryServerError, false
+	}
+	cat, retry := providers.ClassifyStatus(status)
+	code, typ, msg = strings.ToLower(code), strings.ToLower(typ), strings.ToLower(msg)
+	switch status {
+	case http.StatusUnauthorized:
+		if !keyConfigured {
+			return providers.CategoryCredentialsNotConfigured, false
+		}
+		if strings.Contains(msg, "member of an organization") {
+			return providers.CategoryAccessMissing, false
+		}
+	case http.StatusForbidden:
+		if isRegionError(code, typ, msg) {
+			return providers.CategoryRegionRestriction, false
+		}
+		if strings.Contains(msg, "does not have access to model") || code == "model_not_found" {
+			return providers.CategoryAccessMissing, false
+		}
+	case http.StatusTooManyRequests, http.StatusPaymentRequired:
+		if isQuotaError(code, typ) {
+			return providers.CategoryAccessMissing, false
+		}
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		if code == "model_not_found" || strings.Contains(msg, "not a chat model") ||
+			strings.Contains(msg, "only supported in v1/responses") {
+			return providers.CategoryModelUnavailable, false
+		}
+	}
+	return cat, retry
+}
+
+func isRegionError(code, typ, msg string) bool {
+	return code == "unsupported_country_region_territory" || typ == "unsupported_country_region_territory" ||
+		strings.Contains(msg, "country") || strings.Contains(msg, "region") || strings.Contains(msg, "territory")
+}
+
+func isQuotaError(code, typ string) bool {
+	switch code {
+	case "insufficient_quota", "credit_balance_exhausted", "billing_hard_limit_reached":
+		return true
+	}
+	return typ == "insufficient_quota"
+}
+
+// streamError turns the error object of an in-stream error frame into an *UpstreamError.
+// The stream has no status of its own: a numeric code is taken as one, otherwise the
+// category comes from the code and type.
+func streamError(provider string, frame []byte) *providers.UpstreamError {
+	e := &providers.UpstreamError{Provider: provider, Payload: providers.Preview(frame)}
+	fillFromBody(e, frame)
+	if e.Message == "" {
+		e.Message = ErrStreamError.Error()
+	}
+	// Err carries the message because Error prints Err when there is no status.
+	e.Err = fmt.Errorf("%w: %s", ErrStreamError, e.Message)
+	if n, err := strconv.Atoi(e.Code); err == nil && n >= 400 && n <= 599 {
+		e.Status = n
+		e.Category, e.Retryable = classify(n, e.Code, e.Type, e.Message, true)
+		return e
+	}
+	e.Category, e.Retryable = classifyCode(e.Code, e.Type)
+	return e
+}
+
+// classifyCode maps error codes and types (OpenAI's, and Anthropic's names that some
+// compatible servers reuse) to a category when there is no status.
+func classifyCode(code, typ string) (providers.Category, bool) {
+	code, typ = strings.ToLower(code), strings.ToLower(typ)
+	switch {
+	case isQuotaError(code, typ):
+		return providers.CategoryAccessMissing, false
+	case code == "rate_limit_exceeded" || code == "slow_down" || typ == "rate_limit_error" || typ == "rate_limit_exceeded":
+		return providers.CategoryRateLimited, true
+	case code == "model_not_found" || typ == "not_found_error":
+		return providers.CategoryModelUnavailable, false
+	case code == "invalid_api_key" || typ == "authentication_error":
+		return providers.CategoryCredentialsInvalid, false
+	case code == "context_length_exceeded" || code == "invalid_prompt" || typ == "invalid_request_error":
+		return providers.CategoryInvalidRequest, false
+	}
+	return providers.CategoryServerError, true
+}
+
+// retryAfter reads retry-after-ms (OpenAI's, in milliseconds) or Retry-After (seconds or an
+// HTTP date), capped at a day so that a wild value cannot park a route forever.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	const maxWait = 24 * time.Hour
+	if h == nil {
+		return 0
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
+			return min(time.Duration(min(ms, float64(maxWait/time.Millisecond))*float64(time.Millisecond)), maxWait)
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s < 0 || math.IsNaN(s) {
+			return 0
+		}
+		return min(time.Duration(min(s, maxWait.Seconds())*float64(time.Second)), maxWait)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), maxWait)
+	}
+	return 0
+}
+
+// transportError classifies a failure that left no response: the caller's own cancellation
+// is returned as the context's error, so that a client disconnect is not mistaken for an
+// upstream failure; anything else is a retryable *UpstreamError.
+func transportError(provider string, ctx, attempt context.Context, err error) error {
+	if ue, ok := providers.AsUpstreamError(err); ok {
+		return ue
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("provider %s: %w", provider, ctx.Err())
+	}
+	timedOut := errors.Is(context.Cause(attempt), ErrAttemptTimeout)
+	if timedOut {
+		err = fmt.Errorf("%w: %w", ErrAttemptTimeout, err)
+	}
+	var ne net.Error
+	timeout := timedOut || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+	return &providers.UpstreamError{
+		Provider:  provider,
+		Category:  providers.CategoryServerError,
+		Retryable: true,
+		Timeout:   timeout,
+		Err:       err,
+	}
+}

@@ -1,0 +1,547 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
+)
+
+// drainTimeout bounds how long Close reads the rest of a finished stream, which lets the
+// connection go back to the pool instead of paying a new TLS handshake. A variable for tests.
+var drainTimeout = 200 * time.Millisecond
+
+// errClosed is the error of a stream read after Close.
+var errClosed = errors.New("stream closed")
+
+// chatStream turns an upstream chat completions SSE body into neutral events. No goroutine
+// is involved: Next reads the body; the idle watchdog is a timer that closes it.
+type chatStream struct {
+	provider string
+	ctx      context.Context // the caller's: its cancellation is not an upstream failure
+	at       *attempt
+	body     *idleBody
+	rd       *sse.Reader
+
+	pending []providers.Event
+	pos     int
+	cur     providers.Event
+	err     error
+	ended   bool
+
+	sawFinish, sawUsage, sawToolCall bool
+	calls                            []callIndex
+
+	done      atomic.Bool // [DONE] was read: the body may be drained on Close
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+// callIndex maps an upstream tool call to its neutral index.
+type callIndex struct {
+	upstream int
+	id       string
+	neutral  int
+}
+
+func newChatStream(ctx context.Context, provider string, at *attempt, body *idleBody) *chatStream {
+	return &chatStream{provider: provider, ctx: ctx, at: at, body: body, rd: sse.NewReader(body, 0)}
+}
+
+// Next implements providers.Stream.
+func (s *chatStream) Next() bool {
+	for {
+		if s.pos < len(s.pending) {
+			s.cur = s.pending[s.pos]
+			s.pos++
+			return true
+		}
+		if s.ended {
+			return false
+		}
+		s.pending, s.pos = s.pending[:0], 0
+		if !s.rd.Next() {
+			s.end(s.readEnd(s.rd.Err()))
+			continue
+		}
+		if err := s.handle(s.rd.Event()); err != nil {
+			s.pending = s.pending[:0]
+			s.end(err)
+		}
+	}
+}
+
+func (s *chatStream) end(err error) {
+	s.ended = true
+	s.err = err
+	s.body.stop()
+}
+
+// Current implements providers.Stream.
+func (s *chatStream) Current() providers.Event { return s.cur }
+
+// Err implements providers.Stream.
+func (s *chatStream) Err() error { return s.err }
+
+// Close implements providers.Stream. It may be called at any time and more than once.
+func (s *chatStream) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		if s.done.Load() {
+			s.body.drain(drainTimeout)
+		}
+		_ = s.body.Close()
+		s.at.cancel()
+	})
+	return nil
+}
+
+// readEnd classifies the end of the body: EOF or a read error.
+func (s *chatStream) readEnd(err error) error {
+	if s.closed.Load() {
+		return errClosed
+	}
+	switch {
+	case err == nil:
+		// Some compatible servers omit [DONE]; a stream that finished and reported its usage
+		// is complete all the same.
+		if s.sawFinish && s.sawUsage {
+			return nil
+		}
+		return s.failure(ErrStreamTruncated, nil, nil)
+	case errors.Is(err, sse.ErrEventTooLarge):
+		return s.failure(ErrMalformedFrame, err, nil)
+	}
+	return transportError(s.provider, s.ctx, s.at.ctx, err)
+}
+
+// failure is a stream failure that has no status: cause is one of the sentinels.
+func (s *chatStream) failure(cause, err error, payload []byte) *providers.UpstreamError {
+	e := &providers.UpstreamError{
+		Provider:  s.provider,
+		Category:  providers.CategoryServerError,
+		Retryable: true,
+		Message:   cause.Error(),
+		Err:       cause,
+	}
+	if err != nil {
+		e.Err = fmt.Errorf("%w: %w", cause, err)
+	}
+	if payload != nil {
+		e.Payload = providers.Preview(payload)
+	}
+	return e
+}
+
+// handle turns one SSE event into pending neutral events.
+func (s *chatStream) handle(ev sse.Event) error {
+	switch ev.Name {
+	case "", "message", "error":
+	default:
+		return nil // not part of the chat format
+	}
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 {
+		return nil
+	}
+	if ev.Name != "error" && string(data) == "[DONE]" {
+		s.done.Store(true)
+		s.end(nil)
+		return nil
+	}
+	var c ChatChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		var probe struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if ev.Name == "error" || (json.Unmarshal(data, &probe) == nil && !isFalsy(probe.Error)) {
+			return streamError(s.provider, data)
+		}
+		return s.failure(ErrMalformedFrame, err, data)
+	}
+	if ev.Name == "error" || !isFalsy(c.Error) {
+		return streamError(s.provider, data)
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue // the neutral model has one choice
+		}
+		if r := reasoningText(ch.Delta.ReasoningContent, ch.Delta.Reasoning); r != "" {
+			s.pending = append(s.pending, providers.Event{Type: providers.EventReasoning, Text: r})
+		}
+		text, err := contentText(ch.Delta.Content)
+		if err != nil {
+			return s.failure(ErrMalformedFrame, err, data)
+		}
+		if text == "" && ch.Delta.Refusal != nil {
+			text = *ch.Delta.Refusal
+		}
+		if text != "" {
+			s.pending = append(s.pending, providers.Event{Type: providers.EventText, Text: text})
+		}
+		for i, tc := range ch.Delta.ToolCalls {
+			s.sawToolCall = true
+			s.pending = append(s.pending, providers.Event{
+				Type:  providers.EventToolCall,
+				Index: s.callIndex(tc, i),
+				ToolCall: providers.ToolCall{
+					ID:        tc.ID,
+					Name:      tc.Function.Name,
+					Arguments: string(tc.Function.Arguments),
+				},
+			})
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" && !s.sawFinish {
+			s.sawFinish = true
+			s.pending = append(s.pending, providers.Event{
+				Type:         providers.EventFinish,
+				FinishReason: finishReason(*ch.FinishReason, s.sawToolCall),
+			})
+		}
+	}
+	usage := c.Usage
+	if isNull(usage) && c.XGroq != nil {
+		usage = c.XGroq.Usage
+	}
+	if !isNull(usage) {
+		u, err := ParseChatUsage(usage)
+		if err != nil {
+			return s.failure(ErrMalformedFrame, err, data)
+		}
+		s.sawUsage = true
+		s.pending = append(s.pending, providers.Event{Type: providers.EventUsage, Usage: u})
+	}
+	return nil
+}
+
+// callIndex gives a tool call piece its neutral index: calls are numbered 0..n-1 in the
+// order they appear, whatever the upstream's numbering. A new id on an index already used
+// by another call starts a new call (some servers number every call 0), and a piece without
+// an index belongs to the call of the last id.
+func (s *chatStream) callIndex(tc ChunkToolCall, pos int) int {
+	up := pos
+	switch {
+	case tc.Index != nil:
+		up = *tc.Index
+	case tc.ID != "":
+		for _, c := range s.calls {
+			if c.id == tc.ID {
+				return c.neutral
+			}
+		}
+		up = -1 - len(s.calls) // a fresh upstream key that cannot collide
+	case len(s.calls) > 0:
+		return s.calls[len(s.calls)-1].neutral
+	}
+	for i := len(s.calls) - 1; i >= 0; i-- {
+		c := &s.calls[i]
+		if c.upstream != up {
+			continue
+		}
+		if tc.ID == "" || c.id == "" || c.id == tc.ID {
+			if c.id == "" {
+				c.id = tc.ID
+			}
+			return c.neutral
+		}
+		break // same index, another id: a new call
+	}
+	n := len(s.calls)
+	s.calls = append(s.calls, callIndex{upstream: up, id: tc.ID, neutral: n})
+	return n
+}
+
+// isFalsy tells whether a JSON value is absent or falsy, as the SDKs test the error key.
+func isFalsy(raw json.RawMessage) bool {
+	switch string(bytes.TrimSpace(raw)) {
+	case "", "null", "false", `""`, "0":
+		return true
+	}
+	return false
+}
+
+// idleBody fails reads once the body has been silent for longer than idle: a timer, reset
+// by every read that returns data, closes the body.
+type idleBody struct {
+	rc       io.ReadCloser
+	provider string
+	idle     time.Duration
+	timer    *time.Timer
+	fired    atomic.Bool
+	stopped  atomic.Bool
+}
+
+func newIdleBody(rc io.ReadCloser, idle time.Duration, provider string) *idleBody {
+	b := &idleBody{rc: rc, idle: idle, provider: provider}
+	if idle > 0 {
+		b.timer = time.AfterFunc(idle, func() {
+			b.fired.Store(true)
+			_ = rc.Close()
+		})
+	}
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if b.fired.Load() {
+		return n, &providers.UpstreamError{
+			Provider:  b.provider,
+			Category:  providers.CategoryServerError,
+			Retryable: true,
+			Timeout:   true,
+			Message:   ErrIdleTimeout.Error(),
+			Err:       ErrIdleTimeout,
+		}
+	}
+	if n > 0 && b.timer != nil && !b.stopped.Load() {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+// stop disarms the watchdog.
+func (b *idleBody) stop() {
+	b.stopped.Store(true)
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
+
+// drain reads what is left of a finished body for at most d, so that the connection can be
+// reused.
+func (b *idleBody) drain(d time.Duration) {
+	b.stop()
+	t := time.AfterFunc(d, func() { _ = b.rc.Close() })
+	_, _ = io.CopyN(io.Discard, b.rc, 64<<10)
+	t.Stop()
+}
+
+func (b *idleBody) Close() error {
+	b.stop()
+	return b.rc.Close()
+}
+
+// eventStream replays events already in memory: the answer of a server that ignored stream.
+type eventStream struct {
+	events []providers.Event
+	pos    int
+	cur    providers.Event
+}
+
+func (s *eventStream) Next() bool {
+	if s.pos >= len(s.events) {
+		return false
+	}
+	s.cur = s.events[s.pos]
+	s.pos++
+	return true
+}
+
+func (s *eventStream) Current() providers.Event { return s.cur }
+func (s *eventStream) Err() error               { return nil }
+func (s *eventStream) Close() error             { s.pos = len(s.events); return nil }
+
+// responseEvents is a complete answer as the events a stream would have carried.
+func responseEvents(r *providers.Response) []providers.Event {
+	events := make([]providers.Event, 0, len(r.ToolCalls)+4)
+	if r.Reasoning != "" {
+		events = append(events, providers.Event{Type: providers.EventReasoning, Text: r.Reasoning})
+	}
+	if r.Text != "" {
+		events = append(events, providers.Event{Type: providers.EventText, Text: r.Text})
+	}
+	for i, tc := range r.ToolCalls {
+		events = append(events, providers.Event{Type: providers.EventToolCall, Index: i, ToolCall: tc})
+	}
+	return append(events,
+		providers.Event{Type: providers.EventFinish, FinishReason: r.FinishReason},
+		providers.Event{Type: providers.EventUsage, Usage: r.Usage})
+}
+
+// ChunkEncoder writes neutral stream events as chat.completion.chunk objects, for the
+// gateway's chat surface. All chunks share the id, model and created time. The first chunk
+// carries delta.role "assistant"; a tool call's id, type and name go only with its first
+// piece. It never writes a top-level "error" key, which clients would take for an error.
+type ChunkEncoder struct {
+	prefix   []byte
+	buf      []byte
+	sentRole bool
+	calls    []sentCall
+}
+
+type sentCall struct {
+	index          int
+	sentID, sentFn bool
+}
+
+// NewChunkEncoder returns an encoder of chunks with this id, model and creation time (Unix
+// seconds).
+func NewChunkEncoder(id, model string, created int64) *ChunkEncoder {
+	p := []byte(`{"id":`)
+	p = appendString(p, id)
+	p = append(p, `,"object":"chat.completion.chunk","created":`...)
+	p = strconv.AppendInt(p, created, 10)
+	p = append(p, `,"model":`...)
+	p = appendString(p, model)
+	p = append(p, ',')
+	return &ChunkEncoder{prefix: p, buf: make([]byte, 0, 512)}
+}
+
+// Encode returns the JSON of the chunk for ev, false when ev makes no chunk (empty text,
+// reasoning, which the chat format has no field for, an unknown event). The JSON is only valid until the next call. EventUsage makes the usage
+// chunk, with empty choices: callers send it once, with the final usage, after the finish.
+func (e *ChunkEncoder) Encode(ev providers.Event) ([]byte, bool) {
+	b := append(e.buf[:0], e.prefix...)
+	switch ev.Type {
+	case providers.EventText:
+		if ev.Text == "" {
+			return nil, false
+		}
+		b = e.openDelta(b)
+		b = append(b, `"content":`...)
+		b = appendString(b, ev.Text)
+		b = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
+	case providers.EventToolCall:
+		b = e.openDelta(b)
+		b = append(b, `"tool_calls":[{"index":`...)
+		b = strconv.AppendInt(b, int64(ev.Index), 10)
+		c := e.call(ev.Index)
+		if !c.sentID && ev.ToolCall.ID != "" {
+			c.sentID = true
+			b = append(b, `,"id":`...)
+			b = appendString(b, ev.ToolCall.ID)
+			b = append(b, `,"type":"function"`...)
+		}
+		b = append(b, `,"function":{`...)
+		if !c.sentFn && ev.ToolCall.Name != "" {
+			c.sentFn = true
+			b = append(b, `"name":`...)
+			b = appendString(b, ev.ToolCall.Name)
+			b = append(b, ',')
+		}
+		b = append(b, `"arguments":`...)
+		b = appendString(b, ev.ToolCall.Arguments)
+		b = append(b, `}}]},"logprobs":null,"finish_reason":null}]}`...)
+	case providers.EventFinish:
+		reason := ev.FinishReason
+		if reason == "" {
+			reason = providers.FinishStop
+		}
+		// An empty answer has had no chunk yet: the role goes here.
+		b = e.openDelta(b)
+		if b[len(b)-1] == ',' {
+			b = b[:len(b)-1]
+		}
+		b = append(b, `},"logprobs":null,"finish_reason":`...)
+		b = appendString(b, string(reason))
+		b = append(b, `}]}`...)
+	case providers.EventUsage:
+		b = append(b, `"choices":[],"usage":`...)
+		b = AppendChatUsage(b, ev.Usage)
+		b = append(b, '}')
+	default:
+		return nil, false
+	}
+	e.buf = b
+	return b, true
+}
+
+// openDelta starts the single choice and its delta, with the role the first time.
+func (e *ChunkEncoder) openDelta(b []byte) []byte {
+	b = append(b, `"choices":[{"index":0,"delta":{`...)
+	if !e.sentRole {
+		e.sentRole = true
+		b = append(b, `"role":"assistant",`...)
+	}
+	return b
+}
+
+func (e *ChunkEncoder) call(index int) *sentCall {
+	for i := range e.calls {
+		if e.calls[i].index == index {
+			return &e.calls[i]
+		}
+	}
+	e.calls = append(e.calls, sentCall{index: index})
+	return &e.calls[len(e.calls)-1]
+}
+
+// AppendChatUsage appends neutral usage as a chat usage object (translation map §2.3).
+func AppendChatUsage(b []byte, u providers.Usage) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, u.PromptTokens(), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, u.CompletionTokens(), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, u.Total(), 10)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheRead, 10)
+	b = append(b, `,"cache_write_tokens":`...)
+	b = strconv.AppendInt(b, u.CacheWrite, 10)
+	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
+	b = strconv.AppendInt(b, u.Reasoning, 10)
+	return append(b, `}}`...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaping as encoding/json does (invalid UTF-8
+// becomes U+FFFD) without its reflection and allocations.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
