@@ -42,6 +42,9 @@ type call struct {
 	chunks       int64
 	upstreamID   string
 	finish       string
+	stopSequence string
+	// dropped lists request parameters the route's adapter could not honour.
+	dropped      []string
 	streamed     bool
 	cancelled    bool
 	status       int
@@ -88,6 +91,7 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 	res, err := g.Store.Reserve(r.Context(), store.ReserveParams{
 		ID:                ids.New("res"),
 		WorkspaceID:       caller.Key.WorkspaceID,
+		KeyID:             caller.Key.ID,
 		AmountNanos:       worst,
 		MinAvailableNanos: MinPreflightNanos,
 		ExpiresAt:         c.start.Add(g.ReservationTTL),
@@ -200,6 +204,9 @@ func (c *call) meta() map[string]any {
 		"gateway_overhead_ms": max(0, (now.Sub(c.start) - c.upstreamTime).Milliseconds()),
 		"attempts":            c.attempts,
 	}
+	if len(c.dropped) > 0 {
+		m["dropped_parameters"] = c.dropped
+	}
 	if c.route != nil {
 		m["provider"] = c.route.ProviderName
 		m["upstream_model"] = c.route.UpstreamModel
@@ -225,7 +232,11 @@ func (c *call) failed(e *APIError) *APIError {
 // refused by the upstream as invalid).
 func (c *call) upstreamFailure(ue *providers.UpstreamError) *APIError {
 	status := ue.Status
-	if status < 400 || status >= 500 {
+	switch {
+	case status == 0 && ue.Category == providers.CategoryInvalidRequest:
+		// Refused by the adapter before any call: the request cannot be expressed upstream.
+		status = http.StatusBadRequest
+	case status < 400 || status >= 500:
 		status = http.StatusBadGateway
 	}
 	msg := ue.Message

@@ -36,6 +36,12 @@ type chatFields struct {
 
 // parseChatFields validates a chat completions body in one pass over its top level.
 func parseChatFields(body []byte) (chatFields, *APIError) {
+	return parseFields(body, "messages", false)
+}
+
+// parseFields validates the members every text surface shares: model, the conversation
+// (under inputKey; a plain string allowed when stringInput), stream, tools and max tokens.
+func parseFields(body []byte, inputKey string, stringInput bool) (chatFields, *APIError) {
 	var f chatFields
 	var haveModel, haveMessages bool
 	var bad *APIError
@@ -54,9 +60,13 @@ func parseChatFields(body []byte) (chatFields, *APIError) {
 				invalid("model", "model must be a string")
 			}
 			f.model, haveModel = s, ok && s != ""
-		case "messages":
+		case inputKey:
+			if stringInput && v[0] == '"' {
+				haveMessages = len(v) > 2
+				break
+			}
 			if v[0] != '[' {
-				invalid("messages", "messages must be an array of messages")
+				invalid(inputKey, inputKey+" must be an array")
 				break
 			}
 			haveMessages = !emptyArray(v)
@@ -78,7 +88,7 @@ func parseChatFields(body []byte) (chatFields, *APIError) {
 			}
 		case "meta":
 			f.meta, _ = rawjson.Bool(v)
-		case "max_tokens", "max_completion_tokens":
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
 			if rawjson.IsNull(v) {
 				break
 			}
@@ -100,8 +110,8 @@ func parseChatFields(body []byte) (chatFields, *APIError) {
 		e.Param = "model"
 		return f, e
 	case !haveMessages:
-		e := newError(http.StatusBadRequest, CodeValidation, "messages is required and must hold at least one message")
-		e.Param = "messages"
+		e := newError(http.StatusBadRequest, CodeValidation, inputKey+" is required and must not be empty")
+		e.Param = inputKey
 		return f, e
 	case f.stream && f.hasTools:
 		e := newError(http.StatusBadRequest, CodeValidation, "stream: true cannot be combined with tools; send tool-calling requests without streaming")
@@ -124,17 +134,43 @@ func emptyArray(v []byte) bool {
 	return true
 }
 
+// textSurface describes one text-generation surface: how its requests are read, forwarded to
+// an upstream of the same format, and answered from the neutral model.
+type textSurface struct {
+	endpoint    string
+	format      providers.WireFormat
+	inputKey    string
+	stringInput bool
+	decode      func(body []byte) (*providers.Request, error)
+	// forward relays the body to an upstream speaking the surface's own format.
+	forward func(c *call, w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, body []byte, f chatFields) error
+	// encoder answers from the neutral model.
+	encoder func(f chatFields) neutralSurface
+}
+
+var chatCompletionsSurface = textSurface{
+	endpoint: "/chat/completions", format: providers.FormatOpenAIChat, inputKey: "messages",
+	decode:  openai.DecodeChatRequest,
+	forward: (*call).chatForward,
+	encoder: func(f chatFields) neutralSurface { return chatSurface{includeUsage: f.includeUsage} },
+}
+
 // chatCompletions serves POST /chat/completions.
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, caller *Caller) error {
+	return g.serveText(w, r, caller, &chatCompletionsSurface)
+}
+
+// serveText runs a text request: validate, reserve, try the routes in order, settle.
+func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Caller, ts *textSurface) error {
 	body, apiErr := g.readBody(w, r)
 	if apiErr != nil {
 		return apiErr
 	}
-	f, apiErr := parseChatFields(body)
+	f, apiErr := parseFields(body, ts.inputKey, ts.stringInput)
 	if apiErr != nil {
 		return apiErr
 	}
-	c, apiErr := g.begin(w, r, caller, "/chat/completions", providers.FormatOpenAIChat, f.model, len(body), f.maxTokens, f.meta)
+	c, apiErr := g.begin(w, r, caller, ts.endpoint, ts.format, f.model, len(body), f.maxTokens, f.meta)
 	if apiErr != nil {
 		return apiErr
 	}
@@ -144,15 +180,15 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, caller
 	var neutral *providers.Request
 	for _, rt := range c.routes {
 		var err error
-		if fw, ok := forwarderFor(rt, providers.FormatOpenAIChat); ok {
-			err = c.chatForward(w, r, rt, fw, body, f)
+		if fw, ok := forwarderFor(rt, ts.format); ok && ts.forward != nil {
+			err = ts.forward(c, w, r, rt, fw, body, f)
 		} else {
 			if neutral == nil {
-				if neutral, err = openai.DecodeChatRequest(body); err != nil {
+				if neutral, err = ts.decode(body); err != nil {
 					return c.failed(validationFrom(err))
 				}
 			}
-			err = c.chatNeutral(w, r, rt, neutral, f)
+			err = c.neutral(w, r, rt, neutral, f.stream, ts.encoder(f))
 		}
 		if err == nil {
 			return nil
@@ -163,6 +199,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, caller
 		}
 		ue, ok := providers.AsUpstreamError(err)
 		if !ok {
+			g.Logger.Error("serving a text request failed", zapErr(err))
 			return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
 		}
 		if !ue.Fallbackable() {

@@ -158,7 +158,7 @@ func TestKeySpendingLimitUnderConcurrency(t *testing.T) {
 			}`), "")
 	a := env.team(100 * usd)
 	const limit = 10_000_000 // 0.01 USD
-	kid, key := env.limitedKey(a.ws, limit, store.ResetDaily)
+	kid, key := env.limitedKey(a.ws, limit, store.ResetMonthly)
 
 	const n = 40
 	var wg sync.WaitGroup
@@ -188,7 +188,12 @@ func TestKeySpendingLimitUnderConcurrency(t *testing.T) {
 		t.Fatalf("statuses %v", statuses)
 	}
 	// Then one at a time until the limit refuses, as the SDK sees it: a typed 429 that,
-	// with nothing of the key in flight, tells when the limit resets.
+	// with nothing of the key in flight, tells when the limit resets. Waiting for each
+	// generation record waits for its settlement, which releases its reservation.
+	var spent int64
+	for _, id := range genIDs {
+		spent += env.generation(a.ws, id).CostNanos
+	}
 	client := env.openai(key)
 	var apiErr *openai.Error
 	for i := 0; ; i++ {
@@ -197,7 +202,7 @@ func TestKeySpendingLimitUnderConcurrency(t *testing.T) {
 			Model: "gpt-test", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 		}, option.WithResponseInto(&httpResp))
 		if err == nil {
-			genIDs = append(genIDs, httpResp.Header.Get("X-Generation-Id"))
+			spent += env.generation(a.ws, httpResp.Header.Get("X-Generation-Id")).CostNanos
 			if i == 10 {
 				t.Fatal("the limit never refused a request")
 			}
@@ -208,12 +213,8 @@ func TestKeySpendingLimitUnderConcurrency(t *testing.T) {
 		}
 		break
 	}
-	if ra, _ := strconv.Atoi(apiErr.Response.Header.Get("Retry-After")); ra <= 0 || ra > 86400 {
+	if ra, _ := strconv.Atoi(apiErr.Response.Header.Get("Retry-After")); ra <= 0 || ra > 31*86400 {
 		t.Fatalf("Retry-After %q", apiErr.Response.Header.Get("Retry-After"))
-	}
-	var spent int64
-	for _, id := range genIDs {
-		spent += env.generation(a.ws, id).CostNanos
 	}
 	if spent > limit {
 		t.Fatalf("the key was charged %d nanos, past its limit of %d", spent, limit)

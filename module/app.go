@@ -22,6 +22,8 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
+	"github.com/modelgateway/caddy-modelgateway/providers/gemini"
 	"github.com/modelgateway/caddy-modelgateway/providers/mock"
 	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -68,14 +70,21 @@ type StoreConfig struct {
 
 // ProviderConfig is one upstream API.
 type ProviderConfig struct {
-	// Type is the adapter: "openai" (OpenAI and every OpenAI-compatible server) or "mock".
+	// Type is the adapter: "openai" (OpenAI and every OpenAI-compatible server),
+	// "anthropic" (the Messages API), "gemini" (Google's generateContent) or "mock".
 	Type string `json:"type"`
-	// BaseURL is the API root, e.g. https://api.groq.com/openai/v1. Default for openai:
-	// https://api.openai.com/v1.
+	// BaseURL is the API root, e.g. https://api.groq.com/openai/v1. Defaults: openai
+	// https://api.openai.com/v1, anthropic https://api.anthropic.com, gemini
+	// https://generativelanguage.googleapis.com/v1beta.
 	BaseURL string `json:"base_url,omitempty"`
 	// APIKey authenticates to the provider; write "{env.OPENAI_API_KEY}" to read it from the
 	// environment when the configuration loads. Never logged.
 	APIKey string `json:"api_key,omitempty"`
+	// Version is Anthropic's anthropic-version header. Default: 2023-06-01.
+	Version string `json:"version,omitempty"`
+	// DefaultMaxTokens is the max_tokens sent to Anthropic when a request has none (the API
+	// requires one). Default: 4096.
+	DefaultMaxTokens int64 `json:"default_max_tokens,omitempty"`
 	// Organization and Project set OpenAI's OpenAI-Organization and OpenAI-Project headers.
 	Organization string `json:"organization,omitempty"`
 	Project      string `json:"project,omitempty"`
@@ -251,36 +260,49 @@ func (a *App) buildProvider(ctx caddy.Context, repl *caddy.Replacer, name string
 	switch pc.Type {
 	case "mock":
 		return mock.New(mock.Config{Name: name, Latency: time.Duration(pc.Latency), Chunks: pc.Chunks, ChunkInterval: time.Duration(pc.ChunkInterval), Text: pc.Text}), nil
-	case "openai":
-		rt, err := a.transport(ctx, pc)
-		if err != nil {
-			return nil, err
-		}
-		headers := make(map[string]string, len(pc.Headers))
-		for k, v := range pc.Headers {
-			headers[k] = repl.ReplaceKnown(v, "")
-		}
-		timeout := time.Duration(pc.Timeout)
-		if timeout == 0 {
-			timeout = 10 * time.Minute
-		}
-		baseURL := repl.ReplaceKnown(pc.BaseURL, "")
-		if baseURL != "" {
-			if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return nil, fmt.Errorf("base_url %q must be an http or https URL", baseURL)
-			}
-		}
-		return openai.New(openai.Config{
-			Name: name, BaseURL: baseURL, APIKey: repl.ReplaceKnown(pc.APIKey, ""),
-			Organization: repl.ReplaceKnown(pc.Organization, ""), Project: repl.ReplaceKnown(pc.Project, ""),
-			Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: time.Duration(pc.StreamIdleTimeout),
-		})
+	case "openai", "anthropic", "gemini":
 	case "":
-		return nil, errors.New("type is required (openai or mock)")
+		return nil, errors.New("type is required (" + providerTypes + ")")
 	default:
-		return nil, fmt.Errorf("unknown type %q (want openai or mock)", pc.Type)
+		return nil, fmt.Errorf("unknown type %q (want %s)", pc.Type, providerTypes)
+	}
+	rt, err := a.transport(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	headers := make(map[string]string, len(pc.Headers))
+	for k, v := range pc.Headers {
+		headers[k] = repl.ReplaceKnown(v, "")
+	}
+	timeout := time.Duration(pc.Timeout)
+	if timeout == 0 {
+		timeout = 10 * time.Minute
+	}
+	baseURL := repl.ReplaceKnown(pc.BaseURL, "")
+	if baseURL != "" {
+		if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("base_url %q must be an http or https URL", baseURL)
+		}
+	}
+	apiKey, idle := repl.ReplaceKnown(pc.APIKey, ""), time.Duration(pc.StreamIdleTimeout)
+	switch pc.Type {
+	case "anthropic":
+		return anthropic.New(anthropic.Config{
+			Name: name, BaseURL: baseURL, APIKey: apiKey, Version: repl.ReplaceKnown(pc.Version, ""), Headers: headers,
+			Transport: rt, Timeout: timeout, StreamIdleTimeout: idle, DefaultMaxTokens: pc.DefaultMaxTokens,
+		})
+	case "gemini":
+		return gemini.New(gemini.Config{Name: name, BaseURL: baseURL, APIKey: apiKey, Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle})
+	default:
+		return openai.New(openai.Config{
+			Name: name, BaseURL: baseURL, APIKey: apiKey,
+			Organization: repl.ReplaceKnown(pc.Organization, ""), Project: repl.ReplaceKnown(pc.Project, ""),
+			Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle,
+		})
 	}
 }
+
+const providerTypes = "openai, anthropic, gemini or mock"
 
 // transport is the provider's HTTP round tripper: Caddy's reverse-proxy transport, as
 // configured or with Caddy's defaults.

@@ -40,11 +40,13 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			reservation_ttl <duration>
 //
 //			provider <name> {
-//				type openai|mock
+//				type openai|anthropic|gemini|mock
 //				base_url <url>
 //				api_key <key>
 //				organization <id>
 //				project <id>
+//				version <anthropic-version>
+//				default_max_tokens <n>
 //				header <field> <value>
 //				timeout <duration>
 //				stream_idle_timeout <duration>
@@ -175,6 +177,10 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 			err = parseString(d, &pc.Organization)
 		case "project":
 			err = parseString(d, &pc.Project)
+		case "version":
+			err = parseString(d, &pc.Version)
+		case "default_max_tokens":
+			err = parseInt(d, &pc.DefaultMaxTokens)
 		case "text":
 			err = parseString(d, &pc.Text)
 		case "header":
@@ -217,7 +223,7 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 		}
 	}
 	if pc.Type == "" {
-		return nil, d.Err("provider: type is required (openai or mock)")
+		return nil, d.Err("provider: type is required (" + providerTypes + ")")
 	}
 	return pc, nil
 }

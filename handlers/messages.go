@@ -1,0 +1,309 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
+)
+
+var messagesSurface = textSurface{
+	endpoint: "/messages", format: providers.FormatAnthropic, inputKey: "messages",
+	decode:  anthropic.DecodeRequest,
+	forward: (*call).messagesForward,
+	encoder: func(chatFields) neutralSurface { return anthropicSurface{} },
+}
+
+// messages serves POST /messages, Anthropic's Messages API.
+func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, caller *Caller) error {
+	return g.serveText(w, r, caller, &messagesSurface)
+}
+
+// anthropicSurface writes neutral answers as Anthropic messages.
+type anthropicSurface struct{}
+
+func (anthropicSurface) response(c *call, resp *providers.Response, model string) ([]byte, error) {
+	data, err := anthropic.EncodeResponse(resp, c.genID, model)
+	if err != nil {
+		return nil, err
+	}
+	if data, err = c.decorateUsage(data, anthropic.EncodeUsage(c.usage), "usage"); err != nil {
+		return nil, err
+	}
+	return c.withMeta(data)
+}
+
+func (anthropicSurface) sink(c *call, model string) streamSink {
+	return &anthropicSink{enc: anthropic.NewStreamEncoder(c.genID, model)}
+}
+
+type anthropicSink struct{ enc *anthropic.StreamEncoder }
+
+func fromAnthropic(fs []anthropic.Frame) []frame {
+	out := make([]frame, len(fs))
+	for i, f := range fs {
+		out[i] = frame{event: f.Event, data: f.Data}
+	}
+	return out
+}
+
+func (s *anthropicSink) start() []frame { return fromAnthropic(s.enc.Start(providers.Usage{})) }
+
+func (s *anthropicSink) event(ev providers.Event) []frame { return fromAnthropic(s.enc.Encode(ev)) }
+
+func (s *anthropicSink) finish(c *call) []frame {
+	frames := fromAnthropic(s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))
+	for i, f := range frames {
+		if f.event == "message_delta" {
+			if dec, err := c.decorateUsage(f.data, anthropic.EncodeUsage(c.usage), "usage"); err == nil {
+				frames[i].data = dec
+			}
+			if dec, err := c.withMeta(frames[i].data); err == nil {
+				frames[i].data = dec
+			}
+		}
+	}
+	return append(frames, doneFrame)
+}
+
+func (s *anthropicSink) fail(ue *providers.UpstreamError) []frame {
+	f := anthropic.ErrorFrame(inBandAnthropicType(ue), "the answer was interrupted: "+upstreamMessage(ue))
+	return []frame{{event: f.Event, data: f.Data}}
+}
+
+// inBandAnthropicType names an interrupted stream's error the way Anthropic's SDKs type it.
+func inBandAnthropicType(ue *providers.UpstreamError) string {
+	switch {
+	case ue.Timeout:
+		return "timeout_error"
+	case ue.Category == providers.CategoryRateLimited:
+		return "rate_limit_error"
+	case ue.Status == 529:
+		return "overloaded_error"
+	default:
+		return "api_error"
+	}
+}
+
+// messagesForward relays a Messages request to an Anthropic upstream byte for byte.
+func (c *call) messagesForward(w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, body []byte, f chatFields) error {
+	up, err := upstreamBody(body, rt.UpstreamModel)
+	if err != nil {
+		return fmt.Errorf("rewriting the request: %w", err)
+	}
+	began := c.g.Now()
+	resp, err := fw.Forward(r.Context(), &providers.RawRequest{Format: providers.FormatAnthropic, Body: up, Stream: f.stream, Header: passHeaders(r)})
+	if err != nil {
+		c.recordAttempt(rt, began, err)
+		return err
+	}
+	if f.stream {
+		return c.messagesForwardStream(w, r, rt, began, resp)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	_ = resp.Body.Close()
+	if err == nil && !json.Valid(data) {
+		err = errors.New("the provider answered with invalid JSON")
+	}
+	if err != nil {
+		ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Payload: providers.Preview(data), Err: err}
+		c.recordAttempt(rt, began, ue)
+		return ue
+	}
+	c.recordAttempt(rt, began, nil)
+	c.firstByte = c.g.Now()
+	c.route = &rt
+	if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
+		if u, err := anthropic.ParseUsage(raw); err == nil {
+			c.usage, c.usageKnown = u, true
+		}
+	}
+	if raw, _ := rawjson.Get(data, "id"); raw != nil {
+		c.upstreamID, _ = rawjson.String(raw)
+	}
+	if raw, _ := rawjson.Get(data, "stop_reason"); raw != nil {
+		sr, _ := rawjson.String(raw)
+		c.finish = string(anthropic.FinishReason(sr))
+	}
+	out := c.setID(data, "id")
+	if out, err = c.decorateUsage(out, anthropic.EncodeUsage(c.usage), "usage"); err != nil {
+		return fmt.Errorf("decorating the response: %w", err)
+	}
+	if out, err = c.withMeta(out); err != nil {
+		return err
+	}
+	c.status = http.StatusOK
+	c.settle(r.Context())
+	writeRawJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// upstreamBody sets the route's model id and removes the gateway's own "meta" member.
+func upstreamBody(body []byte, model string) ([]byte, error) {
+	quoted, _ := json.Marshal(model)
+	out, err := rawjson.Set(body, "model", quoted)
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.Delete(out, "meta")
+}
+
+// messagesForwardStream relays an Anthropic event stream. Usage is merged from
+// message_start (input and cache counts) and message_delta (cumulative output, sometimes the
+// input counts again: the latest value of each field wins). The message_delta is held until
+// the end so that it can carry the cost, written after the charge is recorded.
+func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, resp *providers.RawResponse) error {
+	defer resp.Body.Close()
+	idle := newIdleTimer(c.g.StreamIdleTimeout, func() { _ = resp.Body.Close() })
+	defer idle.Stop()
+	out := newSSEWriter(w)
+	rd := sse.NewReader(resp.Body, maxStreamEvent)
+	usage := map[string]json.RawMessage{}
+	var heldDelta []byte
+	stopped := false
+	var streamErr *providers.UpstreamError
+	commit := func() {
+		if !out.started {
+			c.recordAttempt(rt, began, nil)
+			c.route = &rt
+			c.status = http.StatusOK
+		}
+	}
+	mergeUsage := func(raw []byte) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil {
+			return
+		}
+		for k, v := range m {
+			if !rawjson.IsNull(v) {
+				usage[k] = v
+			}
+		}
+		merged, _ := json.Marshal(usage)
+		if u, err := anthropic.ParseUsage(merged); err == nil {
+			c.usage, c.usageKnown = u, true
+		}
+	}
+	for rd.Next() {
+		idle.kick()
+		ev := rd.Event()
+		data := ev.Data
+		if len(data) == 0 {
+			continue
+		}
+		if c.firstByte.IsZero() {
+			c.firstByte = c.g.Now()
+		}
+		if !json.Valid(data) {
+			streamErr = c.streamFailure(rt, "the provider sent a malformed stream frame", data)
+			break
+		}
+		name := ev.Name
+		if name == "" {
+			if t, _ := rawjson.Get(data, "type"); t != nil {
+				name, _ = rawjson.String(t)
+			}
+		}
+		switch name {
+		case "error":
+			errObj, _ := rawjson.Get(data, "error")
+			streamErr = anthropic.ParseError(rt.ProviderName, 0, nil, anthropicErrorBody(errObj), true)
+			if streamErr.Status == 0 {
+				streamErr.Retryable, streamErr.Category = true, providers.CategoryServerError
+			}
+		case "message_start":
+			if msg, _ := rawjson.Get(data, "message"); msg != nil {
+				if raw, _ := rawjson.Get(msg, "id"); raw != nil {
+					c.upstreamID, _ = rawjson.String(raw)
+				}
+				if u, _ := rawjson.Get(msg, "usage"); !rawjson.IsNull(u) {
+					mergeUsage(u)
+				}
+			}
+			data = c.setID(data, "message", "id")
+		case "message_delta":
+			if u, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(u) {
+				mergeUsage(u)
+			}
+			if d, _ := rawjson.Get(data, "delta"); d != nil {
+				if sr, _ := rawjson.Get(d, "stop_reason"); !rawjson.IsNull(sr) {
+					s, _ := rawjson.String(sr)
+					c.finish = string(anthropic.FinishReason(s))
+				}
+			}
+			heldDelta = append(heldDelta[:0], data...)
+			continue
+		case "message_stop":
+			stopped = true
+		case "content_block_delta":
+			c.chunks++
+		}
+		if streamErr != nil || stopped {
+			break
+		}
+		commit()
+		out.event(name, data)
+		if out.failed {
+			break
+		}
+	}
+	if r.Context().Err() != nil || out.failed {
+		if !out.started {
+			return context.Canceled
+		}
+		c.clientGone()
+		return nil
+	}
+	if streamErr == nil && !stopped {
+		switch {
+		case idle.fired.Load():
+			streamErr = &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true,
+				Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}
+		case rd.Err() != nil:
+			streamErr = c.streamFailure(rt, "the provider's stream broke: "+rd.Err().Error(), nil)
+		case heldDelta == nil:
+			streamErr = c.streamFailure(rt, "the provider's stream ended before it was complete", nil)
+		}
+	}
+	if streamErr != nil {
+		if !out.started {
+			c.recordAttempt(rt, began, streamErr)
+			return streamErr
+		}
+		c.failures = append(c.failures, failure{route: rt, err: streamErr})
+		c.errCode, c.errMessage = CodeUpstream, streamErr.Error()
+		c.settle(r.Context())
+		f := anthropic.ErrorFrame(inBandAnthropicType(streamErr), "the answer was interrupted: "+upstreamMessage(streamErr))
+		out.event(f.Event, f.Data)
+		return nil
+	}
+	commit()
+	final, err := c.decorateUsage(heldDelta, anthropic.EncodeUsage(c.usage), "usage")
+	if err == nil {
+		final, err = c.withMeta(final)
+	}
+	if err != nil {
+		final = heldDelta
+	}
+	c.settle(r.Context())
+	out.event("message_delta", final)
+	out.event("message_stop", []byte(`{"type":"message_stop"}`))
+	out.data(doneFrame.data)
+	return nil
+}
+
+// anthropicErrorBody wraps an in-stream error object in the body shape ParseError reads.
+func anthropicErrorBody(errObj []byte) []byte {
+	if len(errObj) == 0 {
+		errObj = []byte("null")
+	}
+	return append(append([]byte(`{"type":"error","error":`), errObj...), '}')
+}

@@ -1,0 +1,236 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+)
+
+// frame is one SSE event of a surface: an optional event name and its data.
+type frame struct {
+	event string
+	data  []byte
+}
+
+// neutralSurface writes neutral answers in a client surface's own wire format. Each surface
+// (chat completions, messages, responses) has one; adapters never see it.
+type neutralSurface interface {
+	// response encodes a complete answer, decorated with the gateway's id, cost and meta.
+	response(c *call, resp *providers.Response, model string) ([]byte, error)
+	// sink starts the encoding of one streamed answer.
+	sink(c *call, model string) streamSink
+}
+
+// streamSink encodes one streamed answer event by event.
+type streamSink interface {
+	// start is what precedes the first event (Anthropic's message_start, Responses' created).
+	start() []frame
+	event(ev providers.Event) []frame
+	// finish closes the answer after a clean end: the usage frame, decorated with cost, and
+	// the surface's terminator.
+	finish(c *call) []frame
+	// fail is the in-band error of a stream that already began.
+	fail(ue *providers.UpstreamError) []frame
+}
+
+// writeFrames writes frames and flushes each.
+func writeFrames(out *sseWriter, frames []frame) {
+	for _, f := range frames {
+		out.event(f.event, f.data)
+	}
+}
+
+var doneFrame = frame{data: []byte("[DONE]")}
+
+// neutral serves a request through a route's ChatProvider and encodes the answer for the
+// surface. It returns an *providers.UpstreamError when nothing reached the client, so that the
+// next route can be tried; nil once the client has an answer (or an in-band error).
+func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *providers.Request, stream bool, s neutralSurface) error {
+	cp, ok := rt.Provider.(providers.ChatProvider)
+	if !ok {
+		return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryModelUnavailable, Message: "the provider cannot serve this endpoint"}
+	}
+	rq := *req
+	rq.Model = rt.UpstreamModel
+	rq.Stream = stream
+	c.dropped = unsupported(rt.Provider, &rq)
+	began := c.g.Now()
+	if !stream {
+		resp, err := cp.Chat(r.Context(), &rq)
+		c.recordAttempt(rt, began, err)
+		if err != nil {
+			return err
+		}
+		c.firstByte = c.g.Now()
+		c.route = &rt
+		c.usage, c.usageKnown = resp.Usage, true
+		c.upstreamID, c.finish = resp.ID, string(resp.FinishReason)
+		out, err := s.response(c, resp, rt.UpstreamModel)
+		if err != nil {
+			return err
+		}
+		c.status = http.StatusOK
+		c.settle(r.Context())
+		writeRawJSON(w, http.StatusOK, out)
+		return nil
+	}
+	st, err := cp.ChatStream(r.Context(), &rq)
+	if err != nil {
+		c.recordAttempt(rt, began, err)
+		return err
+	}
+	defer st.Close()
+	return c.neutralStream(w, r, rt, began, st, s.sink(c, rt.UpstreamModel))
+}
+
+// neutralStream relays a neutral stream through a sink. Nothing is written before the first
+// upstream event, so an early failure can still fall back.
+func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, st providers.Stream, sink streamSink) error {
+	out := newSSEWriter(w)
+	commit := func() {
+		if out.started {
+			return
+		}
+		c.recordAttempt(rt, began, nil)
+		c.route = &rt
+		c.status = http.StatusOK
+		writeFrames(out, sink.start())
+	}
+	for st.Next() {
+		ev := st.Current()
+		if c.firstByte.IsZero() {
+			c.firstByte = c.g.Now()
+		}
+		switch ev.Type {
+		case providers.EventUsage:
+			c.usage, c.usageKnown = ev.Usage, true
+			continue
+		case providers.EventFinish:
+			c.finish = string(ev.FinishReason)
+			c.stopSequence = ev.StopSequence
+		case providers.EventText, providers.EventToolCall, providers.EventReasoning:
+			c.chunks++
+		}
+		frames := sink.event(ev)
+		if len(frames) == 0 {
+			continue
+		}
+		commit()
+		writeFrames(out, frames)
+		if out.failed {
+			break
+		}
+	}
+	if r.Context().Err() != nil || out.failed {
+		if !out.started {
+			return context.Canceled
+		}
+		c.clientGone()
+		return nil
+	}
+	if err := st.Err(); err != nil {
+		ue, ok := providers.AsUpstreamError(err)
+		if !ok {
+			ue = c.streamFailure(rt, "the provider's stream failed: "+err.Error(), nil)
+		}
+		if !out.started {
+			c.recordAttempt(rt, began, ue)
+			return ue
+		}
+		c.failures = append(c.failures, failure{route: rt, err: ue})
+		c.errCode, c.errMessage = CodeUpstream, ue.Error()
+		c.settle(r.Context())
+		writeFrames(out, sink.fail(ue))
+		return nil
+	}
+	commit()
+	final := sink.finish(c)
+	c.settle(r.Context())
+	writeFrames(out, final)
+	return nil
+}
+
+// unsupported asks an adapter which request parameters it cannot honour; they are dropped
+// and reported in meta.dropped_parameters.
+func unsupported(p providers.Provider, req *providers.Request) []string {
+	if u, ok := p.(interface {
+		Unsupported(*providers.Request) []string
+	}); ok {
+		return u.Unsupported(req)
+	}
+	return nil
+}
+
+// decorateUsage adds cost fields to the usage object at path inside obj (creating it from
+// fallback when absent) and returns the new object.
+func (c *call) decorateUsage(obj []byte, fallback []byte, path ...string) ([]byte, error) {
+	if len(path) == 0 {
+		return obj, nil
+	}
+	if len(path) > 1 {
+		inner, err := rawjson.Get(obj, path[0])
+		if err != nil {
+			return nil, err
+		}
+		if rawjson.IsNull(inner) {
+			return obj, nil
+		}
+		if inner, err = c.decorateUsage(inner, fallback, path[1:]...); err != nil {
+			return nil, err
+		}
+		return rawjson.Set(obj, path[0], inner)
+	}
+	usage, err := rawjson.Get(obj, path[0])
+	if err != nil {
+		return nil, err
+	}
+	if rawjson.IsNull(usage) {
+		usage = fallback
+	}
+	lines, total := c.cost()
+	for _, kv := range usageExtras(lines, total) {
+		v, err := json.Marshal(kv[1])
+		if err != nil {
+			return nil, err
+		}
+		if usage, err = rawjson.Set(usage, kv[0].(string), v); err != nil {
+			return nil, err
+		}
+	}
+	return rawjson.Set(obj, path[0], usage)
+}
+
+// setID replaces a string field (the answer's id) with the generation id.
+func (c *call) setID(obj []byte, path ...string) []byte {
+	quoted, _ := json.Marshal(c.genID)
+	if len(path) == 1 {
+		if out, err := rawjson.Set(obj, path[0], quoted); err == nil {
+			return out
+		}
+		return obj
+	}
+	inner, err := rawjson.Get(obj, path[0])
+	if err != nil || rawjson.IsNull(inner) {
+		return obj
+	}
+	if out, err := rawjson.Set(obj, path[0], c.setID(inner, path[1:]...)); err == nil {
+		return out
+	}
+	return obj
+}
+
+// withMeta adds the meta object when the request asked for it.
+func (c *call) withMeta(obj []byte) ([]byte, error) {
+	if !c.wantMeta {
+		return obj, nil
+	}
+	m, err := json.Marshal(c.meta())
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.Set(obj, "meta", m)
+}
