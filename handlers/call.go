@@ -311,8 +311,12 @@ func (c *call) diagnostics() map[string]any {
 			"code": nullable(last.err.Code), "message": nullable(upstreamMessage(last.err)),
 			"description": nil, "param": nullable(last.err.Param),
 		}
-		d["provider_failure_diagnostics"] = map[string]any{
-			"category": string(last.err.Category), "hint": categoryHints[last.err.Category], "provider": last.route.ProviderName,
+		// The spec's categories describe provider-side failures; a request the provider refused
+		// as invalid is the caller's to fix and carries no category.
+		if last.err.Category != providers.CategoryInvalidRequest {
+			d["provider_failure_diagnostics"] = map[string]any{
+				"category": string(last.err.Category), "hint": categoryHints[last.err.Category], "provider": last.route.ProviderName,
+			}
 		}
 	}
 	before := len(c.model.Routes)
