@@ -104,6 +104,9 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 			e.Extra = map[string]any{"required_nanos": max(worst, MinPreflightNanos)}
 			return nil, e
 		}
+		if e := keyLimitError(err, g.Now()); e != nil {
+			return nil, e
+		}
 		g.Logger.Error("reserving credit failed", zapErr(err))
 		return nil, newError(http.StatusInternalServerError, CodeGateway, "the gateway could not reserve credit for the request")
 	}
@@ -132,6 +135,10 @@ func (c *call) recordAttempt(rt Route, began time.Time, err error) {
 func (c *call) cost() ([]store.CostLine, int64) {
 	if c.route == nil {
 		return nil, 0
+	}
+	if c.model.Free() {
+		// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
+		return pricing.Cost(c.usage, pricing.Price{})
 	}
 	return pricing.Cost(c.usage, c.route.Price)
 }

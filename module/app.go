@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/handlers"
+	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
@@ -48,7 +49,18 @@ type App struct {
 	// ReservationTTL is how long credit held for a request survives if the request never
 	// settles (the process died). Default: 2h.
 	ReservationTTL caddy.Duration `json:"reservation_ttl,omitempty"`
+	// CatalogFile is a model catalogue file in the format of internal/catalog/models.json
+	// ({"schema": 1, "version": ..., "organisations": [...], "models": [...]}) that extends
+	// the embedded catalogue of the discovery routes: an entry with a known id replaces
+	// the fields it sets, any other entry is added. Placeholders are resolved. Default: none.
+	CatalogFile string `json:"catalog_file,omitempty"`
+	// CreditTopUp allows POST /credits, with which a management key adds credit to its own
+	// workspace's wallet. Turn it off where wallets hold money paid to the operator, so
+	// that only the operator adds credit. Default: on.
+	CreditTopUp *bool `json:"credit_top_up,omitempty"`
 
+	catalog    *catalog.Catalog
+	catalogIDs map[string]string
 	store      store.Store
 	storeKey   string
 	registry   *handlers.Registry
@@ -114,6 +126,10 @@ type ModelConfig struct {
 	Name string `json:"name"`
 	// OwnedBy is shown in GET /models. Default: the first route's provider.
 	OwnedBy string `json:"owned_by,omitempty"`
+	// CatalogID names the model's entry in the model catalogue ("openai/gpt-4o"), for a
+	// model whose name and upstream model id are neither an id nor an alias there.
+	// Default: matched by name, then by the first route's upstream model id.
+	CatalogID string `json:"catalog_id,omitempty"`
 	// Routes are tried in order until one answers.
 	Routes []*RouteConfig `json:"routes"`
 }
@@ -178,6 +194,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if a.registry, err = handlers.NewRegistry(models); err != nil {
+		return err
+	}
+	if err := a.loadCatalog(repl); err != nil {
 		return err
 	}
 	a.storeKey = driver + ":" + target
@@ -388,6 +407,30 @@ func (pc *PriceConfig) resolve() (pricing.Price, error) {
 	return p, nil
 }
 
+// loadCatalog builds the discovery catalogue: the embedded one, extended by the
+// operator's file, and the models' explicit catalogue entries.
+func (a *App) loadCatalog(repl *caddy.Replacer) error {
+	a.catalog = catalog.Default()
+	if a.CatalogFile != "" {
+		c, err := a.catalog.ExtendFile(repl.ReplaceKnown(a.CatalogFile, ""))
+		if err != nil {
+			return err
+		}
+		a.catalog = c
+	}
+	a.catalogIDs = map[string]string{}
+	for _, mc := range a.Models {
+		if mc.CatalogID == "" {
+			continue
+		}
+		if _, ok := a.catalog.Lookup(mc.CatalogID); !ok {
+			return fmt.Errorf("model %q: catalog_id %q is not in the model catalogue (GET /v1/data/models lists it)", mc.Name, mc.CatalogID)
+		}
+		a.catalogIDs[mc.Name] = mc.CatalogID
+	}
+	return nil
+}
+
 // Start begins the sweeper that frees credit held by requests lost to a crash.
 func (a *App) Start() error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -439,6 +482,8 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 	g := &handlers.Gateway{
 		Store: a.store, Registry: a.registry, Logger: logger, MaxBodyBytes: maxBody,
 		StreamIdleTimeout: idle, ReservationTTL: time.Duration(a.ReservationTTL),
+		Catalog: a.catalog, CatalogIDs: a.catalogIDs,
+		DisableCreditTopUp: a.CreditTopUp != nil && !*a.CreditTopUp,
 	}
 	g.Init()
 	return g

@@ -38,6 +38,8 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			store sqlite [<path>]
 //			store postgres <dsn>
 //			reservation_ttl <duration>
+//			catalog_file <path>
+//			credit_top_up on|off
 //
 //			provider <name> {
 //				type openai|anthropic|gemini|mock
@@ -62,6 +64,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //
 //			model <name> {
 //				owned_by <organisation>
+//				catalog <catalogue id>
 //				route <provider> [<upstream model>] {
 //					input <usd per 1M tokens>
 //					cached_input <usd per 1M tokens>
@@ -112,6 +115,28 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "reservation_ttl":
 			if err := parseDuration(d, &a.ReservationTTL); err != nil {
 				return err
+			}
+		case "catalog_file":
+			if a.CatalogFile != "" {
+				return d.Err("catalog_file already specified")
+			}
+			if err := parseString(d, &a.CatalogFile); err != nil {
+				return err
+			}
+		case "credit_top_up":
+			if a.CreditTopUp != nil {
+				return d.Err("credit_top_up already specified")
+			}
+			var v string
+			if err := parseString(d, &v); err != nil {
+				return err
+			}
+			switch v {
+			case "on", "off":
+				on := v == "on"
+				a.CreditTopUp = &on
+			default:
+				return d.Errf("credit_top_up: want on or off, got %q", v)
 			}
 		case "provider":
 			if !d.NextArg() {
@@ -236,6 +261,13 @@ func parseModel(d *caddyfile.Dispenser, mc *ModelConfig) error {
 				return d.Err("owned_by already specified")
 			}
 			if err := parseString(d, &mc.OwnedBy); err != nil {
+				return err
+			}
+		case "catalog":
+			if mc.CatalogID != "" {
+				return d.Err("catalog already specified")
+			}
+			if err := parseString(d, &mc.CatalogID); err != nil {
 				return err
 			}
 		case "route":

@@ -63,6 +63,10 @@ type Config struct {
 	// whose reasoning models reject max_tokens, and to max_tokens elsewhere, the field every
 	// compatible server reads.
 	MaxTokensField string
+	// API is the endpoint Chat and ChatStream use: "chat" (/chat/completions) or
+	// "responses" (/responses, for models served only there); it defaults to "chat".
+	// Forward takes both formats whatever it is.
+	API string
 }
 
 // Provider calls one OpenAI-compatible upstream. It is safe for concurrent use.
@@ -75,6 +79,8 @@ type Provider struct {
 	timeout       time.Duration
 	idle          time.Duration
 	maxCompletion bool
+	responsesURL  string
+	responses     bool // Chat and ChatStream use /responses
 }
 
 // New checks cfg and returns its Provider.
@@ -101,6 +107,9 @@ func New(cfg Config) (*Provider, error) {
 		maxCompletion = true
 	default:
 		return nil, fmt.Errorf("openai provider %s: max tokens field must be max_tokens or max_completion_tokens", cfg.Name)
+	}
+	if cfg.API != "" && cfg.API != "chat" && cfg.API != "responses" {
+		return nil, fmt.Errorf("openai provider %s: api must be chat or responses", cfg.Name)
 	}
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("openai provider %s: timeout must not be negative", cfg.Name)
@@ -141,25 +150,33 @@ func New(cfg Config) (*Provider, error) {
 		timeout:       cfg.Timeout,
 		idle:          idle,
 		maxCompletion: maxCompletion,
+		responsesURL:  strings.TrimRight(cfg.BaseURL, "/") + "/responses",
+		responses:     cfg.API == "responses",
 	}, nil
 }
 
 // Name is the operator's name for the provider.
 func (p *Provider) Name() string { return p.name }
 
-// Formats lists the wire formats Forward accepts: chat completions.
+// Formats lists the wire formats Forward accepts: chat completions and responses.
 func (p *Provider) Formats() []providers.WireFormat {
-	return []providers.WireFormat{providers.FormatOpenAIChat}
+	return []providers.WireFormat{providers.FormatOpenAIChat, providers.FormatOpenAIResponses}
 }
 
-// Forward posts a chat completions body as it is. The body of a streamed answer fails with
+// Forward posts a chat completions body to /chat/completions, or a responses body to
+// /responses, as it is. The body of a streamed answer fails with
 // an *UpstreamError when it stays silent longer than the idle timeout; a read error of the
 // body is an *UpstreamError too, except the caller's own cancellation.
 func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*providers.RawResponse, error) {
-	if req.Format != providers.FormatOpenAIChat {
+	u := p.url
+	switch req.Format {
+	case providers.FormatOpenAIChat:
+	case providers.FormatOpenAIResponses:
+		u = p.responsesURL
+	default:
 		return nil, fmt.Errorf("provider %s: cannot forward format %q", p.name, req.Format)
 	}
-	resp, at, err := p.send(ctx, req.Body, req.Stream, req.Header)
+	resp, at, err := p.send(ctx, u, req.Body, req.Stream, req.Header)
 	if err != nil {
 		return nil, err
 	}
@@ -176,13 +193,16 @@ func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*pro
 
 // Chat sends the neutral request and waits for the whole answer.
 func (p *Provider) Chat(ctx context.Context, req *providers.Request) (*providers.Response, error) {
+	if p.responses {
+		return p.responsesChat(ctx, req)
+	}
 	r := *req
 	r.Stream = false
 	body, err := encodeChatRequest(&r, p.maxCompletion)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
 	}
-	resp, at, err := p.send(ctx, body, false, nil)
+	resp, at, err := p.send(ctx, p.url, body, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -202,13 +222,16 @@ func (p *Provider) Chat(ctx context.Context, req *providers.Request) (*providers
 // they arrive. A server that ignores stream and answers with one JSON body is read whole
 // and its answer replayed as events.
 func (p *Provider) ChatStream(ctx context.Context, req *providers.Request) (providers.Stream, error) {
+	if p.responses {
+		return p.responsesChatStream(ctx, req)
+	}
 	r := *req
 	r.Stream = true
 	body, err := encodeChatRequest(&r, p.maxCompletion)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
 	}
-	resp, at, err := p.send(ctx, body, true, nil)
+	resp, at, err := p.send(ctx, p.url, body, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -233,13 +256,13 @@ type attempt struct {
 	cancel context.CancelFunc
 }
 
-// send posts body and returns a 2xx response, or the failure classified.
-func (p *Provider) send(ctx context.Context, body []byte, stream bool, in http.Header) (*http.Response, *attempt, error) {
+// send posts body to u and returns a 2xx response, or the failure classified.
+func (p *Provider) send(ctx context.Context, u string, body []byte, stream bool, in http.Header) (*http.Response, *attempt, error) {
 	at := &attempt{ctx: ctx, cancel: func() {}}
 	if p.timeout > 0 {
 		at.ctx, at.cancel = context.WithTimeoutCause(ctx, p.timeout, ErrAttemptTimeout)
 	}
-	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		at.cancel()
 		return nil, nil, fmt.Errorf("provider %s: building request: %w", p.name, err)

@@ -117,8 +117,8 @@ type ResponsesIncompleteDetails struct {
 
 // ResponsesUsage is the ResponseUsage object.
 type ResponsesUsage struct {
-	InputTokens         TokenCount `json:"input_tokens"`
-	InputTokensDetails  *struct {
+	InputTokens        TokenCount `json:"input_tokens"`
+	InputTokensDetails *struct {
 		CachedTokens     TokenCount `json:"cached_tokens"`
 		CacheWriteTokens TokenCount `json:"cache_write_tokens"`
 	} `json:"input_tokens_details"`

@@ -1,0 +1,63 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+	"mime"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+)
+
+// responsesChat is Chat through /responses (Config.API "responses").
+func (p *Provider) responsesChat(ctx context.Context, req *providers.Request) (*providers.Response, error) {
+	r := *req
+	r.Stream = false
+	body, err := EncodeResponsesRequest(&r)
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
+	}
+	resp, at, err := p.send(ctx, p.responsesURL, body, false, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer at.cancel()
+	b, err := p.readBody(ctx, at, resp)
+	if err != nil {
+		return nil, err
+	}
+	out, err := DecodeResponsesResponse(b)
+	if err != nil {
+		// A failed response carries its error object, which malformed classifies.
+		return nil, p.malformed(resp.StatusCode, b, err)
+	}
+	return out, nil
+}
+
+// responsesChatStream is ChatStream through /responses (Config.API "responses"). A server
+// that ignores stream and answers with one JSON body is read whole and its answer replayed
+// as events.
+func (p *Provider) responsesChatStream(ctx context.Context, req *providers.Request) (providers.Stream, error) {
+	r := *req
+	r.Stream = true
+	body, err := EncodeResponsesRequest(&r)
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
+	}
+	resp, at, err := p.send(ctx, p.responsesURL, body, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		defer at.cancel()
+		b, err := p.readBody(ctx, at, resp)
+		if err != nil {
+			return nil, err
+		}
+		out, err := DecodeResponsesResponse(b)
+		if err != nil {
+			return nil, p.malformed(resp.StatusCode, b, err)
+		}
+		return &eventStream{events: responsesEvents(out)}, nil
+	}
+	return newResponsesStream(ctx, p.name, at, newIdleBody(resp.Body, p.idle, p.name)), nil
+}
