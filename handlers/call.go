@@ -20,8 +20,12 @@ import (
 // call is one generation request in flight, from the reservation to the settlement. The
 // surface handlers fill in what happened; settle prices it, charges and records it.
 type call struct {
-	g           *Gateway
-	caller      *Caller
+	g      *Gateway
+	caller *Caller
+	// reqCtx is the client's request context: it ends when the client leaves.
+	reqCtx context.Context
+	// att is the attempt in progress, with its timers.
+	att         *attemptState
 	endpoint    string
 	genID       string
 	model       *Model
@@ -34,6 +38,7 @@ type call struct {
 
 	attempts []store.Attempt
 	failures []failure
+	skipped  []skippedRoute
 
 	// What the answer was: the route that produced it and its usage.
 	route        *Route
@@ -57,6 +62,12 @@ type call struct {
 	settled      bool
 }
 
+// skippedRoute is a candidate route the call did not try, and why.
+type skippedRoute struct {
+	provider string
+	reason   string
+}
+
 type failure struct {
 	route Route
 	err   *providers.UpstreamError
@@ -74,7 +85,7 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 	}
 	c := &call{
 		g: g, caller: caller, endpoint: endpoint, genID: ids.New("gen"), model: m, routes: routes,
-		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes,
+		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(),
 	}
 	w.Header().Set("X-Generation-Id", c.genID)
 	if m.Free() {
@@ -250,7 +261,13 @@ func (c *call) upstreamFailure(ue *providers.UpstreamError) *APIError {
 	if msg == "" {
 		msg = "the provider refused the request"
 	}
-	e := newError(status, CodeUpstream, fmt.Sprintf("provider %s: %s", ue.Provider, msg))
+	// The upstream's own code (content_policy_violation, context_length_exceeded...) tells the
+	// caller what to change.
+	code := CodeUpstream
+	if ue.Code != "" && ue.Category == providers.CategoryInvalidRequest {
+		code = ue.Code
+	}
+	e := newError(status, code, fmt.Sprintf("provider %s: %s", ue.Provider, msg))
 	e.Origin = "upstream"
 	e.Param = ue.Param
 	e.Extra = c.diagnostics()
@@ -259,6 +276,13 @@ func (c *call) upstreamFailure(ue *providers.UpstreamError) *APIError {
 
 // allFailed answers when every route failed, with the spec's diagnostics.
 func (c *call) allFailed() *APIError {
+	if len(c.attempts) == 0 {
+		e := newError(http.StatusServiceUnavailable, CodeUpstream, fmt.Sprintf("every route of model %q is unavailable right now (circuit open after repeated failures); retry shortly", c.model.Name))
+		e.Origin, e.Type = "gateway", "system"
+		e.Extra = c.diagnostics()
+		e.Extra["retry_after_seconds"] = int64(1)
+		return c.failed(e)
+	}
 	status, code := http.StatusBadGateway, CodeUpstream
 	allLimited := len(c.failures) > 0
 	for _, f := range c.failures {
@@ -327,9 +351,17 @@ func (c *call) diagnostics() map[string]any {
 		}
 	}
 	before := len(c.model.Routes)
-	d["routing_diagnostics"] = map[string]any{"filterStages": []any{
+	stages := []any{
 		map[string]any{"stage": "endpoint_support", "beforeCount": before, "afterCount": len(c.routes), "droppedProviders": []any{}},
-	}}
+	}
+	if len(c.skipped) > 0 {
+		dropped := make([]any, 0, len(c.skipped))
+		for _, s := range c.skipped {
+			dropped = append(dropped, map[string]any{"providerId": s.provider, "reason": s.reason})
+		}
+		stages = append(stages, map[string]any{"stage": "availability", "beforeCount": len(c.routes), "afterCount": len(c.routes) - len(c.skipped), "droppedProviders": dropped})
+	}
+	d["routing_diagnostics"] = map[string]any{"filterStages": stages}
 	d["provider_candidate_diagnostics"] = map[string]any{
 		"totalProviders": before, "supportsEndpointCount": len(c.routes), "candidateCount": len(c.routes),
 		"droppedUnsupportedEndpoint": []string{}, "droppedMissingAdapter": []any{},

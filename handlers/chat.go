@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -178,36 +179,73 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 	c.streamed = f.stream
 
 	var neutral *providers.Request
+	var tooLong *providers.UpstreamError
+	var tooLongWindow int64
 	for _, rt := range c.routes {
-		var err error
-		if fw, ok := forwarderFor(rt, ts.format); ok && ts.forward != nil {
-			err = ts.forward(c, w, r, rt, fw, body, f)
-		} else {
-			if neutral == nil {
+		// After a context-length refusal only a larger window can help.
+		if tooLong != nil && (rt.ContextWindow == 0 || rt.ContextWindow <= tooLongWindow) {
+			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "context_window_too_small"})
+			continue
+		}
+		if !rt.breaker.allow(g.Now(), rt.Policy) {
+			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "circuit_open"})
+			continue
+		}
+		if neutral == nil {
+			if _, ok := forwarderFor(rt, ts.format); !ok || ts.forward == nil {
+				var err error
 				if neutral, err = ts.decode(body); err != nil {
 					return c.failed(validationFrom(err))
 				}
 			}
-			err = c.neutral(w, r, rt, neutral, f.stream, ts.encoder(f))
 		}
-		if err == nil {
-			return nil
+		for try := 0; ; try++ {
+			err, silent := c.attempt(r, rt, f.stream, func(ar *http.Request) error {
+				if fw, ok := forwarderFor(rt, ts.format); ok && ts.forward != nil {
+					return ts.forward(c, w, ar, rt, fw, body, f)
+				}
+				return c.neutral(w, ar, rt, neutral, f.stream, ts.encoder(f))
+			})
+			if c.gone() {
+				rt.breaker.record(g.Now(), rt.Policy, true)
+				c.clientGone()
+				return nil
+			}
+			if err == nil {
+				rt.breaker.record(g.Now(), rt.Policy, true)
+				return nil
+			}
+			ue, ok := providers.AsUpstreamError(err)
+			if !ok {
+				g.Logger.Error("serving a text request failed", zapErr(err))
+				return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
+			}
+			if !ue.Fallbackable() {
+				rt.breaker.record(g.Now(), rt.Policy, true)
+				if ue.Code == CodeContextLengthExceeded {
+					tooLong, tooLongWindow = ue, rt.ContextWindow
+					break
+				}
+				return c.upstreamFailure(ue)
+			}
+			rt.breaker.record(g.Now(), rt.Policy, false)
+			if silent || try >= rt.Policy.Retries || !retrySame(ue, rt.Policy) {
+				break
+			}
+			if !c.sleep(rt.Policy.backoff(try+1, ue.RetryAfter)) {
+				c.clientGone()
+				return nil
+			}
 		}
-		if r.Context().Err() != nil {
-			c.clientGone()
-			return nil
-		}
-		ue, ok := providers.AsUpstreamError(err)
-		if !ok {
-			g.Logger.Error("serving a text request failed", zapErr(err))
-			return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
-		}
-		if !ue.Fallbackable() {
-			return c.upstreamFailure(ue)
-		}
+	}
+	if tooLong != nil && len(c.failures) > 0 && c.failures[len(c.failures)-1].err == tooLong {
+		return c.upstreamFailure(tooLong)
 	}
 	return c.allFailed()
 }
+
+// CodeContextLengthExceeded is the code adapters give a request too long for the model.
+const CodeContextLengthExceeded = "context_length_exceeded"
 
 // clientGone notes that the client left before the answer was complete.
 func (c *call) clientGone() {
@@ -286,6 +324,7 @@ func (c *call) chatForward(w http.ResponseWriter, r *http.Request, rt Route, fw 
 		c.recordAttempt(rt, began, err)
 		return err
 	}
+	c.headersArrived()
 	if f.stream {
 		return c.chatForwardStream(w, r, rt, began, resp, f)
 	}
@@ -424,6 +463,9 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if fr := chunkFinishReason(data); fr != "" {
 			c.finish = fr
 		}
+		if hasDeltaContent(data) {
+			c.gotToken()
+		}
 		chunk, err := rawjson.Set(data, "id", quotedID)
 		if err != nil {
 			chunk = data
@@ -439,12 +481,15 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 			break
 		}
 	}
-	if r.Context().Err() != nil || out.failed {
+	if c.gone() || out.failed {
 		if !out.started {
 			return context.Canceled
 		}
 		c.clientGone()
 		return nil
+	}
+	if ue := c.timeoutCause(r.Context(), rt); ue != nil {
+		streamErr = ue
 	}
 	if streamErr == nil && !done {
 		switch {
@@ -570,4 +615,23 @@ func containsFinish(b []byte) bool {
 func usageChunkFor(id, model string, created int64, u providers.Usage) []byte {
 	chunk, _ := openai.NewChunkEncoder(id, model, created).Encode(providers.Event{Type: providers.EventUsage, Usage: u})
 	return chunk
+}
+
+// hasDeltaContent tells cheaply whether a chunk carries a piece of the answer (text or a tool
+// call), as opposed to the role-only first chunk or the finish chunk.
+func hasDeltaContent(chunk []byte) bool {
+	for _, key := range [][]byte{[]byte(`"content":"`), []byte(`"tool_calls":[`), []byte(`"refusal":"`)} {
+		for i := bytes.Index(chunk, key); i >= 0; {
+			end := i + len(key)
+			if end < len(chunk) && chunk[end] != '"' && chunk[end] != ']' {
+				return true
+			}
+			next := bytes.Index(chunk[end:], key)
+			if next < 0 {
+				break
+			}
+			i = end + next
+		}
+	}
+	return false
 }

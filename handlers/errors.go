@@ -160,7 +160,7 @@ func writeError(w http.ResponseWriter, s Surface, e *APIError, generationID stri
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(data)))
-	if e.Status == http.StatusTooManyRequests {
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
 		if ra, ok := e.Extra["retry_after_seconds"].(int64); ok && ra > 0 {
 			h.Set("Retry-After", strconv.FormatInt(ra, 10))
 		}

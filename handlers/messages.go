@@ -105,6 +105,7 @@ func (c *call) messagesForward(w http.ResponseWriter, r *http.Request, rt Route,
 		c.recordAttempt(rt, began, err)
 		return err
 	}
+	c.headersArrived()
 	if f.stream {
 		return c.messagesForwardStream(w, r, rt, began, resp)
 	}
@@ -245,6 +246,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			stopped = true
 		case "content_block_delta":
 			c.chunks++
+			c.gotToken()
 		}
 		if streamErr != nil || stopped {
 			break
@@ -255,12 +257,15 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			break
 		}
 	}
-	if r.Context().Err() != nil || out.failed {
+	if c.gone() || out.failed {
 		if !out.started {
 			return context.Canceled
 		}
 		c.clientGone()
 		return nil
+	}
+	if ue := c.timeoutCause(r.Context(), rt); ue != nil {
+		streamErr = ue
 	}
 	if streamErr == nil && !stopped {
 		switch {

@@ -25,6 +25,16 @@ type Route struct {
 	Price         pricing.Price
 	// MaxOutputTokens is the largest completion the route produces; it sizes reservations.
 	MaxOutputTokens int64
+	// ContextWindow is the model's context length in tokens; 0 means unknown. A request too
+	// long for one route falls back only to routes with a larger window.
+	ContextWindow int64
+	// Prefill tells whether the route accepts an assistant prefill, so that a stream broken
+	// on another route can be continued here.
+	Prefill bool
+	// Policy is the route's retry, timeout and circuit-breaking behaviour.
+	Policy Policy
+
+	breaker *breaker
 }
 
 // Model is a public model name with its routes in fallback order.
@@ -77,6 +87,8 @@ func NewRegistry(models []*Model) (*Registry, error) {
 			if rt.MaxOutputTokens <= 0 {
 				m.Routes[i].MaxOutputTokens = DefaultMaxOutputTokens
 			}
+			m.Routes[i].Policy = rt.Policy.WithDefaults()
+			m.Routes[i].breaker = new(breaker)
 			provs[rt.ProviderName] = true
 		}
 		r.models[m.Name] = m

@@ -83,6 +83,7 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 		c.recordAttempt(rt, began, err)
 		return err
 	}
+	c.headersArrived()
 	defer st.Close()
 	return c.neutralStream(w, r, rt, began, st, s.sink(c, rt.UpstreamModel))
 }
@@ -114,6 +115,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 			c.stopSequence = ev.StopSequence
 		case providers.EventText, providers.EventToolCall, providers.EventReasoning:
 			c.chunks++
+			c.gotToken()
 		}
 		frames := sink.event(ev)
 		if len(frames) == 0 {
@@ -125,7 +127,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 			break
 		}
 	}
-	if r.Context().Err() != nil || out.failed {
+	if c.gone() || out.failed {
 		if !out.started {
 			return context.Canceled
 		}
@@ -134,6 +136,9 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 	}
 	if err := st.Err(); err != nil {
 		ue, ok := providers.AsUpstreamError(err)
+		if tu := c.timeoutCause(r.Context(), rt); tu != nil {
+			ue, ok = tu, true
+		}
 		if !ok {
 			ue = c.streamFailure(rt, "the provider's stream failed: "+err.Error(), nil)
 		}

@@ -110,6 +110,9 @@ type ProviderConfig struct {
 	// dial and header timeouts, keep-alive pool, TLS and HTTP/2 options. Default: Caddy's.
 	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
 
+	// Resilience is the retry, timeout and circuit-breaking policy of the provider's routes.
+	Resilience
+
 	// Latency is the mock's wait before answering. Default: 0.
 	Latency caddy.Duration `json:"latency,omitempty"`
 	// Chunks is the number of pieces of a mock stream. Default: 8.
@@ -145,6 +148,81 @@ type RouteConfig struct {
 	// MaxOutputTokens is the route's largest completion; it sizes credit reservations of
 	// requests that set no max_tokens. Default: 4096.
 	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// ContextWindow is the model's context length in tokens. A request refused as too long
+	// falls back only to routes with a larger window. Default: unknown (no such fallback).
+	ContextWindow int64 `json:"context_window,omitempty"`
+	// Resilience overrides the provider's policy for this route, field by field.
+	Resilience
+}
+
+// Resilience is how persistently the gateway works a route. Unset fields take the
+// provider's value, then the defaults.
+type Resilience struct {
+	// Retries is how many more times a route is tried after a 429, a 5xx or a connection
+	// failure before any byte reached the client; 0 turns retries off. Default: 2.
+	Retries *int `json:"retries,omitempty"`
+	// RetryBackoff and RetryBackoffMax bound the exponential backoff with full jitter.
+	// Defaults: 200ms and 5s.
+	RetryBackoff    caddy.Duration `json:"retry_backoff,omitempty"`
+	RetryBackoffMax caddy.Duration `json:"retry_backoff_max,omitempty"`
+	// RetryAfterCap is the longest upstream Retry-After honoured before retrying; a longer one
+	// moves on to the next route. Default: 20s.
+	RetryAfterCap caddy.Duration `json:"retry_after_cap,omitempty"`
+	// HeaderTimeout bounds the wait for a stream's response headers; a route silent that long
+	// is not retried, the next is tried at once. Negative turns it off. Default: 30s.
+	HeaderTimeout caddy.Duration `json:"header_timeout,omitempty"`
+	// FirstTokenTimeout bounds the wait from a stream's headers to its first token. Negative
+	// turns it off. Default: 60s.
+	FirstTokenTimeout caddy.Duration `json:"first_token_timeout,omitempty"`
+	// CircuitBreakerThreshold consecutive failures open the route's circuit for
+	// CircuitBreakerCooldown; 0 turns the breaker off. Defaults: 5 and 15s.
+	CircuitBreakerThreshold *int           `json:"circuit_breaker_threshold,omitempty"`
+	CircuitBreakerCooldown  caddy.Duration `json:"circuit_breaker_cooldown,omitempty"`
+	// Prefill tells whether the upstream accepts an assistant prefill, which lets a stream
+	// broken elsewhere continue here. Default: true for anthropic and mock, false otherwise.
+	Prefill *bool `json:"prefill,omitempty"`
+}
+
+// over returns r with the fields that o sets replaced.
+func (r Resilience) over(o Resilience) Resilience {
+	if o.Retries != nil {
+		r.Retries = o.Retries
+	}
+	if o.CircuitBreakerThreshold != nil {
+		r.CircuitBreakerThreshold = o.CircuitBreakerThreshold
+	}
+	if o.Prefill != nil {
+		r.Prefill = o.Prefill
+	}
+	for _, f := range [][2]*caddy.Duration{{&r.RetryBackoff, &o.RetryBackoff}, {&r.RetryBackoffMax, &o.RetryBackoffMax}, {&r.RetryAfterCap, &o.RetryAfterCap},
+		{&r.HeaderTimeout, &o.HeaderTimeout}, {&r.FirstTokenTimeout, &o.FirstTokenTimeout}, {&r.CircuitBreakerCooldown, &o.CircuitBreakerCooldown}} {
+		if *f[1] != 0 {
+			*f[0] = *f[1]
+		}
+	}
+	return r
+}
+
+// policy is the handlers' form of the resilience settings.
+func (r Resilience) policy() handlers.Policy {
+	p := handlers.Policy{
+		BackoffBase: time.Duration(r.RetryBackoff), BackoffMax: time.Duration(r.RetryBackoffMax),
+		RetryAfterCap: time.Duration(r.RetryAfterCap), HeaderTimeout: time.Duration(r.HeaderTimeout),
+		FirstTokenTimeout: time.Duration(r.FirstTokenTimeout), BreakerCooldown: time.Duration(r.CircuitBreakerCooldown),
+	}
+	if r.Retries != nil {
+		p.Retries = *r.Retries
+		if p.Retries == 0 {
+			p.Retries = -1
+		}
+	}
+	if r.CircuitBreakerThreshold != nil {
+		p.BreakerThreshold = *r.CircuitBreakerThreshold
+		if p.BreakerThreshold == 0 {
+			p.BreakerThreshold = -1
+		}
+	}
+	return p
 }
 
 // PriceConfig holds USD prices as exact decimal strings: per million tokens, and per request.
@@ -365,7 +443,15 @@ func (a *App) buildModels(provs map[string]providers.Provider) ([]*handlers.Mode
 			if upstream == "" {
 				upstream = strings.TrimSuffix(mc.Name, handlers.FreeSuffix)
 			}
-			m.Routes = append(m.Routes, handlers.Route{ProviderName: rc.Provider, Provider: p, UpstreamModel: upstream, Price: price, MaxOutputTokens: rc.MaxOutputTokens})
+			res := a.Providers[rc.Provider].Resilience.over(rc.Resilience)
+			prefill := a.Providers[rc.Provider].Type == "anthropic" || a.Providers[rc.Provider].Type == "mock"
+			if res.Prefill != nil {
+				prefill = *res.Prefill
+			}
+			m.Routes = append(m.Routes, handlers.Route{
+				ProviderName: rc.Provider, Provider: p, UpstreamModel: upstream, Price: price, MaxOutputTokens: rc.MaxOutputTokens,
+				ContextWindow: rc.ContextWindow, Prefill: prefill, Policy: res.policy(),
+			})
 		}
 		out = append(out, m)
 	}

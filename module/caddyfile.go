@@ -60,6 +60,14 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //				chunks <n>
 //				chunk_interval <duration>
 //				text <reply>
+//				# resilience (also settable per route)
+//				retries <n>
+//				retry_backoff <base> [<max>]
+//				retry_after_cap <duration>
+//				header_timeout <duration>|off
+//				first_token_timeout <duration>|off
+//				circuit_breaker <failures> [<cooldown>]|off
+//				prefill on|off
 //			}
 //
 //			model <name> {
@@ -73,6 +81,8 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //					reasoning <usd per 1M tokens>
 //					request <usd per request>
 //					max_output_tokens <n>
+//					context_window <n>
+//					<any resilience option of the provider>
 //				}
 //			}
 //		}
@@ -230,6 +240,8 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 			if err = parseInt(d, &n); err == nil {
 				pc.Chunks = int(n)
 			}
+		case "retries", "retry_backoff", "retry_after_cap", "header_timeout", "first_token_timeout", "circuit_breaker", "prefill":
+			err = parseResilience(d, &pc.Resilience)
 		case "transport":
 			if !d.NextArg() {
 				return nil, d.ArgErr()
@@ -301,8 +313,19 @@ func parseRoute(d *caddyfile.Dispenser, rc *RouteConfig) error {
 			return d.Errf("%s already specified", sub)
 		}
 		seen[sub] = true
-		if sub == "max_output_tokens" {
+		switch sub {
+		case "max_output_tokens":
 			if err := parseInt(d, &rc.MaxOutputTokens); err != nil {
+				return err
+			}
+			continue
+		case "context_window":
+			if err := parseInt(d, &rc.ContextWindow); err != nil {
+				return err
+			}
+			continue
+		case "retries", "retry_backoff", "retry_after_cap", "header_timeout", "first_token_timeout", "circuit_breaker", "prefill":
+			if err := parseResilience(d, &rc.Resilience); err != nil {
 				return err
 			}
 			continue
@@ -421,3 +444,93 @@ var (
 	_ caddyfile.Unmarshaler = (*App)(nil)
 	_ caddyfile.Unmarshaler = (*Handler)(nil)
 )
+
+// parseResilience reads one resilience option (the current token names it).
+func parseResilience(d *caddyfile.Dispenser, r *Resilience) error {
+	opt := d.Val()
+	args := d.RemainingArgs()
+	one := func() error {
+		if len(args) != 1 {
+			return d.ArgErr()
+		}
+		return nil
+	}
+	dur := func(s string, out *caddy.Duration, offOK bool) error {
+		if offOK && s == "off" {
+			*out = -1
+			return nil
+		}
+		v, err := caddy.ParseDuration(s)
+		if err != nil || v <= 0 {
+			return d.Errf("%s: invalid duration %q", opt, s)
+		}
+		*out = caddy.Duration(v)
+		return nil
+	}
+	switch opt {
+	case "retries":
+		if err := one(); err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 0 || n > 10 {
+			return d.Errf("retries: want 0 to 10, got %q", args[0])
+		}
+		r.Retries = &n
+	case "retry_backoff":
+		if len(args) < 1 || len(args) > 2 {
+			return d.ArgErr()
+		}
+		if err := dur(args[0], &r.RetryBackoff, false); err != nil {
+			return err
+		}
+		if len(args) == 2 {
+			return dur(args[1], &r.RetryBackoffMax, false)
+		}
+	case "retry_after_cap":
+		if err := one(); err != nil {
+			return err
+		}
+		return dur(args[0], &r.RetryAfterCap, false)
+	case "header_timeout":
+		if err := one(); err != nil {
+			return err
+		}
+		return dur(args[0], &r.HeaderTimeout, true)
+	case "first_token_timeout":
+		if err := one(); err != nil {
+			return err
+		}
+		return dur(args[0], &r.FirstTokenTimeout, true)
+	case "circuit_breaker":
+		if len(args) < 1 || len(args) > 2 {
+			return d.ArgErr()
+		}
+		if args[0] == "off" {
+			if len(args) != 1 {
+				return d.ArgErr()
+			}
+			zero := 0
+			r.CircuitBreakerThreshold = &zero
+			return nil
+		}
+		n, err := strconv.Atoi(args[0])
+		if err != nil || n < 1 {
+			return d.Errf("circuit_breaker: want a number of failures or off, got %q", args[0])
+		}
+		r.CircuitBreakerThreshold = &n
+		if len(args) == 2 {
+			return dur(args[1], &r.CircuitBreakerCooldown, false)
+		}
+	case "prefill":
+		if err := one(); err != nil {
+			return err
+		}
+		if args[0] != "on" && args[0] != "off" {
+			return d.Errf("prefill: want on or off, got %q", args[0])
+		}
+		on := args[0] == "on"
+		r.Prefill = &on
+	}
+	return nil
+}

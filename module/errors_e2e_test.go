@@ -51,7 +51,7 @@ var upstreamErrorOutcome = map[int]struct {
 	code     string
 	category string
 }{
-	400: {400, "upstream_error", ""},
+	400: {400, "context_length_exceeded", ""},
 	401: {502, "upstream_error", "credentials_invalid_or_forbidden"},
 	403: {502, "upstream_error", "credentials_invalid_or_forbidden"},
 	404: {502, "upstream_error", "model_unavailable_for_endpoint"},
@@ -89,6 +89,8 @@ func TestUpstreamErrorsOnEverySurface(t *testing.T) {
 			type %s
 			base_url %s
 			api_key upstream-secret-%s
+			retries 0
+			circuit_breaker off
 		}`, name, kind, base, name) + pricedModel("m-"+name, pricedRoute(name, "up"))
 		}
 	}

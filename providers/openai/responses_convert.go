@@ -404,6 +404,9 @@ func decodeResponsesImage(p ResponsesContentPart) (providers.Part, error) {
 	if err != nil {
 		return providers.Part{}, fmt.Errorf("image_url: %w", err)
 	}
+	if part.ImageURL == "" && len(part.Data) == 0 {
+		return providers.Part{}, errors.New("image_url: data URL has no data")
+	}
 	return part, nil
 }
 

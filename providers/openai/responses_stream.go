@@ -391,7 +391,7 @@ type responsesStream struct {
 type streamedItem struct {
 	typ      string
 	text     []byte // text, or arguments, emitted so far
-	call     int    // neutral index of a function call
+	call     int    // neutral index of a function call, -1 until its first event
 	sentID   bool
 	sentName bool
 	signed   bool
@@ -648,11 +648,7 @@ func (s *responsesStream) item(id, index json.RawMessage, typ string) (*streamed
 	}
 	it := s.items[key]
 	if it == nil {
-		it = &streamedItem{typ: typ}
-		if typ == "function_call" {
-			it.call = s.calls
-			s.calls++
-		}
+		it = &streamedItem{typ: typ, call: -1}
 		s.items[key] = it
 	}
 	return it, nil
@@ -745,7 +741,7 @@ func (s *responsesStream) emitCall(it *streamedItem, callID, name, args string, 
 		return
 	}
 	s.sawToolCall = true
-	ev := providers.Event{Type: providers.EventToolCall, Index: it.call}
+	ev := providers.Event{Type: providers.EventToolCall}
 	if callID != "" && !it.sentID {
 		it.sentID, ev.ToolCall.ID = true, callID
 	}
@@ -761,9 +757,16 @@ func (s *responsesStream) emitCall(it *streamedItem, callID, name, args string, 
 	}
 	it.text = append(it.text, args...)
 	ev.ToolCall.Arguments = args
-	if ev.ToolCall.ID != "" || ev.ToolCall.Name != "" || args != "" {
-		s.pending = append(s.pending, ev)
+	if ev.ToolCall.ID == "" && ev.ToolCall.Name == "" && args == "" {
+		return
 	}
+	// The neutral index is given with the first event, so that indexes follow the events.
+	if it.call < 0 {
+		it.call = s.calls
+		s.calls++
+	}
+	ev.Index = it.call
+	s.pending = append(s.pending, ev)
 }
 
 // rawString reads a JSON string; absent or null is "".

@@ -1,0 +1,545 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// armKind says what stands between the load generator and the fake upstream.
+type armKind int
+
+const (
+	kindDirect armKind = iota
+	kindCaddy
+	kindGateway
+)
+
+// arm is one way of reaching the fake upstream.
+type arm struct {
+	name     string
+	kind     armKind
+	url      string
+	messages bool // the Anthropic Messages surface, else chat completions
+	model    string
+	key      string
+	// proc is the proxy process whose CPU and memory the arm is charged; nil for direct.
+	proc   *child
+	client *http.Client
+
+	// ok200 counts 200 answers (for the gateway's records check), all tests included.
+	ok200 atomic.Int64
+}
+
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: 20000,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		WriteBufferSize:     4 << 10,
+		ReadBufferSize:      4 << 10,
+	}}
+}
+
+// body is the request the arm sends: the same prompt, with the directive, on every arm.
+func (a *arm) body(stream bool, d directive) []byte {
+	prompt := strconv.Quote("Write a short greeting for a benchmark. " + d.String())
+	var b bytes.Buffer
+	if a.messages {
+		fmt.Fprintf(&b, `{"model":%q,"max_tokens":64,"messages":[{"role":"user","content":%s}]`, a.model, prompt)
+		if stream {
+			b.WriteString(`,"stream":true`)
+		}
+	} else {
+		fmt.Fprintf(&b, `{"model":%q,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":%s}],"max_tokens":64,"temperature":0.2`, a.model, prompt)
+		if stream {
+			b.WriteString(`,"stream":true,"stream_options":{"include_usage":true}`)
+		}
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func (a *arm) newRequest(ctx context.Context, body []byte) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	if a.messages {
+		h.Set("X-Api-Key", a.key)
+		h.Set("Anthropic-Version", "2023-06-01")
+	} else {
+		h.Set("Authorization", "Bearer "+a.key)
+	}
+	return req
+}
+
+// do sends a non-streamed request and reads the whole answer.
+func (a *arm) do(ctx context.Context, body []byte) error {
+	resp, err := a.client.Do(a.newRequest(ctx, body))
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		a.ok200.Add(1)
+	}
+	switch {
+	case err != nil:
+		return err
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("status %d", resp.StatusCode)
+	case n == 0:
+		return fmt.Errorf("empty answer")
+	}
+	return nil
+}
+
+// errorLog keeps the first error of a test for the report.
+type errorLog struct {
+	n     atomic.Int64
+	once  sync.Once
+	first string
+}
+
+func (e *errorLog) add(err error) {
+	e.n.Add(1)
+	e.once.Do(func() { e.first = err.Error() })
+}
+
+// satResult is a closed-loop saturation test.
+type satResult struct {
+	RPS        num    `json:"rps"`
+	Requests   int64  `json:"requests"`
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// CPUPerReqUs is the proxy's CPU time per request; UpstreamCPUPerReqUs the fake's.
+	CPUPerReqUs         num `json:"cpu_per_request_us"`
+	UpstreamCPUPerReqUs num `json:"upstream_cpu_per_request_us"`
+}
+
+// saturate runs conc workers back to back for warmup+dur and counts what completes in the
+// measured window. Requests in flight at the end finish (they are not cut, so that every
+// gateway request is a complete one for the records check).
+func saturate(ctx context.Context, a *arm, upstream *child, conc int, warmup, dur time.Duration, body []byte) satResult {
+	start := time.Now()
+	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
+	var counted atomic.Int64
+	var errs errorLog
+	var wg sync.WaitGroup
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if !t0.Before(end) {
+					return
+				}
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				err := a.do(rctx, body)
+				cancel()
+				t1 := time.Now()
+				if err != nil {
+					if t1.After(measureFrom) {
+						errs.add(err)
+					}
+					continue
+				}
+				if !t0.Before(measureFrom) && !t1.After(end) {
+					counted.Add(1)
+				}
+			}
+		}()
+	}
+	var cpu0, cpu1, up0, up1 time.Duration
+	sleepCtx(ctx, time.Until(measureFrom))
+	cpu0, up0 = cpuOf(a.proc), cpuOf(upstream)
+	sleepCtx(ctx, time.Until(end))
+	cpu1, up1 = cpuOf(a.proc), cpuOf(upstream)
+	wg.Wait()
+	r := satResult{Requests: counted.Load(), Errors: errs.n.Load(), FirstError: errs.first}
+	r.RPS = num(float64(r.Requests) / dur.Seconds())
+	r.CPUPerReqUs, r.UpstreamCPUPerReqUs = nan, nan
+	if r.Requests > 0 {
+		if a.proc != nil {
+			r.CPUPerReqUs = num(micros(cpu1-cpu0) / float64(r.Requests))
+		}
+		r.UpstreamCPUPerReqUs = num(micros(up1-up0) / float64(r.Requests))
+	}
+	return r
+}
+
+func cpuOf(c *child) time.Duration {
+	if c == nil {
+		return 0
+	}
+	d, _ := procCPU(c.pid())
+	return d
+}
+
+// latResult is an open-loop fixed-rate test.
+type latResult struct {
+	Sent       int64  `json:"sent"`
+	P50Us      num    `json:"p50_us"`
+	P99Us      num    `json:"p99_us"`
+	Errors     int64  `json:"errors"`
+	Dropped    int64  `json:"dropped"`
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// fixedRate sends rate requests a second on a fixed schedule, whatever the answers' pace
+// (open loop), and records each one's time from sending to the end of its body. At most
+// maxInFlight requests are outstanding; a send that would exceed it is dropped and counted.
+func fixedRate(ctx context.Context, a *arm, rate int, warmup, dur time.Duration, body []byte) latResult {
+	const maxInFlight = 4096
+	period := time.Second / time.Duration(rate)
+	start := time.Now()
+	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
+	var mu sync.Mutex
+	lat := make([]float64, 0, int(float64(rate)*dur.Seconds())+16)
+	var errs errorLog
+	var inFlight, dropped, sent atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; ctx.Err() == nil; i++ {
+		at := start.Add(time.Duration(i) * period)
+		if !at.Before(end) {
+			break
+		}
+		if d := time.Until(at); d > 0 {
+			time.Sleep(d)
+		}
+		measured := !at.Before(measureFrom)
+		if inFlight.Load() >= maxInFlight {
+			if measured {
+				dropped.Add(1)
+			}
+			continue
+		}
+		inFlight.Add(1)
+		if measured {
+			sent.Add(1)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer inFlight.Add(-1)
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			t0 := time.Now()
+			err := a.do(rctx, body)
+			d := time.Since(t0)
+			if !measured {
+				return
+			}
+			if err != nil {
+				errs.add(err)
+				return
+			}
+			mu.Lock()
+			lat = append(lat, micros(d))
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return latResult{
+		Sent: sent.Load(), P50Us: num(percentile(lat, 50)), P99Us: num(percentile(lat, 99)),
+		Errors: errs.n.Load(), Dropped: dropped.Load(), FirstError: errs.first,
+	}
+}
+
+// streamObs is what the client saw of one stream.
+type streamObs struct {
+	ttfb    time.Duration // from sending to the first content chunk
+	times   []time.Time   // arrival of each content chunk
+	done    bool          // [DONE] or message_stop arrived
+	errored bool          // an error event arrived
+	status  int
+	err     error
+}
+
+// openStream sends a streamed request and reads it to the end, calling first once the
+// first content chunk has arrived (true) or the stream failed before it (false).
+func (a *arm) openStream(ctx context.Context, body []byte, first func(ok bool)) streamObs {
+	var o streamObs
+	called := false
+	signal := func() {
+		if !called && first != nil {
+			called = true
+			first(len(o.times) > 0)
+		}
+	}
+	defer signal()
+	t0 := time.Now()
+	resp, err := a.client.Do(a.newRequest(ctx, body))
+	if err != nil {
+		o.err = err
+		return o
+	}
+	defer resp.Body.Close()
+	o.status = resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		o.err = fmt.Errorf("status %d", resp.StatusCode)
+		return o
+	}
+	a.ok200.Add(1)
+	br := bufio.NewReaderSize(resp.Body, 8<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			now := time.Now()
+			if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+				data = bytes.TrimSpace(data)
+				switch {
+				case bytes.Equal(data, []byte("[DONE]")), bytes.Contains(data, []byte(`"type":"message_stop"`)):
+					o.done = true
+				case bytes.HasPrefix(data, []byte(`{"error"`)), bytes.Contains(data, []byte(`"type":"error"`)):
+					o.errored = true
+				case bytes.Contains(data, []byte("~t")):
+					if len(o.times) == 0 {
+						o.ttfb = now.Sub(t0)
+					}
+					o.times = append(o.times, now)
+					if len(o.times) == 1 {
+						signal()
+					}
+				}
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err != io.EOF {
+				o.err = err
+			}
+			return o
+		}
+	}
+}
+
+// check says what is wrong with a stream that should have had n content chunks.
+func (o *streamObs) check(n int) error {
+	switch {
+	case o.err != nil:
+		return o.err
+	case o.errored:
+		return fmt.Errorf("error event in the stream")
+	case len(o.times) != n:
+		return fmt.Errorf("%d content chunks, want %d", len(o.times), n)
+	case !o.done:
+		return fmt.Errorf("the stream ended without its end event")
+	}
+	return nil
+}
+
+// streamResult is the streaming test: time to first chunk and gaps between chunks.
+type streamResult struct {
+	Streams    int64  `json:"streams"`
+	TTFBP50Us  num    `json:"ttfb_p50_us"`
+	TTFBP99Us  num    `json:"ttfb_p99_us"`
+	GapP50Us   num    `json:"gap_p50_us"`
+	GapP99Us   num    `json:"gap_p99_us"`
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// streams runs conc workers that open streams back to back for dur.
+func streams(ctx context.Context, a *arm, conc int, dur time.Duration, d directive) streamResult {
+	body := a.body(true, d)
+	end := time.Now().Add(dur)
+	var mu sync.Mutex
+	var ttfb, gaps []float64
+	var count atomic.Int64
+	var errs errorLog
+	var wg sync.WaitGroup
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && time.Now().Before(end) {
+				rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+				o := a.openStream(rctx, body, nil)
+				cancel()
+				if err := o.check(d.n); err != nil {
+					errs.add(err)
+					continue
+				}
+				count.Add(1)
+				mu.Lock()
+				ttfb = append(ttfb, micros(o.ttfb))
+				for i := 1; i < len(o.times); i++ {
+					gaps = append(gaps, micros(o.times[i].Sub(o.times[i-1])))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return streamResult{
+		Streams: count.Load(), TTFBP50Us: num(percentile(ttfb, 50)), TTFBP99Us: num(percentile(ttfb, 99)),
+		GapP50Us: num(percentile(gaps, 50)), GapP99Us: num(percentile(gaps, 99)),
+		Errors: errs.n.Load(), FirstError: errs.first,
+	}
+}
+
+// heldResult is the held-streams test: k streams open at once, the memory they cost, and
+// whether every one of them went on flowing once released.
+type heldResult struct {
+	Streams int `json:"streams"`
+	Opened  int `json:"opened"`
+	// OpenSeconds is how long it took for every stream to get its first chunk.
+	OpenSeconds num `json:"open_seconds"`
+	// BytesPerStream is the proxy's RSS growth per open stream; UpstreamBytesPerStream the fake's.
+	BytesPerStream         num   `json:"bytes_per_stream"`
+	UpstreamBytesPerStream num   `json:"upstream_bytes_per_stream"`
+	BaseRSS                int64 `json:"base_rss"`
+	OpenRSS                int64 `json:"open_rss"`
+	Completed              int   `json:"completed"`
+	// Stalled streams never opened, never finished, or went silent longer than the stall
+	// limit after their release.
+	Stalled    int    `json:"stalled"`
+	MaxGapMs   num    `json:"max_gap_ms"`
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// openTimeout bounds the wait for every held stream's first chunk; the streams still
+// unopened then count as stalled.
+const openTimeout = 2 * time.Minute
+
+// held opens k streams that the upstream holds after their first chunk, measures the
+// proxy's memory while all are open, releases them and checks that each one completes
+// with no gap longer than interval+stall.
+func held(ctx context.Context, a *arm, upstream *child, upstreamURL string, k, openConc int, d directive, stall time.Duration) heldResult {
+	r := heldResult{Streams: k, BytesPerStream: nan, UpstreamBytesPerStream: nan}
+	body := a.body(true, d)
+	sleepCtx(ctx, 500*time.Millisecond)
+	base, _ := rssOf(a.proc)
+	upBase, _ := rssOf(upstream)
+	r.BaseRSS = base
+
+	sem := make(chan struct{}, openConc)
+	var opened, firsts sync.WaitGroup
+	var released atomic.Int64 // unix nanos of the release
+	var mu sync.Mutex
+	var errs errorLog
+	maxGap := time.Duration(0)
+	start := time.Now()
+	var nOpened atomic.Int64
+	for i := 0; i < k; i++ {
+		opened.Add(1)
+		firsts.Add(1)
+		go func() {
+			defer opened.Done()
+			sem <- struct{}{}
+			rctx, cancel := context.WithTimeout(ctx, maxHold+time.Minute)
+			defer cancel()
+			o := a.openStream(rctx, body, func(ok bool) {
+				if ok {
+					nOpened.Add(1)
+				}
+				<-sem
+				firsts.Done()
+			})
+			if err := o.check(d.n); err != nil {
+				errs.add(err)
+				mu.Lock()
+				r.Stalled++
+				mu.Unlock()
+				return
+			}
+			// Gaps after the release: the first from the release itself.
+			rel := time.Unix(0, released.Load())
+			worst := time.Duration(0)
+			prev := rel
+			for _, t := range o.times[1:] {
+				if g := t.Sub(prev); g > worst {
+					worst = g
+				}
+				prev = t
+			}
+			mu.Lock()
+			r.Completed++
+			if worst > d.interval+stall {
+				r.Stalled++
+			}
+			maxGap = max(maxGap, worst)
+			mu.Unlock()
+		}()
+	}
+	waitGroup(ctx, &firsts, openTimeout)
+	r.OpenSeconds = num(time.Since(start).Seconds())
+	r.Opened = int(nOpened.Load())
+	// Let the last streams' buffers settle, then take the highest of a few samples.
+	sleepCtx(ctx, 300*time.Millisecond)
+	var peak, upPeak int64
+	for i := 0; i < 3; i++ {
+		if v, err := rssOf(a.proc); err == nil {
+			peak = max(peak, v)
+		}
+		if v, err := rssOf(upstream); err == nil {
+			upPeak = max(upPeak, v)
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	r.OpenRSS = peak
+	if r.Opened > 0 {
+		if a.proc != nil {
+			r.BytesPerStream = num(float64(peak-base) / float64(r.Opened))
+		}
+		r.UpstreamBytesPerStream = num(float64(upPeak-upBase) / float64(r.Opened))
+	}
+	released.Store(time.Now().UnixNano())
+	if err := release(ctx, upstreamURL, d.hold); err != nil {
+		errs.add(err)
+	}
+	opened.Wait()
+	r.MaxGapMs = num(float64(maxGap) / float64(time.Millisecond))
+	r.Errors, r.FirstError = errs.n.Load(), errs.first
+	// Drop the k idle connections so that the next test starts from the same place.
+	a.client.CloseIdleConnections()
+	return r
+}
+
+func rssOf(c *child) (int64, error) {
+	if c == nil {
+		return 0, fmt.Errorf("no process")
+	}
+	return procRSS(c.pid())
+}
+
+// waitGroup waits for wg unless ctx ends or the timeout passes first.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func release(ctx context.Context, upstreamURL, id string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, upstreamURL+"/bench/release?id="+id, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("releasing held streams: %w", err)
+	}
+	_ = resp.Body.Close()
+	return nil
+}

@@ -1,0 +1,619 @@
+// Command gatewaybench measures the gateway against its physical limit, a plain Caddy
+// reverse_proxy in front of the same upstream, side by side in one run on one machine.
+//
+// It builds the project's Caddy, starts three processes on loopback ports (a fake upstream
+// that speaks OpenAI chat completions and Anthropic Messages with a fixed latency and
+// streamed chunks, a plain Caddy reverse_proxy to it, and the gateway configured with an
+// SQLite store and a priced model on an OpenAI-wire and on an Anthropic-wire provider of
+// the fake), creates a workspace and key with "caddy gateway bootstrap", and runs five arms
+// in alternation, several rounds:
+//
+//	direct                  the fake upstream itself
+//	caddy                   plain reverse_proxy (the reference: every ratio is to it)
+//	gw-chat-passthrough     gateway /v1/chat/completions to the OpenAI-wire provider
+//	gw-messages-translated  gateway /v1/messages to the OpenAI-wire provider
+//	gw-chat-translated      gateway /v1/chat/completions to the Anthropic-wire provider
+//
+// Figures: throughput at saturation (closed loop), latency p50/p99 at a fixed rate (open
+// loop), time to first chunk and gaps between chunks on streams, memory per open stream
+// (proxy RSS growth with K held streams), CPU time per request (/proc of the proxy
+// process), a capacity run of many concurrent streams checked for stalls, errors, and the
+// gateway's generation records counted against its successful answers.
+//
+//	go run ./cmd/gatewaybench                 # default run, about 3 minutes on 2 cores
+//	go run ./cmd/gatewaybench -quick          # smoke run, about 30 seconds
+//	go run ./cmd/gatewaybench -json out.json  # also write the results as JSON
+//
+// It is not part of "go test": it needs a C compiler (the SQLite driver is cgo), several
+// thousand file descriptors, and a machine left otherwise idle for honest figures.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
+)
+
+// config holds every number of the run; each has a flag.
+type config struct {
+	Rounds         int           `json:"rounds"`
+	Arms           string        `json:"arms"`
+	Warmup         time.Duration `json:"warmup"`
+	Duration       time.Duration `json:"duration"`
+	Concurrency    int           `json:"concurrency"`
+	Rate           int           `json:"rate"`
+	RateDuration   time.Duration `json:"rate_duration"`
+	Streams        int           `json:"streams"`
+	StreamDuration time.Duration `json:"stream_duration"`
+	Chunks         int           `json:"chunks"`
+	ChunkInterval  time.Duration `json:"chunk_interval"`
+	Latency        time.Duration `json:"upstream_latency"`
+	AnswerPieces   int           `json:"answer_pieces"`
+	MemStreams     int           `json:"mem_streams"`
+	CapStreams     int           `json:"capacity_streams"`
+	HoldChunks     int           `json:"hold_chunks"`
+	HoldInterval   time.Duration `json:"hold_interval"`
+	OpenConc       int           `json:"open_concurrency"`
+	Stall          time.Duration `json:"stall"`
+	IdleConns      int           `json:"upstream_idle_conns"`
+	Credits        string        `json:"credits"`
+	Tests          string        `json:"tests"`
+
+	caddyBin       string
+	jsonOut        string
+	keep           bool
+	profileDir     string
+	profileArms    string
+	profileSeconds int
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "upstream" {
+		if err := runUpstream(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "upstream:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var c config
+	quick := flag.Bool("quick", false, "a smoke run of about 30 s: one round, short tests, fewer streams (explicit flags still win)")
+	flag.IntVar(&c.Rounds, "rounds", 3, "rounds; every figure is the median over rounds")
+	flag.StringVar(&c.Arms, "arms", "all", "comma-separated arms to run (caddy is always run: it is the reference)")
+	flag.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "warm-up before each saturation and fixed-rate test")
+	flag.DurationVar(&c.Duration, "duration", 2*time.Second, "measured duration of each saturation test")
+	flag.IntVar(&c.Concurrency, "c", 32, "closed-loop workers of the saturation test")
+	flag.IntVar(&c.Rate, "rate", 1000, "requests per second of the fixed-rate latency test")
+	flag.DurationVar(&c.RateDuration, "rate-duration", 2*time.Second, "measured duration of each fixed-rate test")
+	flag.IntVar(&c.Streams, "streams", 32, "concurrent streams of the streaming test")
+	flag.DurationVar(&c.StreamDuration, "stream-duration", 2*time.Second, "duration of each streaming test")
+	flag.IntVar(&c.Chunks, "chunks", 16, "content chunks per stream")
+	flag.DurationVar(&c.ChunkInterval, "chunk-interval", 5*time.Millisecond, "upstream interval between chunks")
+	flag.DurationVar(&c.Latency, "latency", time.Millisecond, "upstream latency before an answer or a stream's first chunk")
+	flag.IntVar(&c.AnswerPieces, "answer-pieces", 8, "pieces of text in a non-streamed answer")
+	flag.IntVar(&c.MemStreams, "mem-streams", 1000, "streams held open at once to measure memory per stream, each round (0: skip)")
+	flag.IntVar(&c.CapStreams, "capacity-streams", 5000, "streams held open at once in the final capacity run (0: skip)")
+	flag.IntVar(&c.HoldChunks, "hold-chunks", 5, "content chunks of a held stream")
+	flag.DurationVar(&c.HoldInterval, "hold-interval", 200*time.Millisecond, "interval between a held stream's chunks after its release")
+	flag.IntVar(&c.OpenConc, "open-concurrency", 256, "held streams opening at once")
+	flag.DurationVar(&c.Stall, "stall", time.Second, "a held stream silent longer than its interval plus this has stalled")
+	flag.IntVar(&c.IdleConns, "idle-conns", 1024, "keepalive_idle_conns_per_host of both proxies' upstream transport")
+	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity")
+	flag.StringVar(&c.Credits, "credits", "1000000", "credits of the benchmark workspace, in USD")
+	flag.StringVar(&c.caddyBin, "caddy", "", "a Caddy binary built with the gateway (default: go build ./cmd/caddy)")
+	flag.StringVar(&c.jsonOut, "json", "", "also write the results to this JSON file")
+	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (configurations, logs, database)")
+	flag.StringVar(&c.profileDir, "profile", "", "after the rounds, profile the proxies under saturation and write the profiles to this directory")
+	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile")
+	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
+	flag.Parse()
+	if *quick {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		def := func(name string, apply func()) {
+			if !set[name] {
+				apply()
+			}
+		}
+		def("rounds", func() { c.Rounds = 1 })
+		def("warmup", func() { c.Warmup = 200 * time.Millisecond })
+		def("duration", func() { c.Duration = time.Second })
+		def("rate-duration", func() { c.RateDuration = time.Second })
+		def("stream-duration", func() { c.StreamDuration = time.Second })
+		def("mem-streams", func() { c.MemStreams = 200 })
+		def("capacity-streams", func() { c.CapStreams = 500 })
+	}
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "gatewaybench:", err)
+		os.Exit(2)
+	}
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, &c)
+	cancel()
+	stopChildren()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gatewaybench:", err)
+		os.Exit(1)
+	}
+}
+
+// runs reports whether a test is to be run.
+func (c *config) runs(test string) bool {
+	for _, t := range strings.Split(c.Tests, ",") {
+		if t = strings.TrimSpace(t); t == "all" || t == test {
+			return true
+		}
+	}
+	return false
+}
+
+var testNames = []string{"saturation", "latency", "streams", "memory", "capacity"}
+
+func (c *config) validate() error {
+	for _, t := range strings.Split(c.Tests, ",") {
+		if t = strings.TrimSpace(t); t != "all" && !slices.Contains(testNames, t) {
+			return fmt.Errorf("unknown test %q (tests: %s)", t, strings.Join(testNames, ", "))
+		}
+	}
+	switch {
+	case c.Rounds < 1:
+		return errors.New("-rounds must be at least 1")
+	case c.Concurrency < 1 || c.Streams < 1 || c.OpenConc < 1:
+		return errors.New("-c, -streams and -open-concurrency must be at least 1")
+	case c.Rate < 1 || c.Rate > 100000:
+		return errors.New("-rate must be between 1 and 100000")
+	case c.Duration <= 0 || c.RateDuration <= 0 || c.StreamDuration <= 0 || c.Warmup < 0:
+		return errors.New("durations must be positive")
+	case c.Chunks < 2 || c.HoldChunks < 2:
+		return errors.New("-chunks and -hold-chunks must be at least 2")
+	case c.MemStreams < 0 || c.CapStreams < 0:
+		return errors.New("stream counts must not be negative")
+	case c.profileSeconds < 1:
+		return errors.New("-profile-seconds must be at least 1")
+	}
+	return nil
+}
+
+// armNames is the order of the arms in every table.
+var armNames = []string{"direct", "caddy", "gw-chat-passthrough", "gw-messages-translated", "gw-chat-translated"}
+
+// bench is the running benchmark: its processes and arms.
+type bench struct {
+	cfg         *config
+	dir         string
+	upstream    *child
+	upstreamURL string
+	plain       *child
+	gateway     *child
+	adminPorts  map[*child]int
+	dbPath      string
+	arms        []*arm
+}
+
+func run(ctx context.Context, cfg *config) error {
+	started := time.Now()
+	dir, err := os.MkdirTemp("", "gatewaybench-")
+	if err != nil {
+		return err
+	}
+	if cfg.keep {
+		fmt.Fprintln(os.Stderr, "temporary directory:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	b := &bench{cfg: cfg, dir: dir, adminPorts: map[*child]int{}}
+	if err := b.start(ctx); err != nil {
+		return err
+	}
+	rep := &report{Config: *cfg, Machine: machineInfo(), Rounds: map[string][]roundResult{}}
+	rep.Machine.LoadBefore = loadAvg()
+	for _, a := range b.arms {
+		rep.Arms = append(rep.Arms, a.name)
+	}
+
+	if err := b.sanity(ctx); err != nil {
+		return err
+	}
+	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
+		results := b.round(ctx, round)
+		for name, r := range results {
+			rep.Rounds[name] = append(rep.Rounds[name], r)
+		}
+	}
+	if cfg.CapStreams > 0 && cfg.runs("capacity") && ctx.Err() == nil {
+		rep.Capacity = map[string]heldResult{}
+		for _, a := range b.arms {
+			if a.kind == kindDirect || ctx.Err() != nil {
+				continue
+			}
+			d := directive{n: cfg.HoldChunks, interval: cfg.HoldInterval, latency: cfg.Latency, hold: "cap-" + a.name}
+			logf("capacity: %s, %d streams held open", a.name, cfg.CapStreams)
+			r := held(ctx, a, b.upstream, b.upstreamURL, cfg.CapStreams, cfg.OpenConc, d, cfg.Stall)
+			logf("  opened %d in %.1fs, completed %d, stalled %d, max gap %.0f ms, %.1f KiB/stream",
+				r.Opened, r.OpenSeconds, r.Completed, r.Stalled, r.MaxGapMs, r.BytesPerStream/1024)
+			rep.Capacity[a.name] = r
+		}
+	}
+	if cfg.profileDir != "" && ctx.Err() == nil {
+		if err := b.profile(ctx); err != nil {
+			logf("profiling: %v", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// Settlement happens before the last byte; a moment lets the last records land anyway.
+	time.Sleep(500 * time.Millisecond)
+	rep.Records = b.records()
+	for _, a := range b.arms {
+		if a.kind == kindGateway {
+			rep.Records.Answered += a.ok200.Load()
+		}
+	}
+	rep.Records.Lost = max(0, rep.Records.Answered-rep.Records.Rows)
+	rep.Machine.LoadAfter = loadAvg()
+	rep.Seconds = time.Since(started).Seconds()
+	rep.build()
+	rep.print(os.Stdout)
+	if cfg.jsonOut != "" {
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(cfg.jsonOut, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start builds Caddy and starts the three processes.
+func (b *bench) start(ctx context.Context) error {
+	cfg := b.cfg
+	env := append(os.Environ(),
+		"XDG_DATA_HOME="+filepath.Join(b.dir, "data"),
+		"XDG_CONFIG_HOME="+filepath.Join(b.dir, "config"))
+	bin := cfg.caddyBin
+	if bin == "" {
+		logf("building ./cmd/caddy")
+		var err error
+		if bin, err = buildCaddy(ctx, b.dir); err != nil {
+			return err
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ports := make([]int, 5)
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return err
+		}
+	}
+	upPort, plainPort, gwPort := ports[0], ports[1], ports[2]
+	plainAdmin, gwAdmin := 0, 0
+	if cfg.profileDir != "" {
+		plainAdmin, gwAdmin = ports[3], ports[4]
+	}
+
+	b.upstreamURL = fmt.Sprintf("http://127.0.0.1:%d", upPort)
+	if b.upstream, err = startChild("upstream", b.dir, env, self, "upstream", "-addr", fmt.Sprintf("127.0.0.1:%d", upPort)); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, b.upstream, http.MethodGet, b.upstreamURL+"/bench/ping", 10*time.Second); err != nil {
+		return err
+	}
+
+	plainCfg := filepath.Join(b.dir, "plain.Caddyfile")
+	gwCfg := filepath.Join(b.dir, "gateway.Caddyfile")
+	b.dbPath = filepath.Join(b.dir, "gateway", "gateway.db")
+	if err := os.WriteFile(plainCfg, []byte(plainCaddyfile(plainPort, upPort, plainAdmin, cfg.IdleConns)), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(gwCfg, []byte(gatewayCaddyfile(gwPort, upPort, gwAdmin, cfg.IdleConns, b.dbPath)), 0o600); err != nil {
+		return err
+	}
+	key, err := bootstrap(ctx, bin, gwCfg, env, cfg.Credits)
+	if err != nil {
+		return err
+	}
+	if b.plain, err = startChild("caddy", b.dir, env, bin, "run", "--config", plainCfg, "--adapter", "caddyfile"); err != nil {
+		return err
+	}
+	if b.gateway, err = startChild("gateway", b.dir, env, bin, "run", "--config", gwCfg, "--adapter", "caddyfile"); err != nil {
+		return err
+	}
+	b.adminPorts[b.plain], b.adminPorts[b.gateway] = plainAdmin, gwAdmin
+	plainURL, gwURL := fmt.Sprintf("http://127.0.0.1:%d", plainPort), fmt.Sprintf("http://127.0.0.1:%d", gwPort)
+	if err := waitHTTP(ctx, b.plain, http.MethodGet, plainURL+"/bench/ping", 30*time.Second); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, b.gateway, http.MethodGet, gwURL+"/v1/health", 30*time.Second); err != nil {
+		return err
+	}
+
+	all := map[string]*arm{
+		"direct":                 {kind: kindDirect, url: b.upstreamURL + "/v1/chat/completions", model: "bench-oa"},
+		"caddy":                  {kind: kindCaddy, url: plainURL + "/v1/chat/completions", model: "bench-oa", proc: b.plain},
+		"gw-chat-passthrough":    {kind: kindGateway, url: gwURL + "/v1/chat/completions", model: "bench-oa", proc: b.gateway},
+		"gw-messages-translated": {kind: kindGateway, url: gwURL + "/v1/messages", messages: true, model: "bench-oa", proc: b.gateway},
+		"gw-chat-translated":     {kind: kindGateway, url: gwURL + "/v1/chat/completions", model: "bench-an", proc: b.gateway},
+	}
+	want := map[string]bool{"caddy": true}
+	for _, n := range strings.Split(cfg.Arms, ",") {
+		n = strings.TrimSpace(n)
+		if n == "all" {
+			for _, m := range armNames {
+				want[m] = true
+			}
+			continue
+		}
+		if _, ok := all[n]; !ok {
+			return fmt.Errorf("unknown arm %q (arms: %s)", n, strings.Join(armNames, ", "))
+		}
+		want[n] = true
+	}
+	for _, n := range armNames {
+		if want[n] {
+			a := all[n]
+			a.name, a.key, a.client = n, key, newClient()
+			b.arms = append(b.arms, a)
+		}
+	}
+	logf("upstream pid %d, caddy pid %d, gateway pid %d; workdir %s", b.upstream.pid(), b.plain.pid(), b.gateway.pid(), b.dir)
+	return nil
+}
+
+// sanity sends one plain and one streamed request on every arm, so that a broken arm stops
+// the run at once with its error rather than after minutes of zeros.
+func (b *bench) sanity(ctx context.Context) error {
+	for _, a := range b.arms {
+		d := directive{n: 3, interval: time.Millisecond, latency: b.cfg.Latency}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := a.do(rctx, a.body(false, d))
+		if err == nil {
+			o := a.openStream(rctx, a.body(true, d), nil)
+			err = o.check(d.n)
+		}
+		cancel()
+		if err != nil {
+			for _, c := range []*child{b.upstream, b.plain, b.gateway} {
+				if e := c.exited(); e != nil {
+					return e
+				}
+			}
+			return fmt.Errorf("arm %s does not work: %w (logs in %s; run with -keep to keep them)", a.name, err, b.dir)
+		}
+	}
+	return nil
+}
+
+// roundResult is everything one round measured on one arm.
+type roundResult struct {
+	Saturation satResult    `json:"saturation"`
+	Latency    latResult    `json:"latency"`
+	Streams    streamResult `json:"streams"`
+	Memory     *heldResult  `json:"memory,omitempty"`
+}
+
+// round runs every test on every arm, test by test so that the arms of one figure are
+// measured close together, starting each round with a different arm.
+func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
+	cfg := b.cfg
+	n := len(b.arms)
+	order := make([]*arm, n)
+	for i := range order {
+		order[i] = b.arms[(i+round)%n]
+	}
+	res := map[string]roundResult{}
+	update := func(a *arm, f func(r *roundResult)) {
+		r := res[a.name]
+		f(&r)
+		res[a.name] = r
+	}
+	nonStream := directive{n: cfg.AnswerPieces, latency: cfg.Latency}
+	logf("round %d/%d", round+1, cfg.Rounds)
+	for _, a := range order {
+		if ctx.Err() != nil || !cfg.runs("saturation") {
+			break
+		}
+		r := saturate(ctx, a, b.upstream, cfg.Concurrency, cfg.Warmup, cfg.Duration, a.body(false, nonStream))
+		logf("  saturation %-23s %8.0f rps  cpu %6.1f µs/req  errors %d %s", a.name, r.RPS, r.CPUPerReqUs, r.Errors, r.FirstError)
+		update(a, func(rr *roundResult) { rr.Saturation = r })
+	}
+	for _, a := range order {
+		if ctx.Err() != nil || !cfg.runs("latency") {
+			break
+		}
+		r := fixedRate(ctx, a, cfg.Rate, cfg.Warmup, cfg.RateDuration, a.body(false, nonStream))
+		logf("  latency    %-23s p50 %7.0f µs  p99 %7.0f µs  errors %d dropped %d %s", a.name, r.P50Us, r.P99Us, r.Errors, r.Dropped, r.FirstError)
+		update(a, func(rr *roundResult) { rr.Latency = r })
+	}
+	sd := directive{n: cfg.Chunks, interval: cfg.ChunkInterval, latency: cfg.Latency}
+	for _, a := range order {
+		if ctx.Err() != nil || !cfg.runs("streams") {
+			break
+		}
+		r := streams(ctx, a, cfg.Streams, cfg.StreamDuration, sd)
+		logf("  streams    %-23s ttfb p50 %6.0f p99 %6.0f µs  gap p50 %6.0f p99 %6.0f µs  (%d streams, errors %d %s)",
+			a.name, r.TTFBP50Us, r.TTFBP99Us, r.GapP50Us, r.GapP99Us, r.Streams, r.Errors, r.FirstError)
+		update(a, func(rr *roundResult) { rr.Streams = r })
+	}
+	if cfg.MemStreams > 0 && cfg.runs("memory") {
+		for _, a := range order {
+			if ctx.Err() != nil || a.kind == kindDirect {
+				continue
+			}
+			d := directive{n: cfg.HoldChunks, interval: cfg.HoldInterval, latency: cfg.Latency, hold: fmt.Sprintf("mem-%d-%s", round, a.name)}
+			r := held(ctx, a, b.upstream, b.upstreamURL, cfg.MemStreams, cfg.OpenConc, d, cfg.Stall)
+			logf("  memory     %-23s %6.1f KiB/stream (%d open in %.1fs, stalled %d, errors %d %s)",
+				a.name, r.BytesPerStream/1024, r.Opened, r.OpenSeconds, r.Stalled, r.Errors, r.FirstError)
+			update(a, func(rr *roundResult) { rr.Memory = &r })
+		}
+	}
+	return res
+}
+
+// profile saturates each chosen arm while fetching a CPU profile from its process's admin
+// endpoint, with heap allocation profiles before and after.
+func (b *bench) profile(ctx context.Context) error {
+	if err := os.MkdirAll(b.cfg.profileDir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range strings.Split(b.cfg.profileArms, ",") {
+		var a *arm
+		for _, x := range b.arms {
+			if x.name == strings.TrimSpace(name) {
+				a = x
+			}
+		}
+		if a == nil || a.proc == nil {
+			return fmt.Errorf("cannot profile arm %q", name)
+		}
+		admin := fmt.Sprintf("http://localhost:%d/debug/pprof", b.adminPorts[a.proc])
+		base := filepath.Join(b.cfg.profileDir, a.name)
+		if err := fetch(ctx, admin+"/allocs", base+".allocs.before.pprof", time.Minute); err != nil {
+			return err
+		}
+		secs := b.cfg.profileSeconds
+		logf("profiling %s for %ds under saturation", a.name, secs)
+		done := make(chan satResult, 1)
+		body := a.body(false, directive{n: b.cfg.AnswerPieces, latency: b.cfg.Latency})
+		go func() {
+			done <- saturate(ctx, a, b.upstream, b.cfg.Concurrency, 0, time.Duration(secs+2)*time.Second, body)
+		}()
+		sleepCtx(ctx, time.Second)
+		err := fetch(ctx, fmt.Sprintf("%s/profile?seconds=%d", admin, secs), base+".cpu.pprof", time.Duration(secs)*time.Second+time.Minute)
+		r := <-done
+		if err != nil {
+			return err
+		}
+		if err := fetch(ctx, admin+"/allocs", base+".allocs.pprof", time.Minute); err != nil {
+			return err
+		}
+		logf("  %.0f rps while profiled; go tool pprof -top %s.cpu.pprof; go tool pprof -top -sample_index=alloc_space -base %s.allocs.before.pprof %s.allocs.pprof",
+			r.RPS, base, base, base)
+	}
+	return nil
+}
+
+func fetch(ctx context.Context, url, path string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 500))
+		return fmt.Errorf("fetching %s: status %d: %s", url, resp.StatusCode, msg)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// records counts the gateway's generation rows, reading its SQLite file directly.
+func (b *bench) records() recordCheck {
+	rc := recordCheck{ByStatus: map[string]int64{}}
+	db, err := sql.Open("sqlite3", "file:"+b.dbPath+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		rc.Error = err.Error()
+		return rc
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT status, cancelled, COUNT(*) FROM generations GROUP BY status, cancelled`)
+	if err != nil {
+		rc.Error = err.Error()
+		return rc
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status, cancelled, n int64
+		if err := rows.Scan(&status, &cancelled, &n); err != nil {
+			rc.Error = err.Error()
+			return rc
+		}
+		key := fmt.Sprint(status)
+		if cancelled != 0 {
+			key += " cancelled"
+		}
+		rc.ByStatus[key] += n
+		rc.Rows += n
+	}
+	if err := rows.Err(); err != nil {
+		rc.Error = err.Error()
+	}
+	return rc
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// machine describes where the run happened.
+type machine struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	CPU        string `json:"cpu"`
+	Kernel     string `json:"kernel"`
+	Go         string `json:"go"`
+	LoadBefore string `json:"load_before"`
+	LoadAfter  string `json:"load_after"`
+}
+
+func machineInfo() machine {
+	m := machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version()}
+	if out, err := exec.Command("go", "version").Output(); err == nil {
+		m.Go = strings.TrimSpace(string(out))
+	}
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(data))
+	}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// targetKind is the direction of a target.
+type targetKind int
+
+const (
+	atLeast targetKind = iota
+	atMost
+)
+
+// target is one of the issue's limits, on a ratio to plain Caddy or on an addition to it.
+type target struct {
+	kind  targetKind
+	limit float64
+}
+
+func (t target) verdict(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "n/a"
+	case t.kind == atLeast && v >= t.limit, t.kind == atMost && v <= t.limit:
+		return "pass"
+	}
+	return "FAIL"
+}
+
+// compareKind is how an arm is compared with plain Caddy.
+type compareKind int
+
+const (
+	byRatio compareKind = iota // arm / caddy
+	byAdded                    // arm - caddy, in the figure's unit
+)
+
+// figureDef describes one table.
+type figureDef struct {
+	key, title, unit string
+	test             string // the test that measures it
+	compare          compareKind
+	proxiesOnly      bool
+	value            func(r roundResult) float64
+	// target is the limit that applies to an arm, if any.
+	target func(a string) *target
+}
+
+// figure is one table of the report.
+type figure struct {
+	Key     string      `json:"key"`
+	Title   string      `json:"title"`
+	Unit    string      `json:"unit"`
+	Compare string      `json:"compare"`
+	Rows    []figureRow `json:"rows"`
+}
+
+type figureRow struct {
+	Arm     string `json:"arm"`
+	Rounds  []num  `json:"rounds"`
+	Median  num    `json:"median"`
+	VsCaddy num    `json:"vs_caddy"`
+	Target  string `json:"target,omitempty"`
+	Verdict string `json:"verdict,omitempty"`
+}
+
+// recordCheck compares the gateway's 200 answers with its generation rows.
+type recordCheck struct {
+	Answered int64            `json:"gateway_200_answers"`
+	Rows     int64            `json:"generation_rows"`
+	Lost     int64            `json:"lost_records"`
+	ByStatus map[string]int64 `json:"rows_by_status"`
+	Error    string           `json:"error,omitempty"`
+}
+
+// report is the whole run, as printed and as written to JSON.
+type report struct {
+	Config   config                   `json:"config"`
+	Machine  machine                  `json:"machine"`
+	Seconds  float64                  `json:"seconds"`
+	Arms     []string                 `json:"arms"`
+	Figures  []figure                 `json:"figures"`
+	Capacity map[string]heldResult    `json:"capacity,omitempty"`
+	Errors   map[string]int64         `json:"errors"`
+	Records  recordCheck              `json:"records"`
+	Targets  []targetLine             `json:"targets"`
+	Rounds   map[string][]roundResult `json:"rounds"`
+}
+
+type targetLine struct {
+	Target  string `json:"target"`
+	Arm     string `json:"arm"`
+	Value   string `json:"value"`
+	Verdict string `json:"verdict"`
+}
+
+func isGateway(a string) bool { return strings.HasPrefix(a, "gw-") }
+
+func gatewayLimit(kind targetKind, limit float64) func(string) *target {
+	return func(a string) *target {
+		if !isGateway(a) {
+			return nil
+		}
+		return &target{kind, limit}
+	}
+}
+
+func (rep *report) figureDefs() []figureDef {
+	c := rep.Config
+	return []figureDef{
+		{key: "throughput", test: "saturation", unit: "rps", compare: byRatio,
+			title: fmt.Sprintf("Throughput at saturation (closed loop, %d workers, %s measured after %s warm-up)", c.Concurrency, c.Duration, c.Warmup),
+			value: func(r roundResult) float64 { return float64(r.Saturation.RPS) },
+			target: func(a string) *target {
+				switch {
+				case a == "gw-chat-passthrough":
+					return &target{atLeast, 0.85}
+				case isGateway(a):
+					return &target{atLeast, 0.70}
+				}
+				return nil
+			}},
+		{key: "cpu_per_request", test: "saturation", unit: "µs", compare: byRatio, proxiesOnly: true,
+			title: "CPU time per request of the proxy process at saturation (/proc utime+stime)",
+			value: func(r roundResult) float64 { return float64(r.Saturation.CPUPerReqUs) }},
+		{key: "upstream_cpu_per_request", test: "saturation", unit: "µs", compare: byRatio,
+			title: "CPU time per request of the fake upstream at saturation (same work on every arm but the Anthropic-wire one)",
+			value: func(r roundResult) float64 { return float64(r.Saturation.UpstreamCPUPerReqUs) }},
+		{key: "latency_p50", test: "latency", unit: "µs", compare: byAdded,
+			title: fmt.Sprintf("Latency p50 at %d rps, open loop, send to end of body (%s measured)", c.Rate, c.RateDuration),
+			value: func(r roundResult) float64 { return float64(r.Latency.P50Us) }, target: gatewayLimit(atMost, 50)},
+		{key: "latency_p99", test: "latency", unit: "µs", compare: byAdded,
+			title: fmt.Sprintf("Latency p99 at %d rps", c.Rate),
+			value: func(r roundResult) float64 { return float64(r.Latency.P99Us) }, target: gatewayLimit(atMost, 200)},
+		{key: "ttfb_p50", test: "streams", unit: "µs", compare: byAdded,
+			title: fmt.Sprintf("Stream time to first content chunk p50 (%d concurrent streams, %d chunks %s apart, upstream latency %s)", c.Streams, c.Chunks, c.ChunkInterval, c.Latency),
+			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP50Us) }},
+		{key: "ttfb_p99", test: "streams", unit: "µs", compare: byAdded,
+			title: "Stream time to first content chunk p99",
+			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP99Us) }, target: gatewayLimit(atMost, 300)},
+		{key: "gap_p50", test: "streams", unit: "µs", compare: byAdded,
+			title: fmt.Sprintf("Gap between content chunks p50 (upstream sends them %s apart)", c.ChunkInterval),
+			value: func(r roundResult) float64 { return float64(r.Streams.GapP50Us) }, target: gatewayLimit(atMost, 50)},
+		{key: "gap_p99", test: "streams", unit: "µs", compare: byAdded,
+			title: "Gap between content chunks p99",
+			value: func(r roundResult) float64 { return float64(r.Streams.GapP99Us) }},
+		{key: "memory_per_stream", test: "memory", unit: "KiB", compare: byRatio, proxiesOnly: true,
+			title: fmt.Sprintf("Memory per open stream: proxy RSS growth with %d streams held open, divided by %d", c.MemStreams, c.MemStreams),
+			value: func(r roundResult) float64 {
+				if r.Memory == nil {
+					return math.NaN()
+				}
+				return float64(r.Memory.BytesPerStream) / 1024
+			},
+			target: func(a string) *target {
+				if isGateway(a) {
+					return &target{atMost, 1.2}
+				}
+				return nil
+			}},
+	}
+}
+
+// build computes the figures, the error counts and the target summary.
+func (rep *report) build() {
+	series := func(a string, f func(roundResult) float64) []float64 {
+		var out []float64
+		for _, r := range rep.Rounds[a] {
+			out = append(out, f(r))
+		}
+		return out
+	}
+	for _, fd := range rep.figureDefs() {
+		if !rep.Config.runs(fd.test) || (fd.test == "memory" && rep.Config.MemStreams == 0) {
+			continue
+		}
+		fig := figure{Key: fd.key, Title: fd.title, Unit: fd.unit, Compare: map[compareKind]string{byRatio: "ratio", byAdded: "added"}[fd.compare]}
+		ref := series("caddy", fd.value)
+		for _, a := range rep.Arms {
+			if fd.proxiesOnly && a == "direct" {
+				continue
+			}
+			vals := series(a, fd.value)
+			row := figureRow{Arm: a, Median: num(median(vals))}
+			for _, v := range vals {
+				row.Rounds = append(row.Rounds, num(v))
+			}
+			if fd.compare == byRatio {
+				row.VsCaddy = num(pairwise(vals, ref, ratio))
+			} else {
+				row.VsCaddy = num(pairwise(vals, ref, added))
+			}
+			if fd.target != nil {
+				if t := fd.target(a); t != nil {
+					row.Target = t.label(fd)
+					row.Verdict = t.verdict(float64(row.VsCaddy))
+					rep.Targets = append(rep.Targets, targetLine{Target: fd.key + " " + row.Target, Arm: a, Value: fmtCompare(fd, float64(row.VsCaddy)), Verdict: row.Verdict})
+				}
+			}
+			fig.Rows = append(fig.Rows, row)
+		}
+		rep.Figures = append(rep.Figures, fig)
+	}
+
+	rep.Errors = map[string]int64{}
+	for _, a := range rep.Arms {
+		var n int64
+		for _, r := range rep.Rounds[a] {
+			n += r.Saturation.Errors + r.Latency.Errors + r.Latency.Dropped + r.Streams.Errors
+			if r.Memory != nil {
+				n += r.Memory.Errors
+			}
+		}
+		if c, ok := rep.Capacity[a]; ok {
+			n += c.Errors
+		}
+		rep.Errors[a] = n
+		v := "pass"
+		if n != 0 {
+			v = "FAIL"
+		}
+		rep.Targets = append(rep.Targets, targetLine{Target: "errors = 0", Arm: a, Value: fmt.Sprint(n), Verdict: v})
+	}
+	for _, a := range rep.Arms {
+		c, ok := rep.Capacity[a]
+		if !ok {
+			continue
+		}
+		v := "pass"
+		if c.Stalled != 0 || c.Completed != c.Streams {
+			v = "FAIL"
+		}
+		rep.Targets = append(rep.Targets, targetLine{Target: fmt.Sprintf("%d concurrent streams, none stalled", c.Streams), Arm: a,
+			Value: fmt.Sprintf("%d completed, %d stalled", c.Completed, c.Stalled), Verdict: v})
+	}
+	v := "pass"
+	if rep.Records.Lost != 0 || rep.Records.Error != "" {
+		v = "FAIL"
+	}
+	rep.Targets = append(rep.Targets, targetLine{Target: "lost records = 0", Arm: "gateway",
+		Value: fmt.Sprintf("%d (%d answers, %d rows)", rep.Records.Lost, rep.Records.Answered, rep.Records.Rows), Verdict: v})
+}
+
+func (t target) label(fd figureDef) string {
+	op := ">="
+	if t.kind == atMost {
+		op = "<="
+	}
+	if fd.compare == byRatio {
+		return fmt.Sprintf("%s %.2fx", op, t.limit)
+	}
+	return fmt.Sprintf("%s +%.0f %s", op, t.limit, fd.unit)
+}
+
+func fmtCompare(fd figureDef, v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case fd.compare == byRatio:
+		return fmt.Sprintf("%.2fx", v)
+	}
+	return fmt.Sprintf("%+.0f %s", v, fd.unit)
+}
+
+func fmtValue(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "-"
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func (rep *report) print(w io.Writer) {
+	m := rep.Machine
+	fmt.Fprintf(w, "\ngatewaybench: %d CPUs (%s), %s, kernel %s; load average %s before, %s after; %.0f s\n",
+		m.CPUs, m.CPU, m.Go, m.Kernel, m.LoadBefore, m.LoadAfter, rep.Seconds)
+	fmt.Fprintf(w, "values are medians of %d round(s); \"vs caddy\" is the median of the per-round ratios or differences to plain Caddy\n", rep.Config.Rounds)
+	defs := map[string]figureDef{}
+	for _, fd := range rep.figureDefs() {
+		defs[fd.key] = fd
+	}
+	for _, fig := range rep.Figures {
+		fd := defs[fig.Key]
+		fmt.Fprintf(w, "\n%s\n", fig.Title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		head := "ratio"
+		if fd.compare == byAdded {
+			head = "added"
+		}
+		fmt.Fprintf(tw, "arm\t%s\t%s vs caddy\ttarget\t\t\n", fig.Unit, head)
+		for _, r := range fig.Rows {
+			vs := fmtCompare(fd, float64(r.VsCaddy))
+			if r.Arm == "caddy" {
+				vs = ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.Arm, fmtValue(float64(r.Median)), vs, r.Target, r.Verdict)
+		}
+		_ = tw.Flush()
+	}
+	if len(rep.Capacity) > 0 {
+		fmt.Fprintf(w, "\nCapacity: streams held open at once, then released (%d chunks, %s apart; stalled = not opened, not finished, or silent > interval + %s)\n",
+			rep.Config.HoldChunks, rep.Config.HoldInterval, rep.Config.Stall)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "arm\tstreams\topened\topen s\tcompleted\tstalled\tmax gap ms\tKiB/stream\tvs caddy\t\n")
+		ref := rep.Capacity["caddy"]
+		for _, a := range rep.Arms {
+			c, ok := rep.Capacity[a]
+			if !ok {
+				continue
+			}
+			kib := float64(c.BytesPerStream) / 1024
+			vs := ""
+			if a != "caddy" {
+				vs = fmtValue(ratio(float64(c.BytesPerStream), float64(ref.BytesPerStream))) + "x"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%d\t%d\t%.0f\t%s\t%s\t\n", a, c.Streams, c.Opened, float64(c.OpenSeconds), c.Completed, c.Stalled, float64(c.MaxGapMs), fmtValue(kib), vs)
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintf(w, "\nErrors (all tests and rounds; first error of each test in the JSON):")
+	for _, a := range rep.Arms {
+		fmt.Fprintf(w, " %s %d;", a, rep.Errors[a])
+	}
+	fmt.Fprintln(w)
+	rc := rep.Records
+	statuses := make([]string, 0, len(rc.ByStatus))
+	for s, n := range rc.ByStatus {
+		statuses = append(statuses, fmt.Sprintf("%s: %d", s, n))
+	}
+	sort.Strings(statuses)
+	fmt.Fprintf(w, "Records: %d gateway answers with status 200, %d generation rows (%s), lost %d%s\n",
+		rc.Answered, rc.Rows, strings.Join(statuses, ", "), rc.Lost, map[bool]string{true: " (" + rc.Error + ")", false: ""}[rc.Error != ""])
+
+	fmt.Fprintf(w, "\nTargets\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	pass, fail := 0, 0
+	for _, t := range rep.Targets {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Verdict, t.Target, t.Arm, t.Value)
+		switch t.Verdict {
+		case "pass":
+			pass++
+		case "FAIL":
+			fail++
+		}
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "%d passed, %d failed\n", pass, fail)
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// percentile is the nearest-rank p-th percentile (0 < p <= 100) of xs, which it sorts in
+// place; NaN when xs is empty.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(xs)
+	rank := int(math.Ceil(p / 100 * float64(len(xs))))
+	rank = min(max(rank, 1), len(xs))
+	return xs[rank-1]
+}
+
+// median is the middle value of xs (the mean of the two middle ones for an even count),
+// ignoring NaNs; NaN when nothing is left. xs is not modified.
+func median(xs []float64) float64 {
+	v := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// ratio is a/b, NaN when either is unknown or b is not positive.
+func ratio(a, b float64) float64 {
+	if math.IsNaN(a) || math.IsNaN(b) || b <= 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// added is a-b, NaN when either is unknown.
+func added(a, b float64) float64 {
+	if math.IsNaN(a) || math.IsNaN(b) {
+		return math.NaN()
+	}
+	return a - b
+}
+
+// micros converts a duration to float microseconds.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// pairwise applies f to the arm's and the reference's values round by round and returns
+// the median of the results: pairing values measured in the same round cancels most of the
+// drift of a shared machine's load between rounds.
+func pairwise(arm, ref []float64, f func(a, b float64) float64) float64 {
+	n := min(len(arm), len(ref))
+	out := make([]float64, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, f(arm[i], ref[i]))
+	}
+	return median(out)
+}
+
+// num is a figure that may be unknown (NaN); it is null in JSON, which has no NaN.
+type num float64
+
+var nan = num(math.NaN())
+
+func (n num) MarshalJSON() ([]byte, error) {
+	f := float64(n)
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, math.Round(f*1000)/1000, 'f', -1, 64), nil
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]float64, 100)
+	for i := range hundred {
+		hundred[i] = float64(100 - i) // 100..1, unsorted on purpose
+	}
+	tests := []struct {
+		name string
+		xs   []float64
+		p    float64
+		want float64
+	}{
+		{"empty", nil, 50, math.NaN()},
+		{"one value", []float64{7}, 99, 7},
+		{"p50 of 1..100", hundred, 50, 50},
+		{"p99 of 1..100", hundred, 99, 99},
+		{"p100 of 1..100", hundred, 100, 100},
+		{"tiny p is the minimum", []float64{3, 1, 2}, 0.1, 1},
+		{"p50 of three", []float64{3, 1, 2}, 50, 2},
+		{"p99 of ten is the maximum", []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 99, 10},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			xs := append([]float64(nil), tc.xs...)
+			got := percentile(xs, tc.p)
+			if !same(got, tc.want) {
+				t.Fatalf("percentile(%v, %v) = %v, want %v", tc.xs, tc.p, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMedianRatioAdded(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"median odd", median([]float64{5, 1, 3}), 3},
+		{"median even", median([]float64{4, 1, 3, 2}), 2.5},
+		{"median skips NaN", median([]float64{nan, 1, 3}), 2},
+		{"median of nothing", median(nil), nan},
+		{"ratio", ratio(850, 1000), 0.85},
+		{"ratio by zero", ratio(1, 0), nan},
+		{"ratio of unknown", ratio(nan, 1), nan},
+		{"added", added(350, 300), 50},
+		{"added unknown", added(1, nan), nan},
+		{"pairwise ratio is the median of per-round ratios", pairwise([]float64{80, 90, 200}, []float64{100, 100, 100}, ratio), 0.9},
+		{"pairwise added", pairwise([]float64{110, 130, 120}, []float64{100, 100, 100}, added), 20},
+		{"pairwise uneven lengths", pairwise([]float64{2, 4}, []float64{1}, ratio), 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !same(tc.got, tc.want) {
+				t.Fatalf("got %v, want %v", tc.got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTargetCheck(t *testing.T) {
+	tests := []struct {
+		name string
+		tg   target
+		v    float64
+		want string
+	}{
+		{"ratio at least, pass", target{kind: atLeast, limit: 0.85}, 0.9, "pass"},
+		{"ratio at least, fail", target{kind: atLeast, limit: 0.85}, 0.8, "FAIL"},
+		{"at most, pass on the limit", target{kind: atMost, limit: 50}, 50, "pass"},
+		{"at most, fail", target{kind: atMost, limit: 50}, 51, "FAIL"},
+		{"unknown value", target{kind: atMost, limit: 50}, math.NaN(), "n/a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.tg.verdict(tc.v); got != tc.want {
+				t.Fatalf("verdict(%v) = %q, want %q", tc.v, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseDirective(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"Hi [bench n=12 i=5ms l=1ms h=r1-caddy]"}]}`)
+	d := parseDirective(body)
+	if d.n != 12 || d.interval.Milliseconds() != 5 || d.latency.Milliseconds() != 1 || d.hold != "r1-caddy" {
+		t.Fatalf("parseDirective = %+v", d)
+	}
+	if d := parseDirective([]byte(`{"messages":[]}`)); d.n != 1 || d.hold != "" {
+		t.Fatalf("no directive: %+v", d)
+	}
+	for _, tc := range []struct {
+		body string
+		key  string
+		want bool
+	}{
+		{`{"stream":true}`, "stream", true},
+		{`{"stream" : true,"x":1}`, "stream", true},
+		{`{"stream_options":{"include_usage":true},"stream":false}`, "stream", false},
+		{`{"stream_options":{"include_usage":true}}`, "include_usage", true},
+		{`{}`, "stream", false},
+	} {
+		if got := jsonTrue([]byte(tc.body), tc.key); got != tc.want {
+			t.Errorf("jsonTrue(%s, %s) = %v, want %v", tc.body, tc.key, got, tc.want)
+		}
+	}
+}
+
+func same(a, b float64) bool {
+	if math.IsNaN(a) || math.IsNaN(b) {
+		return math.IsNaN(a) && math.IsNaN(b)
+	}
+	return math.Abs(a-b) < 1e-9
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The fake upstream runs in a process of its own ("gatewaybench upstream -addr ..."), so
+// that its CPU and memory are neither the load generator's nor the proxies'. It speaks
+// OpenAI chat completions (POST /v1/chat/completions) and Anthropic Messages
+// (POST /v1/messages), streamed and not. What it answers is set by a directive that the
+// load generator writes into the prompt, "[bench n=<chunks> i=<interval> l=<latency>
+// h=<hold id>]", because the prompt's text is the one thing every arm passes through
+// unchanged, whether the gateway forwards the body as it is or translates it.
+//
+//   - l: wait before the answer (non-streamed) or before the first chunk (streamed).
+//   - n: the answer's pieces; a stream sends one content chunk per piece, i apart.
+//   - h: after the first chunk, wait until POST /bench/release?id=<h> (at most maxHold),
+//     so that the load generator can hold thousands of streams open at once.
+//
+// Every content piece is "~t<k> ", which the load generator recognises on every surface.
+
+// maxHold bounds how long a held stream waits for its release.
+const maxHold = 3 * time.Minute
+
+// directive is what one request asks of the fake upstream.
+type directive struct {
+	n        int
+	interval time.Duration
+	latency  time.Duration
+	hold     string
+}
+
+// String renders the directive for a prompt.
+func (d directive) String() string {
+	s := fmt.Sprintf("[bench n=%d i=%s l=%s", d.n, d.interval, d.latency)
+	if d.hold != "" {
+		s += " h=" + d.hold
+	}
+	return s + "]"
+}
+
+// parseDirective finds the directive in a raw request body; without one the answer is a
+// single piece at once.
+func parseDirective(body []byte) directive {
+	d := directive{n: 1}
+	start := bytes.Index(body, []byte("[bench "))
+	if start < 0 {
+		return d
+	}
+	rest := body[start+len("[bench "):]
+	end := bytes.IndexByte(rest, ']')
+	if end < 0 {
+		return d
+	}
+	for _, field := range strings.Fields(string(rest[:end])) {
+		k, v, ok := strings.Cut(field, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "n":
+			if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 100000 {
+				d.n = n
+			}
+		case "i":
+			d.interval, _ = time.ParseDuration(v)
+		case "l":
+			d.latency, _ = time.ParseDuration(v)
+		case "h":
+			d.hold = v
+		}
+	}
+	return d
+}
+
+// jsonTrue reports whether the body has "key": true. It is a byte scan, not a parser, good
+// for the bodies of this benchmark (whose prompts never contain the key).
+func jsonTrue(body []byte, key string) bool {
+	quoted := []byte(`"` + key + `"`)
+	for off := 0; ; {
+		i := bytes.Index(body[off:], quoted)
+		if i < 0 {
+			return false
+		}
+		j := off + i + len(quoted)
+		for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r' || body[j] == ':') {
+			j++
+		}
+		if bytes.HasPrefix(body[j:], []byte("true")) {
+			return true
+		}
+		off = j
+	}
+}
+
+// fakeUpstream serves both wire formats from answers rendered once per shape.
+type fakeUpstream struct {
+	mu    sync.Mutex
+	holds map[string]chan struct{}
+	cache sync.Map // answerKey -> [][]byte
+}
+
+type answerKey struct {
+	format string // "chat" or "messages"
+	stream bool
+	usage  bool
+	n      int
+}
+
+func (u *fakeUpstream) holdChan(id string) chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ch, ok := u.holds[id]
+	if !ok {
+		ch = make(chan struct{})
+		u.holds[id] = ch
+	}
+	return ch
+}
+
+func (u *fakeUpstream) release(id string) {
+	ch := u.holdChan(id)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+func piece(k int) string { return "~t" + strconv.Itoa(k) + " " }
+
+// frames renders an answer: one element for a JSON body, one per SSE event for a stream,
+// content chunk k being frames[k+skip] where skip is the number of frames before the first
+// piece (0 for chat, 2 for messages).
+func (u *fakeUpstream) frames(k answerKey) [][]byte {
+	if v, ok := u.cache.Load(k); ok {
+		return v.([][]byte)
+	}
+	var out [][]byte
+	var text strings.Builder
+	for i := 0; i < k.n; i++ {
+		text.WriteString(piece(i))
+	}
+	const promptTokens = 24
+	switch {
+	case k.format == "chat" && !k.stream:
+		out = append(out, fmt.Appendf(nil, `{"id":"chatcmpl-bench","object":"chat.completion","created":1700000000,"model":"up-model","choices":[{"index":0,"message":{"role":"assistant","content":%q,"refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d},"system_fingerprint":"fp_bench"}`,
+			text.String(), promptTokens, k.n, promptTokens+k.n))
+	case k.format == "chat":
+		const head = `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1700000000,"model":"up-model","system_fingerprint":"fp_bench",`
+		for i := 0; i < k.n; i++ {
+			role := ""
+			if i == 0 {
+				role = `"role":"assistant",`
+			}
+			out = append(out, fmt.Appendf(nil, "%s\"choices\":[{\"index\":0,\"delta\":{%s\"content\":%q},\"logprobs\":null,\"finish_reason\":null}]}\n\n", head, role, piece(i)))
+		}
+		out = append(out, []byte(head+`"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}`+"\n\n"))
+		if k.usage {
+			out = append(out, fmt.Appendf(nil, "%s\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\n", head, promptTokens, k.n, promptTokens+k.n))
+		}
+		out = append(out, []byte("data: [DONE]\n\n"))
+	case !k.stream:
+		out = append(out, fmt.Appendf(nil, `{"id":"msg_bench","type":"message","role":"assistant","model":"up-model","content":[{"type":"text","text":%q}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":%d}}`,
+			text.String(), promptTokens, k.n))
+	default:
+		out = append(out,
+			fmt.Appendf(nil, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_bench\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"up-model\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":%d,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":1}}}\n\n", promptTokens),
+			[]byte("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"))
+		for i := 0; i < k.n; i++ {
+			out = append(out, fmt.Appendf(nil, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%q}}\n\n", piece(i)))
+		}
+		out = append(out,
+			[]byte("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"),
+			fmt.Appendf(nil, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":%d}}\n\n", k.n),
+			[]byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
+	}
+	u.cache.Store(k, out)
+	return out
+}
+
+func (u *fakeUpstream) serve(format string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "reading the body", http.StatusBadRequest)
+			return
+		}
+		d := parseDirective(body)
+		k := answerKey{format: format, stream: jsonTrue(body, "stream"), n: d.n}
+		k.usage = k.stream && format == "chat" && jsonTrue(body, "include_usage")
+		frames := u.frames(k)
+		if !sleepCtx(r.Context(), d.latency) {
+			return
+		}
+		if !k.stream {
+			h := w.Header()
+			h.Set("Content-Type", "application/json")
+			h.Set("Content-Length", strconv.Itoa(len(frames[0])))
+			_, _ = w.Write(frames[0])
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		rc := http.NewResponseController(w)
+		skip := 0
+		if format == "messages" {
+			skip = 2
+		}
+		var hold chan struct{}
+		if d.hold != "" {
+			hold = u.holdChan(d.hold)
+		}
+		for i, f := range frames {
+			piece := i - skip
+			if piece > 0 && piece < d.n && !sleepCtx(r.Context(), d.interval) {
+				return
+			}
+			if _, err := w.Write(f); err != nil {
+				return
+			}
+			// Frames that follow one another at once go out together, as a real server's
+			// would; a chunk that is followed by a wait is flushed alone.
+			if piece >= 0 && piece < d.n {
+				if err := rc.Flush(); err != nil {
+					return
+				}
+			}
+			if piece == 0 && hold != nil {
+				t := time.NewTimer(maxHold)
+				select {
+				case <-hold:
+				case <-t.C:
+				case <-r.Context().Done():
+					t.Stop()
+					return
+				}
+				t.Stop()
+			}
+		}
+	}
+}
+
+// sleepCtx waits d unless ctx ends first; it reports whether the wait was complete.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// runUpstream is the child process's main: it serves until SIGTERM or SIGINT.
+func runUpstream(args []string) error {
+	fs := flag.NewFlagSet("upstream", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "loopback address to listen on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("the fake upstream listens on loopback addresses only, not %q", host)
+	}
+	u := &fakeUpstream{holds: map[string]chan struct{}{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", u.serve("chat"))
+	mux.HandleFunc("POST /v1/messages", u.serve("messages"))
+	mux.HandleFunc("POST /bench/release", func(w http.ResponseWriter, r *http.Request) {
+		u.release(r.URL.Query().Get("id"))
+	})
+	mux.HandleFunc("GET /bench/ping", func(w http.ResponseWriter, r *http.Request) {})
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
