@@ -40,6 +40,18 @@ type call struct {
 	failures []failure
 	skipped  []skippedRoute
 
+	// For mid-stream failover: the conversation in the neutral model, whether text is being
+	// tracked (a route that accepts a prefill remains), and the text the client has.
+	neutralReq    func() (*providers.Request, error)
+	trackText     bool
+	delivered     strings.Builder
+	skippedFrames int
+	// carried is what earlier, broken attempts of a failed-over stream consumed.
+	carriedUsage providers.Usage
+	carriedLines []store.CostLine
+	carriedNanos int64
+	failedOver   bool
+
 	// What the answer was: the route that produced it and its usage.
 	route        *Route
 	usage        providers.Usage
@@ -147,11 +159,17 @@ func (c *call) cost() ([]store.CostLine, int64) {
 	if c.route == nil {
 		return nil, 0
 	}
+	price := c.route.Price
 	if c.model.Free() {
 		// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
-		return pricing.Cost(c.usage, pricing.Price{})
+		price = pricing.Price{}
 	}
-	return pricing.Cost(c.usage, c.route.Price)
+	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage), price)
+	if c.carriedLines != nil {
+		lines = append(append([]store.CostLine{}, c.carriedLines...), lines...)
+		total += c.carriedNanos
+	}
+	return lines, total
 }
 
 // estimateUsage fills usage from what was seen when the upstream never reported it
@@ -171,6 +189,9 @@ func (c *call) settle(ctx context.Context) {
 	}
 	c.settled = true
 	c.estimateUsage()
+	if c.failedOver && c.errMessage == "" {
+		c.errMessage = c.failoverNote()
+	}
 	lines, total := c.cost()
 	end := c.g.Now()
 	gen := &store.Generation{
@@ -224,6 +245,9 @@ func (c *call) meta() map[string]any {
 	}
 	if len(c.dropped) > 0 {
 		m["dropped_parameters"] = c.dropped
+	}
+	if c.skippedFrames > 0 {
+		m["skipped_frames"] = c.skippedFrames
 	}
 	if c.route != nil {
 		m["provider"] = c.route.ProviderName

@@ -179,6 +179,15 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 	c.streamed = f.stream
 
 	var neutral *providers.Request
+	decode := func() (*providers.Request, error) {
+		if neutral != nil {
+			return neutral, nil
+		}
+		var err error
+		neutral, err = ts.decode(body)
+		return neutral, err
+	}
+	c.prepareFailover(f.stream, decode)
 	var tooLong *providers.UpstreamError
 	var tooLongWindow int64
 	for _, rt := range c.routes {
@@ -191,12 +200,9 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "circuit_open"})
 			continue
 		}
-		if neutral == nil {
-			if _, ok := forwarderFor(rt, ts.format); !ok || ts.forward == nil {
-				var err error
-				if neutral, err = ts.decode(body); err != nil {
-					return c.failed(validationFrom(err))
-				}
+		if _, ok := forwarderFor(rt, ts.format); !ok || ts.forward == nil {
+			if _, err := decode(); err != nil {
+				return c.failed(validationFrom(err))
 			}
 		}
 		for try := 0; ; try++ {
@@ -439,12 +445,16 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 			c.firstByte = c.g.Now()
 		}
 		if !json.Valid(data) {
-			streamErr = c.streamFailure(rt, "the provider sent a malformed stream frame", data)
-			break
+			// One bad frame does not spoil the answer: skip it and note it.
+			c.skippedFrames++
+			continue
 		}
 		if e, _ := rawjson.Get(data, "error"); !rawjson.IsNull(e) {
 			streamErr = inStreamError(rt.ProviderName, e, data)
 			break
+		}
+		if c.trackText {
+			c.delivered.WriteString(chunkText(data))
 		}
 		if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
 			if u, err := openai.ParseChatUsage(raw); err == nil {
@@ -498,19 +508,15 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 				Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}
 		case rd.Err() != nil:
 			streamErr = c.streamFailure(rt, "the provider's stream broke: "+rd.Err().Error(), nil)
-		case !c.usageKnown || c.finish == "":
-			streamErr = c.streamFailure(rt, "the provider's stream ended before it was complete", nil)
 		}
+		// A stream that ended cleanly without [DONE] is finished for the client, with usage.
 	}
 	if streamErr != nil {
 		if !out.started {
 			c.recordAttempt(rt, began, streamErr)
 			return streamErr
 		}
-		c.failures = append(c.failures, failure{route: rt, err: streamErr})
-		c.errCode, c.errMessage = CodeUpstream, streamErr.Error()
-		c.settle(r.Context())
-		out.data(chatErrorFrame(streamErr))
+		c.midStreamFailure(out, rt, streamErr, &chatSink{c: c, enc: openai.NewChunkEncoder(c.genID, rt.UpstreamModel, c.start.Unix()), includeUsage: f.includeUsage})
 		return nil
 	}
 	if !out.started {
@@ -634,4 +640,19 @@ func hasDeltaContent(chunk []byte) bool {
 		}
 	}
 	return false
+}
+
+// chunkText is the answer text a chat chunk carries.
+func chunkText(chunk []byte) string {
+	var v struct {
+		Choices []struct {
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(chunk, &v) != nil || len(v.Choices) == 0 {
+		return ""
+	}
+	return v.Choices[0].Delta.Content
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
@@ -168,6 +169,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 	out := newSSEWriter(w)
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
 	usage := map[string]json.RawMessage{}
+	blocks := &openBlock{index: -1}
 	var heldDelta []byte
 	stopped := false
 	var streamErr *providers.UpstreamError
@@ -204,8 +206,8 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			c.firstByte = c.g.Now()
 		}
 		if !json.Valid(data) {
-			streamErr = c.streamFailure(rt, "the provider sent a malformed stream frame", data)
-			break
+			c.skippedFrames++
+			continue
 		}
 		name := ev.Name
 		if name == "" {
@@ -244,9 +246,16 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			continue
 		case "message_stop":
 			stopped = true
+		case "content_block_start":
+			blocks.index, blocks.open = blockIndex(data), true
+		case "content_block_stop":
+			blocks.open = false
 		case "content_block_delta":
 			c.chunks++
 			c.gotToken()
+			if c.trackText {
+				c.delivered.WriteString(deltaText(data))
+			}
 		}
 		if streamErr != nil || stopped {
 			break
@@ -274,8 +283,16 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 				Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}
 		case rd.Err() != nil:
 			streamErr = c.streamFailure(rt, "the provider's stream broke: "+rd.Err().Error(), nil)
+		case heldDelta == nil && out.started:
+			// Ended cleanly without its message_delta: finish it for the client, with usage.
+			commit()
+			sink := &anthropicTailSink{blocks: blocks}
+			final := sink.finish(c)
+			c.settle(r.Context())
+			writeFrames(out, final)
+			return nil
 		case heldDelta == nil:
-			streamErr = c.streamFailure(rt, "the provider's stream ended before it was complete", nil)
+			streamErr = c.streamFailure(rt, "the provider's stream ended before it began", nil)
 		}
 	}
 	if streamErr != nil {
@@ -283,11 +300,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			c.recordAttempt(rt, began, streamErr)
 			return streamErr
 		}
-		c.failures = append(c.failures, failure{route: rt, err: streamErr})
-		c.errCode, c.errMessage = CodeUpstream, streamErr.Error()
-		c.settle(r.Context())
-		f := anthropic.ErrorFrame(inBandAnthropicType(streamErr), "the answer was interrupted: "+upstreamMessage(streamErr))
-		out.event(f.Event, f.Data)
+		c.midStreamFailure(out, rt, streamErr, &anthropicTailSink{blocks: blocks})
 		return nil
 	}
 	commit()
@@ -311,4 +324,79 @@ func anthropicErrorBody(errObj []byte) []byte {
 		errObj = []byte("null")
 	}
 	return append(append([]byte(`{"type":"error","error":`), errObj...), '}')
+}
+
+// openBlock tracks the content block a relayed Anthropic stream has open, so that a
+// continuation or a synthesised ending fits what the client already has.
+type openBlock struct {
+	index int
+	open  bool
+}
+
+func blockIndex(data []byte) int {
+	raw, _ := rawjson.Get(data, "index")
+	n, err := strconv.Atoi(string(raw))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func deltaText(data []byte) string {
+	d, _ := rawjson.Get(data, "delta")
+	if t, _ := rawjson.Get(d, "type"); string(t) != `"text_delta"` {
+		return ""
+	}
+	raw, _ := rawjson.Get(d, "text")
+	s, _ := rawjson.String(raw)
+	return s
+}
+
+// anthropicTailSink writes the rest of an Anthropic stream whose beginning was relayed from
+// an upstream: text continues in the open text block (or a new one), then the stream closes
+// with message_delta (usage and cost) and message_stop.
+type anthropicTailSink struct {
+	blocks *openBlock
+}
+
+func (s *anthropicTailSink) start() []frame { return nil }
+
+func (s *anthropicTailSink) event(ev providers.Event) []frame {
+	if ev.Type != providers.EventText || ev.Text == "" {
+		return nil
+	}
+	var frames []frame
+	if !s.blocks.open {
+		s.blocks.index++
+		s.blocks.open = true
+		frames = append(frames, frame{event: "content_block_start", data: []byte(fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"text","text":""}}`, s.blocks.index))})
+	}
+	text, _ := json.Marshal(ev.Text)
+	return append(frames, frame{event: "content_block_delta", data: []byte(fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"text_delta","text":%s}}`, s.blocks.index, text))})
+}
+
+func (s *anthropicTailSink) finish(c *call) []frame {
+	var frames []frame
+	if s.blocks.open {
+		frames = append(frames, frame{event: "content_block_stop", data: []byte(fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, s.blocks.index))})
+		s.blocks.open = false
+	}
+	stop := anthropic.StopReason(providers.FinishReason(c.finish), c.stopSequence)
+	if c.finish == "" {
+		stop = "end_turn"
+	}
+	stopJSON, _ := json.Marshal(stop)
+	delta := []byte(`{"type":"message_delta","delta":{"stop_reason":` + string(stopJSON) + `,"stop_sequence":null},"usage":null}`)
+	if dec, err := c.decorateUsage(delta, anthropic.EncodeUsage(c.usage), "usage"); err == nil {
+		delta = dec
+	}
+	if dec, err := c.withMeta(delta); err == nil {
+		delta = dec
+	}
+	return append(frames, frame{event: "message_delta", data: delta}, frame{event: "message_stop", data: []byte(`{"type":"message_stop"}`)}, doneFrame)
+}
+
+func (s *anthropicTailSink) fail(ue *providers.UpstreamError) []frame {
+	f := anthropic.ErrorFrame(inBandAnthropicType(ue), "the answer was interrupted: "+upstreamMessage(ue))
+	return []frame{{event: f.Event, data: f.Data}}
 }

@@ -116,6 +116,9 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 		case providers.EventText, providers.EventToolCall, providers.EventReasoning:
 			c.chunks++
 			c.gotToken()
+			if ev.Type == providers.EventText && c.trackText {
+				c.delivered.WriteString(ev.Text)
+			}
 		}
 		frames := sink.event(ev)
 		if len(frames) == 0 {
@@ -146,10 +149,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 			c.recordAttempt(rt, began, ue)
 			return ue
 		}
-		c.failures = append(c.failures, failure{route: rt, err: ue})
-		c.errCode, c.errMessage = CodeUpstream, ue.Error()
-		c.settle(r.Context())
-		writeFrames(out, sink.fail(ue))
+		c.midStreamFailure(out, rt, ue, sink)
 		return nil
 	}
 	commit()

@@ -546,6 +546,12 @@ func TestStreamFailures(t *testing.T) {
 			chunk("partial ")
 			fmt.Fprint(w, "data: {not json\n\n")
 			fl.Flush()
+			chunk("answer")
+			fmt.Fprint(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n")
+			fmt.Fprint(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":2,\"total_tokens\":5}}\n\ndata: [DONE]\n\n")
+		case "unterminated":
+			chunk("partial ")
+			chunk("answer")
 		case "slow":
 			for i := 0; i < 200; i++ {
 				chunk(fmt.Sprintf("word%d ", i))
@@ -570,7 +576,25 @@ func TestStreamFailures(t *testing.T) {
 	setMode := func(m string) { mu.Lock(); mode = m; mu.Unlock() }
 	before := runtime.NumGoroutine()
 
-	for _, m := range []string{"drop", "garbage", "stall"} {
+	for _, m := range []string{"garbage", "unterminated"} {
+		t.Run("upstream "+m+" still completes", func(t *testing.T) {
+			setMode(m)
+			status, hdr, body := env.post(key, "/chat/completions", `{"model":"gpt-test","stream":true,"meta":true,"messages":[{"role":"user","content":"hi"}]}`)
+			text := string(body)
+			if status != 200 || !strings.HasSuffix(text, "data: [DONE]\n\n") || strings.Contains(text, `"error"`) {
+				t.Fatalf("stream: %s", text)
+			}
+			if m == "garbage" && !strings.Contains(text, `"skipped_frames":1`) {
+				t.Fatalf("skipped frame not reported: %s", text)
+			}
+			gen := env.generation(wsID, hdr.Get("X-Generation-Id"))
+			if gen.Status != 200 || gen.OutputTokens == 0 || gen.CostNanos == 0 {
+				t.Fatalf("generation %+v", gen)
+			}
+		})
+	}
+
+	for _, m := range []string{"drop", "stall"} {
 		t.Run("upstream "+m+" mid-stream", func(t *testing.T) {
 			setMode(m)
 			var httpResp *http.Response

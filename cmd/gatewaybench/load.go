@@ -410,10 +410,13 @@ type heldResult struct {
 	Completed              int   `json:"completed"`
 	// Stalled streams never opened, never finished, or went silent longer than the stall
 	// limit after their release.
-	Stalled    int    `json:"stalled"`
-	MaxGapMs   num    `json:"max_gap_ms"`
-	Errors     int64  `json:"errors"`
-	FirstError string `json:"first_error,omitempty"`
+	Stalled  int `json:"stalled"`
+	MaxGapMs num `json:"max_gap_ms"`
+	// WorstStreamMs is when each content chunk of the stream with the longest gap arrived,
+	// relative to the release.
+	WorstStreamMs []num  `json:"worst_stream_ms"`
+	Errors        int64  `json:"errors"`
+	FirstError    string `json:"first_error,omitempty"`
 }
 
 // openTimeout bounds the wait for every held stream's first chunk; the streams still
@@ -476,7 +479,13 @@ func held(ctx context.Context, a *arm, upstream *child, upstreamURL string, k, o
 			if worst > d.interval+stall {
 				r.Stalled++
 			}
-			maxGap = max(maxGap, worst)
+			if worst > maxGap {
+				maxGap = worst
+				r.WorstStreamMs = r.WorstStreamMs[:0]
+				for _, t := range o.times {
+					r.WorstStreamMs = append(r.WorstStreamMs, num(float64(t.Sub(rel))/float64(time.Millisecond)))
+				}
+			}
 			mu.Unlock()
 		}()
 	}

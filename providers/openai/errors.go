@@ -20,9 +20,11 @@ import (
 // Sentinel causes, set as UpstreamError.Err of the failures that have no transport error,
 // so that callers can match them with errors.Is.
 var (
-	// ErrStreamTruncated: the stream ended without [DONE] before a finish reason and usage.
+	// ErrStreamTruncated: the stream ended before its terminal event. The chat stream does
+	// not return it: a chat body that ends cleanly without [DONE] is complete.
 	ErrStreamTruncated = errors.New("upstream stream ended without [DONE]")
-	// ErrMalformedFrame: a stream frame was not the expected JSON.
+	// ErrMalformedFrame: a stream frame was not the expected JSON, or was larger than the
+	// SSE reader's limit. The chat stream skips the former (SkippedFrames).
 	ErrMalformedFrame = errors.New("malformed stream frame")
 	// ErrMalformedResponse: a 2xx response body was not the expected JSON.
 	ErrMalformedResponse = errors.New("malformed upstream response")

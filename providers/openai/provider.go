@@ -3,6 +3,13 @@
 // completions wire format: the converters between it and the neutral model (DecodeChatRequest,
 // EncodeChatResponse, ChunkEncoder...) that the gateway's chat surface uses in the other
 // direction, so that each format is translated in one package only.
+//
+// The chat completions stream skips a malformed frame (data that is not JSON, or JSON of the
+// wrong shape) instead of failing, and counts it: the stream has a SkippedFrames() int
+// method, which the gateway reads through the optional interface
+// interface{ SkippedFrames() int }. Error frames still end it with an error. A body that
+// ends cleanly without [DONE] ends the stream cleanly, with a finish and the last usage
+// known; a body that breaks off (transport error, idle timeout) is an error.
 package openai
 
 import (

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
 // checkGoroutines fails the test when goroutines started during it are still running at
@@ -551,32 +552,64 @@ func bodyStream(body string) *chatStream {
 }
 
 func TestStreamEnds(t *testing.T) {
+	stop := providers.Event{Type: providers.EventFinish, FinishReason: providers.FinishStop}
+	zeroUsage := providers.Event{Type: providers.EventUsage}
 	tests := []struct {
 		name    string
 		body    string
 		events  int
+		tail    []providers.Event // the last events, when checked
+		skipped int
 		err     error // nil for a clean end
 		message string
 	}{
 		{name: "done", body: "data: " + chunkHello + "\n\ndata: [DONE]\n\n", events: 1},
 		{name: "done without blank line", body: "data: " + chunkHello + "\n\ndata: [DONE]", events: 1},
 		{name: "no done after finish and usage", body: "data: " + chunkHello + "\n\ndata: " + chunkStop + "\n\ndata: " + chunkUsage + "\n\n", events: 3},
-		{name: "no done, no usage", body: "data: " + chunkHello + "\n\ndata: " + chunkStop + "\n\n", events: 2, err: ErrStreamTruncated, message: "upstream stream ended without [DONE]"},
-		{name: "empty body", body: "", err: ErrStreamTruncated},
-		{name: "malformed frame", body: "data: " + chunkHello + "\n\ndata: {\"choices\":[\n\n", events: 1, err: ErrMalformedFrame, message: "malformed stream frame"},
-		{name: "malformed usage", body: `data: {"choices":[],"usage":{"prompt_tokens":"x"}}` + "\n\n", err: ErrMalformedFrame},
+		// A clean end without [DONE] is completed with what is pending: here the usage.
+		{name: "no done, no usage", body: "data: " + chunkHello + "\n\ndata: " + chunkStop + "\n\n", events: 3, tail: []providers.Event{stop, zeroUsage}},
+		{name: "no done, no finish", body: "data: " + chunkHello + "\n\ndata: " + chunkUsage + "\n\n", events: 3,
+			tail: []providers.Event{stop, {Type: providers.EventUsage, Usage: providers.Usage{Input: 5, CacheRead: 4, Output: 2}}}},
+		{name: "no done after tool calls", body: `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}` + "\n\n", events: 3,
+			tail: []providers.Event{{Type: providers.EventFinish, FinishReason: providers.FinishToolCalls}, zeroUsage}},
+		{name: "usage before content, no done", body: "data: " + chunkUsage + "\n\ndata: " + chunkHello + "\n\ndata: " + chunkStop + "\n\n", events: 4,
+			tail: []providers.Event{stop, {Type: providers.EventUsage, Usage: providers.Usage{Input: 5, CacheRead: 4, Output: 2}}}},
+		{name: "empty body", body: "", events: 2, tail: []providers.Event{stop, zeroUsage}},
+		{name: "comments only", body: ": keep-alive\n\n", events: 2, tail: []providers.Event{stop, zeroUsage}},
+		// Malformed frames are skipped and counted.
+		{name: "malformed frame", body: "data: " + chunkHello + "\n\ndata: {\"choices\":[\n\n", events: 3, skipped: 1, tail: []providers.Event{stop, zeroUsage}},
+		{name: "malformed usage", body: `data: {"choices":[],"usage":{"prompt_tokens":"x"}}` + "\n\n", events: 2, skipped: 1, tail: []providers.Event{stop, zeroUsage}},
+		{name: "malformed frames between good ones", body: "data: " + chunkHello + "\n\ndata: not json\n\n" +
+			`data: {"choices":"x"}` + "\n\n" +
+			`data: {"choices":[{"index":0,"delta":{"content":5},"finish_reason":"stop"}]}` + "\n\n" +
+			`data: {"choices":[{"index":0,"delta":{"content":"!"}}],"usage":{"prompt_tokens":[]}}` + "\n\n" +
+			"data: " + chunkWorld + "\n\ndata: " + chunkStop + "\n\ndata: " + chunkUsage + "\n\ndata: [DONE]\n\n",
+			events: 4, skipped: 4, tail: []providers.Event{
+				{Type: providers.EventText, Text: "Hello"}, {Type: providers.EventText, Text: " world"}, stop,
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, CacheRead: 4, Output: 2}}}},
 		{name: "error frame", body: "data: " + chunkHello + "\n\n" + `data: {"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}` + "\n\n", events: 1, err: ErrStreamError, message: "The server had an error"},
+		{name: "error frame after a skipped one", body: "data: oops\n\n" + `data: {"error":"boom"}` + "\n\n", skipped: 1, err: ErrStreamError, message: "boom"},
+		{name: "error frame of the wrong shape", body: `data: {"error":{"message":"boom"},"choices":"x"}` + "\n\n", err: ErrStreamError, message: "boom"},
 		{name: "event error", body: "event: error\ndata: {\"message\":\"overloaded\"}\n\n", err: ErrStreamError, message: "overloaded"},
+		{name: "event error that is not JSON", body: "event: error\ndata: oops\n\n", err: ErrStreamError},
 		{name: "null error key is no error", body: "data: {\"error\":null,\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\ndata: [DONE]\n\n", events: 1},
 		{name: "comments and other events skipped", body: ": OPENROUTER PROCESSING\n\nevent: ping\ndata: {}\n\ndata: " + chunkHello + "\n\ndata: [DONE]\n\n", events: 1},
 		{name: "frames after done ignored", body: "data: [DONE]\n\ndata: " + chunkHello + "\n\n"},
 		{name: "groq usage", body: "data: " + chunkStop + "\n\n" + `data: {"choices":[],"x_groq":{"usage":{"prompt_tokens":3,"completion_tokens":1}}}` + "\n\n", events: 2},
+		{name: "event too large", body: "data: " + strings.Repeat("x", sse.DefaultMaxEventBytes+1) + "\n\n", err: ErrMalformedFrame},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			events, err := collect(t, bodyStream(tc.body))
+			s := bodyStream(tc.body)
+			events, err := collect(t, s)
 			if len(events) != tc.events {
 				t.Fatalf("%d events: %+v", len(events), events)
+			}
+			if tail := events[len(events)-len(tc.tail):]; fmt.Sprint(tail) != fmt.Sprint(tc.tail) {
+				t.Fatalf("events end with %+v, want %+v", tail, tc.tail)
+			}
+			if n := s.SkippedFrames(); n != tc.skipped {
+				t.Fatalf("%d frames skipped, want %d", n, tc.skipped)
 			}
 			if tc.err == nil {
 				if err != nil {
@@ -592,6 +625,35 @@ func TestStreamEnds(t *testing.T) {
 				t.Fatalf("message %q", ue.Message)
 			}
 		})
+	}
+}
+
+// Over HTTP: a malformed frame is skipped and counted, the stream exposes the count through
+// the optional interface, and a body that ends without [DONE] ends cleanly.
+func TestStreamSkipsMalformedFrames(t *testing.T) {
+	checkGoroutines(t)
+	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		streamHeaders(w)
+		writeFrames(w, chunkRole, chunkHello, "<html>bad gateway</html>", chunkWorld, `{"choices":[{"index":"0"}]}`, chunkStop, chunkUsage)
+	})
+	p := u.provider(t, nil)
+	s, err := p.ChatStream(context.Background(), userRequest("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := collect(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(events) != fmt.Sprint(helloEvents) {
+		t.Fatalf("events\n%+v\nwant\n%+v", events, helloEvents)
+	}
+	sk, ok := s.(interface{ SkippedFrames() int })
+	if !ok {
+		t.Fatalf("%T has no SkippedFrames", s)
+	}
+	if n := sk.SkippedFrames(); n != 2 {
+		t.Fatalf("%d frames skipped, want 2", n)
 	}
 }
 

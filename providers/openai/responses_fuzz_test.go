@@ -1,10 +1,16 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/openai/openai-go/v3/responses"
+
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
 // FuzzDecodeResponsesRequest checks that any body either fails to decode or decodes to a
@@ -140,4 +146,94 @@ func hasSigned(parts []providers.Part) bool {
 		}
 	}
 	return false
+}
+
+// FuzzResponsesStreamEncoder drives the encoder with arbitrary event sequences, one event
+// per byte pair, and checks what the SDK needs of every stream: valid frames, sequence
+// numbers 0, 1, 2..., response.created first, and a final response whose text and call
+// arguments are everything that was sent.
+func FuzzResponsesStreamEncoder(f *testing.F) {
+	f.Add([]byte{0, 'a', 1, 'b', 2, 0, 2, 1, 3, 'c', 0, 'd', 4, 0})
+	f.Add([]byte{2, 0, 2, 1, 2, 0, 2, 2, 5, 1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		enc := NewResponsesStreamEncoder("resp_f", "m", 1)
+		frames := enc.Start()
+		var text strings.Builder
+		args := map[int]string{}
+		pieces := []string{`{"a":`, `1}`, `"x`, "\u2028", `}`, ""}
+		for i := 0; i+1 < len(in); i += 2 {
+			op, arg := in[i]%6, in[i+1]
+			var ev providers.Event
+			switch op {
+			case 0, 3:
+				ev = providers.Event{Type: providers.EventText, Text: string(rune(arg))}
+				text.WriteString(ev.Text)
+			case 1:
+				ev = providers.Event{Type: providers.EventReasoning, Text: string(rune(arg))}
+			case 2:
+				index := int(arg % 4)
+				piece := pieces[int(arg/4)%len(pieces)]
+				ev = providers.Event{Type: providers.EventToolCall, Index: index, ToolCall: providers.ToolCall{Name: "f", Arguments: piece}}
+				args[index] += piece
+			case 4:
+				ev = providers.Event{Type: providers.EventReasoning, Signature: "s"}
+			case 5:
+				ev = providers.Event{Type: providers.EventUsage}
+			}
+			frames = append(frames, enc.Encode(ev)...)
+		}
+		reason := providers.FinishStop
+		if len(in) > 0 && in[0]%3 == 0 {
+			reason = providers.FinishLength
+		}
+		frames = append(frames, enc.Finish(reason, providers.Usage{Input: 1})...)
+		var body bytes.Buffer
+		for i, fr := range frames {
+			var probe struct {
+				Type     string `json:"type"`
+				Sequence *int64 `json:"sequence_number"`
+			}
+			if err := json.Unmarshal(fr.Data, &probe); err != nil || probe.Type != fr.Event || probe.Sequence == nil || *probe.Sequence != int64(i) {
+				t.Fatalf("frame %d: %s %s", i, fr.Event, fr.Data)
+			}
+			_ = sse.WriteEvent(&body, fr.Event, fr.Data)
+		}
+		events := sdkEvents(t, body.Bytes())
+		if len(events) != len(frames) || events[0].Type != "response.created" {
+			t.Fatalf("%d SDK events for %d frames", len(events), len(frames))
+		}
+		final := events[len(events)-1]
+		var r responses.Response
+		switch final.Type {
+		case "response.completed":
+			r = final.AsResponseCompleted().Response
+		case "response.incomplete":
+			r = final.AsResponseIncomplete().Response
+		default:
+			t.Fatalf("last event %s", final.Type)
+		}
+		if r.OutputText() != strings.ToValidUTF8(text.String(), "\uFFFD") {
+			t.Fatalf("final text %q, sent %q", r.OutputText(), text.String())
+		}
+		n := 0
+		for _, item := range r.Output {
+			if item.Type == "function_call" {
+				n++
+			}
+		}
+		if n != len(args) {
+			t.Fatalf("%d calls in the final response, %d sent", n, len(args))
+		}
+		for _, item := range r.Output {
+			if item.Type != "function_call" {
+				continue
+			}
+			fc := item.AsFunctionCall()
+			var index int
+			if _, err := fmt.Sscanf(fc.CallID, "call_f_%d", &index); err != nil || fc.Arguments != strings.ToValidUTF8(args[index], "\uFFFD") {
+				t.Fatalf("call %s arguments %q, sent %q", fc.CallID, fc.Arguments, args[index])
+			}
+		}
+	})
 }

@@ -26,6 +26,11 @@ var errClosed = errors.New("stream closed")
 
 // chatStream turns an upstream chat completions SSE body into neutral events. No goroutine
 // is involved: Next reads the body; the idle watchdog is a timer that closes it.
+//
+// A frame that is not a chunk (data that is not JSON, or JSON of the wrong shape) is
+// skipped whole and counted (SkippedFrames); an error frame ends the stream with an error.
+// A body that ends cleanly without [DONE] ends the stream cleanly, completed with what is
+// pending (see complete); a body that breaks off (transport error, idle timeout) is an error.
 type chatStream struct {
 	provider string
 	ctx      context.Context // the caller's: its cancellation is not an upstream failure
@@ -39,8 +44,11 @@ type chatStream struct {
 	err     error
 	ended   bool
 
-	sawFinish, sawUsage, sawToolCall bool
-	calls                            []callIndex
+	sawFinish, sawToolCall bool
+	usage                  providers.Usage // the last usage the upstream sent
+	usageLast              bool            // the last event sent was EventUsage with usage
+	calls                  []callIndex
+	skipped                atomic.Int64 // frames skipped as malformed
 
 	done      atomic.Bool // [DONE] was read: the body may be drained on Close
 	closed    atomic.Bool
@@ -71,15 +79,49 @@ func (s *chatStream) Next() bool {
 		}
 		s.pending, s.pos = s.pending[:0], 0
 		if !s.rd.Next() {
-			s.end(s.readEnd(s.rd.Err()))
+			err := s.readEnd(s.rd.Err())
+			if err == nil {
+				s.complete()
+			}
+			s.end(err)
 			continue
 		}
 		if err := s.handle(s.rd.Event()); err != nil {
 			s.pending = s.pending[:0]
 			s.end(err)
+			continue
+		}
+		if n := len(s.pending); n > 0 {
+			s.usageLast = s.pending[n-1].Type == providers.EventUsage
 		}
 	}
 }
+
+// complete adds what a body that ended cleanly without [DONE] leaves pending: the finish
+// when none came (stop, or tool_calls after tool calls, as for a finish reason the adapter
+// does not know), then the last usage known, zero when none came, unless the last event
+// already carried it.
+func (s *chatStream) complete() {
+	if !s.sawFinish {
+		s.sawFinish = true
+		s.pending = append(s.pending, providers.Event{
+			Type:         providers.EventFinish,
+			FinishReason: finishReason("", s.sawToolCall),
+		})
+		s.usageLast = false
+	}
+	if !s.usageLast {
+		s.usageLast = true
+		s.pending = append(s.pending, providers.Event{Type: providers.EventUsage, Usage: s.usage})
+	}
+}
+
+// SkippedFrames is the number of frames skipped as malformed so far. It may be called from
+// any goroutine.
+func (s *chatStream) SkippedFrames() int { return int(s.skipped.Load()) }
+
+// skip counts a malformed frame, which is then ignored.
+func (s *chatStream) skip() { s.skipped.Add(1) }
 
 func (s *chatStream) end(err error) {
 	s.ended = true
@@ -113,13 +155,10 @@ func (s *chatStream) readEnd(err error) error {
 	}
 	switch {
 	case err == nil:
-		// Some compatible servers omit [DONE]; a stream that finished and reported its usage
-		// is complete all the same.
-		if s.sawFinish && s.sawUsage {
-			return nil
-		}
-		return s.failure(ErrStreamTruncated, nil, nil)
+		// A clean end without [DONE], as some compatible servers send: Next completes it.
+		return nil
 	case errors.Is(err, sse.ErrEventTooLarge):
+		// The reader cannot go on after an oversized event: it is not a frame to skip.
 		return s.failure(ErrMalformedFrame, err, nil)
 	}
 	return transportError(s.provider, s.ctx, s.at.ctx, err)
@@ -143,7 +182,9 @@ func (s *chatStream) failure(cause, err error, payload []byte) *providers.Upstre
 	return e
 }
 
-// handle turns one SSE event into pending neutral events.
+// handle turns one SSE event into pending neutral events. An error frame is returned as
+// the stream's error; a malformed frame is counted and skipped whole: it is decoded
+// completely before it changes anything.
 func (s *chatStream) handle(ev sse.Event) error {
 	switch ev.Name {
 	case "", "message", "error":
@@ -167,21 +208,45 @@ func (s *chatStream) handle(ev sse.Event) error {
 		if ev.Name == "error" || (json.Unmarshal(data, &probe) == nil && !isFalsy(probe.Error)) {
 			return streamError(s.provider, data)
 		}
-		return s.failure(ErrMalformedFrame, err, data)
+		s.skip()
+		return nil
 	}
 	if ev.Name == "error" || !isFalsy(c.Error) {
 		return streamError(s.provider, data)
 	}
+	usage := c.Usage
+	if isNull(usage) && c.XGroq != nil {
+		usage = c.XGroq.Usage
+	}
+	var u providers.Usage
+	if !isNull(usage) {
+		var err error
+		if u, err = ParseChatUsage(usage); err != nil {
+			s.skip()
+			return nil
+		}
+	}
+	var buf [1]string
+	texts := buf[:0] // the content of each choice 0, decoded before anything is emitted
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue // the neutral model has one choice
 		}
-		if r := reasoningText(ch.Delta.ReasoningContent, ch.Delta.Reasoning); r != "" {
-			s.pending = append(s.pending, providers.Event{Type: providers.EventReasoning, Text: r})
-		}
 		text, err := contentText(ch.Delta.Content)
 		if err != nil {
-			return s.failure(ErrMalformedFrame, err, data)
+			s.skip()
+			return nil
+		}
+		texts = append(texts, text)
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		text := texts[0]
+		texts = texts[1:]
+		if r := reasoningText(ch.Delta.ReasoningContent, ch.Delta.Reasoning); r != "" {
+			s.pending = append(s.pending, providers.Event{Type: providers.EventReasoning, Text: r})
 		}
 		if text == "" && ch.Delta.Refusal != nil {
 			text = *ch.Delta.Refusal
@@ -209,16 +274,8 @@ func (s *chatStream) handle(ev sse.Event) error {
 			})
 		}
 	}
-	usage := c.Usage
-	if isNull(usage) && c.XGroq != nil {
-		usage = c.XGroq.Usage
-	}
 	if !isNull(usage) {
-		u, err := ParseChatUsage(usage)
-		if err != nil {
-			return s.failure(ErrMalformedFrame, err, data)
-		}
-		s.sawUsage = true
+		s.usage = u
 		s.pending = append(s.pending, providers.Event{Type: providers.EventUsage, Usage: u})
 	}
 	return nil

@@ -1,0 +1,188 @@
+package handlers
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+)
+
+// usageMinus is u without what o counted, never below zero.
+func usageMinus(u, o providers.Usage) providers.Usage {
+	sub := func(a, b int64) int64 { return max(0, a-b) }
+	return providers.Usage{Input: sub(u.Input, o.Input), CacheRead: sub(u.CacheRead, o.CacheRead), CacheWrite: sub(u.CacheWrite, o.CacheWrite),
+		Output: sub(u.Output, o.Output), Reasoning: sub(u.Reasoning, o.Reasoning)}
+}
+
+func usagePlus(u, o providers.Usage) providers.Usage {
+	return providers.Usage{Input: u.Input + o.Input, CacheRead: u.CacheRead + o.CacheRead, CacheWrite: u.CacheWrite + o.CacheWrite,
+		Output: u.Output + o.Output, Reasoning: u.Reasoning + o.Reasoning}
+}
+
+// prepareFailover decides, before streaming, whether the text delivered must be tracked: only
+// when a later route could continue the answer from a prefill.
+func (c *call) prepareFailover(stream bool, decode func() (*providers.Request, error)) {
+	c.neutralReq = decode
+	if !stream {
+		return
+	}
+	for i, rt := range c.routes {
+		if i > 0 && rt.Prefill {
+			if _, ok := rt.Provider.(providers.ChatProvider); ok {
+				c.trackText = true
+				return
+			}
+		}
+	}
+}
+
+// midStreamFailure handles a stream that broke after part of the answer reached the client:
+// it continues on the next route that accepts a prefill, sending only the remainder through
+// sink, or ends the stream with the surface's in-band error (never a clean end).
+func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.UpstreamError, sink streamSink) {
+	c.failures = append(c.failures, failure{route: broken, err: ue})
+	if n := len(c.attempts); n > 0 {
+		c.attempts[n-1].Error, c.attempts[n-1].Category = "stream broke after output began: "+ue.Error(), string(ue.Category)
+	}
+	if c.trackText && c.failover(out, broken, sink) {
+		return
+	}
+	c.errCode, c.errMessage = CodeUpstream, ue.Error()
+	c.settle(c.reqCtx)
+	writeFrames(out, sink.fail(ue))
+}
+
+// failover continues the answer on the routes after broken that accept a prefill. It returns
+// false when none could (nothing more was written then).
+func (c *call) failover(out *sseWriter, broken Route, sink streamSink) bool {
+	req, err := c.neutralReq()
+	if err != nil {
+		return false
+	}
+	after := false
+	for _, rt := range c.routes {
+		if !after {
+			after = rt.ProviderName == broken.ProviderName && rt.UpstreamModel == broken.UpstreamModel
+			continue
+		}
+		cp, ok := rt.Provider.(providers.ChatProvider)
+		if !ok || !rt.Prefill || !rt.breaker.allow(c.g.Now(), rt.Policy) {
+			continue
+		}
+		// What the broken attempt consumed stays billed at its route's prices.
+		c.estimateUsage()
+		c.carry()
+		delivered := c.delivered.String()
+		rq := *req
+		rq.Model, rq.Stream = rt.UpstreamModel, true
+		rq.Messages = append(append([]providers.Message{}, req.Messages...), providers.Message{
+			Role: providers.RoleAssistant, Content: []providers.Part{{Type: providers.PartText, Text: delivered}},
+		})
+		began := c.g.Now()
+		st, err := cp.ChatStream(c.reqCtx, &rq)
+		if err != nil {
+			c.recordAttempt(rt, began, err)
+			rt.breaker.record(c.g.Now(), rt.Policy, false)
+			continue
+		}
+		done := c.relayContinuation(out, rt, began, st, sink)
+		_ = st.Close()
+		if done {
+			return true
+		}
+	}
+	return false
+}
+
+// carry moves the current attempt's usage and cost into the call's carried totals.
+func (c *call) carry() {
+	if c.route == nil {
+		return
+	}
+	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage), c.priceOf(*c.route))
+	c.carriedLines = append(c.carriedLines, lines...)
+	c.carriedNanos += total
+	c.carriedUsage = c.usage
+	c.usageKnown = false
+}
+
+func (c *call) priceOf(rt Route) pricing.Price {
+	if c.model.Free() {
+		return pricing.Price{}
+	}
+	return rt.Price
+}
+
+// relayContinuation streams a continuation through sink. It returns false if the route failed
+// before adding anything (the next route may try), true once the client has the end of the
+// answer or an in-band error.
+func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st providers.Stream, sink streamSink) bool {
+	added := false
+	for st.Next() {
+		ev := st.Current()
+		switch ev.Type {
+		case providers.EventUsage:
+			c.usage, c.usageKnown = usagePlus(c.carriedUsage, ev.Usage), true
+			continue
+		case providers.EventFinish:
+			c.finish, c.stopSequence = string(ev.FinishReason), ev.StopSequence
+		case providers.EventText:
+			if !added {
+				c.recordAttempt(rt, began, nil)
+				c.route = &rt
+				added = true
+			}
+			c.chunks++
+			c.delivered.WriteString(ev.Text)
+		case providers.EventToolCall, providers.EventReasoning:
+			continue
+		}
+		writeFrames(out, sink.event(ev))
+		if out.failed || c.gone() {
+			c.clientGone()
+			c.settle(c.reqCtx)
+			return true
+		}
+	}
+	if err := st.Err(); err != nil {
+		ue, ok := providers.AsUpstreamError(err)
+		if !ok {
+			ue = c.streamFailure(rt, err.Error(), nil)
+		}
+		if !added {
+			c.recordAttempt(rt, began, ue)
+			rt.breaker.record(c.g.Now(), rt.Policy, false)
+			return false
+		}
+		rt.breaker.record(c.g.Now(), rt.Policy, false)
+		c.failures = append(c.failures, failure{route: rt, err: ue})
+		c.errCode, c.errMessage = CodeUpstream, fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
+		c.settle(c.reqCtx)
+		writeFrames(out, sink.fail(ue))
+		return true
+	}
+	if !added {
+		c.recordAttempt(rt, began, nil)
+		c.route = &rt
+	}
+	rt.breaker.record(c.g.Now(), rt.Policy, true)
+	c.failedOver = true
+	if !c.usageKnown {
+		c.estimateUsage()
+	}
+	final := sink.finish(c)
+	c.settle(c.reqCtx)
+	writeFrames(out, final)
+	return true
+}
+
+// failoverNote describes a failed-over answer for the generation record.
+func (c *call) failoverNote() string {
+	names := make([]string, 0, len(c.failures))
+	for _, f := range c.failures {
+		names = append(names, f.route.ProviderName)
+	}
+	return "continued after a broken stream on " + strings.Join(names, ", ")
+}
