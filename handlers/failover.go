@@ -129,6 +129,14 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		case providers.EventFinish:
 			c.finish, c.stopSequence = string(ev.FinishReason), ev.StopSequence
 		case providers.EventText:
+			if !added && endsWithSpace(c.delivered.String()) {
+				// Providers trim a prefill's trailing whitespace, then start the continuation
+				// with it: the client already has it.
+				ev.Text = strings.TrimLeft(ev.Text, " \t\n")
+				if ev.Text == "" {
+					continue
+				}
+			}
 			if !added {
 				c.recordAttempt(rt, began, nil)
 				c.route = &rt
@@ -185,4 +193,8 @@ func (c *call) failoverNote() string {
 		names = append(names, f.route.ProviderName)
 	}
 	return "continued after a broken stream on " + strings.Join(names, ", ")
+}
+
+func endsWithSpace(s string) bool {
+	return s != "" && strings.ContainsRune(" \t\n", rune(s[len(s)-1]))
 }

@@ -44,6 +44,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -74,6 +75,7 @@ type config struct {
 	IdleConns      int           `json:"upstream_idle_conns"`
 	Credits        string        `json:"credits"`
 	Tests          string        `json:"tests"`
+	Fresh          bool          `json:"fresh"`
 
 	caddyBin       string
 	jsonOut        string
@@ -111,8 +113,9 @@ func main() {
 	flag.IntVar(&c.HoldChunks, "hold-chunks", 5, "content chunks of a held stream")
 	flag.DurationVar(&c.HoldInterval, "hold-interval", 200*time.Millisecond, "interval between a held stream's chunks after its release")
 	flag.IntVar(&c.OpenConc, "open-concurrency", 256, "held streams opening at once")
-	flag.DurationVar(&c.Stall, "stall", time.Second, "a held stream silent longer than its interval plus this has stalled")
+	flag.DurationVar(&c.Stall, "stall", 2*time.Second, "a held stream silent longer than its interval plus this has stalled")
 	flag.IntVar(&c.IdleConns, "idle-conns", 1024, "keepalive_idle_conns_per_host of both proxies' upstream transport")
+	flag.BoolVar(&c.Fresh, "fresh", true, "restart the proxy (and warm it) before each memory and capacity measurement, so that its baseline is a fresh process's and not memory kept from earlier tests")
 	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity")
 	flag.StringVar(&c.Credits, "credits", "1000000", "credits of the benchmark workspace, in USD")
 	flag.StringVar(&c.caddyBin, "caddy", "", "a Caddy binary built with the gateway (default: go build ./cmd/caddy)")
@@ -244,6 +247,9 @@ func run(ctx context.Context, cfg *config) error {
 			}
 			d := directive{n: cfg.HoldChunks, interval: cfg.HoldInterval, latency: cfg.Latency, hold: "cap-" + a.name}
 			logf("capacity: %s, %d streams held open", a.name, cfg.CapStreams)
+			if err := b.freshen(ctx, a); err != nil {
+				return err
+			}
 			r := held(ctx, a, b.upstream, b.upstreamURL, cfg.CapStreams, cfg.OpenConc, d, cfg.Stall)
 			logf("  opened %d in %.1fs, completed %d, stalled %d, max gap %.0f ms, %.1f KiB/stream",
 				r.Opened, r.OpenSeconds, r.Completed, r.Stalled, r.MaxGapMs, r.BytesPerStream/1024)
@@ -258,15 +264,7 @@ func run(ctx context.Context, cfg *config) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	// Settlement happens before the last byte; a moment lets the last records land anyway.
-	time.Sleep(500 * time.Millisecond)
-	rep.Records = b.records()
-	for _, a := range b.arms {
-		if a.kind == kindGateway {
-			rep.Records.Answered += a.ok200.Load()
-		}
-	}
-	rep.Records.Lost = max(0, rep.Records.Answered-rep.Records.Rows)
+	rep.Records = b.waitRecords(ctx, 2*time.Minute)
 	rep.Machine.LoadAfter = loadAvg()
 	rep.Seconds = time.Since(started).Seconds()
 	rep.build()
@@ -317,7 +315,8 @@ func (b *bench) start(ctx context.Context) error {
 	if b.upstream, err = startChild("upstream", b.dir, env, self, "upstream", "-addr", fmt.Sprintf("127.0.0.1:%d", upPort)); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, b.upstream, http.MethodGet, b.upstreamURL+"/bench/ping", 10*time.Second); err != nil {
+	b.upstream.health = b.upstreamURL + "/bench/ping"
+	if err := waitHTTP(ctx, b.upstream, http.MethodGet, b.upstream.health, 10*time.Second); err != nil {
 		return err
 	}
 
@@ -342,10 +341,11 @@ func (b *bench) start(ctx context.Context) error {
 	}
 	b.adminPorts[b.plain], b.adminPorts[b.gateway] = plainAdmin, gwAdmin
 	plainURL, gwURL := fmt.Sprintf("http://127.0.0.1:%d", plainPort), fmt.Sprintf("http://127.0.0.1:%d", gwPort)
-	if err := waitHTTP(ctx, b.plain, http.MethodGet, plainURL+"/bench/ping", 30*time.Second); err != nil {
+	b.plain.health, b.gateway.health = plainURL+"/bench/ping", gwURL+"/v1/health"
+	if err := waitHTTP(ctx, b.plain, http.MethodGet, b.plain.health, 30*time.Second); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, b.gateway, http.MethodGet, gwURL+"/v1/health", 30*time.Second); err != nil {
+	if err := waitHTTP(ctx, b.gateway, http.MethodGet, b.gateway.health, 30*time.Second); err != nil {
 		return err
 	}
 
@@ -462,6 +462,10 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 				continue
 			}
 			d := directive{n: cfg.HoldChunks, interval: cfg.HoldInterval, latency: cfg.Latency, hold: fmt.Sprintf("mem-%d-%s", round, a.name)}
+			if err := b.freshen(ctx, a); err != nil {
+				logf("  memory     %-23s %v", a.name, err)
+				continue
+			}
 			r := held(ctx, a, b.upstream, b.upstreamURL, cfg.MemStreams, cfg.OpenConc, d, cfg.Stall)
 			logf("  memory     %-23s %6.1f KiB/stream (%d open in %.1fs, stalled %d, errors %d %s)",
 				a.name, r.BytesPerStream/1024, r.Opened, r.OpenSeconds, r.Stalled, r.Errors, r.FirstError)
@@ -536,6 +540,74 @@ func fetch(ctx context.Context, url, path string, timeout time.Duration) error {
 		return err
 	}
 	return f.Close()
+}
+
+// answered is the number of 200 answers of the gateway's arms.
+func (b *bench) answered() int64 {
+	var n int64
+	for _, a := range b.arms {
+		if a.kind == kindGateway {
+			n += a.ok200.Load()
+		}
+	}
+	return n
+}
+
+// waitRecords waits until the gateway has a generation row for every 200 answer it gave,
+// or the timeout passes, and returns the count. Streams are settled before their last
+// event, but an answer can still be recorded after the client has it, and the settlements
+// of thousands of streams ending together queue for the one SQLite writer.
+func (b *bench) waitRecords(ctx context.Context, timeout time.Duration) recordCheck {
+	start := time.Now()
+	for {
+		answered := b.answered()
+		rc := b.records()
+		rc.Answered = answered
+		rc.Lost = max(0, answered-rc.Rows)
+		rc.WaitSeconds = time.Since(start).Seconds()
+		if rc.Lost == 0 || rc.Error != "" || time.Since(start) > timeout || ctx.Err() != nil {
+			return rc
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+}
+
+// freshen restarts the arm's proxy and warms it with a few requests and streams, after the
+// gateway has recorded everything it answered (a stop must not cut a settlement short).
+func (b *bench) freshen(ctx context.Context, a *arm) error {
+	if !b.cfg.Fresh || a.proc == nil {
+		return nil
+	}
+	if a.kind == kindGateway {
+		if rc := b.waitRecords(ctx, 2*time.Minute); rc.Lost > 0 {
+			return fmt.Errorf("%d answers still without a generation record after %.0fs; not restarting the gateway", rc.Lost, rc.WaitSeconds)
+		}
+	}
+	if err := a.proc.restart(ctx); err != nil {
+		return err
+	}
+	for _, x := range b.arms {
+		if x.proc == a.proc {
+			x.client.CloseIdleConnections()
+		}
+	}
+	d := directive{n: 4, interval: time.Millisecond, latency: b.cfg.Latency}
+	plain, streamed := a.body(false, d), a.body(true, d)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 8; i++ {
+				rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				_ = a.do(rctx, plain)
+				_ = a.openStream(rctx, streamed, nil)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
 }
 
 // records counts the gateway's generation rows, reading its SQLite file directly.

@@ -21,8 +21,15 @@ import (
 // child is a process the benchmark started and must stop.
 type child struct {
 	name string
-	cmd  *exec.Cmd
+	bin  string
+	args []string
+	env  []string
 	log  string
+	// health is a URL that answers once the process serves.
+	health string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
 	done chan struct{}
 }
 
@@ -34,46 +41,75 @@ var (
 // startChild starts a process with its output in <dir>/<name>.log. The child gets SIGKILL
 // if the benchmark dies without stopping it.
 func startChild(name, dir string, env []string, bin string, args ...string) (*child, error) {
-	logPath := filepath.Join(dir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
+	c := &child{name: name, bin: bin, args: args, env: env, log: filepath.Join(dir, name+".log")}
+	if err := c.start(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	c := &child{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		_ = f.Close()
-		close(c.done)
-	}()
 	childrenMu.Lock()
 	children = append(children, c)
 	childrenMu.Unlock()
 	return c, nil
 }
 
-func (c *child) pid() int { return c.cmd.Process.Pid }
+func (c *child) start() error {
+	f, err := os.OpenFile(c.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, c.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = c.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("starting %s: %w", c.name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		_ = f.Close()
+		close(done)
+	}()
+	c.mu.Lock()
+	c.cmd, c.done = cmd, done
+	c.mu.Unlock()
+	return nil
+}
+
+// restart stops the process and starts it again, and waits until it serves.
+func (c *child) restart(ctx context.Context) error {
+	c.stop()
+	if err := c.start(); err != nil {
+		return err
+	}
+	return waitHTTP(ctx, c, http.MethodGet, c.health, 30*time.Second)
+}
+
+func (c *child) current() (*exec.Cmd, chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cmd, c.done
+}
+
+func (c *child) pid() int {
+	cmd, _ := c.current()
+	return cmd.Process.Pid
+}
 
 // stop asks the process to end, then kills it after a grace period.
 func (c *child) stop() {
+	cmd, done := c.current()
 	select {
-	case <-c.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-c.done:
+	case <-done:
 	case <-time.After(5 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }
 
@@ -90,13 +126,14 @@ func stopChildren() {
 
 // exited reports an error if the child is no longer running.
 func (c *child) exited() error {
+	cmd, done := c.current()
 	select {
-	case <-c.done:
+	case <-done:
 		tail, _ := os.ReadFile(c.log)
 		if len(tail) > 2000 {
 			tail = tail[len(tail)-2000:]
 		}
-		return fmt.Errorf("%s exited (%s); end of %s:\n%s", c.name, c.cmd.ProcessState, c.log, tail)
+		return fmt.Errorf("%s exited (%s); end of %s:\n%s", c.name, cmd.ProcessState, c.log, tail)
 	default:
 		return nil
 	}

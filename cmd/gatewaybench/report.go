@@ -68,6 +68,7 @@ type figureRow struct {
 	VsCaddy num    `json:"vs_caddy"`
 	Target  string `json:"target,omitempty"`
 	Verdict string `json:"verdict,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
 
 // recordCheck compares the gateway's 200 answers with its generation rows.
@@ -76,7 +77,9 @@ type recordCheck struct {
 	Rows     int64            `json:"generation_rows"`
 	Lost     int64            `json:"lost_records"`
 	ByStatus map[string]int64 `json:"rows_by_status"`
-	Error    string           `json:"error,omitempty"`
+	// WaitSeconds is how long the rows took to catch up with the answers after the last test.
+	WaitSeconds float64 `json:"wait_seconds"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // report is the whole run, as printed and as written to JSON.
@@ -203,6 +206,11 @@ func (rep *report) build() {
 					rep.Targets = append(rep.Targets, targetLine{Target: fd.key + " " + row.Target, Arm: a, Value: fmtCompare(fd, float64(row.VsCaddy)), Verdict: row.Verdict})
 				}
 			}
+			if fd.test == "latency" && rep.Config.runs("saturation") {
+				if sat := median(series(a, func(r roundResult) float64 { return float64(r.Saturation.RPS) })); sat < float64(rep.Config.Rate) {
+					row.Note = fmt.Sprintf("over capacity (saturates at %.0f rps)", sat)
+				}
+			}
 			fig.Rows = append(fig.Rows, row)
 		}
 		rep.Figures = append(rep.Figures, fig)
@@ -298,14 +306,23 @@ func (rep *report) print(w io.Writer) {
 			head = "added"
 		}
 		fmt.Fprintf(tw, "arm\t%s\t%s vs caddy\ttarget\t\t\n", fig.Unit, head)
+		notes := false
 		for _, r := range fig.Rows {
 			vs := fmtCompare(fd, float64(r.VsCaddy))
 			if r.Arm == "caddy" {
 				vs = ""
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.Arm, fmtValue(float64(r.Median)), vs, r.Target, r.Verdict)
+			notes = notes || r.Note != ""
 		}
 		_ = tw.Flush()
+		if notes {
+			for _, r := range fig.Rows {
+				if r.Note != "" {
+					fmt.Fprintf(w, "  %s: %s\n", r.Arm, r.Note)
+				}
+			}
+		}
 	}
 	if len(rep.Capacity) > 0 {
 		fmt.Fprintf(w, "\nCapacity: streams held open at once, then released (%d chunks, %s apart; stalled = not opened, not finished, or silent > interval + %s)\n",
@@ -338,8 +355,8 @@ func (rep *report) print(w io.Writer) {
 		statuses = append(statuses, fmt.Sprintf("%s: %d", s, n))
 	}
 	sort.Strings(statuses)
-	fmt.Fprintf(w, "Records: %d gateway answers with status 200, %d generation rows (%s), lost %d%s\n",
-		rc.Answered, rc.Rows, strings.Join(statuses, ", "), rc.Lost, map[bool]string{true: " (" + rc.Error + ")", false: ""}[rc.Error != ""])
+	fmt.Fprintf(w, "Records: %d gateway answers with status 200, %d generation rows (%s), lost %d (rows caught up %.1f s after the last test)%s\n",
+		rc.Answered, rc.Rows, strings.Join(statuses, ", "), rc.Lost, rc.WaitSeconds, map[bool]string{true: " (" + rc.Error + ")", false: ""}[rc.Error != ""])
 
 	fmt.Fprintf(w, "\nTargets\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -19,9 +19,12 @@ import (
 // Sentinel causes, set as UpstreamError.Err of the failures that have no transport error,
 // so that callers can match them with errors.Is.
 var (
-	// ErrStreamTruncated: the stream ended before message_delta and message_stop.
+	// ErrStreamTruncated: the stream ended before message_stop. The stream no longer
+	// returns it: a body that ends cleanly without message_stop is complete, and one that
+	// breaks off fails with its transport error.
 	ErrStreamTruncated = errors.New("upstream stream ended before message_stop")
-	// ErrMalformedFrame: a stream event was not the expected JSON.
+	// ErrMalformedFrame: a stream event was larger than the SSE reader's limit. Events that
+	// are not the expected JSON are skipped (SkippedFrames).
 	ErrMalformedFrame = errors.New("malformed stream event")
 	// ErrMalformedResponse: a 2xx response body was not a message.
 	ErrMalformedResponse = errors.New("malformed upstream response")

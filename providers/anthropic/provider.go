@@ -9,6 +9,13 @@
 // for the neutral model, whose policies for what the API cannot take as it is (JSON mode,
 // temperature above 1, thinking with forced tool use...) are documented on EncodeRequest and
 // Unsupported.
+//
+// The Messages stream skips a malformed frame (data that is not JSON, or JSON of the wrong
+// shape) instead of failing, and counts it: the stream has a SkippedFrames() int method,
+// which the gateway reads through the optional interface interface{ SkippedFrames() int }.
+// Error events still end it with an error. A body that ends cleanly without message_stop
+// ends the stream cleanly, with a finish and the last usage known; a body that breaks off
+// (transport error, idle timeout) is an error.
 package anthropic
 
 import (

@@ -28,6 +28,10 @@ const maxBlocks = 1 << 16
 // errClosed is the error of a stream read after Close.
 var errClosed = errors.New("stream closed")
 
+// errSkipFrame is what handle returns for a malformed frame: Next counts it and drops the
+// frame whole. It never leaves the stream.
+var errSkipFrame = errors.New("malformed frame skipped")
+
 // blockKind is the kind of a content block, as far as the neutral model cares.
 type blockKind uint8
 
@@ -49,6 +53,12 @@ type blockState struct {
 
 // messagesStream turns an upstream Messages SSE body into neutral events. No goroutine is
 // involved: Next reads the body; the idle watchdog is a timer that closes it.
+//
+// A frame that is not the expected JSON (not JSON, a missing field, a delta that does not
+// fit its block...) is skipped whole and counted (SkippedFrames); an error event ends the
+// stream with an error. A body that ends cleanly without message_stop ends the stream
+// cleanly, completed with what is pending (see complete); a body that breaks off (transport
+// error, idle timeout) is an error.
 type messagesStream struct {
 	provider string
 	ctx      context.Context // the caller's: its cancellation is not an upstream failure
@@ -62,10 +72,12 @@ type messagesStream struct {
 	err     error
 	ended   bool
 
-	blocks                                  map[int]blockState
-	tools                                   int
-	usage                                   usageCounters
-	sawFinish, sawToolCall, sawMessageDelta bool
+	blocks                 map[int]blockState
+	tools                  int
+	usage                  usageCounters
+	sawFinish, sawToolCall bool
+	usageLast              bool         // the last event sent was EventUsage with usage
+	skipped                atomic.Int64 // frames skipped as malformed
 
 	done      atomic.Bool // message_stop was read: the body may be drained on Close
 	closed    atomic.Bool
@@ -99,15 +111,45 @@ func (s *messagesStream) Next() bool {
 		}
 		s.pending, s.pos = s.pending[:0], 0
 		if !s.rd.Next() {
-			s.end(s.readEnd(s.rd.Err()))
+			err := s.readEnd(s.rd.Err())
+			if err == nil && !s.done.Load() {
+				s.complete()
+			}
+			s.end(err)
 			continue
 		}
 		if err := s.handle(s.rd.Event()); err != nil {
 			s.pending = s.pending[:0]
+			if err == errSkipFrame {
+				s.skipped.Add(1)
+				continue
+			}
 			s.end(err)
+			continue
+		}
+		if n := len(s.pending); n > 0 {
+			s.usageLast = s.pending[n-1].Type == providers.EventUsage
 		}
 	}
 }
+
+// complete adds what a body that ended cleanly without message_stop leaves pending: the
+// finish when none came (stop, or tool_calls after tool calls, as at message_stop), then the
+// last usage known, zero when none came, unless the last event already carried it.
+func (s *messagesStream) complete() {
+	if !s.sawFinish {
+		s.finish("", nil)
+		s.usageLast = false
+	}
+	if !s.usageLast {
+		s.usageLast = true
+		s.emit(providers.Event{Type: providers.EventUsage, Usage: s.usage.neutral()})
+	}
+}
+
+// SkippedFrames is the number of frames skipped as malformed so far. It may be called from
+// any goroutine.
+func (s *messagesStream) SkippedFrames() int { return int(s.skipped.Load()) }
 
 func (s *messagesStream) end(err error) {
 	s.ended = true
@@ -141,12 +183,10 @@ func (s *messagesStream) readEnd(err error) error {
 	}
 	switch {
 	case err == nil:
-		// A stream cut after message_delta has all that matters: the finish and the usage.
-		if s.sawMessageDelta {
-			return nil
-		}
-		return s.failure(ErrStreamTruncated, nil)
+		// A clean end, with or without message_stop: Next completes it.
+		return nil
 	case errors.Is(err, sse.ErrEventTooLarge):
+		// The reader cannot go on after an oversized event: it is not a frame to skip.
 		return s.failure(ErrMalformedFrame, err)
 	}
 	return transportError(s.provider, s.ctx, s.at.ctx, err)
@@ -174,7 +214,8 @@ func (s *messagesStream) emit(ev providers.Event) { s.pending = append(s.pending
 
 // handle turns one SSE event into pending neutral events. As in the SDKs, "error" and "ping"
 // are recognised by the event name and everything else by the data's type (the name when
-// the data has none), so a server that omits event lines is read all the same.
+// the data has none), so a server that omits event lines is read all the same. A malformed
+// frame returns errSkipFrame before it changes anything.
 func (s *messagesStream) handle(ev sse.Event) error {
 	data := bytes.TrimSpace(ev.Data)
 	switch ev.Name {
@@ -187,45 +228,47 @@ func (s *messagesStream) handle(ev sse.Event) error {
 		return nil
 	}
 	var se streamEvent
-	if err := json.Unmarshal(data, &se); err != nil {
-		return s.failure(ErrMalformedFrame, err, data)
+	if json.Unmarshal(data, &se) != nil {
+		return errSkipFrame
 	}
 	typ := se.Type
 	if typ == "" {
 		typ = ev.Name
 	}
-	malformed := func(why string) error { return s.failure(ErrMalformedFrame, errors.New(why), data) }
 	switch typ {
 	case "message_start":
 		if se.Message != nil {
-			if err := s.mergeUsage(se.Message.Usage); err != nil {
-				return s.failure(ErrMalformedFrame, err, data)
+			u, err := decodeUsage(se.Message.Usage)
+			if err != nil {
+				return errSkipFrame
+			}
+			if u != nil {
+				s.usage.merge(u)
 			}
 			s.emit(providers.Event{Type: providers.EventUsage, Usage: s.usage.neutral()})
 		}
 	case "content_block_start":
-		if se.Index == nil || se.ContentBlock == nil {
-			return malformed("content_block_start without index or content_block")
-		}
-		if *se.Index < 0 || len(s.blocks) >= maxBlocks {
-			return malformed("content block index out of range")
+		// No index or no block; an index out of range.
+		if se.Index == nil || se.ContentBlock == nil || *se.Index < 0 || len(s.blocks) >= maxBlocks {
+			return errSkipFrame
 		}
 		return s.startBlock(*se.Index, se.ContentBlock)
 	case "content_block_delta":
 		if se.Index == nil || se.Delta == nil {
-			return malformed("content_block_delta without index or delta")
+			return errSkipFrame
 		}
-		return s.delta(*se.Index, se.Delta, data)
+		return s.delta(*se.Index, se.Delta)
 	case "content_block_stop", "ping":
 	case "message_delta":
-		s.sawMessageDelta = true
+		u, err := decodeUsage(se.Usage)
+		if err != nil {
+			return errSkipFrame
+		}
 		if d := se.Delta; d != nil && d.StopReason != nil && !s.sawFinish {
 			s.finish(*d.StopReason, d.StopSequence)
 		}
-		if !isNull(se.Usage) {
-			if err := s.mergeUsage(se.Usage); err != nil {
-				return s.failure(ErrMalformedFrame, err, data)
-			}
+		if u != nil {
+			s.usage.merge(u)
 			s.emit(providers.Event{Type: providers.EventUsage, Usage: s.usage.neutral()})
 		}
 	case "message_stop":
@@ -253,18 +296,18 @@ func (s *messagesStream) finish(stopReason string, stopSequence *string) {
 	s.emit(ev)
 }
 
-// mergeUsage merges a usage object into the running counters: each counter it carries
-// replaces the previous value (message_delta's are cumulative), never adds to it.
-func (s *messagesStream) mergeUsage(raw json.RawMessage) error {
+// decodeUsage decodes a usage object, nil when there is none. Merged into the running
+// counters, each counter it carries replaces the previous value (message_delta's are
+// cumulative), never adds to it.
+func decodeUsage(raw json.RawMessage) (*Usage, error) {
 	if isNull(bytes.TrimSpace(raw)) {
-		return nil
+		return nil, nil
 	}
 	var u Usage
 	if err := json.Unmarshal(raw, &u); err != nil {
-		return fmt.Errorf("decoding usage: %w", err)
+		return nil, fmt.Errorf("decoding usage: %w", err)
 	}
-	s.usage.merge(&u)
-	return nil
+	return &u, nil
 }
 
 func (s *messagesStream) startBlock(index int, b *ContentBlock) error {
@@ -288,28 +331,30 @@ func (s *messagesStream) startBlock(index int, b *ContentBlock) error {
 			s.emit(ev)
 		}
 	case "tool_use":
-		st.kind, st.tool = blockTool, s.tools
-		s.tools++
-		s.sawToolCall = true
-		ev := providers.Event{Type: providers.EventToolCall, Index: st.tool, ToolCall: providers.ToolCall{ID: b.ID, Name: b.Name}}
+		ev := providers.Event{Type: providers.EventToolCall, ToolCall: providers.ToolCall{ID: b.ID, Name: b.Name}}
 		// The API starts with "input":{} and streams the input; a server that sends the
 		// whole input here instead is read too.
 		if in := bytes.TrimSpace(b.Input); len(in) > 2 && in[0] == '{' {
 			args, err := decodeInput(in)
 			if err != nil {
-				return s.failure(ErrMalformedFrame, err)
+				return errSkipFrame
 			}
 			if args != "{}" {
 				ev.ToolCall.Arguments = args
 			}
 		}
+		st.kind, st.tool = blockTool, s.tools
+		s.tools++
+		s.sawToolCall = true
+		ev.Index = st.tool
 		s.emit(ev)
 	}
 	s.blocks[index] = st
 	return nil
 }
 
-func (s *messagesStream) delta(index int, d *streamDelta, data []byte) error {
+// delta handles a content block delta; one that does not fit its block is errSkipFrame.
+func (s *messagesStream) delta(index int, d *streamDelta) error {
 	st, ok := s.blocks[index]
 	if !ok {
 		// A delta for a block that never started cannot be attributed; text still can.
@@ -318,7 +363,7 @@ func (s *messagesStream) delta(index int, d *streamDelta, data []byte) error {
 	switch d.Type {
 	case "text_delta":
 		if st.kind == blockOther || st.kind == blockTool || st.kind == blockThinking {
-			return s.failure(ErrMalformedFrame, fmt.Errorf("text_delta for a non-text block %d", index), data)
+			return errSkipFrame // text_delta for a non-text block
 		}
 		if d.Text != "" {
 			s.emit(providers.Event{Type: providers.EventText, Text: d.Text})
@@ -328,7 +373,7 @@ func (s *messagesStream) delta(index int, d *streamDelta, data []byte) error {
 			return nil
 		}
 		if st.kind != blockThinking && st.kind != blockNone {
-			return s.failure(ErrMalformedFrame, fmt.Errorf("%s for a non-thinking block %d", d.Type, index), data)
+			return errSkipFrame // a thinking delta for a non-thinking block
 		}
 		ev := providers.Event{Type: providers.EventReasoning, Text: d.Thinking}
 		if d.Type == "signature_delta" {
@@ -343,7 +388,7 @@ func (s *messagesStream) delta(index int, d *streamDelta, data []byte) error {
 			return nil // a server tool's input
 		case blockTool:
 		default:
-			return s.failure(ErrMalformedFrame, fmt.Errorf("input_json_delta for a block %d that is not a tool_use", index), data)
+			return errSkipFrame // input_json_delta for a block that is not a tool_use
 		}
 		if d.PartialJSON != "" {
 			s.emit(providers.Event{Type: providers.EventToolCall, Index: st.tool, ToolCall: providers.ToolCall{Arguments: d.PartialJSON}})

@@ -179,9 +179,10 @@ data: {"type":"message_start","message":{"id":"m","type":"message","role":"assis
 
 `
 	cases := []struct {
-		name  string
-		body  string
-		check func(t *testing.T, evs []providers.Event, err error)
+		name    string
+		body    string
+		skipped int // frames skipped as malformed
+		check   func(t *testing.T, evs []providers.Event, err error)
 	}{{
 		name: "stop sequence, usage repeated in message_delta replaces and never adds",
 		body: start + `event: content_block_start
@@ -277,39 +278,165 @@ data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}
 			}
 		},
 	}, {
-		name: "clean EOF before message_delta is a truncation",
+		name: "in-stream error event that is not JSON",
+		body: start + "event: error\ndata: upstream overloaded\n\n",
+		check: func(t *testing.T, evs []providers.Event, err error) {
+			if _, ok := providers.AsUpstreamError(err); !ok || len(evs) != 1 {
+				t.Fatalf("events %+v, err = %#v", evs, err)
+			}
+		},
+	}, {
+		name:    "error type in the data of an unnamed event",
+		body:    start + "data: not json\n\n" + `data: {"type":"error","error":{"type":"api_error","message":"boom"}}` + "\n\n",
+		skipped: 1,
+		check: func(t *testing.T, evs []providers.Event, err error) {
+			ue, ok := providers.AsUpstreamError(err)
+			if !ok || ue.Message != "boom" || len(evs) != 1 {
+				t.Fatalf("events %+v, err = %#v", evs, err)
+			}
+		},
+	}, {
+		name: "clean EOF before message_delta ends cleanly with a finish and the usage",
 		body: start + `event: content_block_start
 data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
 
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hal"}}
+
 `,
 		check: func(t *testing.T, evs []providers.Event, err error) {
-			ue, ok := providers.AsUpstreamError(err)
-			if !ok || !errors.Is(err, ErrStreamTruncated) || !ue.Retryable {
-				t.Fatalf("err = %#v", err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []providers.Event{
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, Output: 1}},
+				{Type: providers.EventText, Text: "Hal"},
+				{Type: providers.EventFinish, FinishReason: providers.FinishStop},
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, Output: 1}},
+			}
+			if !reflect.DeepEqual(evs, want) {
+				t.Errorf("events\n%+v\nwant\n%+v", evs, want)
+			}
+		},
+	}, {
+		name: "clean EOF after a tool call finishes with tool_calls",
+		body: start + `data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}
+
+data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}
+
+`,
+		check: func(t *testing.T, evs []providers.Event, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(evs); n != 5 || evs[n-2].FinishReason != providers.FinishToolCalls || evs[n-1].Type != providers.EventUsage {
+				t.Errorf("events %+v", evs)
+			}
+		},
+	}, {
+		name: "empty body ends cleanly with stop and zero usage",
+		body: ": keep-alive\n\n",
+		check: func(t *testing.T, evs []providers.Event, err error) {
+			want := []providers.Event{
+				{Type: providers.EventFinish, FinishReason: providers.FinishStop},
+				{Type: providers.EventUsage},
+			}
+			if err != nil || !reflect.DeepEqual(evs, want) {
+				t.Fatalf("events %+v, err %v", evs, err)
 			}
 		},
 	}, {
 		name: "EOF after message_delta without message_stop is complete",
 		body: start + "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":4}}\n\n",
 		check: func(t *testing.T, evs []providers.Event, err error) {
-			if err != nil || evs[1].FinishReason != providers.FinishLength {
+			want := []providers.Event{
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, Output: 1}},
+				{Type: providers.EventFinish, FinishReason: providers.FinishLength},
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, Output: 4}},
+			}
+			if err != nil || !reflect.DeepEqual(evs, want) {
 				t.Fatalf("events %+v, err %v", evs, err)
 			}
 		},
 	}, {
-		name: "malformed JSON",
-		body: start + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\n\n",
+		name: "EOF after message_delta without usage sends the usage after the finish",
+		body: start + "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n",
 		check: func(t *testing.T, evs []providers.Event, err error) {
-			if !errors.Is(err, ErrMalformedFrame) {
-				t.Fatalf("err = %v", err)
+			want := []providers.Event{
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, Output: 1}},
+				{Type: providers.EventFinish, FinishReason: providers.FinishStop},
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, Output: 1}},
+			}
+			if err != nil || !reflect.DeepEqual(evs, want) {
+				t.Fatalf("events %+v, err %v", evs, err)
 			}
 		},
 	}, {
-		name: "input_json_delta for a block that is not a tool",
-		body: start + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":4,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+		name: "malformed frames are skipped and counted",
+		body: start + `event: content_block_start
+data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}
+
+event: content_block_delta
+data: {"type":"content_block_delta",
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}
+
+event: content_block_start
+data: {"type":"content_block_start","content_block":{"type":"text","text":"no index"}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_bad","name":"f","input":{"a":1,}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{}"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":4,"delta":{"type":"input_json_delta","partial_json":"{}"}}
+
+event: content_block_start
+data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_ok","name":"g","input":{}}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"not here"}}
+
+event: content_block_delta
+data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{}"}}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":"many"}}
+
+event: message_delta
+data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":6}}
+
+event: message_stop
+data: {"type":"message_stop"}
+
+`,
+		skipped: 7,
 		check: func(t *testing.T, evs []providers.Event, err error) {
-			if !errors.Is(err, ErrMalformedFrame) {
-				t.Fatalf("err = %v", err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []providers.Event{
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, Output: 1}},
+				{Type: providers.EventText, Text: "Hi"},
+				{Type: providers.EventToolCall, Index: 0, ToolCall: providers.ToolCall{ID: "toolu_ok", Name: "g"}},
+				{Type: providers.EventToolCall, Index: 0, ToolCall: providers.ToolCall{Arguments: "{}"}},
+				{Type: providers.EventFinish, FinishReason: providers.FinishToolCalls},
+				{Type: providers.EventUsage, Usage: providers.Usage{Input: 5, Output: 6}},
+			}
+			if !reflect.DeepEqual(evs, want) {
+				t.Errorf("events\n%+v\nwant\n%+v", evs, want)
+			}
+		},
+	}, {
+		name:    "malformed frame then a clean end without message_stop",
+		body:    start + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\n\n",
+		skipped: 1,
+		check: func(t *testing.T, evs []providers.Event, err error) {
+			if err != nil || len(evs) != 3 || evs[1].FinishReason != providers.FinishStop {
+				t.Fatalf("events %+v, err %v", evs, err)
 			}
 		},
 	}}
@@ -321,6 +448,13 @@ data: {"type":"content_block_start","index":0,"content_block":{"type":"text","te
 			}
 			evs := collect(s)
 			tc.check(t, evs, s.Err())
+			sk, ok := s.(interface{ SkippedFrames() int })
+			if !ok {
+				t.Fatalf("%T has no SkippedFrames", s)
+			}
+			if n := sk.SkippedFrames(); n != tc.skipped {
+				t.Errorf("%d frames skipped, want %d", n, tc.skipped)
+			}
 			_ = s.Close()
 			if s.Next() {
 				t.Error("Next after the end")

@@ -20,9 +20,12 @@ import (
 // Sentinel causes, set as UpstreamError.Err of the failures that have no transport error,
 // so that callers can match them with errors.Is.
 var (
-	// ErrStreamTruncated: the stream ended before a finish reason or a block.
+	// ErrStreamTruncated: the stream ended before a finish reason or a block. The stream no
+	// longer returns it: a body that ends cleanly without a finish reason is complete, and
+	// one that breaks off fails with its transport error.
 	ErrStreamTruncated = errors.New("stream ended before it was complete")
-	// ErrMalformedFrame: a stream frame was not a GenerateContentResponse.
+	// ErrMalformedFrame: a stream event was larger than the SSE reader's limit. Frames that
+	// are not a GenerateContentResponse are skipped (SkippedFrames).
 	ErrMalformedFrame = errors.New("malformed stream frame")
 	// ErrMalformedResponse: a 2xx response body was not a GenerateContentResponse.
 	ErrMalformedResponse = errors.New("malformed upstream response")

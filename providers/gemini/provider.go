@@ -54,6 +54,13 @@
 //     cache read the cached count, output candidatesTokenCount, reasoning
 //     thoughtsTokenCount. In a stream the last usageMetadata wins and is sent once, at the
 //     end, after the finish.
+//   - Streams: a malformed frame (data that is not JSON, or JSON of the wrong shape) is
+//     skipped instead of failing, and counted: the stream has a SkippedFrames() int method,
+//     which the gateway reads through the optional interface
+//     interface{ SkippedFrames() int }. Error frames still end it with an error. A body that
+//     ends cleanly without a finish reason ends the stream cleanly, with a finish (stop, or
+//     tool_calls after function calls) and the last usage known, zero when none came; a
+//     body that breaks off (transport error, idle timeout) is an error.
 package gemini
 
 import (

@@ -18,6 +18,10 @@ import (
 // errClosed is the error of a stream read after Close.
 var errClosed = errors.New("stream closed")
 
+// errSkipFrame is what handle returns for a malformed frame: Next counts it and drops the
+// frame whole. It never leaves the stream.
+var errSkipFrame = errors.New("malformed frame skipped")
+
 // stream turns streamGenerateContent's SSE body (one GenerateContentResponse per data
 // event, no [DONE]: the stream ends when the connection closes) into neutral events. No
 // goroutine is involved: Next reads the body; the idle watchdog is a timer, armed only while
@@ -27,6 +31,12 @@ var errClosed = errors.New("stream closed")
 // body: Gemini may send its finishReason in a chunk before the one with the last function
 // call or the last usageMetadata, and only the end tells which finish (stop or tool_calls)
 // and which usage (the last one) hold.
+//
+// A frame that is not a GenerateContentResponse (not JSON, or JSON of the wrong shape) is
+// skipped and counted (SkippedFrames); an error frame ends the stream with an error. A body
+// that ends cleanly without a finish reason ends the stream cleanly all the same, with the
+// finish (stop, or tool_calls after function calls) and the last usage known, zero when
+// none came; a body that breaks off (transport error, idle timeout) is an error.
 type stream struct {
 	provider string
 	ctx      context.Context // the caller's: its cancellation is not an upstream failure
@@ -57,6 +67,7 @@ type stream struct {
 	usage        providers.Usage
 	sawUsage     bool
 	emittedUsage bool
+	skipped      atomic.Int64 // frames skipped as malformed
 
 	releaseOnce sync.Once
 	closed      atomic.Bool
@@ -103,10 +114,18 @@ func (s *stream) Next() bool {
 		}
 		if err := s.handle(data); err != nil {
 			s.pending = s.pending[:0]
+			if err == errSkipFrame {
+				s.skipped.Add(1)
+				continue
+			}
 			s.fail(err)
 		}
 	}
 }
+
+// SkippedFrames is the number of frames skipped as malformed so far. It may be called from
+// any goroutine.
+func (s *stream) SkippedFrames() int { return int(s.skipped.Load()) }
 
 // Current implements providers.Stream.
 func (s *stream) Current() providers.Event { return s.cur }
@@ -168,8 +187,8 @@ func (s *stream) read() ([]byte, bool) {
 	}
 }
 
-// finish ends the stream at the end of the body: the finish and the usage when the answer
-// was complete, a failure otherwise.
+// finish ends the stream at the end of the body: the finish and the usage after a clean
+// end, a failure after a broken one.
 func (s *stream) finish() {
 	switch {
 	case s.closed.Load():
@@ -189,6 +208,7 @@ func (s *stream) finish() {
 	if s.rd != nil {
 		if err := s.rd.Err(); err != nil {
 			if errors.Is(err, sse.ErrEventTooLarge) {
+				// The reader cannot go on after an oversized event: it is not a frame to skip.
 				s.fail(s.failure(ErrMalformedFrame, err, nil))
 				return
 			}
@@ -201,8 +221,9 @@ func (s *stream) finish() {
 		s.sawFinish = true
 	}
 	if !s.sawFinish {
-		s.fail(s.failure(ErrStreamTruncated, nil, nil))
-		return
+		// A clean end without a finish reason: finished all the same, with the usage even
+		// when none came. finishRaw is empty: stop, or tool_calls after function calls.
+		s.sawUsage = true
 	}
 	reason := providers.FinishContentFilter
 	if !s.blocked {
@@ -251,7 +272,8 @@ func (s *stream) failure(cause, err error, payload []byte) *providers.UpstreamEr
 	return e
 }
 
-// handle turns one GenerateContentResponse frame into pending events.
+// handle turns one GenerateContentResponse frame into pending events. A frame that is not
+// one returns errSkipFrame, before it changes anything.
 func (s *stream) handle(data []byte) error {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || string(data) == "[DONE]" {
@@ -265,7 +287,7 @@ func (s *stream) handle(data []byte) error {
 		if json.Unmarshal(data, &probe) == nil && !isFalsy(probe.Error) {
 			return streamError(s.provider, s.redact(data))
 		}
-		return s.failure(ErrMalformedFrame, err, data)
+		return errSkipFrame
 	}
 	if !isFalsy(r.Error) {
 		return streamError(s.provider, s.redact(data))

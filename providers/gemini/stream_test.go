@@ -191,25 +191,14 @@ func TestStreamFailures(t *testing.T) {
 			},
 		},
 		{
-			name: "malformed frame",
+			name: "error frame after a malformed one",
 			handler: func(w http.ResponseWriter, r *http.Request) {
-				writeSSE(w, `{"candidates":[{"content":{"parts":[{"text":"ok"}]}}]}`, `{"candidates":[{"content":`)
+				writeSSE(w, `{"candidates":[{"content":{"parts":[{"text":"ok"}]}}]}`, `{"candidates":[{"content":`,
+					`{"error":{"code":500,"message":"internal","status":"INTERNAL"},"candidates":"x"}`)
 			},
 			wantEvents: []providers.Event{textEv("ok")},
 			check: func(t *testing.T, ue *providers.UpstreamError) {
-				if ue.Message != "malformed stream frame" || !errors.Is(ue, ErrMalformedFrame) || !ue.Retryable || ue.Payload == "" {
-					t.Errorf("got %+v", ue)
-				}
-			},
-		},
-		{
-			name: "ended without a finish reason",
-			handler: func(w http.ResponseWriter, r *http.Request) {
-				writeSSE(w, `{"candidates":[{"content":{"parts":[{"text":"half"}]}}]}`)
-			},
-			wantEvents: []providers.Event{textEv("half")},
-			check: func(t *testing.T, ue *providers.UpstreamError) {
-				if ue.Message != "stream ended before it was complete" || !errors.Is(ue, ErrStreamTruncated) || !ue.Retryable {
+				if ue.Status != 500 || ue.Category != providers.CategoryServerError || !ue.Retryable {
 					t.Errorf("got %+v", ue)
 				}
 			},
@@ -283,6 +272,89 @@ func TestStreamFailures(t *testing.T) {
 			}
 			tc.check(t, asUpstream(t, err))
 			noKeyIn(t, err)
+			if st.Next() {
+				t.Error("Next is true after the end")
+			}
+		})
+	}
+}
+
+// Malformed frames are skipped and counted; a body that ends cleanly without a finish
+// reason ends the stream cleanly, with a finish and the last usage known.
+func TestStreamCleanEnds(t *testing.T) {
+	cases := []struct {
+		name    string
+		frames  []string
+		want    []providers.Event
+		skipped int
+	}{
+		{
+			name: "malformed frames skipped",
+			frames: []string{
+				`{"candidates":[{"content":{"parts":[{"text":"ok"}]}}]}`,
+				`{"candidates":[{"content":`,
+				`<html>502</html>`,
+				`{"candidates":"x","usageMetadata":{"promptTokenCount":99}}`,
+				`{"candidates":[{"content":{"parts":[{"text":"!"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2}}`,
+			},
+			want:    []providers.Event{textEv("ok"), textEv("!"), finishEv(providers.FinishStop), usageEv(providers.Usage{Input: 3, Output: 2})},
+			skipped: 3,
+		},
+		{
+			name:    "malformed last frame, no finish reason",
+			frames:  []string{`{"candidates":[{"content":{"parts":[{"text":"ok"}]}}]}`, `{"candidates":[{"content":`},
+			want:    []providers.Event{textEv("ok"), finishEv(providers.FinishStop), usageEv(providers.Usage{})},
+			skipped: 1,
+		},
+		{
+			name:   "ended without a finish reason: stop and zero usage",
+			frames: []string{`{"candidates":[{"content":{"parts":[{"text":"half"}]}}]}`},
+			want:   []providers.Event{textEv("half"), finishEv(providers.FinishStop), usageEv(providers.Usage{})},
+		},
+		{
+			name: "ended without a finish reason: the last usage known",
+			frames: []string{
+				`{"candidates":[{"content":{"parts":[{"text":"ha"}]}}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":1}}`,
+				`{"candidates":[{"content":{"parts":[{"text":"lf"}]}}],"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":2}}`,
+			},
+			want: []providers.Event{textEv("ha"), textEv("lf"), finishEv(providers.FinishStop), usageEv(providers.Usage{Input: 4, Output: 2})},
+		},
+		{
+			name:   "ended without a finish reason after a function call",
+			frames: []string{`{"candidates":[{"content":{"parts":[{"functionCall":{"id":"c1","name":"f","args":{}}}]}}]}`},
+			want: []providers.Event{
+				{Type: providers.EventToolCall, ToolCall: providers.ToolCall{ID: "c1", Name: "f", Arguments: "{}"}},
+				finishEv(providers.FinishToolCalls), usageEv(providers.Usage{}),
+			},
+		},
+		{
+			name: "empty body",
+			want: []providers.Event{finishEv(providers.FinishStop), usageEv(providers.Usage{})},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			checkGoroutines(t)
+			f := newFake(t, func(w http.ResponseWriter, r *http.Request) { writeSSE(w, tc.frames...) })
+			st, err := f.provider(t).ChatStream(context.Background(), simpleRequest())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			got, err := collect(t, st)
+			if err != nil {
+				t.Fatalf("Err = %v", err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("events\n got %+v\nwant %+v", got, tc.want)
+			}
+			sk, ok := st.(interface{ SkippedFrames() int })
+			if !ok {
+				t.Fatalf("%T has no SkippedFrames", st)
+			}
+			if n := sk.SkippedFrames(); n != tc.skipped {
+				t.Errorf("%d frames skipped, want %d", n, tc.skipped)
+			}
 			if st.Next() {
 				t.Error("Next is true after the end")
 			}

@@ -568,7 +568,7 @@ func TestStreamEnds(t *testing.T) {
 		{name: "no done after finish and usage", body: "data: " + chunkHello + "\n\ndata: " + chunkStop + "\n\ndata: " + chunkUsage + "\n\n", events: 3},
 		// A clean end without [DONE] is completed with what is pending: here the usage.
 		{name: "no done, no usage", body: "data: " + chunkHello + "\n\ndata: " + chunkStop + "\n\n", events: 3, tail: []providers.Event{stop, zeroUsage}},
-		{name: "no done, no finish", body: "data: " + chunkHello + "\n\ndata: " + chunkUsage + "\n\n", events: 3,
+		{name: "no done, no finish", body: "data: " + chunkHello + "\n\ndata: " + chunkUsage + "\n\n", events: 4,
 			tail: []providers.Event{stop, {Type: providers.EventUsage, Usage: providers.Usage{Input: 5, CacheRead: 4, Output: 2}}}},
 		{name: "no done after tool calls", body: `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}` + "\n\n", events: 3,
 			tail: []providers.Event{{Type: providers.EventFinish, FinishReason: providers.FinishToolCalls}, zeroUsage}},

@@ -354,10 +354,14 @@ func (truncatedError) Is(target error) bool { return target == ErrStreamTruncate
 // deltas carried, so that a server that sends only done events or only the final response
 // loses nothing. response.completed and response.incomplete end the stream with a finish
 // and the usage; response.failed and error events (and any frame with a top-level error
-// key) end it with an *UpstreamError classified from the error code, a frame that is not
-// JSON with an *UpstreamError wrapping ErrMalformedFrame, and the end of the body before a
-// terminal event with an *UpstreamError "stream ended before it was complete", which
-// matches ErrStreamTruncated.
+// key) end it with an *UpstreamError classified from the error code, and the end of the
+// body (or a [DONE]) before a terminal event with an *UpstreamError "stream ended before it
+// was complete", which matches ErrStreamTruncated. As in the chat completions stream, a
+// malformed frame (not JSON, or a field the gateway reads of the wrong type) is skipped
+// whole and counted: the stream has a SkippedFrames() int method, for the optional
+// interface interface{ SkippedFrames() int }; a later done event or the final response
+// often restores what it carried. An event larger than the SSE reader's limit ends the
+// stream with an *UpstreamError wrapping ErrMalformedFrame.
 func NewResponsesStreamDecoder(ctx context.Context, provider string, body io.ReadCloser, idle time.Duration) providers.Stream {
 	return newResponsesStream(ctx, provider, &attempt{ctx: ctx, cancel: func() {}}, newIdleBody(body, idle, provider))
 }
@@ -381,6 +385,7 @@ type responsesStream struct {
 	calls       int                      // calls seen, the next neutral index
 	sawSummary  bool                     // a reasoning summary part was seen: the next is separated
 	sawToolCall bool
+	skipped     atomic.Int64 // frames skipped as malformed
 
 	done      atomic.Bool // the terminal event was read: the body may be drained on Close
 	closed    atomic.Bool
@@ -496,7 +501,9 @@ type responsesEvent struct {
 	Error        json.RawMessage `json:"error"`
 }
 
-// handle turns one SSE event into pending neutral events.
+// handle turns one SSE event into pending neutral events. An error event is returned as
+// the stream's error; a malformed frame (not JSON, or a field the gateway reads of the wrong
+// type) is counted and skipped whole: it is validated completely before it changes anything.
 func (s *responsesStream) handle(ev sse.Event) error {
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 {
@@ -512,7 +519,8 @@ func (s *responsesStream) handle(ev sse.Event) error {
 		if ev.Name == "error" {
 			return s.streamErrorEvent(data)
 		}
-		return s.failure(ErrMalformedFrame, err, data)
+		s.skip()
+		return nil
 	}
 	if e.Type == "" {
 		e.Type = ev.Name
@@ -520,90 +528,94 @@ func (s *responsesStream) handle(ev sse.Event) error {
 	if e.Type == "error" || ev.Name == "error" || !isFalsy(e.Error) {
 		return s.streamErrorEvent(data)
 	}
-	malformed := func(err error) error { return s.failure(ErrMalformedFrame, err, data) }
 	switch e.Type {
-	case "response.output_text.delta", "response.refusal.delta",
+	case "response.output_text.delta", "response.refusal.delta", "response.output_text.done",
 		"response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		delta, err := rawString(e.Delta)
-		if err != nil {
-			return malformed(fmt.Errorf("%s: delta: %w", e.Type, err))
-		}
-		typ := "message"
-		if e.Type == "response.reasoning_summary_text.delta" || e.Type == "response.reasoning_text.delta" {
+		raw, typ, whole := e.Delta, "message", false
+		switch e.Type {
+		case "response.output_text.done":
+			raw, whole = e.Text, true
+		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 			typ = "reasoning"
+		}
+		text, err := rawString(raw)
+		if err != nil {
+			s.skip()
+			return nil
 		}
 		it, err := s.item(e.ItemID, e.OutputIndex, typ)
 		if err != nil {
-			return malformed(err)
+			s.skip()
+			return nil
 		}
-		s.emitText(it, delta, false)
-	case "response.output_text.done":
-		text, err := rawString(e.Text)
-		if err != nil {
-			return malformed(fmt.Errorf("%s: text: %w", e.Type, err))
-		}
-		it, err := s.item(e.ItemID, e.OutputIndex, "message")
-		if err != nil {
-			return malformed(err)
-		}
-		s.emitText(it, text, true)
+		s.emitText(it, text, whole)
 	case "response.reasoning_summary_part.added":
-		if s.sawSummary {
-			s.pending = append(s.pending, providers.Event{Type: providers.EventReasoning, Text: "\n\n"})
-		}
-		s.sawSummary = true
+		s.separateSummary()
 	case "response.function_call_arguments.delta", "response.function_call_arguments.done":
-		raw := e.Delta
+		raw, whole := e.Delta, false
 		if e.Type == "response.function_call_arguments.done" {
-			raw = e.Arguments
+			raw, whole = e.Arguments, true
 		}
 		args, err := rawString(raw)
 		if err != nil {
-			return malformed(fmt.Errorf("%s: %w", e.Type, err))
+			s.skip()
+			return nil
 		}
 		it, err := s.item(e.ItemID, e.OutputIndex, "function_call")
 		if err != nil {
-			return malformed(err)
+			s.skip()
+			return nil
 		}
-		s.emitCall(it, "", "", args, e.Type == "response.function_call_arguments.done")
+		s.emitCall(it, "", "", args, whole)
 	case "response.output_item.added", "response.output_item.done":
 		var item ResponsesItem
-		if err := json.Unmarshal(e.Item, &item); err != nil {
-			return malformed(fmt.Errorf("%s: item: %w", e.Type, err))
+		if json.Unmarshal(e.Item, &item) != nil {
+			s.skip()
+			return nil
 		}
-		key := e.ItemID
-		if item.ID != "" {
-			key = jsonString(item.ID)
+		id := itemID(item)
+		out, err := responseFromItems([]ResponsesItem{item})
+		if err == nil {
+			_, err = itemKey(id, e.OutputIndex)
 		}
-		if err := s.reconcile(key, e.OutputIndex, item, e.Type == "response.output_item.done"); err != nil {
-			return malformed(err)
+		if err != nil {
+			s.skip()
+			return nil
 		}
+		s.reconcile(id, e.OutputIndex, item, out, e.Type == "response.output_item.done")
 	case "response.completed", "response.incomplete":
 		var r ResponsesResponse
-		if err := json.Unmarshal(e.Response, &r); err != nil {
-			return malformed(fmt.Errorf("%s: response: %w", e.Type, err))
-		}
-		for i, item := range r.Output {
-			var key json.RawMessage
-			if item.ID != "" {
-				key = jsonString(item.ID)
-			}
-			if err := s.reconcile(key, json.RawMessage(strconv.Itoa(i)), item, true); err != nil {
-				return malformed(err)
-			}
+		if json.Unmarshal(e.Response, &r) != nil {
+			s.skip()
+			return nil
 		}
 		status := r.Status
 		if status == "" {
 			status = e.Type[len("response."):]
 		}
-		reason, err := responsesFinish(status, r.IncompleteDetails, s.sawToolCall)
-		if err != nil {
-			return malformed(err)
+		outs := make([]*providers.Response, len(r.Output))
+		var err error
+		for i := range r.Output {
+			if outs[i], err = responseFromItems(r.Output[i : i+1]); err != nil {
+				break
+			}
 		}
-		u, err := ParseResponsesUsage(r.Usage)
-		if err != nil {
-			return malformed(err)
+		var u providers.Usage
+		if err == nil {
+			u, err = ParseResponsesUsage(r.Usage)
 		}
+		if err == nil {
+			// The finish reason depends only on the status here: calls are counted below.
+			_, err = responsesFinish(status, r.IncompleteDetails, false)
+		}
+		if err != nil {
+			s.skip()
+			return nil
+		}
+		for i, item := range r.Output {
+			s.reconcile(itemID(item), json.RawMessage(strconv.Itoa(i)), item, outs[i], true)
+		}
+		reason, _ := responsesFinish(status, r.IncompleteDetails, s.sawToolCall)
 		s.pending = append(s.pending, providers.Event{Type: providers.EventFinish, FinishReason: reason})
 		if !isNull(bytes.TrimSpace(r.Usage)) {
 			s.pending = append(s.pending, providers.Event{Type: providers.EventUsage, Usage: u})
@@ -630,6 +642,13 @@ func (s *responsesStream) handle(ev sse.Event) error {
 	return nil
 }
 
+// SkippedFrames is the number of frames skipped as malformed so far. It may be called from
+// any goroutine.
+func (s *responsesStream) SkippedFrames() int { return int(s.skipped.Load()) }
+
+// skip counts a malformed frame, which is then ignored.
+func (s *responsesStream) skip() { s.skipped.Add(1) }
+
 // streamErrorEvent is the *UpstreamError of an error event. Its "type" is the event's,
 // not an error type.
 func (s *responsesStream) streamErrorEvent(data []byte) *providers.UpstreamError {
@@ -638,6 +657,15 @@ func (s *responsesStream) streamErrorEvent(data []byte) *providers.UpstreamError
 		ue.Type = ""
 	}
 	return ue
+}
+
+// separateSummary starts a reasoning summary part: parts after the first are separated
+// from the text before by a blank line.
+func (s *responsesStream) separateSummary() {
+	if s.sawSummary {
+		s.pending = append(s.pending, providers.Event{Type: providers.EventReasoning, Text: "\n\n"})
+	}
+	s.sawSummary = true
 }
 
 // item returns the state of the item an event names, created on first sight with typ.
@@ -652,6 +680,14 @@ func (s *responsesStream) item(id, index json.RawMessage, typ string) (*streamed
 		s.items[key] = it
 	}
 	return it, nil
+}
+
+// itemID is an item's id as the raw JSON that itemKey reads, nil when it has none.
+func itemID(item ResponsesItem) json.RawMessage {
+	if item.ID == "" {
+		return nil
+	}
+	return jsonString(item.ID)
 }
 
 // itemKey identifies an item by its id, or by its output index when it has none.
@@ -671,47 +707,35 @@ func itemKey(id, index json.RawMessage) (string, error) {
 }
 
 // reconcile brings what was emitted for an item in line with the item itself, from
-// output_item.added, output_item.done or the final response.
-func (s *responsesStream) reconcile(id, index json.RawMessage, item ResponsesItem, final bool) error {
+// output_item.added, output_item.done or the final response; out is the item read by
+// responseFromItems, which validated it. The item's key must be valid.
+func (s *responsesStream) reconcile(id, index json.RawMessage, item ResponsesItem, out *providers.Response, final bool) {
 	switch item.Type {
 	case "message", "reasoning", "function_call":
 	default:
-		return nil // hosted tool items and the like carry nothing neutral
+		return // hosted tool items and the like carry nothing neutral
 	}
 	it, err := s.item(id, index, item.Type)
 	if err != nil {
-		return err
+		return
 	}
 	switch item.Type {
 	case "message":
-		if !final {
-			return nil
+		if final {
+			s.emitText(it, out.Text, true)
 		}
-		resp, err := responseFromItems([]ResponsesItem{item})
-		if err != nil {
-			return err
-		}
-		s.emitText(it, resp.Text, true)
 	case "reasoning":
-		part, err := decodeReasoningItem(item)
-		if err != nil {
-			return err
+		if final && len(it.text) == 0 && out.Reasoning != "" {
+			s.separateSummary()
+			s.emitText(it, out.Reasoning, true)
 		}
-		if final && len(it.text) == 0 && part.Text != "" {
-			if s.sawSummary {
-				s.pending = append(s.pending, providers.Event{Type: providers.EventReasoning, Text: "\n\n"})
-			}
-			s.sawSummary = true
-			s.emitText(it, part.Text, true)
-		}
-		if part.Signature != "" && !it.signed {
+		if out.ReasoningSignature != "" && !it.signed {
 			it.signed = true
-			s.pending = append(s.pending, providers.Event{Type: providers.EventReasoning, Signature: part.Signature})
+			s.pending = append(s.pending, providers.Event{Type: providers.EventReasoning, Signature: out.ReasoningSignature})
 		}
 	case "function_call":
 		s.emitCall(it, item.CallID, item.Name, string(item.Arguments), final || item.Arguments != "")
 	}
-	return nil
 }
 
 // emitText emits text for an item: a delta as it is, or with whole set the complete text,

@@ -416,48 +416,38 @@ func TestResponsesStreamDecoderErrors(t *testing.T) {
 			events: 1, cause: ErrStreamError, category: providers.CategoryRateLimited, retryable: true, code: "rate_limit_exceeded", message: "Slow down",
 		},
 		{
-			name:   "error event with a nested error object",
-			body:   "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"code\":\"context_length_exceeded\",\"message\":\"Too long\"}}\n\n",
-			cause:  ErrStreamError, category: providers.CategoryInvalidRequest, code: "context_length_exceeded", message: "Too long",
+			name:  "error event with a nested error object",
+			body:  "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"code\":\"context_length_exceeded\",\"message\":\"Too long\"}}\n\n",
+			cause: ErrStreamError, category: providers.CategoryInvalidRequest, code: "context_length_exceeded", message: "Too long",
 		},
 		{
-			name:   "error event that is not JSON",
-			body:   "event: error\ndata: upstream exploded\n\n",
-			cause:  ErrStreamError, category: providers.CategoryServerError, retryable: true, message: "upstream exploded",
+			name:  "error event that is not JSON",
+			body:  "event: error\ndata: upstream exploded\n\n",
+			cause: ErrStreamError, category: providers.CategoryServerError, retryable: true, message: "upstream exploded",
 		},
 		{
-			name:   "response.failed",
-			body:   sseFrames(rsCreated, `{"type":"response.failed","sequence_number":1,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"The model failed"},"output":[]}}`),
-			cause:  ErrStreamError, category: providers.CategoryServerError, retryable: true, code: "server_error", message: "The model failed",
+			name:  "response.failed",
+			body:  sseFrames(rsCreated, `{"type":"response.failed","sequence_number":1,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"The model failed"},"output":[]}}`),
+			cause: ErrStreamError, category: providers.CategoryServerError, retryable: true, code: "server_error", message: "The model failed",
 		},
 		{
-			name:   "response.failed without error details",
-			body:   sseFrames(`{"type":"response.failed","response":{"status":"failed","error":null}}`),
-			cause:  ErrStreamError, category: providers.CategoryServerError, retryable: true, message: "response failed",
+			name:  "response.failed without error details",
+			body:  sseFrames(`{"type":"response.failed","response":{"status":"failed","error":null}}`),
+			cause: ErrStreamError, category: providers.CategoryServerError, retryable: true, message: "response failed",
 		},
 		{
-			name:   "top-level error key",
-			body:   "data: {\"error\":{\"message\":\"Invalid key\",\"code\":\"invalid_api_key\"}}\n\n",
-			cause:  ErrStreamError, category: providers.CategoryCredentialsInvalid, code: "invalid_api_key", message: "Invalid key",
+			name:  "top-level error key",
+			body:  "data: {\"error\":{\"message\":\"Invalid key\",\"code\":\"invalid_api_key\"}}\n\n",
+			cause: ErrStreamError, category: providers.CategoryCredentialsInvalid, code: "invalid_api_key", message: "Invalid key",
 		},
 		{
-			name:   "malformed frame",
-			body:   sseFrames(rsCreated, rsHello) + "data: {\"type\":\n\n",
-			events: 1, cause: ErrMalformedFrame, category: providers.CategoryServerError, retryable: true,
+			name:   "malformed frames are skipped, but the terminal event is still required",
+			body:   sseFrames(rsCreated, rsHello) + "data: {\"type\":\n\n" + sseFrames(`{"type":"response.completed","response":{"output":"x"}}`),
+			events: 1, cause: ErrStreamTruncated, category: providers.CategoryServerError, retryable: true,
 		},
 		{
-			name:   "delta of the wrong type",
-			body:   sseFrames(`{"type":"response.output_text.delta","item_id":"m","output_index":0,"delta":5}`),
-			cause:  ErrMalformedFrame, category: providers.CategoryServerError, retryable: true,
-		},
-		{
-			name:   "bad output index",
-			body:   sseFrames(`{"type":"response.output_text.delta","output_index":-1,"delta":"x"}`),
-			cause:  ErrMalformedFrame, category: providers.CategoryServerError, retryable: true,
-		},
-		{
-			name:   "final response of the wrong shape",
-			body:   sseFrames(`{"type":"response.completed","response":{"output":"x"}}`),
+			name:   "event larger than the reader's limit",
+			body:   "data: {\"type\":\"response.output_text.delta\",\"delta\":\"" + strings.Repeat("x", sse.DefaultMaxEventBytes) + "\"}\n\n",
 			cause:  ErrMalformedFrame, category: providers.CategoryServerError, retryable: true,
 		},
 	}
@@ -484,6 +474,45 @@ func TestResponsesStreamDecoderErrors(t *testing.T) {
 				t.Error("the event type was taken for an error type")
 			}
 		})
+	}
+}
+
+func TestResponsesStreamSkipsMalformedFrames(t *testing.T) {
+	body := sseFrames(rsCreated, rsMsgAdded, rsHello) +
+		"data: {not json\n\n" +
+		sseFrames(
+			`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"delta":5}`,
+			`{"type":"response.output_text.delta","output_index":-1,"delta":"lost"}`,
+			`{"type":"response.output_item.done","output_index":0,"item":{"id":"msg_1","type":"message","content":7}}`,
+			`{"type":"response.output_item.added","output_index":1,"item":{"id":"fc_1","type":"function_call","call_id":"c","name":"f","arguments":""}}`,
+			`{"type":"response.function_call_arguments.delta","item_id":"fc_1","output_index":1,"delta":["x"]}`,
+			`{"type":"response.completed","response":{"status":"completed","output":[{"type":"message","content":{}}]}}`,
+			rsWorld, rsTextDone,
+			`{"type":"response.completed","response":{"status":"completed","output":[
+				{"id":"msg_1","type":"message","content":[{"type":"output_text","text":"Hello world"}]},
+				{"id":"fc_1","type":"function_call","call_id":"c","name":"f","arguments":"{}"}],"usage":null}}`,
+		)
+	s := responsesBodyStream(body)
+	events, err := responsesCollect(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []providers.Event{
+		{Type: providers.EventText, Text: "Hello"},
+		{Type: providers.EventToolCall, Index: 0, ToolCall: providers.ToolCall{ID: "c", Name: "f"}},
+		{Type: providers.EventText, Text: " world"},
+		{Type: providers.EventToolCall, Index: 0, ToolCall: providers.ToolCall{Arguments: "{}"}},
+		{Type: providers.EventFinish, FinishReason: providers.FinishToolCalls},
+	}
+	if !reflect.DeepEqual(events, want) {
+		t.Errorf("got  %+v\nwant %+v", events, want)
+	}
+	sk, ok := s.(interface{ SkippedFrames() int })
+	if !ok {
+		t.Fatalf("%T has no SkippedFrames", s)
+	}
+	if n := sk.SkippedFrames(); n != 6 {
+		t.Errorf("%d frames skipped, want 6", n)
 	}
 }
 
