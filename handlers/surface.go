@@ -130,6 +130,9 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 			break
 		}
 	}
+	if sf, ok := st.(interface{ SkippedFrames() int }); ok {
+		c.skippedFrames += sf.SkippedFrames()
+	}
 	if c.gone() || out.failed {
 		if !out.started {
 			return context.Canceled

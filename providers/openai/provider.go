@@ -171,9 +171,9 @@ func (p *Provider) Formats() []providers.WireFormat {
 }
 
 // Forward posts a chat completions body to /chat/completions, or a responses body to
-// /responses, as it is. The body of a streamed answer fails with
-// an *UpstreamError when it stays silent longer than the idle timeout; a read error of the
-// body is an *UpstreamError too, except the caller's own cancellation.
+// /responses, as it is. The body of a streamed answer fails with an *UpstreamError when it
+// stays silent longer than the idle timeout; a read error of the body is an *UpstreamError
+// too, except the caller's own cancellation.
 func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*providers.RawResponse, error) {
 	u := p.url
 	switch req.Format {

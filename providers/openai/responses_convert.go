@@ -562,7 +562,11 @@ func EncodeResponsesRequest(req *providers.Request) ([]byte, error) {
 	}
 	strict := false
 	for _, t := range req.Tools {
-		rr.Tools = append(rr.Tools, ResponsesTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: &strict})
+		params := t.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage("null") // a required key, nullable
+		}
+		rr.Tools = append(rr.Tools, ResponsesTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: params, Strict: &strict})
 	}
 	switch req.ToolChoice {
 	case "":

@@ -270,12 +270,14 @@ func TestEncodeResponsesRequest(t *testing.T) {
 
 func TestEncodeResponsesRequestMinimal(t *testing.T) {
 	b, err := EncodeResponsesRequest(&providers.Request{Model: "m", Stream: true, ToolChoice: "auto", ResponseFormat: "json_schema", JSONSchema: json.RawMessage(`{"type":"object"}`),
+		Tools:    []providers.Tool{{Name: "f"}},
 		Messages: []providers.Message{{Role: providers.RoleUser, Content: []providers.Part{textPart("Hi")}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := responsesBody(t, b)
 	want := responsesBody(t, []byte(`{"model":"m","stream":true,"store":false,"tool_choice":"auto",
+		"tools":[{"type":"function","name":"f","parameters":null,"strict":false}],
 		"text":{"format":{"type":"json_schema","name":"response","schema":{"type":"object"}}},
 		"input":[{"type":"message","role":"user","content":"Hi"}]}`))
 	if !reflect.DeepEqual(got, want) {

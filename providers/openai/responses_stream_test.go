@@ -446,9 +446,9 @@ func TestResponsesStreamDecoderErrors(t *testing.T) {
 			events: 1, cause: ErrStreamTruncated, category: providers.CategoryServerError, retryable: true,
 		},
 		{
-			name:   "event larger than the reader's limit",
-			body:   "data: {\"type\":\"response.output_text.delta\",\"delta\":\"" + strings.Repeat("x", sse.DefaultMaxEventBytes) + "\"}\n\n",
-			cause:  ErrMalformedFrame, category: providers.CategoryServerError, retryable: true,
+			name:  "event larger than the reader's limit",
+			body:  "data: {\"type\":\"response.output_text.delta\",\"delta\":\"" + strings.Repeat("x", sse.DefaultMaxEventBytes) + "\"}\n\n",
+			cause: ErrMalformedFrame, category: providers.CategoryServerError, retryable: true,
 		},
 	}
 	for _, tc := range tests {
