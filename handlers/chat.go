@@ -147,6 +147,8 @@ type textSurface struct {
 	forward func(c *call, w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, body []byte, f chatFields) error
 	// encoder answers from the neutral model.
 	encoder func(f chatFields) neutralSurface
+	// precheck refuses requests the surface cannot serve at all, before any credit is held.
+	precheck func(body []byte) error
 }
 
 var chatCompletionsSurface = textSurface{
@@ -170,6 +172,11 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 	f, apiErr := parseFields(body, ts.inputKey, ts.stringInput)
 	if apiErr != nil {
 		return apiErr
+	}
+	if ts.precheck != nil {
+		if err := ts.precheck(body); err != nil {
+			return newError(http.StatusBadRequest, CodeNotSupported, err.Error())
+		}
 	}
 	c, apiErr := g.begin(w, r, caller, ts.endpoint, ts.format, f.model, len(body), f.maxTokens, f.meta)
 	if apiErr != nil {

@@ -46,7 +46,7 @@ func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.Upst
 	if n := len(c.attempts); n > 0 {
 		c.attempts[n-1].Error, c.attempts[n-1].Category = "stream broke after output began: "+ue.Error(), string(ue.Category)
 	}
-	if c.trackText && c.failover(out, broken, sink) {
+	if _, fixed := sink.(interface{ noContinue() }); !fixed && c.trackText && c.failover(out, broken, sink) {
 		return
 	}
 	c.errCode, c.errMessage = CodeUpstream, ue.Error()

@@ -96,6 +96,7 @@ func (g *Gateway) Init() {
 	g.routes = map[string]map[string]endpoint{
 		"/chat/completions": {http.MethodPost: {authStandard, SurfaceOpenAI, g.chatCompletions}},
 		"/messages":         {http.MethodPost: {authStandard, SurfaceAnthropic, g.messages}},
+		"/responses":        {http.MethodPost: {authStandard, SurfaceOpenAI, g.responses}},
 		"/models":           {http.MethodGet: {authAny, SurfaceOpenAI, g.listModels}},
 		"/generations":      {http.MethodGet: {authAny, SurfaceOpenAI, g.getGeneration}},
 		"/generation":       {http.MethodGet: {authAny, SurfaceOpenAI, g.getGeneration}},

@@ -92,6 +92,10 @@ type ProviderConfig struct {
 	// APIKey authenticates to the provider; write "{env.OPENAI_API_KEY}" to read it from the
 	// environment when the configuration loads. Never logged.
 	APIKey string `json:"api_key,omitempty"`
+	// API is the one OpenAI API the upstream speaks: "chat" (/chat/completions, the default,
+	// what compatible servers have) or "responses" (/responses). Requests in that format are
+	// forwarded byte for byte; the others are translated to it.
+	API string `json:"api,omitempty"`
 	// Version is Anthropic's anthropic-version header. Default: 2023-06-01.
 	Version string `json:"version,omitempty"`
 	// DefaultMaxTokens is the max_tokens sent to Anthropic when a request has none (the API
@@ -394,7 +398,7 @@ func (a *App) buildProvider(ctx caddy.Context, repl *caddy.Replacer, name string
 		return openai.New(openai.Config{
 			Name: name, BaseURL: baseURL, APIKey: apiKey,
 			Organization: repl.ReplaceKnown(pc.Organization, ""), Project: repl.ReplaceKnown(pc.Project, ""),
-			Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle,
+			Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle, API: pc.API,
 		})
 	}
 }

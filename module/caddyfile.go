@@ -47,6 +47,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //				api_key <key>
 //				organization <id>
 //				project <id>
+//				api chat|responses
 //				version <anthropic-version>
 //				default_max_tokens <n>
 //				header <field> <value>
@@ -214,6 +215,10 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 			err = parseString(d, &pc.Project)
 		case "version":
 			err = parseString(d, &pc.Version)
+		case "api":
+			if err = parseString(d, &pc.API); err == nil && pc.API != "chat" && pc.API != "responses" {
+				err = d.Errf("api: want chat or responses, got %q", pc.API)
+			}
 		case "default_max_tokens":
 			err = parseInt(d, &pc.DefaultMaxTokens)
 		case "text":

@@ -137,3 +137,53 @@ func chatWithTools(text string, prompt, completion int) func(w http.ResponseWrit
 			req["model"], prompt, completion, prompt+completion)
 	}
 }
+
+// newFakeResponses answers OpenAI's /v1/responses. Usage: 15 input tokens (3 cached), 6 output.
+func newFakeResponses(t *testing.T) *fakeUpstream {
+	f := &fakeUpstream{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := f.record(r)
+		if r.URL.Path != "/v1/responses" {
+			w.WriteHeader(404)
+			fmt.Fprint(w, `{"error":{"message":"unknown path","type":"invalid_request_error","param":null,"code":null}}`)
+			return
+		}
+		model, _ := req["model"].(string)
+		usage := `{"input_tokens":15,"input_tokens_details":{"cached_tokens":3},"output_tokens":6,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":21}`
+		msg := `{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hello from responses","annotations":[]}]}`
+		respObj := func(status, output, usage string) string {
+			return fmt.Sprintf(`{"id":"resp_up","object":"response","created_at":1,"status":%q,"model":%q,"output":%s,"usage":%s,"error":null,"incomplete_details":null,"parallel_tool_calls":true,"tool_choice":"auto","tools":[]}`, status, model, output, usage)
+		}
+		if req["stream"] == true {
+			w.Header().Set("Content-Type", "text/event-stream")
+			seq := 0
+			ev := func(name, body string) {
+				fmt.Fprintf(w, "event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", name, name, seq, body)
+				seq++
+				w.(http.Flusher).Flush()
+			}
+			ev("response.created", `"response":`+respObj("in_progress", "[]", "null"))
+			ev("response.in_progress", `"response":`+respObj("in_progress", "[]", "null"))
+			ev("response.output_item.added", `"output_index":0,"item":{"type":"message","id":"msg_1","status":"in_progress","role":"assistant","content":[]}`)
+			ev("response.content_part.added", `"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"","annotations":[]}`)
+			for _, p := range []string{"Hello ", "from ", "responses"} {
+				ev("response.output_text.delta", fmt.Sprintf(`"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q,"logprobs":[]`, p))
+			}
+			ev("response.output_text.done", `"item_id":"msg_1","output_index":0,"content_index":0,"text":"Hello from responses","logprobs":[]`)
+			ev("response.content_part.done", `"item_id":"msg_1","output_index":0,"content_index":0,"part":{"type":"output_text","text":"Hello from responses","annotations":[]}`)
+			ev("response.output_item.done", `"output_index":0,"item":`+msg)
+			ev("response.completed", `"response":`+respObj("completed", "["+msg+"]", usage))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		output := "[" + msg + "]"
+		if hasTools(req) {
+			output = `[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Let me check.","annotations":[]}]},` +
+				`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}","status":"completed"},` +
+				`{"type":"function_call","id":"fc_2","call_id":"call_2","name":"get_weather","arguments":"{\"city\":\"Rome\"}","status":"completed"}]`
+		}
+		fmt.Fprint(w, respObj("completed", output, usage))
+	}))
+	t.Cleanup(f.Close)
+	return f
+}

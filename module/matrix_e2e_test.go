@@ -12,6 +12,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // matrixUpstream is one upstream kind of the translation matrix with what it reports.
@@ -34,6 +35,7 @@ func startMatrix(t *testing.T) (*gatewayEnv, map[string]matrixUpstream, map[stri
 	oa := newFakeOpenAI(t, chatWithTools("Hello from openai", 12, 6))
 	an := newFakeAnthropic(t)
 	ge := newFakeGemini(t)
+	rs := newFakeResponses(t)
 	route := func(p string) string {
 		return fmt.Sprintf(`
 			route %s up-model {
@@ -53,10 +55,16 @@ func startMatrix(t *testing.T) (*gatewayEnv, map[string]matrixUpstream, map[stri
 			base_url %s/v1beta
 			api_key gemini-upstream-secret
 		}
+		provider rs {
+			type openai
+			api responses
+			base_url %s/v1
+			api_key sk-responses-secret
+		}
 		provider mk {
 			type mock
 			chunks 3
-		}`, an.URL, ge.URL) +
+		}`, an.URL, ge.URL, rs.URL) + pricedModel("m-responses", route("rs")) +
 		pricedModel("m-openai", route("oa")) + pricedModel("m-anthropic", route("an")) +
 		pricedModel("m-gemini", route("ge")) + pricedModel("m-mock", route("mk"))
 	env := startGateway(t, cfg, "")
@@ -65,8 +73,9 @@ func startMatrix(t *testing.T) (*gatewayEnv, map[string]matrixUpstream, map[stri
 		"anthropic": {"m-anthropic", "Hello from anthropic", 12, 3, 6, true},
 		"gemini":    {"m-gemini", "Hello from gemini", 12, 3, 6, true},
 		"mock":      {"m-mock", "", 0, 0, 0, false},
+		"responses": {"m-responses", "Hello from responses", 12, 3, 6, true},
 	}
-	return env, ups, map[string]*fakeUpstream{"anthropic": an, "gemini": ge}
+	return env, ups, map[string]*fakeUpstream{"anthropic": an, "gemini": ge, "responses": rs}
 }
 
 func TestTranslationMatrix(t *testing.T) {
@@ -76,7 +85,7 @@ func TestTranslationMatrix(t *testing.T) {
 	oc := env.openai(key)
 	ac := anthropic.NewClient(aoption.WithBaseURL(env.baseURL+"/"), aoption.WithAPIKey(key), aoption.WithMaxRetries(0), aoption.WithHTTPClient(testClient))
 
-	for _, kind := range []string{"openai", "anthropic", "gemini", "mock"} {
+	for _, kind := range []string{"openai", "responses", "anthropic", "gemini", "mock"} {
 		up := ups[kind]
 		checkCost := func(t *testing.T, genID string, costRaw string) {
 			t.Helper()
@@ -192,9 +201,87 @@ func TestTranslationMatrix(t *testing.T) {
 			checkCost(t, httpResp.Header.Get("X-Generation-Id"), costRaw)
 		})
 
+		t.Run("responses/"+kind, func(t *testing.T) {
+			var httpResp *http.Response
+			resp, err := oc.Responses.New(ctx, responses.ResponseNewParams{
+				Model: up.model, Instructions: openai.String("Be brief."),
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Hello")},
+			}, option.WithResponseInto(&httpResp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkText(t, resp.OutputText())
+			if resp.Status != "completed" || (up.exactUsage && (resp.Usage.InputTokens != up.input+up.cacheRead || resp.Usage.OutputTokens != up.output || resp.Usage.InputTokensDetails.CachedTokens != up.cacheRead)) {
+				t.Fatalf("status %q usage %s", resp.Status, resp.Usage.RawJSON())
+			}
+			checkCost(t, httpResp.Header.Get("X-Generation-Id"), resp.Usage.JSON.ExtraFields["cost_nanos"].Raw())
+		})
+
+		t.Run("responses-stream/"+kind, func(t *testing.T) {
+			var httpResp *http.Response
+			stream := oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{
+				Model: up.model, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Hello")},
+			}, option.WithResponseInto(&httpResp))
+			var types []string
+			var text strings.Builder
+			var final responses.Response
+			lastSeq := int64(-1)
+			for stream.Next() {
+				ev := stream.Current()
+				types = append(types, ev.Type)
+				if ev.SequenceNumber <= lastSeq {
+					t.Fatalf("sequence_number %d after %d", ev.SequenceNumber, lastSeq)
+				}
+				lastSeq = ev.SequenceNumber
+				switch ev.Type {
+				case "response.output_text.delta":
+					text.WriteString(ev.Delta)
+				case "response.completed":
+					final = ev.Response
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if len(types) < 4 || types[0] != "response.created" || types[len(types)-1] != "response.completed" {
+				t.Fatalf("event order %v", types)
+			}
+			checkText(t, text.String())
+			if final.OutputText() != text.String() || (up.exactUsage && final.Usage.OutputTokens != up.output) {
+				t.Fatalf("final response %s", final.RawJSON())
+			}
+			checkCost(t, httpResp.Header.Get("X-Generation-Id"), final.Usage.JSON.ExtraFields["cost_nanos"].Raw())
+		})
+
 		if kind == "mock" {
 			continue
 		}
+
+		t.Run("responses-tools/"+kind, func(t *testing.T) {
+			resp, err := oc.Responses.New(ctx, responses.ResponseNewParams{
+				Model: up.model,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris and Rome?")},
+				Tools: []responses.ToolUnionParam{responses.ToolParamOfFunction("get_weather", map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}}, false)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls []responses.ResponseFunctionToolCall
+			for _, item := range resp.Output {
+				if item.Type == "function_call" {
+					calls = append(calls, item.AsFunctionCall())
+				}
+			}
+			if len(calls) != 2 {
+				t.Fatalf("function calls %s", resp.RawJSON())
+			}
+			for i, city := range []string{"Paris", "Rome"} {
+				var args map[string]string
+				if err := json.Unmarshal([]byte(calls[i].Arguments), &args); err != nil || args["city"] != city || calls[i].CallID == "" || calls[i].Name != "get_weather" {
+					t.Fatalf("call %d: %s", i, calls[i].RawJSON())
+				}
+			}
+		})
 		t.Run("chat-tools/"+kind, func(t *testing.T) {
 			resp, err := oc.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 				Model:    up.model,

@@ -41,6 +41,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -97,18 +98,18 @@ func main() {
 	quick := flag.Bool("quick", false, "a smoke run of about 30 s: one round, short tests, fewer streams (explicit flags still win)")
 	flag.IntVar(&c.Rounds, "rounds", 3, "rounds; every figure is the median over rounds")
 	flag.StringVar(&c.Arms, "arms", "all", "comma-separated arms to run (caddy is always run: it is the reference)")
-	flag.DurationVar(&c.Warmup, "warmup", 500*time.Millisecond, "warm-up before each saturation and fixed-rate test")
-	flag.DurationVar(&c.Duration, "duration", 2*time.Second, "measured duration of each saturation test")
+	flag.DurationVar(&c.Warmup, "warmup", 300*time.Millisecond, "warm-up before each saturation and fixed-rate test")
+	flag.DurationVar(&c.Duration, "duration", 1500*time.Millisecond, "measured duration of each saturation test")
 	flag.IntVar(&c.Concurrency, "c", 32, "closed-loop workers of the saturation test")
 	flag.IntVar(&c.Rate, "rate", 1000, "requests per second of the fixed-rate latency test")
-	flag.DurationVar(&c.RateDuration, "rate-duration", 2*time.Second, "measured duration of each fixed-rate test")
+	flag.DurationVar(&c.RateDuration, "rate-duration", 1500*time.Millisecond, "measured duration of each fixed-rate test")
 	flag.IntVar(&c.Streams, "streams", 32, "concurrent streams of the streaming test")
-	flag.DurationVar(&c.StreamDuration, "stream-duration", 2*time.Second, "duration of each streaming test")
+	flag.DurationVar(&c.StreamDuration, "stream-duration", 1500*time.Millisecond, "duration of each streaming test")
 	flag.IntVar(&c.Chunks, "chunks", 16, "content chunks per stream")
 	flag.DurationVar(&c.ChunkInterval, "chunk-interval", 5*time.Millisecond, "upstream interval between chunks")
 	flag.DurationVar(&c.Latency, "latency", time.Millisecond, "upstream latency before an answer or a stream's first chunk")
 	flag.IntVar(&c.AnswerPieces, "answer-pieces", 8, "pieces of text in a non-streamed answer")
-	flag.IntVar(&c.MemStreams, "mem-streams", 1000, "streams held open at once to measure memory per stream, each round (0: skip)")
+	flag.IntVar(&c.MemStreams, "mem-streams", 500, "streams held open at once to measure memory per stream, each round (0: skip)")
 	flag.IntVar(&c.CapStreams, "capacity-streams", 5000, "streams held open at once in the final capacity run (0: skip)")
 	flag.IntVar(&c.HoldChunks, "hold-chunks", 5, "content chunks of a held stream")
 	flag.DurationVar(&c.HoldInterval, "hold-interval", 200*time.Millisecond, "interval between a held stream's chunks after its release")
@@ -135,9 +136,9 @@ func main() {
 		}
 		def("rounds", func() { c.Rounds = 1 })
 		def("warmup", func() { c.Warmup = 200 * time.Millisecond })
-		def("duration", func() { c.Duration = time.Second })
-		def("rate-duration", func() { c.RateDuration = time.Second })
-		def("stream-duration", func() { c.StreamDuration = time.Second })
+		def("duration", func() { c.Duration = 750 * time.Millisecond })
+		def("rate-duration", func() { c.RateDuration = 750 * time.Millisecond })
+		def("stream-duration", func() { c.StreamDuration = 750 * time.Millisecond })
 		def("mem-streams", func() { c.MemStreams = 200 })
 		def("capacity-streams", func() { c.CapStreams = 500 })
 	}
@@ -167,6 +168,25 @@ func (c *config) runs(test string) bool {
 }
 
 var testNames = []string{"saturation", "latency", "streams", "memory", "capacity"}
+
+// MarshalJSON writes durations as Go duration strings ("1.5s") rather than nanoseconds.
+func (c config) MarshalJSON() ([]byte, error) {
+	v, t := reflect.ValueOf(c), reflect.TypeOf(c)
+	m := make(map[string]any, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "" || name == "-" {
+			continue
+		}
+		val := v.Field(i).Interface()
+		if d, ok := val.(time.Duration); ok {
+			val = d.String()
+		}
+		m[name] = val
+	}
+	return json.Marshal(m)
+}
 
 func (c *config) validate() error {
 	for _, t := range strings.Split(c.Tests, ",") {

@@ -84,16 +84,20 @@ type recordCheck struct {
 
 // report is the whole run, as printed and as written to JSON.
 type report struct {
-	Config   config                   `json:"config"`
-	Machine  machine                  `json:"machine"`
-	Seconds  float64                  `json:"seconds"`
-	Arms     []string                 `json:"arms"`
-	Figures  []figure                 `json:"figures"`
-	Capacity map[string]heldResult    `json:"capacity,omitempty"`
-	Errors   map[string]int64         `json:"errors"`
-	Records  recordCheck              `json:"records"`
-	Targets  []targetLine             `json:"targets"`
-	Rounds   map[string][]roundResult `json:"rounds"`
+	Config   config                `json:"config"`
+	Machine  machine               `json:"machine"`
+	Seconds  float64               `json:"seconds"`
+	Arms     []string              `json:"arms"`
+	Figures  []figure              `json:"figures"`
+	Capacity map[string]heldResult `json:"capacity,omitempty"`
+	Errors   map[string]int64      `json:"errors"`
+	// FirstErrors is the first error an arm met, per test.
+	FirstErrors map[string][]string `json:"first_errors,omitempty"`
+	// HeldStalls counts the stalled streams of the memory tests of all rounds.
+	HeldStalls map[string]int           `json:"memory_test_stalls,omitempty"`
+	Records    recordCheck              `json:"records"`
+	Targets    []targetLine             `json:"targets"`
+	Rounds     map[string][]roundResult `json:"rounds"`
 }
 
 type targetLine struct {
@@ -133,7 +137,7 @@ func (rep *report) figureDefs() []figureDef {
 			title: "CPU time per request of the proxy process at saturation (/proc utime+stime)",
 			value: func(r roundResult) float64 { return float64(r.Saturation.CPUPerReqUs) }},
 		{key: "upstream_cpu_per_request", test: "saturation", unit: "µs", compare: byRatio,
-			title: "CPU time per request of the fake upstream at saturation (same work on every arm but the Anthropic-wire one)",
+			title: "CPU time per request of the fake upstream at saturation (for reference; its fixed costs weigh more at a lower rate)",
 			value: func(r roundResult) float64 { return float64(r.Saturation.UpstreamCPUPerReqUs) }},
 		{key: "latency_p50", test: "latency", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Latency p50 at %d rps, open loop, send to end of body (%s measured)", c.Rate, c.RateDuration),
@@ -216,17 +220,28 @@ func (rep *report) build() {
 		rep.Figures = append(rep.Figures, fig)
 	}
 
-	rep.Errors = map[string]int64{}
+	rep.Errors, rep.FirstErrors, rep.HeldStalls = map[string]int64{}, map[string][]string{}, map[string]int{}
 	for _, a := range rep.Arms {
 		var n int64
+		note := func(test, first string) {
+			if first != "" {
+				rep.FirstErrors[a] = append(rep.FirstErrors[a], test+": "+first)
+			}
+		}
 		for _, r := range rep.Rounds[a] {
 			n += r.Saturation.Errors + r.Latency.Errors + r.Latency.Dropped + r.Streams.Errors
+			note("saturation", r.Saturation.FirstError)
+			note("latency", r.Latency.FirstError)
+			note("streams", r.Streams.FirstError)
 			if r.Memory != nil {
 				n += r.Memory.Errors
+				note("memory", r.Memory.FirstError)
+				rep.HeldStalls[a] += r.Memory.Stalled
 			}
 		}
 		if c, ok := rep.Capacity[a]; ok {
 			n += c.Errors
+			note("capacity", c.FirstError)
 		}
 		rep.Errors[a] = n
 		v := "pass"
@@ -349,6 +364,20 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintf(w, " %s %d;", a, rep.Errors[a])
 	}
 	fmt.Fprintln(w)
+	for _, a := range rep.Arms {
+		for _, e := range rep.FirstErrors[a] {
+			fmt.Fprintf(w, "  %s: %s\n", a, e)
+		}
+	}
+	if len(rep.HeldStalls) > 0 {
+		fmt.Fprintf(w, "Stalled streams in the memory tests of all rounds:")
+		for _, a := range rep.Arms {
+			if n, ok := rep.HeldStalls[a]; ok {
+				fmt.Fprintf(w, " %s %d;", a, n)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	rc := rep.Records
 	statuses := make([]string, 0, len(rc.ByStatus))
 	for s, n := range rc.ByStatus {

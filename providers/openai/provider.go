@@ -166,8 +166,15 @@ func New(cfg Config) (*Provider, error) {
 func (p *Provider) Name() string { return p.name }
 
 // Formats lists the wire formats Forward accepts: chat completions and responses.
+//
+// An upstream speaks the one API its Config.API names: compatible servers (vLLM, Ollama...)
+// have no /responses, and some models exist only there. Requests in the other format are
+// translated through ChatProvider.
 func (p *Provider) Formats() []providers.WireFormat {
-	return []providers.WireFormat{providers.FormatOpenAIChat, providers.FormatOpenAIResponses}
+	if p.responses {
+		return []providers.WireFormat{providers.FormatOpenAIResponses}
+	}
+	return []providers.WireFormat{providers.FormatOpenAIChat}
 }
 
 // Forward posts a chat completions body to /chat/completions, or a responses body to

@@ -774,9 +774,13 @@ func TestResponsesForward(t *testing.T) {
 	p, requests := responsesUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		writeSSE(w, rsCreated, rsCompleted)
-	}, func(c *Config) { c.API = "" })
-	if got := p.Formats(); !reflect.DeepEqual(got, []providers.WireFormat{providers.FormatOpenAIChat, providers.FormatOpenAIResponses}) {
+	}, func(c *Config) { c.API = "responses" })
+	// An upstream speaks the one API it is configured with; the gateway translates the rest.
+	if got := p.Formats(); !reflect.DeepEqual(got, []providers.WireFormat{providers.FormatOpenAIResponses}) {
 		t.Errorf("formats %v", got)
+	}
+	if chat, _ := New(Config{BaseURL: "http://127.0.0.1:1/v1"}); !reflect.DeepEqual(chat.Formats(), []providers.WireFormat{providers.FormatOpenAIChat}) {
+		t.Errorf("chat formats %v", chat.Formats())
 	}
 	in := []byte(`{"model":"gpt-5","input":"Hi","stream":true,"store":true}`)
 	resp, err := p.Forward(context.Background(), &providers.RawRequest{Format: providers.FormatOpenAIResponses, Body: in, Stream: true})

@@ -1,0 +1,334 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
+)
+
+var responsesSurface = textSurface{
+	endpoint: "/responses", format: providers.FormatOpenAIResponses, inputKey: "input", stringInput: true,
+	decode:   openai.DecodeResponsesRequest,
+	forward:  (*call).responsesForward,
+	encoder:  func(chatFields) neutralSurface { return responsesEncoder{} },
+	precheck: statelessCheck,
+}
+
+// responses serves POST /responses, OpenAI's Responses API. The gateway is stateless: the
+// whole conversation comes with each request.
+func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, caller *Caller) error {
+	return g.serveText(w, r, caller, &responsesSurface)
+}
+
+// statelessCheck refuses the Responses features that need the upstream to keep state, before
+// anything is forwarded.
+func statelessCheck(body []byte) error {
+	for _, key := range []string{"previous_response_id", "conversation"} {
+		if v, _ := rawjson.Get(body, key); !rawjson.IsNull(v) {
+			return fmt.Errorf("%s is not supported by this gateway; send the full input", key)
+		}
+	}
+	for _, key := range []string{"store", "background"} {
+		if v, _ := rawjson.Get(body, key); string(v) == "true" {
+			return fmt.Errorf("%s: true is not supported by this gateway: responses are not kept", key)
+		}
+	}
+	return nil
+}
+
+type responsesEncoder struct{}
+
+func (responsesEncoder) response(c *call, resp *providers.Response, model string) ([]byte, error) {
+	data, err := openai.EncodeResponsesResponse(resp, c.genID, c.start.Unix(), model)
+	if err != nil {
+		return nil, err
+	}
+	if data, err = c.decorateUsage(data, openai.AppendResponsesUsage(nil, c.usage), "usage"); err != nil {
+		return nil, err
+	}
+	return c.withMeta(data)
+}
+
+func (responsesEncoder) sink(c *call, model string) streamSink {
+	return &responsesSink{enc: openai.NewResponsesStreamEncoder(c.genID, model, c.start.Unix())}
+}
+
+type responsesSink struct {
+	enc *openai.ResponsesStreamEncoder
+}
+
+func fromResponses(fs []openai.ResponsesFrame) []frame {
+	out := make([]frame, len(fs))
+	for i, f := range fs {
+		out[i] = frame{event: f.Event, data: f.Data}
+	}
+	return out
+}
+
+func (s *responsesSink) start() []frame { return fromResponses(s.enc.Start()) }
+
+func (s *responsesSink) event(ev providers.Event) []frame { return fromResponses(s.enc.Encode(ev)) }
+
+func (s *responsesSink) finish(c *call) []frame {
+	frames := fromResponses(s.enc.Finish(providers.FinishReason(c.finish), c.usage))
+	if n := len(frames); n > 0 {
+		frames[n-1].data = c.decorateFinal(frames[n-1].data)
+	}
+	return append(frames, doneFrame)
+}
+
+func (s *responsesSink) fail(ue *providers.UpstreamError) []frame {
+	f := s.enc.ErrorFrame(inBandCode(ue), "the answer was interrupted: "+upstreamMessage(ue))
+	return []frame{{event: f.Event, data: f.Data}}
+}
+
+func inBandCode(ue *providers.UpstreamError) string {
+	if ue.Timeout {
+		return "upstream_timeout"
+	}
+	return CodeUpstream
+}
+
+// decorateFinal adds cost to response.usage of a terminal Responses event, and meta.
+func (c *call) decorateFinal(data []byte) []byte {
+	if dec, err := c.decorateUsage(data, openai.AppendResponsesUsage(nil, c.usage), "response", "usage"); err == nil {
+		data = dec
+	}
+	if dec, err := c.withMeta(data); err == nil {
+		data = dec
+	}
+	return data
+}
+
+// responsesForward relays a Responses request to an upstream that speaks it, byte for byte.
+func (c *call) responsesForward(w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, body []byte, f chatFields) error {
+	up, err := upstreamBody(body, rt.UpstreamModel)
+	if err == nil {
+		up, err = rawjson.Set(up, "store", []byte("false"))
+	}
+	if err != nil {
+		return fmt.Errorf("rewriting the request: %w", err)
+	}
+	began := c.g.Now()
+	resp, err := fw.Forward(r.Context(), &providers.RawRequest{Format: providers.FormatOpenAIResponses, Body: up, Stream: f.stream, Header: passHeaders(r)})
+	if err != nil {
+		c.recordAttempt(rt, began, err)
+		return err
+	}
+	c.headersArrived()
+	if f.stream {
+		return c.responsesForwardStream(w, r, rt, began, resp)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	_ = resp.Body.Close()
+	if err == nil && !json.Valid(data) {
+		err = errors.New("the provider answered with invalid JSON")
+	}
+	if err != nil {
+		ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Payload: providers.Preview(data), Err: err}
+		c.recordAttempt(rt, began, ue)
+		return ue
+	}
+	c.recordAttempt(rt, began, nil)
+	c.firstByte = c.g.Now()
+	c.route = &rt
+	if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
+		if u, err := openai.ParseResponsesUsage(raw); err == nil {
+			c.usage, c.usageKnown = u, true
+		}
+	}
+	if raw, _ := rawjson.Get(data, "id"); raw != nil {
+		c.upstreamID, _ = rawjson.String(raw)
+	}
+	c.finish = responsesFinish(data)
+	out := c.setID(data, "id")
+	if out, err = c.decorateUsage(out, openai.AppendResponsesUsage(nil, c.usage), "usage"); err != nil {
+		return fmt.Errorf("decorating the response: %w", err)
+	}
+	if out, err = c.withMeta(out); err != nil {
+		return err
+	}
+	c.status = http.StatusOK
+	c.settle(r.Context())
+	writeRawJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// responsesFinish reads a response object's outcome as a neutral finish reason.
+func responsesFinish(resp []byte) string {
+	var v struct {
+		Status            string `json:"status"`
+		IncompleteDetails *struct {
+			Reason string `json:"reason"`
+		} `json:"incomplete_details"`
+	}
+	_ = json.Unmarshal(resp, &v)
+	if v.Status == "incomplete" && v.IncompleteDetails != nil {
+		if v.IncompleteDetails.Reason == "content_filter" {
+			return string(providers.FinishContentFilter)
+		}
+		return string(providers.FinishLength)
+	}
+	return string(providers.FinishStop)
+}
+
+// responsesForwardStream relays an upstream Responses stream. The terminal event
+// (response.completed or response.incomplete) is held until the charge is recorded, then
+// sent with the cost in response.usage.
+func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, resp *providers.RawResponse) error {
+	defer resp.Body.Close()
+	idle := newIdleTimer(c.g.StreamIdleTimeout, func() { _ = resp.Body.Close() })
+	defer idle.Stop()
+	out := newSSEWriter(w)
+	rd := sse.NewReader(resp.Body, maxStreamEvent)
+	var terminal []byte
+	var terminalName string
+	lastSeq := -1
+	var streamErr *providers.UpstreamError
+	commit := func() {
+		if !out.started {
+			c.recordAttempt(rt, began, nil)
+			c.route = &rt
+			c.status = http.StatusOK
+		}
+	}
+	for rd.Next() {
+		idle.kick()
+		ev := rd.Event()
+		data := ev.Data
+		if len(data) == 0 || string(data) == "[DONE]" {
+			continue
+		}
+		if c.firstByte.IsZero() {
+			c.firstByte = c.g.Now()
+		}
+		if !json.Valid(data) {
+			c.skippedFrames++
+			continue
+		}
+		name := ev.Name
+		if t, _ := rawjson.Get(data, "type"); t != nil && name == "" {
+			name, _ = rawjson.String(t)
+		}
+		if seq, _ := rawjson.Get(data, "sequence_number"); seq != nil {
+			if n, err := strconv.Atoi(string(seq)); err == nil {
+				lastSeq = n
+			}
+		}
+		switch name {
+		case "error", "response.failed":
+			streamErr = responsesStreamError(rt.ProviderName, data)
+		case "response.created", "response.in_progress", "response.queued":
+			if raw, _ := rawjson.Get(data, "response"); raw != nil && c.upstreamID == "" {
+				if id, _ := rawjson.Get(raw, "id"); id != nil {
+					c.upstreamID, _ = rawjson.String(id)
+				}
+			}
+			data = c.setID(data, "response", "id")
+		case "response.completed", "response.incomplete":
+			if raw, _ := rawjson.Get(data, "response"); raw != nil {
+				if u, _ := rawjson.Get(raw, "usage"); !rawjson.IsNull(u) {
+					if usage, err := openai.ParseResponsesUsage(u); err == nil {
+						c.usage, c.usageKnown = usage, true
+					}
+				}
+				c.finish = responsesFinish(raw)
+			}
+			terminal, terminalName = c.setID(data, "response", "id"), name
+			continue
+		case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+			c.chunks++
+			c.gotToken()
+		}
+		if streamErr != nil {
+			break
+		}
+		commit()
+		out.event(name, data)
+		if out.failed {
+			break
+		}
+	}
+	if c.gone() || out.failed {
+		if !out.started {
+			return context.Canceled
+		}
+		c.clientGone()
+		return nil
+	}
+	if ue := c.timeoutCause(r.Context(), rt); ue != nil {
+		streamErr = ue
+	}
+	if streamErr == nil && terminal == nil {
+		switch {
+		case idle.fired.Load():
+			streamErr = &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true,
+				Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}
+		case rd.Err() != nil:
+			streamErr = c.streamFailure(rt, "the provider's stream broke: "+rd.Err().Error(), nil)
+		default:
+			streamErr = c.streamFailure(rt, "the provider's stream ended before response.completed", nil)
+		}
+	}
+	if streamErr != nil {
+		if !out.started {
+			c.recordAttempt(rt, began, streamErr)
+			return streamErr
+		}
+		c.midStreamFailure(out, rt, streamErr, &responsesTailSink{seq: lastSeq})
+		return nil
+	}
+	commit()
+	final := c.decorateFinal(terminal)
+	c.settle(r.Context())
+	out.event(terminalName, final)
+	out.data(doneFrame.data)
+	return nil
+}
+
+// responsesStreamError reads an error event or a response.failed event.
+func responsesStreamError(provider string, data []byte) *providers.UpstreamError {
+	ue := &providers.UpstreamError{Provider: provider, Category: providers.CategoryServerError, Retryable: true, Payload: providers.Preview(data)}
+	src := data
+	if raw, _ := rawjson.Get(data, "response"); raw != nil {
+		src, _ = rawjson.Get(raw, "error")
+	}
+	var e struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(src, &e)
+	ue.Code, ue.Message = e.Code, e.Message
+	if ue.Message == "" {
+		ue.Message = "the provider reported an error in its stream"
+	}
+	if e.Code == "rate_limit_exceeded" {
+		ue.Category = providers.CategoryRateLimited
+	}
+	return ue
+}
+
+// responsesTailSink ends a relayed Responses stream that broke: its item ids and output
+// indices belong to the upstream, so it cannot be continued elsewhere, only closed with the
+// in-band error, numbered after the last event the client had.
+type responsesTailSink struct{ seq int }
+
+func (s *responsesTailSink) noContinue() {}
+
+func (s *responsesTailSink) start() []frame                { return nil }
+func (s *responsesTailSink) event(providers.Event) []frame { return nil }
+func (s *responsesTailSink) finish(*call) []frame          { return []frame{doneFrame} }
+func (s *responsesTailSink) fail(ue *providers.UpstreamError) []frame {
+	b, _ := json.Marshal(map[string]any{"type": "error", "code": inBandCode(ue), "message": "the answer was interrupted: " + upstreamMessage(ue), "param": nil, "sequence_number": s.seq + 1})
+	return []frame{{event: "error", data: b}}
+}
