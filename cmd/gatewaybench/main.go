@@ -21,7 +21,7 @@
 // gateway's generation records counted against its successful answers.
 //
 //	go run ./cmd/gatewaybench                 # default run, about 3 minutes on 2 cores
-//	go run ./cmd/gatewaybench -quick          # smoke run, about 30 seconds
+//	go run ./cmd/gatewaybench -quick          # smoke run, under a minute
 //	go run ./cmd/gatewaybench -json out.json  # also write the results as JSON
 //
 // It is not part of "go test": it needs a C compiler (the SQLite driver is cgo), several
@@ -95,7 +95,7 @@ func main() {
 		return
 	}
 	var c config
-	quick := flag.Bool("quick", false, "a smoke run of about 30 s: one round, short tests, fewer streams (explicit flags still win)")
+	quick := flag.Bool("quick", false, "a smoke run of under a minute: one round, short tests, fewer streams (explicit flags still win)")
 	flag.IntVar(&c.Rounds, "rounds", 3, "rounds; every figure is the median over rounds")
 	flag.StringVar(&c.Arms, "arms", "all", "comma-separated arms to run (caddy is always run: it is the reference)")
 	flag.DurationVar(&c.Warmup, "warmup", 300*time.Millisecond, "warm-up before each saturation and fixed-rate test")
@@ -147,7 +147,10 @@ func main() {
 		os.Exit(2)
 	}
 
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A closed stdout (| head) must not kill the benchmark before it stops its children and
+	// removes its directory: writes then just fail.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	err := run(ctx, &c)
 	cancel()
 	stopChildren()
@@ -675,6 +678,7 @@ type machine struct {
 	CPU        string `json:"cpu"`
 	Kernel     string `json:"kernel"`
 	Go         string `json:"go"`
+	Source     string `json:"source"`
 	LoadBefore string `json:"load_before"`
 	LoadAfter  string `json:"load_after"`
 }
@@ -683,6 +687,14 @@ func machineInfo() machine {
 	m := machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version()}
 	if out, err := exec.Command("go", "version").Output(); err == nil {
 		m.Go = strings.TrimSpace(string(out))
+	}
+	// The measured tree: the commit, and whether it had uncommitted changes (read-only: no
+	// index refresh is written).
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.Source = strings.TrimSpace(string(out))
+		if st, err := exec.Command("git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+			m.Source += "-dirty"
+		}
 	}
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(data))

@@ -305,8 +305,8 @@ func fmtValue(v float64) string {
 
 func (rep *report) print(w io.Writer) {
 	m := rep.Machine
-	fmt.Fprintf(w, "\ngatewaybench: %d CPUs (%s), %s, kernel %s; load average %s before, %s after; %.0f s\n",
-		m.CPUs, m.CPU, m.Go, m.Kernel, m.LoadBefore, m.LoadAfter, rep.Seconds)
+	fmt.Fprintf(w, "\ngatewaybench: %d CPUs (%s), %s, kernel %s, source %s; load average %s before, %s after; %.0f s\n",
+		m.CPUs, m.CPU, m.Go, m.Kernel, m.Source, m.LoadBefore, m.LoadAfter, rep.Seconds)
 	fmt.Fprintf(w, "values are medians of %d round(s); \"vs caddy\" is the median of the per-round ratios or differences to plain Caddy\n", rep.Config.Rounds)
 	defs := map[string]figureDef{}
 	for _, fd := range rep.figureDefs() {
