@@ -318,6 +318,9 @@ func (g *Gateway) updateKey(w http.ResponseWriter, r *http.Request, c *Caller) e
 	if apiErr != nil {
 		return apiErr
 	}
+	// Forgotten before and after the change, so no request can cache the old key in between.
+	g.forgetKey(r.PathValue("id"))
+	defer g.forgetKey(r.PathValue("id"))
 	k, err := g.Store.UpdateKey(r.Context(), c.Key.WorkspaceID, r.PathValue("id"), kc.update)
 	if err != nil {
 		return err
@@ -336,6 +339,8 @@ func (g *Gateway) revokeKey(w http.ResponseWriter, r *http.Request, c *Caller) e
 	if err != nil {
 		return err
 	}
+	g.forgetKey(k.ID)
+	defer g.forgetKey(k.ID)
 	if err := g.Store.RevokeKey(r.Context(), k.ID, g.Now()); err != nil {
 		return err
 	}

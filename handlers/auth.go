@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -118,7 +120,7 @@ func (g *Gateway) authenticate(r *http.Request) (*Caller, *APIError) {
 	if err != nil {
 		return nil, errUnauthorised
 	}
-	k, err := g.Store.GetKey(r.Context(), pk.ID)
+	k, err := g.lookupKey(r, pk.ID)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			g.Logger.Error("key lookup failed", zapErr(err))
@@ -135,4 +137,55 @@ func (g *Gateway) authenticate(r *http.Request) (*Caller, *APIError) {
 		return nil, newError(http.StatusUnauthorized, CodeUnauthorised, "this API key is revoked or disabled")
 	}
 	return &Caller{Key: k}, nil
+}
+
+// keyCache keeps recently used keys for a moment, sparing the store a read on every request.
+// A key revoked, disabled or changed through this gateway is forgotten at once; one changed by
+// another process (the CLI, another instance) is seen within the TTL.
+type keyCache struct {
+	mu  sync.Mutex
+	ttl time.Duration
+	m   map[string]cachedKey
+}
+
+type cachedKey struct {
+	key store.Key
+	at  time.Time
+}
+
+// DefaultKeyCacheTTL is how long a key read from the store is trusted.
+const DefaultKeyCacheTTL = 2 * time.Second
+
+// lookupKey reads a key through the cache.
+func (g *Gateway) lookupKey(r *http.Request, id string) (store.Key, error) {
+	now := g.Now()
+	kc := g.keys
+	if kc != nil && kc.ttl > 0 {
+		kc.mu.Lock()
+		ck, ok := kc.m[id]
+		kc.mu.Unlock()
+		if ok && now.Sub(ck.at) < kc.ttl {
+			return ck.key, nil
+		}
+	}
+	k, err := g.Store.GetKey(r.Context(), id)
+	if err != nil || kc == nil || kc.ttl <= 0 {
+		return k, err
+	}
+	kc.mu.Lock()
+	if len(kc.m) > 100_000 {
+		clear(kc.m) // bounded: a flood of distinct keys cannot grow it without limit
+	}
+	kc.m[id] = cachedKey{key: k, at: now}
+	kc.mu.Unlock()
+	return k, nil
+}
+
+// forgetKey drops a key from the cache after it changed.
+func (g *Gateway) forgetKey(id string) {
+	if kc := g.keys; kc != nil {
+		kc.mu.Lock()
+		delete(kc.m, id)
+		kc.mu.Unlock()
+	}
 }

@@ -41,6 +41,11 @@ type Gateway struct {
 	ReservationTTL time.Duration
 	// Now is the clock; tests inject their own.
 	Now func() time.Time
+	// KeyCacheTTL is how long a key read from the store is trusted; negative turns the cache
+	// off. Default: DefaultKeyCacheTTL.
+	KeyCacheTTL time.Duration
+
+	keys *keyCache
 	// Catalog describes models for the discovery routes; nil means the embedded
 	// catalogue (catalog.Default).
 	Catalog *catalog.Catalog
@@ -87,6 +92,10 @@ func (g *Gateway) Init() {
 	if g.Now == nil {
 		g.Now = time.Now
 	}
+	if g.KeyCacheTTL == 0 {
+		g.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	g.keys = &keyCache{ttl: g.KeyCacheTTL, m: map[string]cachedKey{}}
 	if g.Logger == nil {
 		g.Logger = zap.NewNop()
 	}
