@@ -20,7 +20,7 @@ func (s *Store) CreateWorkspace(ctx context.Context, ws store.Workspace) error {
 	if ws.ParentID != "" {
 		parent = ws.ParentID
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if ws.ParentID != "" {
 			if err := workspaceExists(ctx, tx, ws.ParentID); err != nil {
 				return fmt.Errorf("creating workspace %q: parent: %w", ws.ID, err)
@@ -114,7 +114,7 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 	if k.RevokedAt != nil {
 		revoked = millis(*k.RevokedAt)
 	}
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := workspaceExists(ctx, tx, k.WorkspaceID); err != nil {
 			return fmt.Errorf("creating key %q: %w", k.ID, err)
 		}
@@ -197,7 +197,7 @@ func scanKey(row scanner) (store.Key, error) {
 // RevokeKey marks a key revoked. Revoking twice keeps the first revocation time.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 	at = s.stamp(at)
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	return s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, millis(at), id)
 		if err != nil {
 			return fmt.Errorf("revoking key %q: %w", id, err)
@@ -216,7 +216,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 // UpdateKey changes the fields u sets on a key of the workspace and returns the key as stored.
 func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.KeyUpdate) (store.Key, error) {
 	var out store.Key
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		k, err := scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = ? AND workspace_id = ?`, id, workspaceID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("key %q: %w", id, store.ErrNotFound)

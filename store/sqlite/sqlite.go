@@ -7,6 +7,12 @@
 // rather than spin on SQLITE_BUSY, and every write transaction starts with BEGIN IMMEDIATE,
 // so a transaction that reads the wallet and then updates it can never deadlock against
 // another process doing the same. Reads use a separate pool and never wait for writers.
+//
+// Writes are group-committed: concurrent writes queue to one writer goroutine that runs
+// whatever has queued in one transaction, a savepoint per write, and commits once (one
+// fsync at synchronous=FULL) before answering any of them. Each write still succeeds or
+// fails on its own, sees the writes queued before it, and returns only once durable;
+// writer.go describes the guarantees, including what a cancelled context does.
 package sqlite
 
 import (
@@ -39,6 +45,9 @@ type Store struct {
 	// r serves single-statement reads, which WAL lets run beside the writer.
 	r   *sql.DB
 	now func() time.Time
+	// wr queues writes for the writer goroutine, which owns w once Open returns.
+	wr         *writer
+	batchLimit int
 }
 
 // Option adjusts a Store as it opens.
@@ -52,6 +61,12 @@ func WithClock(now func() time.Time) Option {
 			s.now = now
 		}
 	}
+}
+
+// withBatchLimit bounds the writes one transaction holds (tests and benchmarks; 1 turns
+// group commit off).
+func withBatchLimit(n int) Option {
+	return func(s *Store) { s.batchLimit = n }
 }
 
 // Open opens (creating if needed) the SQLite database at path, creating its parent
@@ -97,7 +112,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
 	}
 
-	s := &Store{w: w, now: time.Now}
+	s := &Store{w: w, now: time.Now, batchLimit: batchLimit}
 	for _, o := range opts {
 		o(s)
 	}
@@ -115,6 +130,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	r.SetMaxOpenConns(max(4, runtime.NumCPU()))
 	s.r = r
+	s.wr = newWriter(s.batchLimit)
+	go s.runWriter()
 	return s, nil
 }
 
@@ -126,8 +143,12 @@ func cloneValues(v url.Values) url.Values {
 	return out
 }
 
-// Close closes the database.
+// Close closes the database. Writes already queued are run and committed first (their
+// callers get their answers); writes made after Close fail.
 func (s *Store) Close() error {
+	if s.wr != nil {
+		s.wr.stop()
+	}
 	var errs []error
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
@@ -153,7 +174,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	latest := migrations[len(migrations)-1].Version
 	for _, m := range migrations {
-		err := s.tx(ctx, func(tx *sql.Tx) error {
+		err := s.ownTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
 				version    INTEGER PRIMARY KEY,
 				applied_at INTEGER NOT NULL
@@ -183,13 +204,15 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
-// tx runs fn in a write transaction (BEGIN IMMEDIATE) and commits if fn succeeds.
-func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// ownTx runs fn in a write transaction of its own (BEGIN IMMEDIATE) on the calling
+// goroutine and commits if fn succeeds. Only migrate uses it, before the writer goroutine
+// starts; every other write goes through tx (writer.go).
+func (s *Store) ownTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -62,6 +62,9 @@ func TestPragmas(t *testing.T) {
 		want string
 	}{
 		{"journal_mode", s.w, "wal"},
+		// FULL: a commit, and with it every write of its batch, is on disk before any
+		// caller hears of it.
+		{"synchronous", s.w, "2"},
 		{"foreign_keys", s.w, "1"},
 		{"busy_timeout", s.w, "10000"},
 		{"foreign_keys", s.r, "1"},

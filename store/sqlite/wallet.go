@@ -22,7 +22,7 @@ func (s *Store) AddCredits(ctx context.Context, workspaceID string, amountNanos 
 	}
 	now := s.now()
 	var b store.Balance
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		b, err = wallet(ctx, tx, workspaceID)
 		if err != nil {
@@ -102,7 +102,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 		r.ID = ids.New("res")
 	}
 	need := max(p.AmountNanos, p.MinAvailableNanos)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		b, err := wallet(ctx, tx, p.WorkspaceID)
 		if err != nil {
 			return err
@@ -157,7 +157,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 	now := s.now()
 	cost := g.CostNanos
 
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if p.ReservationID != "" {
 			var wsID string
 			var amount int64
@@ -210,7 +210,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 // ReleaseExpired drops reservations that expired before now and gives their credit back.
 func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) {
 	var n int
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `DELETE FROM reservations WHERE expires_at < ? RETURNING workspace_id, amount_nanos`, millis(now))
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -49,6 +50,8 @@ func Run(t *testing.T, open Opener) {
 		{"ConcurrentReserveAndSettle", testConcurrentReserveAndSettle},
 		{"ConcurrentReserveNeverOverspends", testConcurrentReserveNeverOverspends},
 		{"ConcurrentDebits", testConcurrentDebits},
+		{"ConcurrentMixedOutcomes", testConcurrentMixedOutcomes},
+		{"CancelledContext", testCancelledContext},
 		{"ChildWorkspaces", testChildWorkspaces},
 		{"KeyLimitFields", testKeyLimitFields},
 		{"UpdateKey", testUpdateKey},
@@ -751,4 +754,161 @@ func testConcurrentDebits(t *testing.T, s store.Store) {
 		t.Errorf("%d debits of 1 USD succeeded against 10 USD, want 10", won)
 	}
 	mustBalance(t, s, ws, 0, 0)
+}
+
+// testConcurrentMixedOutcomes races writes that must succeed against writes that must fail,
+// on one wallet: each call gets its own outcome and a refused one leaves no trace. A backend
+// that runs concurrent writes in shared transactions must keep them this independent.
+func testConcurrentMixedOutcomes(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const n = 20
+	ws := newWorkspace(t, s, 100*usd)
+	if _, err := s.Settle(ctx, store.SettleParams{Generation: &store.Generation{ID: "gen_taken", WorkspaceID: ws}}); err != nil {
+		t.Fatalf("Settle: %v", err)
+	}
+	// Each of raced is settled twice at once: exactly one Settle may win. Each of kept is
+	// settled with a taken generation id: it must stay reserved.
+	raced := make([]string, n)
+	kept := make([]string, n)
+	for i := range n {
+		raced[i] = reserve(t, s, ws, usd).ID
+		kept[i] = reserve(t, s, ws, usd).ID
+	}
+
+	type call struct {
+		name string
+		fn   func() error
+		want error // nil: must succeed
+	}
+	var calls []call
+	winners := make([][2]error, n)
+	var raceCalls []func()
+	for i := range n {
+		for j := range 2 {
+			raceCalls = append(raceCalls, func() {
+				_, winners[i][j] = s.Settle(ctx, store.SettleParams{ReservationID: raced[i], Generation: &store.Generation{
+					ID: fmt.Sprintf("gen_raced_%d_%d", i, j), WorkspaceID: ws, CostNanos: usd / 2,
+				}})
+			})
+		}
+		calls = append(calls,
+			call{"settle with a taken generation id", func() error {
+				_, err := s.Settle(ctx, store.SettleParams{ReservationID: kept[i], Generation: &store.Generation{ID: "gen_taken", WorkspaceID: ws, CostNanos: usd}})
+				return err
+			}, store.ErrConflict},
+			call{"settle an unknown reservation", func() error {
+				_, err := s.Settle(ctx, store.SettleParams{ReservationID: "res_missing", Generation: &store.Generation{
+					ID: fmt.Sprintf("gen_missing_%d", i), WorkspaceID: ws, CostNanos: usd,
+				}})
+				return err
+			}, store.ErrNotFound},
+			call{"debit beyond the balance", func() error {
+				_, err := s.AddCredits(ctx, ws, -1000*usd, "refund")
+				return err
+			}, store.ErrInsufficientFunds},
+			call{"reserve beyond the available balance", func() error {
+				_, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: ws, AmountNanos: 1, MinAvailableNanos: 1000 * usd, ExpiresAt: time.Now().Add(time.Hour)})
+				return err
+			}, store.ErrInsufficientFunds},
+			call{"reserve", func() error {
+				_, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: ws, AmountNanos: usd / 10, ExpiresAt: time.Now().Add(time.Hour)})
+				return err
+			}, nil},
+		)
+	}
+	all := make([]func(), 0, len(calls)+len(raceCalls))
+	errs := make([]error, len(calls))
+	for i, c := range calls {
+		all = append(all, func() { errs[i] = c.fn() })
+	}
+	all = append(all, raceCalls...)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, fn := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			fn()
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	for i, c := range calls {
+		switch {
+		case c.want == nil && errs[i] != nil:
+			t.Errorf("%s: %v", c.name, errs[i])
+		case c.want != nil && !errors.Is(errs[i], c.want):
+			t.Errorf("%s: error = %v, want %v", c.name, errs[i], c.want)
+		}
+	}
+	for i, w := range winners {
+		won := 0
+		for j, err := range w {
+			id := fmt.Sprintf("gen_raced_%d_%d", i, j)
+			_, getErr := s.GetGeneration(ctx, ws, id)
+			switch {
+			case err == nil:
+				won++
+				if getErr != nil {
+					t.Errorf("generation %s of a Settle that succeeded: %v", id, getErr)
+				}
+			case errors.Is(err, store.ErrNotFound):
+				wantErr(t, "generation of the Settle that lost the race", getErr, store.ErrNotFound)
+			default:
+				t.Errorf("racing Settle: %v", err)
+			}
+		}
+		if won != 1 {
+			t.Errorf("reservation %d settled %d times, want exactly once", i, won)
+		}
+	}
+	for i := range n {
+		_, err := s.GetGeneration(ctx, ws, fmt.Sprintf("gen_missing_%d", i))
+		wantErr(t, "generation of a refused Settle", err, store.ErrNotFound)
+	}
+	// Charged: n × 0.5 USD. Held: the kept reservations and the small ones.
+	mustBalance(t, s, ws, 100*usd-n*usd/2, n*usd+n*usd/10)
+	for _, id := range kept {
+		if _, err := s.Settle(ctx, store.SettleParams{ReservationID: id, Generation: &store.Generation{WorkspaceID: ws}}); err != nil {
+			t.Fatalf("settling a reservation a refused Settle left: %v", err)
+		}
+	}
+	mustBalance(t, s, ws, 100*usd-n*usd/2, n*usd/10)
+}
+
+// testCancelledContext checks that writes made with a context already cancelled fail and
+// change nothing.
+func testCancelledContext(t *testing.T, s store.Store) {
+	ws := newWorkspace(t, s, 10*usd)
+	r := reserve(t, s, ws, usd)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"AddCredits", func() error { _, err := s.AddCredits(ctx, ws, usd, ""); return err }},
+		{"Reserve", func() error {
+			_, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: ws, AmountNanos: usd, ExpiresAt: time.Now().Add(time.Hour)})
+			return err
+		}},
+		{"Settle", func() error {
+			_, err := s.Settle(ctx, store.SettleParams{ReservationID: r.ID, Generation: &store.Generation{ID: "gen_cancelled", WorkspaceID: ws, CostNanos: usd}})
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); err == nil {
+				t.Fatal("succeeded with a cancelled context")
+			}
+			mustBalance(t, s, ws, 10*usd, usd)
+		})
+	}
+	_, err := s.GetGeneration(context.Background(), ws, "gen_cancelled")
+	wantErr(t, "generation of a cancelled Settle", err, store.ErrNotFound)
 }

@@ -1,0 +1,220 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// crashDirEnv tells the test binary, re-executed by TestKillNineLosesNothing, to run
+// TestCrashHelper's load against the database in that directory.
+const crashDirEnv = "MODELGATEWAY_SQLITE_CRASH_DIR"
+
+const (
+	crashWorkspace = "ws_crash"
+	crashInitial   = 1_000_000 * usd
+	crashReserve   = usd / 100
+)
+
+// TestCrashHelper is the child process of TestKillNineLosesNothing, and is skipped
+// otherwise. It runs Reserve+Settle pairs from many goroutines until it is killed, and
+// prints "gen <id> <cost>" for each generation only after Settle returned nil: the point
+// where the gateway writes the last byte of the answer to the client.
+func TestCrashHelper(t *testing.T) {
+	dir := os.Getenv(crashDirEnv)
+	if dir == "" {
+		t.Skip("the child process of TestKillNineLosesNothing")
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(dir, "gateway.db"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "Open:", err)
+		os.Exit(2)
+	}
+	// A later round finds the workspace the first one funded.
+	err = s.CreateWorkspace(ctx, store.Workspace{ID: crashWorkspace})
+	if err == nil {
+		_, err = s.AddCredits(ctx, crashWorkspace, crashInitial, "crash test")
+	}
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		fmt.Fprintln(os.Stderr, "funding:", err)
+		os.Exit(2)
+	}
+	var mu sync.Mutex
+	for w := range 48 {
+		go func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for {
+				r, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: crashWorkspace, AmountNanos: crashReserve, ExpiresAt: time.Now().Add(time.Hour)})
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "Reserve:", err)
+					os.Exit(2)
+				}
+				g, err := s.Settle(ctx, store.SettleParams{ReservationID: r.ID, Generation: &store.Generation{
+					WorkspaceID: crashWorkspace, Model: "m", Status: 200, CostNanos: 1 + rng.Int64N(crashReserve),
+				}})
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "Settle:", err)
+					os.Exit(2)
+				}
+				// Unbuffered: once the parent can read the line, the "client" has it.
+				mu.Lock()
+				fmt.Fprintf(os.Stdout, "gen %s %d\n", g.ID, g.CostNanos)
+				mu.Unlock()
+			}
+		}()
+	}
+	// Never reached in a normal run; a child whose parent died does not linger.
+	time.Sleep(60 * time.Second)
+	fmt.Fprintln(os.Stderr, "crash helper: never killed")
+	os.Exit(3)
+}
+
+// TestKillNineLosesNothing kills a process under load with SIGKILL, six times over the
+// same database, and checks after each kill that every generation acknowledged so far (a
+// response a client received) is recorded and charged, and that the wallet, the ledger
+// and the generations agree.
+//
+// SIGKILL loses what the process had not handed to the kernel, not what the kernel had not
+// written to the disk: this test proves no write is acknowledged before its transaction
+// commits; synchronous=FULL (TestPragmas) is what carries a commit through a power cut.
+func TestKillNineLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	path := filepath.Join(t.TempDir(), "gateway.db")
+	acked := map[string]int64{}
+	for round := range 6 {
+		n := runAndKill(t, path, acked)
+		checkAfterCrash(t, path, acked)
+		t.Logf("round %d: killed after %d acknowledged generations", round, n)
+	}
+}
+
+// runAndKill runs TestCrashHelper in a child process against the database at path, kills
+// it with SIGKILL once it has acknowledged a few hundred generations, and adds every
+// generation it acknowledged to acked. It returns how many it acknowledged.
+func runAndKill(t *testing.T, path string, acked map[string]int64) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashDirEnv+"="+filepath.Dir(path))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := sync.OnceFunc(func() { _ = cmd.Process.Signal(syscall.SIGKILL) })
+	defer kill()
+	// A slow machine gets killed on time, with what it managed.
+	timer := time.AfterFunc(5*time.Second, kill)
+	defer timer.Stop()
+
+	killAt := 100 + rand.IntN(300)
+	n := 0
+	var other []string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 || f[0] != "gen" {
+			other = append(other, sc.Text())
+			continue
+		}
+		cost, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			t.Fatalf("child printed %q", sc.Text())
+		}
+		acked[f[1]] = cost
+		if n++; n == killAt {
+			// Keep reading: lines already in the pipe were received too.
+			kill()
+		}
+	}
+	err = cmd.Wait()
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, not by SIGKILL; stdout: %q; stderr: %s", err, other, stderr.String())
+	}
+	if n < 50 {
+		t.Fatalf("the child acknowledged only %d generations before it was killed; stderr: %s", n, stderr.String())
+	}
+	return n
+}
+
+// checkAfterCrash reopens the database and checks it against what was acknowledged.
+func checkAfterCrash(t *testing.T, path string, acked map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopening after the kill: %v", err)
+	}
+	defer s.Close()
+	var check string
+	if err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check = %q, %v", check, err)
+	}
+	for id, cost := range acked {
+		g, err := s.GetGeneration(ctx, crashWorkspace, id)
+		if err != nil {
+			t.Fatalf("acknowledged generation %s lost: %v", id, err)
+		}
+		if g.CostNanos != cost || g.UnbilledNanos != 0 {
+			t.Fatalf("acknowledged generation %s: cost %d unbilled %d, acknowledged %d", id, g.CostNanos, g.UnbilledNanos, cost)
+		}
+		var charged int64
+		if err := s.r.QueryRowContext(ctx, `SELECT -amount_nanos FROM ledger WHERE generation_id = ? AND kind = 'charge'`, id).Scan(&charged); err != nil || charged != cost {
+			t.Fatalf("ledger charge of %s = %d, %v; want %d", id, charged, err, cost)
+		}
+	}
+
+	var stored, costs, bad, ledger, reservations int64
+	err = s.r.QueryRowContext(ctx, `SELECT
+			(SELECT COUNT(*) FROM generations WHERE workspace_id = ?1),
+			(SELECT COALESCE(SUM(cost_nanos), 0) FROM generations WHERE workspace_id = ?1),
+			(SELECT COUNT(*) FROM generations WHERE cost_nanos <= 0 OR unbilled_nanos <> 0),
+			(SELECT SUM(amount_nanos) FROM ledger WHERE workspace_id = ?1),
+			(SELECT COALESCE(SUM(amount_nanos), 0) FROM reservations WHERE workspace_id = ?1)`,
+		crashWorkspace).Scan(&stored, &costs, &bad, &ledger, &reservations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.GetBalance(ctx, crashWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d generations acknowledged, %d recorded; %d reservations were in flight", len(acked), stored, reservations/crashReserve)
+	switch {
+	case stored < int64(len(acked)):
+		t.Errorf("%d generations recorded, fewer than the %d acknowledged", stored, len(acked))
+	case b.BalanceNanos != crashInitial-costs:
+		t.Errorf("balance %d, want the initial %d minus the recorded costs %d = %d", b.BalanceNanos, crashInitial, costs, crashInitial-costs)
+	case ledger != b.BalanceNanos:
+		t.Errorf("ledger sums to %d, balance is %d", ledger, b.BalanceNanos)
+	case b.ReservedNanos != reservations:
+		t.Errorf("wallet holds %d reserved, open reservations %d", b.ReservedNanos, reservations)
+	case bad != 0:
+		t.Errorf("%d generations with a cost that is not positive or was not fully billed", bad)
+	case b.BalanceNanos < 0 || b.ReservedNanos < 0 || b.Available() < 0:
+		t.Errorf("wallet went negative: %+v", b)
+	}
+}

@@ -1,0 +1,283 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+)
+
+// Group commit.
+//
+// Every write of the store (Reserve, Settle, AddCredits, ReleaseExpired and the workspace
+// and key writes) is a writeOp handed to one writer goroutine. The writer takes whatever
+// has queued up, at most batchLimit ops, runs them one after the other in ONE write
+// transaction (BEGIN IMMEDIATE), each inside a savepoint of its own, commits once and only
+// then answers every caller. There is no wait for a batch to fill: a batch is what queued
+// while the previous commit was in flight, so a lone request pays one commit as before,
+// and a loaded store pays one fsync per batch instead of one per call.
+//
+// What callers see does not change:
+//   - Ops apply in queue order, each seeing the effects of the ops before it in the batch,
+//     exactly as if they had run as separate transactions in that order: no interleaving
+//     can take a balance below zero or a key past its limit.
+//   - An op that fails (store.ErrInsufficientFunds, ErrNotFound, ErrConflict...) is rolled
+//     back to its savepoint: it changes nothing, its caller gets its own error, and the
+//     other ops of the batch are unaffected.
+//   - A call returns only after the transaction holding its op committed, with
+//     synchronous=FULL, so a write that returned nil survives a crash or power cut. If
+//     the transaction itself fails (BEGIN or COMMIT, or an I/O error that aborts it), every
+//     op in it fails with that error and none is applied.
+//
+// Context: a caller whose ctx ends while its op still waits in the queue gets ctx.Err()
+// and the op is never applied. Once the writer has started the op, it runs to completion
+// (statements run without the caller's cancellation, which would otherwise abort the
+// whole shared transaction) and is committed with its batch; the caller then waits the
+// few milliseconds to the commit and gets the op's real result, whatever its ctx says.
+
+// batchLimit is the default bound on the ops one transaction holds.
+const batchLimit = 256
+
+// errClosed is returned by writes made after Close.
+var errClosed = errors.New("sqlite store is closed")
+
+// States of a writeOp; the writer and the caller race to move it out of opQueued.
+const (
+	opQueued    int32 = iota
+	opClaimed         // the writer took it: its caller waits for the answer
+	opAbandoned       // its caller's ctx ended first: the writer skips it
+)
+
+// writeOp is one write waiting for, or running in, a batch.
+type writeOp struct {
+	ctx   context.Context
+	fn    func(ctx context.Context, tx *sql.Tx) error
+	state atomic.Int32
+	// err and panicked are set by the writer before it closes done.
+	err      error
+	panicked error
+	done     chan struct{}
+}
+
+// claim moves the op from the queue to the writer; false if its caller abandoned it.
+func (o *writeOp) claim() bool { return o.state.CompareAndSwap(opQueued, opClaimed) }
+
+// writer is the queue in front of the writer goroutine.
+type writer struct {
+	limit int
+
+	mu     sync.Mutex
+	cond   sync.Cond
+	queue  []*writeOp
+	closed bool
+	// stopped is closed when the writer goroutine has answered every op and returned.
+	stopped chan struct{}
+
+	// commits counts committed write transactions, ops the ops they applied. Tests and
+	// benchmarks read them to see batches form.
+	commits atomic.Int64
+	ops     atomic.Int64
+}
+
+func newWriter(limit int) *writer {
+	w := &writer{limit: max(limit, 1), stopped: make(chan struct{})}
+	w.cond.L = &w.mu
+	return w
+}
+
+func (w *writer) enqueue(o *writeOp) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errClosed
+	}
+	w.queue = append(w.queue, o)
+	w.cond.Signal()
+	return nil
+}
+
+// next waits for work and appends the next batch to buf; false once the writer is closed
+// and the queue drained.
+func (w *writer) next(buf []*writeOp) ([]*writeOp, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.queue) == 0 && !w.closed {
+		w.cond.Wait()
+	}
+	if len(w.queue) == 0 {
+		return buf, false
+	}
+	n := min(len(w.queue), w.limit)
+	buf = append(buf, w.queue[:n]...)
+	rest := copy(w.queue, w.queue[n:])
+	clear(w.queue[rest:])
+	w.queue = w.queue[:rest]
+	return buf, true
+}
+
+// stop refuses new ops, lets the writer run every op already queued, and waits for it to
+// return.
+func (w *writer) stop() {
+	w.mu.Lock()
+	w.closed = true
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	<-w.stopped
+}
+
+// queued returns how many ops wait in the queue (tests use it to line batches up).
+func (w *writer) queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
+}
+
+// tx runs fn as one write of the store, in a transaction it may share with other
+// concurrent writes (see Group commit above), and returns fn's error. fn must use the
+// ctx and tx it is given and must not commit or roll back tx.
+func (s *Store) tx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o := &writeOp{ctx: ctx, fn: fn, done: make(chan struct{})}
+	if err := s.wr.enqueue(o); err != nil {
+		return err
+	}
+	select {
+	case <-o.done:
+	case <-ctx.Done():
+		if o.state.CompareAndSwap(opQueued, opAbandoned) {
+			return ctx.Err()
+		}
+		// The writer already took it: its outcome is decided by the batch's commit.
+		<-o.done
+	}
+	if o.panicked != nil {
+		panic(o.panicked)
+	}
+	return o.err
+}
+
+// runWriter is the writer goroutine: it commits batches until the store closes.
+func (s *Store) runWriter() {
+	defer close(s.wr.stopped)
+	var batch []*writeOp
+	for {
+		var ok bool
+		batch, ok = s.wr.next(batch[:0])
+		if !ok {
+			return
+		}
+		s.commitBatch(batch)
+		clear(batch)
+	}
+}
+
+// commitBatch runs batch in one transaction and answers every op it claims.
+func (s *Store) commitBatch(batch []*writeOp) {
+	var (
+		tx      *sql.Tx
+		failure error // set once the transaction cannot go on; every later op fails with it
+		claimed = make([]*writeOp, 0, len(batch))
+		applied int
+	)
+	for _, o := range batch {
+		if !o.claim() {
+			continue
+		}
+		if err := o.ctx.Err(); err != nil {
+			// Its caller is leaving and it has not run: it never will.
+			o.err = err
+			close(o.done)
+			continue
+		}
+		claimed = append(claimed, o)
+		if failure == nil && tx == nil {
+			var err error
+			// The batch's transaction belongs to no caller: no one's cancellation may end it.
+			if tx, err = s.w.BeginTx(context.Background(), nil); err != nil {
+				failure = fmt.Errorf("beginning transaction: %w", err)
+			}
+		}
+		if failure != nil {
+			o.err = failure
+			continue
+		}
+		if err := applyOp(tx, o); err != nil {
+			failure = err
+			continue
+		}
+		if o.err == nil && o.panicked == nil {
+			applied++
+		}
+	}
+
+	switch {
+	case tx == nil:
+	case failure != nil:
+		_ = tx.Rollback()
+		for _, o := range claimed {
+			if o.err == nil && o.panicked == nil {
+				o.err = fmt.Errorf("write transaction aborted, nothing applied: %w", failure)
+			}
+		}
+	case applied == 0:
+		// Every op failed and was rolled back: there is nothing to commit.
+		_ = tx.Rollback()
+	default:
+		if err := tx.Commit(); err != nil {
+			for _, o := range claimed {
+				if o.err == nil && o.panicked == nil {
+					o.err = fmt.Errorf("committing: %w", err)
+				}
+			}
+		} else {
+			s.wr.commits.Add(1)
+			s.wr.ops.Add(int64(applied))
+		}
+	}
+	for _, o := range claimed {
+		close(o.done)
+	}
+}
+
+// applyOp runs o inside a savepoint of tx, leaving its result in o, and rolls it back to
+// the savepoint if it failed. The error it returns is not o's but the transaction's: tx
+// can no longer be used (SQLite aborted it) and the batch must be abandoned.
+func applyOp(tx *sql.Tx, o *writeOp) error {
+	bg := context.Background()
+	if _, err := tx.ExecContext(bg, `SAVEPOINT op`); err != nil {
+		return fmt.Errorf("opening savepoint: %w", err)
+	}
+	o.panicked, o.err = callOp(tx, o)
+	if o.err == nil && o.panicked == nil {
+		if _, err := tx.ExecContext(bg, `RELEASE op`); err != nil {
+			return fmt.Errorf("releasing savepoint: %w", err)
+		}
+		return nil
+	}
+	// ROLLBACK TO undoes the op's writes but keeps the savepoint open; RELEASE drops it.
+	// Either fails only if SQLite already rolled the whole transaction back.
+	if _, err := tx.ExecContext(bg, `ROLLBACK TO op`); err != nil {
+		return fmt.Errorf("rolling back a failed write: %w", err)
+	}
+	if _, err := tx.ExecContext(bg, `RELEASE op`); err != nil {
+		return fmt.Errorf("rolling back a failed write: %w", err)
+	}
+	return nil
+}
+
+// callOp calls o.fn, turning a panic into a value the caller re-panics with, so that a bug
+// in one write crashes its own request, as it did before writes were batched, rather than
+// the writer goroutine and the process.
+func callOp(tx *sql.Tx, o *writeOp) (panicked, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = fmt.Errorf("sqlite store: panic in a write: %v\n\nwriter goroutine stack:\n%s", p, debug.Stack())
+		}
+	}()
+	return nil, o.fn(context.WithoutCancel(o.ctx), tx)
+}
