@@ -183,9 +183,9 @@ func (c *call) estimateUsage() {
 
 // settle charges the wallet and records the generation, exactly once, even when the client
 // has gone: it runs on a context of its own.
-func (c *call) settle(ctx context.Context) {
+func (c *call) settle(ctx context.Context) error {
 	if c.settled {
-		return
+		return nil
 	}
 	c.settled = true
 	c.estimateUsage()
@@ -215,12 +215,23 @@ func (c *call) settle(ctx context.Context) {
 	stored, err := c.g.Store.Settle(sctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
 	if err != nil {
 		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.genID), zapErr(err))
-		return
+		return err
 	}
 	if stored.UnbilledNanos > 0 {
 		c.g.Logger.Warn("usage exceeded the wallet balance", zap.String("generation_id", c.genID), zap.Int64("unbilled_nanos", stored.UnbilledNanos))
 	}
+	return nil
 }
+
+// notRecorded is the answer withheld because its charge could not be recorded: an answer
+// delivered is an answer billed, so none is delivered unbilled.
+func notRecorded() *APIError {
+	return newError(http.StatusInternalServerError, CodeGateway, "the gateway could not record this answer's charge, so it was not delivered; retry the request")
+}
+
+// notRecordedStream is the in-band error that ends a stream whose charge could not be recorded.
+var notRecordedStream = &providers.UpstreamError{Provider: "gateway", Category: providers.CategoryServerError,
+	Message: "the gateway could not record this answer's charge, so its end was not delivered"}
 
 // usageExtras are the gateway's additions to a surface's usage object.
 func usageExtras(lines []store.CostLine, total int64) [][2]any {

@@ -182,7 +182,7 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 	if apiErr != nil {
 		return apiErr
 	}
-	defer c.settle(r.Context())
+	defer func() { _ = c.settle(r.Context()) }()
 	c.streamed = f.stream
 
 	var neutral *providers.Request
@@ -227,6 +227,10 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 			if err == nil {
 				rt.breaker.record(g.Now(), rt.Policy, true)
 				return nil
+			}
+			var apiErr *APIError
+			if errors.As(err, &apiErr) {
+				return c.failed(apiErr)
 			}
 			ue, ok := providers.AsUpstreamError(err)
 			if !ok {
@@ -370,7 +374,9 @@ func (c *call) chatForward(w http.ResponseWriter, r *http.Request, rt Route, fw 
 	c.status = http.StatusOK
 	// Charged and recorded before the client has the answer: an answer delivered is an
 	// answer billed, even if the process dies right after.
-	c.settle(r.Context())
+	if err := c.settle(r.Context()); err != nil {
+		return notRecorded()
+	}
 	writeRawJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -538,7 +544,10 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		}
 		final, _ = c.decorate(usageChunk, true)
 	}
-	c.settle(r.Context())
+	if err := c.settle(r.Context()); err != nil {
+		out.data(chatErrorFrame(notRecordedStream))
+		return nil
+	}
 	if final != nil {
 		out.data(final)
 	}

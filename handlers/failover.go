@@ -50,7 +50,7 @@ func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.Upst
 		return
 	}
 	c.errCode, c.errMessage = CodeUpstream, ue.Error()
-	c.settle(c.reqCtx)
+	_ = c.settle(c.reqCtx)
 	writeFrames(out, sink.fail(ue))
 }
 
@@ -150,7 +150,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		writeFrames(out, sink.event(ev))
 		if out.failed || c.gone() {
 			c.clientGone()
-			c.settle(c.reqCtx)
+			_ = c.settle(c.reqCtx)
 			return true
 		}
 	}
@@ -167,7 +167,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		rt.breaker.record(c.g.Now(), rt.Policy, false)
 		c.failures = append(c.failures, failure{route: rt, err: ue})
 		c.errCode, c.errMessage = CodeUpstream, fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
-		c.settle(c.reqCtx)
+		_ = c.settle(c.reqCtx)
 		writeFrames(out, sink.fail(ue))
 		return true
 	}
@@ -181,7 +181,9 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		c.estimateUsage()
 	}
 	final := sink.finish(c)
-	c.settle(c.reqCtx)
+	if err := c.settle(c.reqCtx); err != nil {
+		final = sink.fail(notRecordedStream)
+	}
 	writeFrames(out, final)
 	return true
 }

@@ -143,7 +143,9 @@ func (c *call) messagesForward(w http.ResponseWriter, r *http.Request, rt Route,
 		return err
 	}
 	c.status = http.StatusOK
-	c.settle(r.Context())
+	if err := c.settle(r.Context()); err != nil {
+		return notRecorded()
+	}
 	writeRawJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -288,7 +290,9 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			commit()
 			sink := &anthropicTailSink{blocks: blocks}
 			final := sink.finish(c)
-			c.settle(r.Context())
+			if err := c.settle(r.Context()); err != nil {
+				final = sink.fail(notRecordedStream)
+			}
 			writeFrames(out, final)
 			return nil
 		case heldDelta == nil:
@@ -311,7 +315,11 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 	if err != nil {
 		final = heldDelta
 	}
-	c.settle(r.Context())
+	if err := c.settle(r.Context()); err != nil {
+		f := anthropic.ErrorFrame("api_error", notRecordedStream.Message)
+		out.event(f.Event, f.Data)
+		return nil
+	}
 	out.event("message_delta", final)
 	out.event("message_stop", []byte(`{"type":"message_stop"}`))
 	out.data(doneFrame.data)

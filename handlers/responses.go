@@ -159,7 +159,9 @@ func (c *call) responsesForward(w http.ResponseWriter, r *http.Request, rt Route
 		return err
 	}
 	c.status = http.StatusOK
-	c.settle(r.Context())
+	if err := c.settle(r.Context()); err != nil {
+		return notRecorded()
+	}
 	writeRawJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -290,7 +292,10 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 	}
 	commit()
 	final := c.decorateFinal(terminal)
-	c.settle(r.Context())
+	if err := c.settle(r.Context()); err != nil {
+		writeFrames(out, (&responsesTailSink{seq: lastSeq}).fail(notRecordedStream))
+		return nil
+	}
 	out.event(terminalName, final)
 	out.data(doneFrame.data)
 	return nil

@@ -74,7 +74,9 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 			return err
 		}
 		c.status = http.StatusOK
-		c.settle(r.Context())
+		if err := c.settle(r.Context()); err != nil {
+			return notRecorded()
+		}
 		writeRawJSON(w, http.StatusOK, out)
 		return nil
 	}
@@ -157,7 +159,9 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 	}
 	commit()
 	final := sink.finish(c)
-	c.settle(r.Context())
+	if err := c.settle(r.Context()); err != nil {
+		final = sink.fail(notRecordedStream)
+	}
 	writeFrames(out, final)
 	return nil
 }

@@ -91,9 +91,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 
 	// synchronous=FULL: a committed charge must survive a power cut, WAL or not.
+	// _stmt_cache_size: the same few statements run on every request; preparing them each
+	// time was a quarter of the writer's CPU.
 	common := url.Values{
-		"_busy_timeout": {"10000"},
-		"_foreign_keys": {"1"},
+		"_busy_timeout":    {"10000"},
+		"_foreign_keys":    {"1"},
+		"_stmt_cache_size": {"64"},
 	}
 	wopts := cloneValues(common)
 	wopts.Set("_journal_mode", "WAL")
