@@ -210,6 +210,9 @@ func decodeImageURL(u string) (providers.Part, error) {
 				return providers.Part{}, errors.New("data URL payload is not valid base64")
 			}
 		}
+		if len(data) == 0 {
+			return providers.Part{}, errors.New("data URL has no data")
+		}
 		return providers.Part{Type: providers.PartImage, MediaType: strings.ToLower(mediaType), Data: data}, nil
 	}
 	lower := strings.ToLower(u)
