@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -335,88 +334,20 @@ func (c *call) chatForward(w http.ResponseWriter, r *http.Request, rt Route, fw 
 	if err != nil {
 		return fmt.Errorf("rewriting the request: %w", err)
 	}
-	began := c.g.Now()
-	resp, err := fw.Forward(r.Context(), &providers.RawRequest{Format: providers.FormatOpenAIChat, Body: up, Stream: f.stream, Header: passHeaders(r)})
-	if err != nil {
-		c.recordAttempt(rt, began, err)
-		return err
-	}
-	c.headersArrived()
-	if f.stream {
+	return c.forward(w, r, rt, fw, up, f.stream, chatWire, func(began time.Time, resp *providers.RawResponse) error {
 		return c.chatForwardStream(w, r, rt, began, resp, f)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
-	_ = resp.Body.Close()
-	if err == nil && !json.Valid(data) {
-		err = errors.New("the provider answered with invalid JSON")
-	}
-	if err != nil {
-		ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Payload: providers.Preview(data), Err: err}
-		c.recordAttempt(rt, began, ue)
-		return ue
-	}
-	c.recordAttempt(rt, began, nil)
-	c.firstByte = c.g.Now()
-	c.route = &rt
-	if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
-		if u, err := openai.ParseChatUsage(raw); err == nil {
-			c.usage, c.usageKnown = u, true
-		}
-	}
-	if raw, _ := rawjson.Get(data, "id"); raw != nil {
-		c.upstreamID, _ = rawjson.String(raw)
-	}
-	c.finish = firstFinishReason(data)
-	out, err := c.decorate(data, true)
-	if err != nil {
-		return fmt.Errorf("decorating the response: %w", err)
-	}
-	c.status = http.StatusOK
-	// Charged and recorded before the client has the answer: an answer delivered is an
-	// answer billed, even if the process dies right after.
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
-	}
-	writeRawJSON(w, http.StatusOK, out)
-	return nil
+	})
 }
 
+var chatWire = wireFormat{format: providers.FormatOpenAIChat, parseUsage: openai.ParseChatUsage, appendUsage: openai.AppendChatUsage, finish: firstFinishReason}
+
 // decorate sets the gateway's id, adds cost to the usage object and meta when asked.
-func (c *call) decorate(obj []byte, withUsage bool) ([]byte, error) {
-	quotedID, _ := json.Marshal(c.genID)
-	out, err := rawjson.Set(obj, "id", quotedID)
+func (c *call) decorate(obj []byte) ([]byte, error) {
+	out, err := c.decorateUsage(c.setID(obj, "id"), openai.AppendChatUsage(nil, c.usage), "usage")
 	if err != nil {
 		return nil, err
 	}
-	if withUsage {
-		usage, _ := rawjson.Get(out, "usage")
-		if rawjson.IsNull(usage) {
-			usage = openai.AppendChatUsage(nil, c.usage)
-		}
-		lines, total := c.cost()
-		for _, kv := range usageExtras(lines, total) {
-			v, err := json.Marshal(kv[1])
-			if err != nil {
-				return nil, err
-			}
-			if usage, err = rawjson.Set(usage, kv[0].(string), v); err != nil {
-				return nil, err
-			}
-		}
-		if out, err = rawjson.Set(out, "usage", usage); err != nil {
-			return nil, err
-		}
-	}
-	if c.wantMeta {
-		m, err := json.Marshal(c.meta())
-		if err != nil {
-			return nil, err
-		}
-		if out, err = rawjson.Set(out, "meta", m); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return c.withMeta(out)
 }
 
 func firstFinishReason(resp []byte) string {
@@ -542,7 +473,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if usageChunk == nil {
 			usageChunk = usageChunkFor(c.genID, rt.UpstreamModel, c.start.Unix(), c.usage)
 		}
-		final, _ = c.decorate(usageChunk, true)
+		final, _ = c.decorate(usageChunk)
 	}
 	if err := c.settle(r.Context()); err != nil {
 		out.data(chatErrorFrame(notRecordedStream))

@@ -17,7 +17,7 @@ func (s chatSurface) response(c *call, resp *providers.Response, model string) (
 	if err != nil {
 		return nil, err
 	}
-	return c.decorate(data, true)
+	return c.decorate(data)
 }
 
 func (s chatSurface) sink(c *call, model string) streamSink {
@@ -43,7 +43,7 @@ func (s *chatSink) finish(c *call) []frame {
 	var frames []frame
 	if s.includeUsage || c.wantMeta {
 		if chunk, ok := s.enc.Encode(providers.Event{Type: providers.EventUsage, Usage: c.usage}); ok {
-			if dec, err := c.decorate(chunk, true); err == nil {
+			if dec, err := c.decorate(chunk); err == nil {
 				frames = append(frames, frame{data: dec})
 			}
 		}

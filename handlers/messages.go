@@ -3,9 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -100,54 +98,19 @@ func (c *call) messagesForward(w http.ResponseWriter, r *http.Request, rt Route,
 	if err != nil {
 		return fmt.Errorf("rewriting the request: %w", err)
 	}
-	began := c.g.Now()
-	resp, err := fw.Forward(r.Context(), &providers.RawRequest{Format: providers.FormatAnthropic, Body: up, Stream: f.stream, Header: passHeaders(r)})
-	if err != nil {
-		c.recordAttempt(rt, began, err)
-		return err
-	}
-	c.headersArrived()
-	if f.stream {
+	return c.forward(w, r, rt, fw, up, f.stream, messagesWire, func(began time.Time, resp *providers.RawResponse) error {
 		return c.messagesForwardStream(w, r, rt, began, resp)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
-	_ = resp.Body.Close()
-	if err == nil && !json.Valid(data) {
-		err = errors.New("the provider answered with invalid JSON")
-	}
-	if err != nil {
-		ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Payload: providers.Preview(data), Err: err}
-		c.recordAttempt(rt, began, ue)
-		return ue
-	}
-	c.recordAttempt(rt, began, nil)
-	c.firstByte = c.g.Now()
-	c.route = &rt
-	if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
-		if u, err := anthropic.ParseUsage(raw); err == nil {
-			c.usage, c.usageKnown = u, true
-		}
-	}
-	if raw, _ := rawjson.Get(data, "id"); raw != nil {
-		c.upstreamID, _ = rawjson.String(raw)
-	}
-	if raw, _ := rawjson.Get(data, "stop_reason"); raw != nil {
+	})
+}
+
+var messagesWire = wireFormat{
+	format: providers.FormatAnthropic, parseUsage: anthropic.ParseUsage,
+	appendUsage: func(b []byte, u providers.Usage) []byte { return append(b, anthropic.EncodeUsage(u)...) },
+	finish: func(answer []byte) string {
+		raw, _ := rawjson.Get(answer, "stop_reason")
 		sr, _ := rawjson.String(raw)
-		c.finish = string(anthropic.FinishReason(sr))
-	}
-	out := c.setID(data, "id")
-	if out, err = c.decorateUsage(out, anthropic.EncodeUsage(c.usage), "usage"); err != nil {
-		return fmt.Errorf("decorating the response: %w", err)
-	}
-	if out, err = c.withMeta(out); err != nil {
-		return err
-	}
-	c.status = http.StatusOK
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
-	}
-	writeRawJSON(w, http.StatusOK, out)
-	return nil
+		return string(anthropic.FinishReason(sr))
+	},
 }
 
 // upstreamBody sets the route's model id and removes the gateway's own "meta" member.

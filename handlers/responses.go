@@ -3,9 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -114,57 +112,18 @@ func (c *call) decorateFinal(data []byte) []byte {
 func (c *call) responsesForward(w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, body []byte, f chatFields) error {
 	up, err := upstreamBody(body, rt.UpstreamModel)
 	if err == nil {
+		// The gateway is stateless: the upstream keeps nothing either.
 		up, err = rawjson.Set(up, "store", []byte("false"))
 	}
 	if err != nil {
 		return fmt.Errorf("rewriting the request: %w", err)
 	}
-	began := c.g.Now()
-	resp, err := fw.Forward(r.Context(), &providers.RawRequest{Format: providers.FormatOpenAIResponses, Body: up, Stream: f.stream, Header: passHeaders(r)})
-	if err != nil {
-		c.recordAttempt(rt, began, err)
-		return err
-	}
-	c.headersArrived()
-	if f.stream {
+	return c.forward(w, r, rt, fw, up, f.stream, responsesWire, func(began time.Time, resp *providers.RawResponse) error {
 		return c.responsesForwardStream(w, r, rt, began, resp)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
-	_ = resp.Body.Close()
-	if err == nil && !json.Valid(data) {
-		err = errors.New("the provider answered with invalid JSON")
-	}
-	if err != nil {
-		ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Payload: providers.Preview(data), Err: err}
-		c.recordAttempt(rt, began, ue)
-		return ue
-	}
-	c.recordAttempt(rt, began, nil)
-	c.firstByte = c.g.Now()
-	c.route = &rt
-	if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
-		if u, err := openai.ParseResponsesUsage(raw); err == nil {
-			c.usage, c.usageKnown = u, true
-		}
-	}
-	if raw, _ := rawjson.Get(data, "id"); raw != nil {
-		c.upstreamID, _ = rawjson.String(raw)
-	}
-	c.finish = responsesFinish(data)
-	out := c.setID(data, "id")
-	if out, err = c.decorateUsage(out, openai.AppendResponsesUsage(nil, c.usage), "usage"); err != nil {
-		return fmt.Errorf("decorating the response: %w", err)
-	}
-	if out, err = c.withMeta(out); err != nil {
-		return err
-	}
-	c.status = http.StatusOK
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
-	}
-	writeRawJSON(w, http.StatusOK, out)
-	return nil
+	})
 }
+
+var responsesWire = wireFormat{format: providers.FormatOpenAIResponses, parseUsage: openai.ParseResponsesUsage, appendUsage: openai.AppendResponsesUsage, finish: responsesFinish}
 
 // responsesFinish reads a response object's outcome as a neutral finish reason.
 func responsesFinish(resp []byte) string {

@@ -1,0 +1,76 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+)
+
+// wireFormat is what the byte-forwarding path needs to know of a format to bill and
+// decorate a complete answer: where its usage is and how to read it, and its finish reason.
+type wireFormat struct {
+	format      providers.WireFormat
+	parseUsage  func(raw []byte) (providers.Usage, error)
+	appendUsage func(b []byte, u providers.Usage) []byte
+	finish      func(answer []byte) string
+}
+
+// forward sends the rewritten body to an upstream of the surface's own format. A streamed
+// answer goes to relay; a complete one is billed, decorated (the gateway's id, cost in its
+// usage, meta) and written after the charge is recorded.
+func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, up []byte, stream bool, wf wireFormat,
+	relay func(began time.Time, resp *providers.RawResponse) error) error {
+	began := c.g.Now()
+	resp, err := fw.Forward(r.Context(), &providers.RawRequest{Format: wf.format, Body: up, Stream: stream, Header: passHeaders(r)})
+	if err != nil {
+		c.recordAttempt(rt, began, err)
+		return err
+	}
+	c.headersArrived()
+	if stream {
+		return relay(began, resp)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	_ = resp.Body.Close()
+	if err == nil && !json.Valid(data) {
+		err = errors.New("the provider answered with invalid JSON")
+	}
+	if err != nil {
+		ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Payload: providers.Preview(data), Err: err}
+		c.recordAttempt(rt, began, ue)
+		return ue
+	}
+	c.recordAttempt(rt, began, nil)
+	c.firstByte = c.g.Now()
+	c.route = &rt
+	if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
+		if u, err := wf.parseUsage(raw); err == nil {
+			c.usage, c.usageKnown = u, true
+		}
+	}
+	if raw, _ := rawjson.Get(data, "id"); raw != nil {
+		c.upstreamID, _ = rawjson.String(raw)
+	}
+	c.finish = wf.finish(data)
+	out := c.setID(data, "id")
+	if out, err = c.decorateUsage(out, wf.appendUsage(nil, c.usage), "usage"); err == nil {
+		out, err = c.withMeta(out)
+	}
+	if err != nil {
+		return fmt.Errorf("decorating the response: %w", err)
+	}
+	c.status = http.StatusOK
+	// Charged and recorded before the client has the answer: an answer delivered is an
+	// answer billed, even if the process dies right after.
+	if err := c.settle(r.Context()); err != nil {
+		return notRecorded()
+	}
+	writeRawJSON(w, http.StatusOK, out)
+	return nil
+}
