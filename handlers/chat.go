@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -435,25 +434,10 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 			break
 		}
 	}
-	if c.gone() || out.failed {
-		if !out.started {
-			return context.Canceled
-		}
-		c.clientGone()
-		return nil
-	}
-	if ue := c.timeoutCause(r.Context(), rt); ue != nil {
-		streamErr = ue
-	}
-	if streamErr == nil && !done {
-		switch {
-		case idle.fired.Load():
-			streamErr = &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true,
-				Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}
-		case rd.Err() != nil:
-			streamErr = c.streamFailure(rt, "the provider's stream broke: "+rd.Err().Error(), nil)
-		}
-		// A stream that ended cleanly without [DONE] is finished for the client, with usage.
+	// A stream that ended cleanly without [DONE] is finished for the client, with usage.
+	streamErr, err := c.relayEnd(r, rt, out, idle, rd.Err(), streamErr, done)
+	if err != nil {
+		return relayResult(err)
 	}
 	if streamErr != nil {
 		if !out.started {

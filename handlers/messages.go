@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -231,23 +230,12 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			break
 		}
 	}
-	if c.gone() || out.failed {
-		if !out.started {
-			return context.Canceled
-		}
-		c.clientGone()
-		return nil
-	}
-	if ue := c.timeoutCause(r.Context(), rt); ue != nil {
-		streamErr = ue
+	streamErr, err := c.relayEnd(r, rt, out, idle, rd.Err(), streamErr, stopped)
+	if err != nil {
+		return relayResult(err)
 	}
 	if streamErr == nil && !stopped {
 		switch {
-		case idle.fired.Load():
-			streamErr = &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true,
-				Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}
-		case rd.Err() != nil:
-			streamErr = c.streamFailure(rt, "the provider's stream broke: "+rd.Err().Error(), nil)
 		case heldDelta == nil && out.started:
 			// Ended cleanly without its message_delta: finish it for the client, with usage.
 			commit()

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -220,26 +219,12 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 			break
 		}
 	}
-	if c.gone() || out.failed {
-		if !out.started {
-			return context.Canceled
-		}
-		c.clientGone()
-		return nil
-	}
-	if ue := c.timeoutCause(r.Context(), rt); ue != nil {
-		streamErr = ue
+	streamErr, err := c.relayEnd(r, rt, out, idle, rd.Err(), streamErr, terminal != nil)
+	if err != nil {
+		return relayResult(err)
 	}
 	if streamErr == nil && terminal == nil {
-		switch {
-		case idle.fired.Load():
-			streamErr = &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true,
-				Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}
-		case rd.Err() != nil:
-			streamErr = c.streamFailure(rt, "the provider's stream broke: "+rd.Err().Error(), nil)
-		default:
-			streamErr = c.streamFailure(rt, "the provider's stream ended before response.completed", nil)
-		}
+		streamErr = c.streamFailure(rt, "the provider's stream ended before response.completed", nil)
 	}
 	if streamErr != nil {
 		if !out.started {

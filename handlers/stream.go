@@ -1,9 +1,14 @@
 package handlers
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
 // sseWriter writes server-sent events to the client, committing the 200 status with the
@@ -85,3 +90,41 @@ func newIdleTimer(d time.Duration, stop func()) *idleTimer {
 func (it *idleTimer) kick() { it.t.Reset(it.d) }
 
 func (it *idleTimer) Stop() { it.t.Stop() }
+
+// errClientLeft ends a relay whose client left; the caller returns what relayEnd gives.
+var errClientLeft = errors.New("client left")
+
+// relayEnd classifies how a relay's read loop ended: the client left (result is what the
+// attempt returns), or the upstream failed (a timer of the attempt, the idle timer, a read
+// error), or it ended cleanly (nil). streamErr is a failure the loop itself found.
+func (c *call) relayEnd(r *http.Request, rt Route, out *sseWriter, idle *idleTimer, readErr error, streamErr *providers.UpstreamError, complete bool) (*providers.UpstreamError, error) {
+	if c.gone() || out.failed {
+		if !out.started {
+			return nil, context.Canceled
+		}
+		c.clientGone()
+		return nil, errClientLeft
+	}
+	if ue := c.timeoutCause(r.Context(), rt); ue != nil {
+		return ue, nil
+	}
+	if streamErr != nil || complete {
+		return streamErr, nil
+	}
+	switch {
+	case idle.fired.Load():
+		return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true,
+			Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}, nil
+	case readErr != nil:
+		return c.streamFailure(rt, "the provider's stream broke: "+readErr.Error(), nil), nil
+	}
+	return nil, nil
+}
+
+// relayResult is what an attempt returns after relayEnd reported the client left.
+func relayResult(err error) error {
+	if errors.Is(err, errClientLeft) {
+		return nil
+	}
+	return err
+}
