@@ -2,18 +2,14 @@ package anthropic
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"math"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // Sentinel causes, set as UpstreamError.Err of the failures that have no transport error,
@@ -27,18 +23,12 @@ var (
 	// are not the expected JSON are skipped (SkippedFrames).
 	ErrMalformedFrame = errors.New("malformed stream event")
 	// ErrMalformedResponse: a 2xx response body was not a message.
-	ErrMalformedResponse = errors.New("malformed upstream response")
+	ErrMalformedResponse = upstreamhttp.ErrMalformedResponse
 	// ErrIdleTimeout: no byte arrived on the stream within Config.StreamIdleTimeout.
-	ErrIdleTimeout = errors.New("upstream stream idle timeout")
+	ErrIdleTimeout = upstreamhttp.ErrIdleTimeout
 	// ErrAttemptTimeout: the attempt took longer than Config.Timeout.
-	ErrAttemptTimeout = errors.New("upstream attempt timeout")
+	ErrAttemptTimeout = upstreamhttp.ErrAttemptTimeout
 )
-
-// maxErrorBody is how much of an error response is read.
-const maxErrorBody = 64 << 10
-
-// maxMessage bounds the Message kept from an upstream error.
-const maxMessage = 2048
 
 // CodeContextLengthExceeded is the Code given to a 400 whose message says the prompt does
 // not fit the model's context, the code OpenAI uses for the same failure.
@@ -81,7 +71,7 @@ var typeStatus = map[string]int{
 func ParseError(provider string, status int, h http.Header, body []byte, keyConfigured bool) *providers.UpstreamError {
 	e := &providers.UpstreamError{Provider: provider, Status: status, Payload: providers.Preview(body)}
 	errorCode := fillFromBody(e, body)
-	e.RetryAfter = retryAfter(h, time.Now())
+	e.RetryAfter = upstreamhttp.RetryAfter(h, time.Now())
 	hasRetryAfter := h.Get("Retry-After") != "" || h.Get("Retry-After-Ms") != ""
 	e.Category, e.Retryable = classify(status, e, errorCode, hasRetryAfter, keyConfigured)
 	return e
@@ -99,7 +89,7 @@ func fillFromBody(e *providers.UpstreamError, body []byte) string {
 		return ""
 	}
 	e.Type, e.Code = r.Error.Type, r.Error.Type
-	e.Message = truncate(r.Error.Message, maxMessage)
+	e.Message = truncate(r.Error.Message, upstreamhttp.MaxMessage)
 	if r.Error.Details != nil {
 		return r.Error.Details.ErrorCode
 	}
@@ -188,62 +178,11 @@ func streamError(provider string, data []byte) *providers.UpstreamError {
 	return e
 }
 
+// truncate keeps at most n bytes of s. Unlike upstreamhttp.Truncate, it may split a
+// character.
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n]
 	}
 	return s
-}
-
-// retryAfter reads retry-after-ms (milliseconds) or Retry-After (seconds or an HTTP date),
-// capped at a day so that a wild value cannot park a route forever.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	const maxWait = 24 * time.Hour
-	if h == nil {
-		return 0
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-			return min(time.Duration(min(ms, float64(maxWait/time.Millisecond))*float64(time.Millisecond)), maxWait)
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s < 0 || math.IsNaN(s) {
-			return 0
-		}
-		return min(time.Duration(min(s, maxWait.Seconds())*float64(time.Second)), maxWait)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return min(max(t.Sub(now), 0), maxWait)
-	}
-	return 0
-}
-
-// transportError classifies a failure that left no response: the caller's own cancellation
-// is returned as the context's error, so that a client disconnect is not mistaken for an
-// upstream failure; anything else is a retryable *UpstreamError with Status 0.
-func transportError(provider string, ctx, attempt context.Context, err error) error {
-	if ue, ok := providers.AsUpstreamError(err); ok {
-		return ue
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("provider %s: %w", provider, ctx.Err())
-	}
-	timedOut := errors.Is(context.Cause(attempt), ErrAttemptTimeout)
-	if timedOut {
-		err = fmt.Errorf("%w: %w", ErrAttemptTimeout, err)
-	}
-	var ne net.Error
-	timeout := timedOut || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-	return &providers.UpstreamError{
-		Provider:  provider,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Timeout:   timeout,
-		Err:       err,
-	}
 }

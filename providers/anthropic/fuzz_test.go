@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 func FuzzDecodeRequest(f *testing.F) {
@@ -39,8 +40,8 @@ func FuzzDecodeRequest(f *testing.F) {
 
 // rawStream is a messagesStream over raw bytes, without HTTP.
 func rawStream(data []byte) *messagesStream {
-	at := &attempt{ctx: context.Background(), cancel: func() {}}
-	body := newIdleBody(io.NopCloser(bytes.NewReader(data)), time.Minute, "fuzz")
+	at := upstreamhttp.NewAttempt(context.Background(), 0)
+	body := upstreamhttp.NewIdleBody(io.NopCloser(bytes.NewReader(data)), time.Minute, "fuzz")
 	return newMessagesStream(context.Background(), "fuzz", at, body)
 }
 

@@ -45,8 +45,8 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name() != "anthropic" || p.url != "https://api.anthropic.com/v1/messages" || p.header.Get("Anthropic-Version") != "2023-06-01" ||
-		p.idle != DefaultStreamIdleTimeout || p.maxTokens != DefaultMaxTokens || p.header.Get("X-Api-Key") != "" {
+	if p.Name() != "anthropic" || p.url != "https://api.anthropic.com/v1/messages" || p.up.Header.Get("Anthropic-Version") != "2023-06-01" ||
+		p.idle != DefaultStreamIdleTimeout || p.maxTokens != DefaultMaxTokens || p.up.Header.Get("X-Api-Key") != "" {
 		t.Errorf("defaults: %+v", p)
 	}
 	for _, cfg := range []Config{

@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
@@ -24,9 +23,6 @@ const drainTimeout = 200 * time.Millisecond
 // maxBlocks bounds the content blocks of one streamed message, so that a hostile stream
 // cannot grow the block table without limit.
 const maxBlocks = 1 << 16
-
-// errClosed is the error of a stream read after Close.
-var errClosed = errors.New("stream closed")
 
 // errSkipFrame is what handle returns for a malformed frame: Next counts it and drops the
 // frame whole. It never leaves the stream.
@@ -60,11 +56,8 @@ type blockState struct {
 // cleanly, completed with what is pending (see complete); a body that breaks off (transport
 // error, idle timeout) is an error.
 type messagesStream struct {
-	provider string
-	ctx      context.Context // the caller's: its cancellation is not an upstream failure
-	at       *attempt
-	body     *idleBody
-	rd       *sse.Reader
+	conn *upstreamhttp.StreamConn // message_stop marks it done
+	rd   *sse.Reader
 
 	pending []providers.Event
 	pos     int
@@ -78,15 +71,11 @@ type messagesStream struct {
 	sawFinish, sawToolCall bool
 	usageLast              bool         // the last event sent was EventUsage with usage
 	skipped                atomic.Int64 // frames skipped as malformed
-
-	done      atomic.Bool // message_stop was read: the body may be drained on Close
-	closed    atomic.Bool
-	closeOnce sync.Once
 }
 
-func newMessagesStream(ctx context.Context, provider string, at *attempt, body *idleBody) *messagesStream {
+func newMessagesStream(ctx context.Context, provider string, at *upstreamhttp.Attempt, body *upstreamhttp.IdleBody) *messagesStream {
 	return &messagesStream{
-		provider: provider, ctx: ctx, at: at, body: body,
+		conn:   upstreamhttp.NewStreamConn(ctx, provider, at, body),
 		rd:     sse.NewReader(body, 0),
 		blocks: make(map[int]blockState),
 	}
@@ -94,9 +83,9 @@ func newMessagesStream(ctx context.Context, provider string, at *attempt, body *
 
 // Next implements providers.Stream.
 func (s *messagesStream) Next() bool {
-	if s.closed.Load() {
+	if s.conn.Closed() {
 		if !s.ended {
-			s.end(errClosed)
+			s.end(upstreamhttp.ErrClosed)
 		}
 		return false
 	}
@@ -111,8 +100,9 @@ func (s *messagesStream) Next() bool {
 		}
 		s.pending, s.pos = s.pending[:0], 0
 		if !s.rd.Next() {
-			err := s.readEnd(s.rd.Err())
-			if err == nil && !s.done.Load() {
+			// A clean end, with or without message_stop: what is missing is completed.
+			err := s.conn.ReadEnd(s.rd.Err(), ErrMalformedFrame)
+			if err == nil && !s.conn.Done() {
 				s.complete()
 			}
 			s.end(err)
@@ -154,7 +144,7 @@ func (s *messagesStream) SkippedFrames() int { return int(s.skipped.Load()) }
 func (s *messagesStream) end(err error) {
 	s.ended = true
 	s.err = err
-	s.body.stop()
+	s.conn.Body.Stop()
 }
 
 // Current implements providers.Stream.
@@ -165,49 +155,8 @@ func (s *messagesStream) Err() error { return s.err }
 
 // Close implements providers.Stream. It may be called at any time and more than once.
 func (s *messagesStream) Close() error {
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		if s.done.Load() {
-			s.body.drain(drainTimeout)
-		}
-		_ = s.body.Close()
-		s.at.cancel()
-	})
+	s.conn.Close(drainTimeout)
 	return nil
-}
-
-// readEnd classifies the end of the body: EOF or a read error.
-func (s *messagesStream) readEnd(err error) error {
-	if s.closed.Load() {
-		return errClosed
-	}
-	switch {
-	case err == nil:
-		// A clean end, with or without message_stop: Next completes it.
-		return nil
-	case errors.Is(err, sse.ErrEventTooLarge):
-		// The reader cannot go on after an oversized event: it is not a frame to skip.
-		return s.failure(ErrMalformedFrame, err)
-	}
-	return transportError(s.provider, s.ctx, s.at.ctx, err)
-}
-
-// failure is a stream failure that has no status: cause is one of the sentinels.
-func (s *messagesStream) failure(cause, err error, payload ...[]byte) *providers.UpstreamError {
-	e := &providers.UpstreamError{
-		Provider:  s.provider,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Message:   cause.Error(),
-		Err:       cause,
-	}
-	if err != nil {
-		e.Err = fmt.Errorf("%w: %w", cause, err)
-	}
-	if len(payload) > 0 {
-		e.Payload = providers.Preview(payload[0])
-	}
-	return e
 }
 
 func (s *messagesStream) emit(ev providers.Event) { s.pending = append(s.pending, ev) }
@@ -222,7 +171,7 @@ func (s *messagesStream) handle(ev sse.Event) error {
 	case "ping":
 		return nil
 	case "error":
-		return streamError(s.provider, data)
+		return streamError(s.conn.Provider, data)
 	}
 	if len(data) == 0 {
 		return nil
@@ -275,10 +224,10 @@ func (s *messagesStream) handle(ev sse.Event) error {
 		if !s.sawFinish {
 			s.finish("", nil)
 		}
-		s.done.Store(true)
+		s.conn.MarkDone()
 		s.end(nil)
 	case "error":
-		return streamError(s.provider, data)
+		return streamError(s.conn.Provider, data)
 	}
 	// Unknown event types are future additions to the protocol: skipped, as the SDKs do.
 	return nil
@@ -397,88 +346,6 @@ func (s *messagesStream) delta(index int, d *streamDelta) error {
 	// citations_delta and future delta types carry nothing the neutral model holds.
 	return nil
 }
-
-// idleBody fails reads once the body has been silent for longer than idle: a timer, reset
-// by every read that returns data, closes the body.
-type idleBody struct {
-	rc       io.ReadCloser
-	provider string
-	idle     time.Duration
-	timer    *time.Timer
-	fired    atomic.Bool
-	stopped  atomic.Bool
-}
-
-func newIdleBody(rc io.ReadCloser, idle time.Duration, provider string) *idleBody {
-	b := &idleBody{rc: rc, idle: idle, provider: provider}
-	if idle > 0 {
-		b.timer = time.AfterFunc(idle, func() {
-			b.fired.Store(true)
-			_ = rc.Close()
-		})
-	}
-	return b
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if b.fired.Load() {
-		return n, &providers.UpstreamError{
-			Provider:  b.provider,
-			Category:  providers.CategoryServerError,
-			Retryable: true,
-			Timeout:   true,
-			Message:   ErrIdleTimeout.Error(),
-			Err:       ErrIdleTimeout,
-		}
-	}
-	if n > 0 && b.timer != nil && !b.stopped.Load() {
-		b.timer.Reset(b.idle)
-	}
-	return n, err
-}
-
-// stop disarms the watchdog.
-func (b *idleBody) stop() {
-	b.stopped.Store(true)
-	if b.timer != nil {
-		b.timer.Stop()
-	}
-}
-
-// drain reads what is left of a finished body for at most d, so that the connection can be
-// reused.
-func (b *idleBody) drain(d time.Duration) {
-	b.stop()
-	t := time.AfterFunc(d, func() { _ = b.rc.Close() })
-	_, _ = io.CopyN(io.Discard, b.rc, 64<<10)
-	t.Stop()
-}
-
-func (b *idleBody) Close() error {
-	b.stop()
-	return b.rc.Close()
-}
-
-// eventStream replays events already in memory: the answer of a server that ignored stream.
-type eventStream struct {
-	events []providers.Event
-	pos    int
-	cur    providers.Event
-}
-
-func (s *eventStream) Next() bool {
-	if s.pos >= len(s.events) {
-		return false
-	}
-	s.cur = s.events[s.pos]
-	s.pos++
-	return true
-}
-
-func (s *eventStream) Current() providers.Event { return s.cur }
-func (s *eventStream) Err() error               { return nil }
-func (s *eventStream) Close() error             { s.pos = len(s.events); return nil }
 
 // responseEvents is a complete answer as the events a stream would have carried.
 func responseEvents(r *providers.Response) []providers.Event {

@@ -634,8 +634,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 			collect(s)
 			_ = s.Close()
 		}
-		p.client.CloseIdleConnections()
-		ph.client.CloseIdleConnections()
+		p.up.HTTP.CloseIdleConnections()
+		ph.up.HTTP.CloseIdleConnections()
 	}()
 	deadline := time.Now().Add(3 * time.Second)
 	for {

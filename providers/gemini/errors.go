@@ -2,19 +2,17 @@ package gemini
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // Sentinel causes, set as UpstreamError.Err of the failures that have no transport error,
@@ -26,13 +24,13 @@ var (
 	ErrStreamTruncated = errors.New("stream ended before it was complete")
 	// ErrMalformedFrame: a stream event was larger than the SSE reader's limit. Frames that
 	// are not a GenerateContentResponse are skipped (SkippedFrames).
-	ErrMalformedFrame = errors.New("malformed stream frame")
+	ErrMalformedFrame = upstreamhttp.ErrMalformedFrame
 	// ErrMalformedResponse: a 2xx response body was not a GenerateContentResponse.
-	ErrMalformedResponse = errors.New("malformed upstream response")
+	ErrMalformedResponse = upstreamhttp.ErrMalformedResponse
 	// ErrIdleTimeout: no event arrived on the stream within Config.StreamIdleTimeout.
-	ErrIdleTimeout = errors.New("upstream stream idle timeout")
+	ErrIdleTimeout = upstreamhttp.ErrIdleTimeout
 	// ErrAttemptTimeout: the attempt took longer than Config.Timeout.
-	ErrAttemptTimeout = errors.New("upstream attempt timeout")
+	ErrAttemptTimeout = upstreamhttp.ErrAttemptTimeout
 	// ErrUnusableAnswer: the model ended with a finish reason that leaves no usable answer
 	// (MALFORMED_FUNCTION_CALL, UNEXPECTED_TOOL_CALL, TOO_MANY_TOOL_CALLS...); another
 	// attempt may do better.
@@ -43,12 +41,6 @@ var (
 	// another route.
 	ErrUnsupportedRequest = errors.New("request not supported by Gemini")
 )
-
-// maxErrorBody is how much of an error response is read.
-const maxErrorBody = 64 << 10
-
-// maxMessage bounds the Message kept from an upstream error.
-const maxMessage = 2048
 
 // canonicalStatus maps google.rpc.Code names to the HTTP status Google pairs them with, for
 // errors that come without an HTTP status (inside a stream).
@@ -88,7 +80,7 @@ func ParseError(provider string, status int, h http.Header, body []byte, keyConf
 	e.Code, e.Type, e.Message = info.status, info.status, info.message
 	e.RetryAfter = info.retryDelay
 	if !info.hasRetryDelay {
-		e.RetryAfter = retryAfterHeader(h, time.Now())
+		e.RetryAfter = upstreamhttp.RetryAfterHeader(h, time.Now())
 	}
 	var code string
 	e.Category, e.Retryable, code = classify(status, info, keyConfigured)
@@ -124,14 +116,14 @@ func readErrorBody(body []byte) errorInfo {
 	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &env) != nil || len(env.Error) == 0 {
 		// Plain text is a useful message; an HTML error page is not.
 		if len(body) > 0 && body[0] != '<' && body[0] != '{' {
-			info.message = truncate(string(body), 256)
+			info.message = upstreamhttp.Truncate(string(body), 256)
 		}
 		return info
 	}
 	raw := bytes.TrimSpace(env.Error)
 	if len(raw) > 0 && raw[0] == '"' {
 		_ = json.Unmarshal(raw, &info.message)
-		info.message = truncate(info.message, maxMessage)
+		info.message = upstreamhttp.Truncate(info.message, upstreamhttp.MaxMessage)
 		return info
 	}
 	var st ErrorStatus
@@ -145,8 +137,8 @@ func readErrorBody(body []byte) errorInfo {
 		st.Message, st.Status = loose.Message, loose.Status
 	}
 	info.code = int(st.Code)
-	info.status = truncate(st.Status, 64)
-	info.message = truncate(st.Message, maxMessage)
+	info.status = upstreamhttp.Truncate(st.Status, 64)
+	info.message = upstreamhttp.Truncate(st.Message, upstreamhttp.MaxMessage)
 	for _, d := range st.Details {
 		var det ErrorDetail
 		if json.Unmarshal(d, &det) != nil {
@@ -248,9 +240,6 @@ func isQuotaExhausted(info errorInfo, msg string) bool {
 	return !info.hasRetryDelay && strings.Contains(msg, "exceeded your current quota")
 }
 
-// maxWait caps a retry delay, so that a wild value cannot park a route forever.
-const maxWait = 24 * time.Hour
-
 // parseRetryDelay reads a google.protobuf.Duration in JSON form ("7s", "0.5s", "34.1234s").
 func parseRetryDelay(s string) (time.Duration, bool) {
 	s = strings.TrimSpace(s)
@@ -265,25 +254,7 @@ func parseRetryDelay(s string) (time.Duration, bool) {
 	if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, false
 	}
-	return min(time.Duration(min(f, maxWait.Seconds())*float64(time.Second)), maxWait), true
-}
-
-// retryAfterHeader reads Retry-After: seconds or an HTTP date.
-func retryAfterHeader(h http.Header, now time.Time) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s < 0 || math.IsNaN(s) {
-			return 0
-		}
-		return min(time.Duration(min(s, maxWait.Seconds())*float64(time.Second)), maxWait)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return min(max(t.Sub(now), 0), maxWait)
-	}
-	return 0
+	return min(time.Duration(min(f, upstreamhttp.MaxRetryWait.Seconds())*float64(time.Second)), upstreamhttp.MaxRetryWait), true
 }
 
 // streamError turns an error frame of a stream (or an error object in a 200 body) into an
@@ -312,7 +283,7 @@ func streamError(provider string, frame []byte) *providers.UpstreamError {
 func finishFailure(provider, reason, message string) *providers.UpstreamError {
 	msg := "the model ended with " + reason
 	if message != "" {
-		msg += ": " + truncate(message, maxMessage)
+		msg += ": " + upstreamhttp.Truncate(message, upstreamhttp.MaxMessage)
 	}
 	return &providers.UpstreamError{
 		Provider:  provider,
@@ -331,47 +302,11 @@ func requestError(provider string, err error) *providers.UpstreamError {
 	e := &providers.UpstreamError{
 		Provider: provider,
 		Category: providers.CategoryInvalidRequest,
-		Message:  truncate(err.Error(), maxMessage),
+		Message:  upstreamhttp.Truncate(err.Error(), upstreamhttp.MaxMessage),
 		Err:      err,
 	}
 	if errors.Is(err, ErrUnsupportedRequest) {
 		e.Category = providers.CategoryModelUnavailable
 	}
 	return e
-}
-
-// transportError classifies a failure that left no response: the caller's own cancellation
-// is returned as the context's error, so that a client disconnect is not mistaken for an
-// upstream failure; anything else is a retryable *UpstreamError.
-func transportError(provider string, ctx, attempt context.Context, err error) error {
-	if ue, ok := providers.AsUpstreamError(err); ok {
-		return ue
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("provider %s: %w", provider, ctx.Err())
-	}
-	timedOut := errors.Is(context.Cause(attempt), ErrAttemptTimeout)
-	if timedOut && !errors.Is(err, ErrAttemptTimeout) {
-		err = fmt.Errorf("%w: %w", ErrAttemptTimeout, err)
-	}
-	var ne net.Error
-	timeout := timedOut || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-	return &providers.UpstreamError{
-		Provider:  provider,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Timeout:   timeout,
-		Err:       err,
-	}
-}
-
-// truncate cuts s to at most n bytes, on a character boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

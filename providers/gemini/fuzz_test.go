@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // fuzzInput hands out values from fuzz bytes; once they run out it gives zeros.
@@ -287,7 +288,7 @@ func FuzzStreamDecode(f *testing.F) {
 	f.Add([]byte(": ping\r\revent: x\rdata: [DONE]\r\r\xef\xbb\xbfdata: {}\n"))
 	f.Add([]byte("data: {\"usageMetadata\":{\"promptTokenCount\":\"12\",\"thoughtsTokenCount\":1e3}}\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		st := newStream(context.Background(), "gemini", &attempt{ctx: context.Background(), cancel: func() {}},
+		st := newStream(context.Background(), "gemini", upstreamhttp.NewAttempt(context.Background(), 0),
 			io.NopCloser(bytes.NewReader(body)), 0, nil, func(b []byte) []byte { return b })
 		defer st.Close()
 		done := make(chan struct{})

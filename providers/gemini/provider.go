@@ -68,14 +68,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // DefaultBaseURL is the Gemini Developer API.
@@ -83,9 +81,6 @@ const DefaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
 
 // DefaultStreamIdleTimeout is the longest wait for a stream event by default.
 const DefaultStreamIdleTimeout = 30 * time.Second
-
-// maxResponseBody bounds a non-streamed answer.
-const maxResponseBody = 32 << 20
 
 // Config configures one Gemini upstream.
 type Config struct {
@@ -111,14 +106,10 @@ type Config struct {
 
 // Provider calls one Gemini upstream. It is safe for concurrent use.
 type Provider struct {
-	name          string
-	base          string
-	header        http.Header
-	secrets       [][]byte
-	keyConfigured bool
-	client        *http.Client
-	timeout       time.Duration
-	idle          time.Duration
+	name string
+	base string
+	up   *upstreamhttp.Client
+	idle time.Duration
 }
 
 // New checks cfg and returns its Provider.
@@ -129,12 +120,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultBaseURL
 	}
-	u, err := url.Parse(cfg.BaseURL)
+	u, err := upstreamhttp.ParseBaseURL(cfg.BaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("gemini provider %s: parsing base URL: %w", cfg.Name, err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("gemini provider %s: base URL must be an absolute http or https URL", cfg.Name)
+		return nil, fmt.Errorf("gemini provider %s: %w", cfg.Name, err)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("gemini provider %s: base URL must have no query or fragment (the key goes in APIKey)", cfg.Name)
@@ -146,45 +134,38 @@ func New(cfg Config) (*Provider, error) {
 	if idle == 0 {
 		idle = DefaultStreamIdleTimeout
 	}
-	transport := cfg.Transport
-	if transport == nil {
-		transport = http.DefaultTransport
-	}
-	p := &Provider{
-		name:   cfg.Name,
-		base:   strings.TrimRight(cfg.BaseURL, "/"),
-		header: make(http.Header, len(cfg.Headers)+2),
-		client: &http.Client{
-			Transport: transport,
-			// An API has no business redirecting a POST; following it could carry the key
-			// elsewhere. The 3xx comes back as an error instead.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	name, keyConfigured := cfg.Name, false
+	up := &upstreamhttp.Client{
+		Provider: name,
+		HTTP:     upstreamhttp.NewHTTPClient(cfg.Transport),
+		Header:   make(http.Header, len(cfg.Headers)+2),
+		Timeout:  cfg.Timeout,
+		ParseError: func(status int, h http.Header, body []byte) *providers.UpstreamError {
+			return ParseError(name, status, h, body, keyConfigured)
 		},
-		timeout: cfg.Timeout,
-		idle:    idle,
+		TimeoutCauseOnce: true,
+	}
+	addSecret := func(v string) {
+		if v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); len(v) >= 4 {
+			up.Secrets.Add(v)
+		}
 	}
 	for k, v := range cfg.Headers {
-		p.header.Set(k, v)
+		up.Header.Set(k, v)
 		switch http.CanonicalHeaderKey(k) {
 		case "X-Goog-Api-Key", "Authorization":
 			// Credentials set through Headers (a proxy's, an OAuth token) count as a key.
-			p.keyConfigured = p.keyConfigured || v != ""
-			p.addSecret(v)
+			keyConfigured = keyConfigured || v != ""
+			addSecret(v)
 		}
 	}
-	p.header.Set("Content-Type", "application/json")
+	up.Header.Set("Content-Type", "application/json")
 	if cfg.APIKey != "" {
-		p.header.Set("X-Goog-Api-Key", cfg.APIKey)
-		p.keyConfigured = true
-		p.addSecret(cfg.APIKey)
+		up.Header.Set("X-Goog-Api-Key", cfg.APIKey)
+		keyConfigured = true
+		addSecret(cfg.APIKey)
 	}
-	return p, nil
-}
-
-func (p *Provider) addSecret(v string) {
-	if v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); len(v) >= 4 {
-		p.secrets = append(p.secrets, []byte(v))
-	}
+	return &Provider{name: name, base: strings.TrimRight(cfg.BaseURL, "/"), up: up, idle: idle}, nil
 }
 
 // Name is the operator's name for the provider.
@@ -200,25 +181,20 @@ func (p *Provider) Chat(ctx context.Context, req *providers.Request) (*providers
 	if err != nil {
 		return nil, err
 	}
-	resp, at, err := p.send(ctx, target, body, false)
-	if err != nil {
-		return nil, err
-	}
-	defer at.cancel()
-	b, err := p.readBody(ctx, at, resp)
+	status, b, err := p.up.Call(ctx, target, body)
 	if err != nil {
 		return nil, err
 	}
 	var r GenerateContentResponse
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, p.malformed(resp.StatusCode, b, err)
+		return nil, p.up.Malformed(status, b, err)
 	}
 	if !isFalsy(r.Error) {
-		return nil, streamError(p.name, p.redact(b))
+		return nil, streamError(p.name, p.up.Redact(b))
 	}
 	out, fail, err := responseFrom(&r, names)
 	if err != nil {
-		return nil, p.malformed(resp.StatusCode, b, err)
+		return nil, p.up.Malformed(status, b, err)
 	}
 	if fail != nil {
 		return nil, finishFailure(p.name, fail.FinishReason, fail.FinishMessage)
@@ -235,23 +211,22 @@ func (p *Provider) ChatStream(ctx context.Context, req *providers.Request) (prov
 	if err != nil {
 		return nil, err
 	}
-	resp, at, err := p.send(ctx, target, body, true)
+	resp, at, err := p.up.Send(ctx, target, body, true, nil)
 	if err != nil {
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		defer at.cancel()
-		b, err := p.readBody(ctx, at, resp)
+	if upstreamhttp.IsJSON(resp.Header) {
+		b, err := p.up.ReadBody(ctx, at, resp)
 		if err != nil {
 			return nil, err
 		}
 		frames, err := splitFrames(b)
 		if err != nil {
-			return nil, p.malformed(resp.StatusCode, b, err)
+			return nil, p.up.Malformed(resp.StatusCode, b, err)
 		}
-		return newReplayStream(ctx, p.name, frames, names, p.redact), nil
+		return newReplayStream(ctx, p.name, frames, names, p.up.Redact), nil
 	}
-	return newStream(ctx, p.name, at, resp.Body, p.idle, names, p.redact), nil
+	return newStream(ctx, p.name, at, resp.Body, p.idle, names, p.up.Redact), nil
 }
 
 // prepare encodes the request and builds its URL.
@@ -284,97 +259,15 @@ func modelPath(model string) (string, error) {
 		collection, id = "tunedModels/", rest
 	}
 	if id == "" || len(id) > 256 || id == "." || id == ".." {
-		return "", fmt.Errorf("invalid model id %q", truncate(model, 300))
+		return "", fmt.Errorf("invalid model id %q", upstreamhttp.Truncate(model, 300))
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return "", fmt.Errorf("invalid model id %q", truncate(model, 300))
+			return "", fmt.Errorf("invalid model id %q", upstreamhttp.Truncate(model, 300))
 		}
 	}
 	return collection + id, nil
-}
-
-// attempt is one upstream call's context, bounded by Config.Timeout.
-type attempt struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-// send posts body and returns a 2xx response, or the failure classified.
-func (p *Provider) send(ctx context.Context, target string, body []byte, stream bool) (*http.Response, *attempt, error) {
-	at := &attempt{ctx: ctx, cancel: func() {}}
-	if p.timeout > 0 {
-		at.ctx, at.cancel = context.WithTimeoutCause(ctx, p.timeout, ErrAttemptTimeout)
-	}
-	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil {
-		at.cancel()
-		return nil, nil, fmt.Errorf("provider %s: building request: %w", p.name, err)
-	}
-	for k, v := range p.header {
-		req.Header[k] = v
-	}
-	if stream {
-		req.Header.Set("Accept", "text/event-stream")
-	} else {
-		req.Header.Set("Accept", "application/json")
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		at.cancel()
-		return nil, nil, transportError(p.name, ctx, at.ctx, err)
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return resp, at, nil
-	}
-	// A partial body still classifies, so a read error here is not worth reporting.
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	_ = resp.Body.Close()
-	at.cancel()
-	if ctx.Err() != nil {
-		return nil, nil, transportError(p.name, ctx, at.ctx, ctx.Err())
-	}
-	return nil, nil, ParseError(p.name, resp.StatusCode, resp.Header, p.redact(b), p.keyConfigured)
-}
-
-// readBody reads a whole non-streamed answer.
-func (p *Provider) readBody(ctx context.Context, at *attempt, resp *http.Response) ([]byte, error) {
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
-	if err != nil {
-		return nil, transportError(p.name, ctx, at.ctx, err)
-	}
-	if len(b) > maxResponseBody {
-		return nil, &providers.UpstreamError{
-			Provider: p.name, Status: resp.StatusCode, Category: providers.CategoryServerError,
-			Message: fmt.Sprintf("response larger than %d bytes", maxResponseBody),
-		}
-	}
-	return b, nil
-}
-
-// malformed classifies a 2xx body that is not a usable answer.
-func (p *Provider) malformed(status int, body []byte, err error) *providers.UpstreamError {
-	return &providers.UpstreamError{
-		Provider:  p.name,
-		Status:    status,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Message:   ErrMalformedResponse.Error(),
-		Payload:   providers.Preview(p.redact(body)),
-		Err:       fmt.Errorf("%w: %w", ErrMalformedResponse, err),
-	}
-}
-
-// redact removes the adapter's credentials from an upstream body before it is kept.
-func (p *Provider) redact(b []byte) []byte {
-	for _, s := range p.secrets {
-		if bytes.Contains(b, s) {
-			b = bytes.ReplaceAll(b, s, []byte("[redacted]"))
-		}
-	}
-	return b
 }
 
 // splitFrames reads a whole JSON answer: one GenerateContentResponse or an array of them.

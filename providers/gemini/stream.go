@@ -5,18 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
-
-// errClosed is the error of a stream read after Close.
-var errClosed = errors.New("stream closed")
 
 // errSkipFrame is what handle returns for a malformed frame: Next counts it and drops the
 // frame whole. It never leaves the stream.
@@ -40,7 +37,7 @@ var errSkipFrame = errors.New("malformed frame skipped")
 type stream struct {
 	provider string
 	ctx      context.Context // the caller's: its cancellation is not an upstream failure
-	at       *attempt
+	at       *upstreamhttp.Attempt
 	body     io.ReadCloser
 	rd       *sse.Reader
 	redact   func([]byte) []byte
@@ -73,7 +70,7 @@ type stream struct {
 	closed      atomic.Bool
 }
 
-func newStream(ctx context.Context, provider string, at *attempt, body io.ReadCloser, idle time.Duration, names *toolNames, redact func([]byte) []byte) *stream {
+func newStream(ctx context.Context, provider string, at *upstreamhttp.Attempt, body io.ReadCloser, idle time.Duration, names *toolNames, redact func([]byte) []byte) *stream {
 	s := &stream{
 		provider: provider, ctx: ctx, at: at, body: body, rd: sse.NewReader(body, 0),
 		idle: idle, turn: newTurn(names), redact: redact,
@@ -90,7 +87,7 @@ func newStream(ctx context.Context, provider string, at *attempt, body io.ReadCl
 
 func newReplayStream(ctx context.Context, provider string, frames []json.RawMessage, names *toolNames, redact func([]byte) []byte) *stream {
 	return &stream{
-		provider: provider, ctx: ctx, at: &attempt{ctx: ctx, cancel: func() {}},
+		provider: provider, ctx: ctx, at: upstreamhttp.NewAttempt(ctx, 0),
 		frames: frames, whole: true, turn: newTurn(names), redact: redact,
 	}
 }
@@ -150,7 +147,7 @@ func (s *stream) release() {
 		if s.body != nil {
 			_ = s.body.Close()
 		}
-		s.at.cancel()
+		s.at.Cancel()
 	})
 }
 
@@ -192,27 +189,20 @@ func (s *stream) read() ([]byte, bool) {
 func (s *stream) finish() {
 	switch {
 	case s.closed.Load():
-		s.end(errClosed)
+		s.end(upstreamhttp.ErrClosed)
 		return
 	case s.fired.Load():
-		s.fail(&providers.UpstreamError{
-			Provider:  s.provider,
-			Category:  providers.CategoryServerError,
-			Retryable: true,
-			Timeout:   true,
-			Message:   ErrIdleTimeout.Error(),
-			Err:       ErrIdleTimeout,
-		})
+		s.fail(upstreamhttp.IdleTimeoutError(s.provider))
 		return
 	}
 	if s.rd != nil {
 		if err := s.rd.Err(); err != nil {
 			if errors.Is(err, sse.ErrEventTooLarge) {
 				// The reader cannot go on after an oversized event: it is not a frame to skip.
-				s.fail(s.failure(ErrMalformedFrame, err, nil))
+				s.fail(upstreamhttp.Failure(s.provider, ErrMalformedFrame, err, nil))
 				return
 			}
-			s.fail(transportError(s.provider, s.ctx, s.at.ctx, err))
+			s.fail(upstreamhttp.TransportError(s.provider, s.ctx, s.at, err))
 			return
 		}
 	}
@@ -252,24 +242,6 @@ func (s *stream) end(err error) {
 	s.ended = true
 	s.err = err
 	s.release()
-}
-
-// failure is a stream failure that has no status: cause is one of the sentinels.
-func (s *stream) failure(cause, err error, payload []byte) *providers.UpstreamError {
-	e := &providers.UpstreamError{
-		Provider:  s.provider,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Message:   cause.Error(),
-		Err:       cause,
-	}
-	if err != nil {
-		e.Err = fmt.Errorf("%w: %w", cause, err)
-	}
-	if len(payload) > 0 {
-		e.Payload = providers.Preview(s.redact(payload))
-	}
-	return e
 }
 
 // handle turns one GenerateContentResponse frame into pending events. A frame that is not

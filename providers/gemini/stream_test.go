@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 func ev(typ providers.EventType) providers.Event { return providers.Event{Type: typ} }
@@ -499,7 +500,7 @@ func TestStreamDecodeDirect(t *testing.T) {
 		"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}]}\r\r" +
 		"event: other\rdata: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"ignored\"}]}}]}\r\r" +
 		"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}]},\"finishReason\":\"STOP\"}]}"
-	st := newStream(context.Background(), "gemini", &attempt{ctx: context.Background(), cancel: func() {}},
+	st := newStream(context.Background(), "gemini", upstreamhttp.NewAttempt(context.Background(), 0),
 		io.NopCloser(strings.NewReader(body)), 0, nil, func(b []byte) []byte { return b })
 	got, err := collect(t, st)
 	if err != nil {

@@ -2,19 +2,16 @@ package openai
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // Sentinel causes, set as UpstreamError.Err of the failures that have no transport error,
@@ -25,22 +22,16 @@ var (
 	ErrStreamTruncated = errors.New("upstream stream ended without [DONE]")
 	// ErrMalformedFrame: a stream frame was not the expected JSON, or was larger than the
 	// SSE reader's limit. The chat stream skips the former (SkippedFrames).
-	ErrMalformedFrame = errors.New("malformed stream frame")
+	ErrMalformedFrame = upstreamhttp.ErrMalformedFrame
 	// ErrMalformedResponse: a 2xx response body was not the expected JSON.
-	ErrMalformedResponse = errors.New("malformed upstream response")
+	ErrMalformedResponse = upstreamhttp.ErrMalformedResponse
 	// ErrIdleTimeout: no byte arrived on the stream within Config.StreamIdleTimeout.
-	ErrIdleTimeout = errors.New("upstream stream idle timeout")
+	ErrIdleTimeout = upstreamhttp.ErrIdleTimeout
 	// ErrStreamError: the upstream sent an error frame in the stream.
 	ErrStreamError = errors.New("upstream error in stream")
 	// ErrAttemptTimeout: the attempt took longer than Config.Timeout.
-	ErrAttemptTimeout = errors.New("upstream attempt timeout")
+	ErrAttemptTimeout = upstreamhttp.ErrAttemptTimeout
 )
-
-// maxErrorBody is how much of an error response is read.
-const maxErrorBody = 64 << 10
-
-// maxMessage bounds the Message kept from an upstream error.
-const maxMessage = 2048
 
 // ParseError turns a non-2xx answer into an *UpstreamError: the OpenAI error shape
 // {"error":{"message","type","param","code"}} and the shapes of compatible servers
@@ -53,7 +44,7 @@ const maxMessage = 2048
 func ParseError(provider string, status int, h http.Header, body []byte, keyConfigured bool) *providers.UpstreamError {
 	e := &providers.UpstreamError{Provider: provider, Status: status, Payload: providers.Preview(body)}
 	fillFromBody(e, body)
-	e.RetryAfter = retryAfter(h, time.Now())
+	e.RetryAfter = upstreamhttp.RetryAfter(h, time.Now())
 	e.Category, e.Retryable = classify(status, e.Code, e.Type, e.Message, keyConfigured)
 	return e
 }
@@ -74,7 +65,7 @@ func fillFromBody(e *providers.UpstreamError, body []byte) {
 	if len(body) == 0 || body[0] != '{' || json.Unmarshal(body, &f) != nil {
 		// Plain text is a useful message; an HTML error page is not.
 		if len(body) > 0 && body[0] != '<' {
-			e.Message = truncate(string(body), 256)
+			e.Message = upstreamhttp.Truncate(string(body), 256)
 		}
 		return
 	}
@@ -95,7 +86,7 @@ func fillFromBody(e *providers.UpstreamError, body []byte) {
 	if e.Message == "" && len(f.Detail) > 0 {
 		e.Message = detailMessage(f.Detail)
 	}
-	e.Message = truncate(e.Message, maxMessage)
+	e.Message = upstreamhttp.Truncate(e.Message, upstreamhttp.MaxMessage)
 }
 
 // detailMessage reads FastAPI's detail: a string, or a list of {loc, msg, type}.
@@ -110,7 +101,7 @@ func detailMessage(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &list) == nil && len(list) > 0 && list[0].Msg != "" {
 		return list[0].Msg
 	}
-	return truncate(string(raw), 256)
+	return upstreamhttp.Truncate(string(raw), 256)
 }
 
 // looseString reads a string, a number or a boolean as its text, and null as "".
@@ -131,17 +122,6 @@ func (s *looseString) UnmarshalJSON(b []byte) error {
 	}
 	*s = looseString(b)
 	return nil
-}
-
-// truncate keeps at most n bytes of s, without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // classify gives the category of an error response from its status, refined by the code,
@@ -232,57 +212,4 @@ func classifyCode(code, typ string) (providers.Category, bool) {
 		return providers.CategoryInvalidRequest, false
 	}
 	return providers.CategoryServerError, true
-}
-
-// retryAfter reads retry-after-ms (OpenAI's, in milliseconds) or Retry-After (seconds or an
-// HTTP date), capped at a day so that a wild value cannot park a route forever.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	const maxWait = 24 * time.Hour
-	if h == nil {
-		return 0
-	}
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-			return min(time.Duration(min(ms, float64(maxWait/time.Millisecond))*float64(time.Millisecond)), maxWait)
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s < 0 || math.IsNaN(s) {
-			return 0
-		}
-		return min(time.Duration(min(s, maxWait.Seconds())*float64(time.Second)), maxWait)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return min(max(t.Sub(now), 0), maxWait)
-	}
-	return 0
-}
-
-// transportError classifies a failure that left no response: the caller's own cancellation
-// is returned as the context's error, so that a client disconnect is not mistaken for an
-// upstream failure; anything else is a retryable *UpstreamError.
-func transportError(provider string, ctx, attempt context.Context, err error) error {
-	if ue, ok := providers.AsUpstreamError(err); ok {
-		return ue
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("provider %s: %w", provider, ctx.Err())
-	}
-	timedOut := errors.Is(context.Cause(attempt), ErrAttemptTimeout)
-	if timedOut {
-		err = fmt.Errorf("%w: %w", ErrAttemptTimeout, err)
-	}
-	var ne net.Error
-	timeout := timedOut || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-	return &providers.UpstreamError{
-		Provider:  provider,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Timeout:   timeout,
-		Err:       err,
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 func TestParseError(t *testing.T) {
@@ -175,7 +176,7 @@ func TestRetryAfter(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := retryAfter(tc.header, now); got != tc.want {
+			if got := upstreamhttp.RetryAfter(tc.header, now); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})

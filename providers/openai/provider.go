@@ -13,18 +13,15 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // DefaultBaseURL is OpenAI's API.
@@ -32,9 +29,6 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 
 // DefaultStreamIdleTimeout is the longest silence allowed on a stream by default.
 const DefaultStreamIdleTimeout = 30 * time.Second
-
-// maxResponseBody bounds a non-streamed answer.
-const maxResponseBody = 32 << 20
 
 // forwardedHeaders are the client headers Forward passes on (canonical keys): the beta
 // feature flag and tracing.
@@ -80,10 +74,7 @@ type Config struct {
 type Provider struct {
 	name          string
 	url           string
-	key           string
-	header        http.Header
-	client        *http.Client
-	timeout       time.Duration
+	up            *upstreamhttp.Client
 	idle          time.Duration
 	maxCompletion bool
 	responsesURL  string
@@ -98,12 +89,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultBaseURL
 	}
-	u, err := url.Parse(cfg.BaseURL)
+	u, err := upstreamhttp.ParseBaseURL(cfg.BaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("openai provider %s: parsing base URL: %w", cfg.Name, err)
-	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("openai provider %s: base URL must be an absolute http or https URL", cfg.Name)
+		return nil, fmt.Errorf("openai provider %s: %w", cfg.Name, err)
 	}
 	maxCompletion := u.Hostname() == "api.openai.com"
 	switch cfg.MaxTokensField {
@@ -125,10 +113,6 @@ func New(cfg Config) (*Provider, error) {
 	if idle == 0 {
 		idle = DefaultStreamIdleTimeout
 	}
-	transport := cfg.Transport
-	if transport == nil {
-		transport = http.DefaultTransport
-	}
 	header := make(http.Header, len(cfg.Headers)+4)
 	for k, v := range cfg.Headers {
 		header.Set(k, v)
@@ -143,18 +127,22 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Project != "" {
 		header.Set("OpenAI-Project", cfg.Project)
 	}
-	return &Provider{
-		name:   cfg.Name,
-		url:    strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
-		key:    cfg.APIKey,
-		header: header,
-		client: &http.Client{
-			Transport: transport,
-			// An API has no business redirecting a POST; following it could carry the key
-			// elsewhere. The 3xx comes back as an error instead.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	name, keyConfigured := cfg.Name, cfg.APIKey != ""
+	up := &upstreamhttp.Client{
+		Provider:  name,
+		HTTP:      upstreamhttp.NewHTTPClient(cfg.Transport),
+		Header:    header,
+		Forwarded: forwardedHeaders,
+		Timeout:   cfg.Timeout,
+		ParseError: func(status int, h http.Header, body []byte) *providers.UpstreamError {
+			return ParseError(name, status, h, body, keyConfigured)
 		},
-		timeout:       cfg.Timeout,
+	}
+	up.Secrets.Add(cfg.APIKey)
+	return &Provider{
+		name:          name,
+		url:           strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
+		up:            up,
 		idle:          idle,
 		maxCompletion: maxCompletion,
 		responsesURL:  strings.TrimRight(cfg.BaseURL, "/") + "/responses",
@@ -190,19 +178,11 @@ func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*pro
 	default:
 		return nil, fmt.Errorf("provider %s: cannot forward format %q", p.name, req.Format)
 	}
-	resp, at, err := p.send(ctx, u, req.Body, req.Stream, req.Header)
+	resp, at, err := p.up.Send(ctx, u, req.Body, req.Stream, req.Header)
 	if err != nil {
 		return nil, err
 	}
-	body := io.ReadCloser(resp.Body)
-	if req.Stream {
-		body = newIdleBody(body, p.idle, p.name)
-	}
-	return &providers.RawResponse{
-		Status: resp.StatusCode,
-		Header: resp.Header,
-		Body:   &attemptBody{rc: body, provider: p.name, ctx: ctx, at: at},
-	}, nil
+	return p.up.RawResponse(ctx, at, resp, req.Stream, p.idle), nil
 }
 
 // Chat sends the neutral request and waits for the whole answer.
@@ -216,18 +196,13 @@ func (p *Provider) Chat(ctx context.Context, req *providers.Request) (*providers
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
 	}
-	resp, at, err := p.send(ctx, p.url, body, false, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer at.cancel()
-	b, err := p.readBody(ctx, at, resp)
+	status, b, err := p.up.Call(ctx, p.url, body)
 	if err != nil {
 		return nil, err
 	}
 	out, err := DecodeChatResponse(b)
 	if err != nil {
-		return nil, p.malformed(resp.StatusCode, b, err)
+		return nil, p.malformed(status, b, err)
 	}
 	return out, nil
 }
@@ -245,13 +220,12 @@ func (p *Provider) ChatStream(ctx context.Context, req *providers.Request) (prov
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
 	}
-	resp, at, err := p.send(ctx, p.url, body, true, nil)
+	resp, at, err := p.up.Send(ctx, p.url, body, true, nil)
 	if err != nil {
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		defer at.cancel()
-		b, err := p.readBody(ctx, at, resp)
+	if upstreamhttp.IsJSON(resp.Header) {
+		b, err := p.up.ReadBody(ctx, at, resp)
 		if err != nil {
 			return nil, err
 		}
@@ -259,73 +233,9 @@ func (p *Provider) ChatStream(ctx context.Context, req *providers.Request) (prov
 		if err != nil {
 			return nil, p.malformed(resp.StatusCode, b, err)
 		}
-		return &eventStream{events: responseEvents(out)}, nil
+		return upstreamhttp.NewEventStream(responseEvents(out)), nil
 	}
-	return newChatStream(ctx, p.name, at, newIdleBody(resp.Body, p.idle, p.name)), nil
-}
-
-// attempt is one upstream call's context, bounded by Config.Timeout.
-type attempt struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-}
-
-// send posts body to u and returns a 2xx response, or the failure classified.
-func (p *Provider) send(ctx context.Context, u string, body []byte, stream bool, in http.Header) (*http.Response, *attempt, error) {
-	at := &attempt{ctx: ctx, cancel: func() {}}
-	if p.timeout > 0 {
-		at.ctx, at.cancel = context.WithTimeoutCause(ctx, p.timeout, ErrAttemptTimeout)
-	}
-	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		at.cancel()
-		return nil, nil, fmt.Errorf("provider %s: building request: %w", p.name, err)
-	}
-	for _, k := range forwardedHeaders {
-		if v := in.Values(k); len(v) > 0 {
-			req.Header[k] = v
-		}
-	}
-	for k, v := range p.header {
-		req.Header[k] = v
-	}
-	if stream {
-		req.Header.Set("Accept", "text/event-stream")
-	} else {
-		req.Header.Set("Accept", "application/json")
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		at.cancel()
-		return nil, nil, transportError(p.name, ctx, at.ctx, err)
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		return resp, at, nil
-	}
-	// A partial body still classifies, so a read error here is not worth reporting.
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	_ = resp.Body.Close()
-	at.cancel()
-	if ctx.Err() != nil {
-		return nil, nil, transportError(p.name, ctx, at.ctx, ctx.Err())
-	}
-	return nil, nil, ParseError(p.name, resp.StatusCode, resp.Header, p.redact(b), p.key != "")
-}
-
-// readBody reads a whole non-streamed answer.
-func (p *Provider) readBody(ctx context.Context, at *attempt, resp *http.Response) ([]byte, error) {
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody+1))
-	if err != nil {
-		return nil, transportError(p.name, ctx, at.ctx, err)
-	}
-	if len(b) > maxResponseBody {
-		return nil, &providers.UpstreamError{
-			Provider: p.name, Status: resp.StatusCode, Category: providers.CategoryServerError,
-			Message: fmt.Sprintf("response larger than %d bytes", maxResponseBody),
-		}
-	}
-	return b, nil
+	return newChatStream(ctx, p.name, at, upstreamhttp.NewIdleBody(resp.Body, p.idle, p.name)), nil
 }
 
 // malformed classifies a 2xx body that is not a chat completion: an error object some
@@ -335,48 +245,9 @@ func (p *Provider) malformed(status int, body []byte, err error) *providers.Upst
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(body, &probe) == nil && !isFalsy(probe.Error) {
-		return streamError(p.name, p.redact(body))
+		return streamError(p.name, p.up.Redact(body))
 	}
-	return &providers.UpstreamError{
-		Provider:  p.name,
-		Status:    status,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Message:   ErrMalformedResponse.Error(),
-		Payload:   providers.Preview(p.redact(body)),
-		Err:       fmt.Errorf("%w: %w", ErrMalformedResponse, err),
-	}
-}
-
-// redact removes the adapter's key from an upstream body before it is kept anywhere.
-func (p *Provider) redact(b []byte) []byte {
-	if p.key == "" || !bytes.Contains(b, []byte(p.key)) {
-		return b
-	}
-	return bytes.ReplaceAll(b, []byte(p.key), []byte("[redacted]"))
-}
-
-// attemptBody is a forwarded body: read errors are classified like transport errors, and
-// closing it ends the attempt.
-type attemptBody struct {
-	rc       io.ReadCloser
-	provider string
-	ctx      context.Context
-	at       *attempt
-}
-
-func (b *attemptBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if err != nil && err != io.EOF {
-		err = transportError(b.provider, b.ctx, b.at.ctx, err)
-	}
-	return n, err
-}
-
-func (b *attemptBody) Close() error {
-	err := b.rc.Close()
-	b.at.cancel()
-	return err
+	return p.up.Malformed(status, body, err)
 }
 
 // Interface guards.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
@@ -547,8 +548,8 @@ func TestStreamToolCallIndexes(t *testing.T) {
 
 // bodyStream decodes a stream body held in memory.
 func bodyStream(body string) *chatStream {
-	at := &attempt{ctx: context.Background(), cancel: func() {}}
-	return newChatStream(context.Background(), "test", at, newIdleBody(io.NopCloser(strings.NewReader(body)), 0, "test"))
+	at := upstreamhttp.NewAttempt(context.Background(), 0)
+	return newChatStream(context.Background(), "test", at, upstreamhttp.NewIdleBody(io.NopCloser(strings.NewReader(body)), 0, "test"))
 }
 
 func TestStreamEnds(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // The Responses API converters. The gateway is stateless: it keeps no response, item or
@@ -750,9 +751,9 @@ func responseErrorText(raw json.RawMessage) string {
 	_ = json.Unmarshal(raw, &e)
 	switch {
 	case e.Code != "" && e.Message != "":
-		return string(e.Code) + ": " + truncate(string(e.Message), maxMessage)
+		return string(e.Code) + ": " + upstreamhttp.Truncate(string(e.Message), upstreamhttp.MaxMessage)
 	case e.Message != "":
-		return truncate(string(e.Message), maxMessage)
+		return upstreamhttp.Truncate(string(e.Message), upstreamhttp.MaxMessage)
 	case e.Code != "":
 		return string(e.Code)
 	}

@@ -3,9 +3,9 @@ package openai
 import (
 	"context"
 	"fmt"
-	"mime"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // responsesChat is Chat through /responses (Config.API "responses").
@@ -16,19 +16,14 @@ func (p *Provider) responsesChat(ctx context.Context, req *providers.Request) (*
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
 	}
-	resp, at, err := p.send(ctx, p.responsesURL, body, false, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer at.cancel()
-	b, err := p.readBody(ctx, at, resp)
+	status, b, err := p.up.Call(ctx, p.responsesURL, body)
 	if err != nil {
 		return nil, err
 	}
 	out, err := DecodeResponsesResponse(b)
 	if err != nil {
 		// A failed response carries its error object, which malformed classifies.
-		return nil, p.malformed(resp.StatusCode, b, err)
+		return nil, p.malformed(status, b, err)
 	}
 	return out, nil
 }
@@ -43,13 +38,12 @@ func (p *Provider) responsesChatStream(ctx context.Context, req *providers.Reque
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
 	}
-	resp, at, err := p.send(ctx, p.responsesURL, body, true, nil)
+	resp, at, err := p.up.Send(ctx, p.responsesURL, body, true, nil)
 	if err != nil {
 		return nil, err
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		defer at.cancel()
-		b, err := p.readBody(ctx, at, resp)
+	if upstreamhttp.IsJSON(resp.Header) {
+		b, err := p.up.ReadBody(ctx, at, resp)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +51,7 @@ func (p *Provider) responsesChatStream(ctx context.Context, req *providers.Reque
 		if err != nil {
 			return nil, p.malformed(resp.StatusCode, b, err)
 		}
-		return &eventStream{events: responsesEvents(out)}, nil
+		return upstreamhttp.NewEventStream(responsesEvents(out)), nil
 	}
-	return newResponsesStream(ctx, p.name, at, newIdleBody(resp.Body, p.idle, p.name)), nil
+	return newResponsesStream(ctx, p.name, at, upstreamhttp.NewIdleBody(resp.Body, p.idle, p.name)), nil
 }

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
@@ -363,17 +363,14 @@ func (truncatedError) Is(target error) bool { return target == ErrStreamTruncate
 // often restores what it carried. An event larger than the SSE reader's limit ends the
 // stream with an *UpstreamError wrapping ErrMalformedFrame.
 func NewResponsesStreamDecoder(ctx context.Context, provider string, body io.ReadCloser, idle time.Duration) providers.Stream {
-	return newResponsesStream(ctx, provider, &attempt{ctx: ctx, cancel: func() {}}, newIdleBody(body, idle, provider))
+	return newResponsesStream(ctx, provider, upstreamhttp.NewAttempt(ctx, 0), upstreamhttp.NewIdleBody(body, idle, provider))
 }
 
 // responsesStream turns an upstream Responses SSE body into neutral events. Like chatStream
 // it involves no goroutine: Next reads the body; the idle watchdog is a timer that closes it.
 type responsesStream struct {
-	provider string
-	ctx      context.Context
-	at       *attempt
-	body     *idleBody
-	rd       *sse.Reader
+	conn *upstreamhttp.StreamConn // the terminal event marks it done
+	rd   *sse.Reader
 
 	pending []providers.Event
 	pos     int
@@ -386,10 +383,6 @@ type responsesStream struct {
 	sawSummary  bool                     // a reasoning summary part was seen: the next is separated
 	sawToolCall bool
 	skipped     atomic.Int64 // frames skipped as malformed
-
-	done      atomic.Bool // the terminal event was read: the body may be drained on Close
-	closed    atomic.Bool
-	closeOnce sync.Once
 }
 
 // streamedItem is what was emitted for one upstream output item.
@@ -402,8 +395,8 @@ type streamedItem struct {
 	signed   bool
 }
 
-func newResponsesStream(ctx context.Context, provider string, at *attempt, body *idleBody) *responsesStream {
-	return &responsesStream{provider: provider, ctx: ctx, at: at, body: body, rd: sse.NewReader(body, 0), items: make(map[string]*streamedItem)}
+func newResponsesStream(ctx context.Context, provider string, at *upstreamhttp.Attempt, body *upstreamhttp.IdleBody) *responsesStream {
+	return &responsesStream{conn: upstreamhttp.NewStreamConn(ctx, provider, at, body), rd: sse.NewReader(body, 0), items: make(map[string]*streamedItem)}
 }
 
 // Next implements providers.Stream.
@@ -419,7 +412,12 @@ func (s *responsesStream) Next() bool {
 		}
 		s.pending, s.pos = s.pending[:0], 0
 		if !s.rd.Next() {
-			s.end(s.readEnd(s.rd.Err()))
+			err := s.conn.ReadEnd(s.rd.Err(), ErrMalformedFrame)
+			if err == nil {
+				// The body ended before the terminal event.
+				err = upstreamhttp.Failure(s.conn.Provider, errResponsesTruncated, nil, nil)
+			}
+			s.end(err)
 			continue
 		}
 		if err := s.handle(s.rd.Event()); err != nil {
@@ -432,7 +430,7 @@ func (s *responsesStream) Next() bool {
 func (s *responsesStream) end(err error) {
 	s.ended = true
 	s.err = err
-	s.body.stop()
+	s.conn.Body.Stop()
 }
 
 // Current implements providers.Stream.
@@ -443,47 +441,8 @@ func (s *responsesStream) Err() error { return s.err }
 
 // Close implements providers.Stream. It may be called at any time and more than once.
 func (s *responsesStream) Close() error {
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		if s.done.Load() {
-			s.body.drain(drainTimeout)
-		}
-		_ = s.body.Close()
-		s.at.cancel()
-	})
+	s.conn.Close(drainTimeout)
 	return nil
-}
-
-// readEnd classifies the end of the body: EOF before the terminal event, or a read error.
-func (s *responsesStream) readEnd(err error) error {
-	if s.closed.Load() {
-		return errClosed
-	}
-	switch {
-	case err == nil:
-		return s.failure(errResponsesTruncated, nil, nil)
-	case errors.Is(err, sse.ErrEventTooLarge):
-		return s.failure(ErrMalformedFrame, err, nil)
-	}
-	return transportError(s.provider, s.ctx, s.at.ctx, err)
-}
-
-// failure is a stream failure that has no status: cause is one of the sentinels.
-func (s *responsesStream) failure(cause, err error, payload []byte) *providers.UpstreamError {
-	e := &providers.UpstreamError{
-		Provider:  s.provider,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Message:   cause.Error(),
-		Err:       cause,
-	}
-	if err != nil {
-		e.Err = fmt.Errorf("%w: %w", cause, err)
-	}
-	if payload != nil {
-		e.Payload = providers.Preview(payload)
-	}
-	return e
 }
 
 // responsesEvent is one stream event, its variable fields kept raw so that an event the
@@ -512,7 +471,7 @@ func (s *responsesStream) handle(ev sse.Event) error {
 	if string(data) == "[DONE]" {
 		// Not sent by OpenAI; a compatible server's [DONE] before the terminal event is
 		// a truncated stream.
-		return s.failure(errResponsesTruncated, nil, data)
+		return upstreamhttp.Failure(s.conn.Provider, errResponsesTruncated, nil, data)
 	}
 	var e responsesEvent
 	if err := json.Unmarshal(data, &e); err != nil {
@@ -620,7 +579,7 @@ func (s *responsesStream) handle(ev sse.Event) error {
 		if !isNull(bytes.TrimSpace(r.Usage)) {
 			s.pending = append(s.pending, providers.Event{Type: providers.EventUsage, Usage: u})
 		}
-		s.done.Store(true)
+		s.conn.MarkDone()
 		s.end(nil)
 	case "response.failed":
 		var r struct {
@@ -635,7 +594,7 @@ func (s *responsesStream) handle(ev sse.Event) error {
 			body = append(body, r.Error...)
 		}
 		body = append(body, '}')
-		ue := streamError(s.provider, body)
+		ue := streamError(s.conn.Provider, body)
 		ue.Payload = providers.Preview(data)
 		return ue
 	}
@@ -652,7 +611,7 @@ func (s *responsesStream) skip() { s.skipped.Add(1) }
 // streamErrorEvent is the *UpstreamError of an error event. Its "type" is the event's,
 // not an error type.
 func (s *responsesStream) streamErrorEvent(data []byte) *providers.UpstreamError {
-	ue := streamError(s.provider, data)
+	ue := streamError(s.conn.Provider, data)
 	if ue.Type == "error" {
 		ue.Type = ""
 	}

@@ -4,25 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
 // drainTimeout bounds how long Close reads the rest of a finished stream, which lets the
 // connection go back to the pool instead of paying a new TLS handshake. A variable for tests.
 var drainTimeout = 200 * time.Millisecond
-
-// errClosed is the error of a stream read after Close.
-var errClosed = errors.New("stream closed")
 
 // chatStream turns an upstream chat completions SSE body into neutral events. No goroutine
 // is involved: Next reads the body; the idle watchdog is a timer that closes it.
@@ -32,11 +26,8 @@ var errClosed = errors.New("stream closed")
 // A body that ends cleanly without [DONE] ends the stream cleanly, completed with what is
 // pending (see complete); a body that breaks off (transport error, idle timeout) is an error.
 type chatStream struct {
-	provider string
-	ctx      context.Context // the caller's: its cancellation is not an upstream failure
-	at       *attempt
-	body     *idleBody
-	rd       *sse.Reader
+	conn *upstreamhttp.StreamConn // [DONE] marks it done
+	rd   *sse.Reader
 
 	pending []providers.Event
 	pos     int
@@ -49,10 +40,6 @@ type chatStream struct {
 	usageLast              bool            // the last event sent was EventUsage with usage
 	calls                  []callIndex
 	skipped                atomic.Int64 // frames skipped as malformed
-
-	done      atomic.Bool // [DONE] was read: the body may be drained on Close
-	closed    atomic.Bool
-	closeOnce sync.Once
 }
 
 // callIndex maps an upstream tool call to its neutral index.
@@ -62,8 +49,8 @@ type callIndex struct {
 	neutral  int
 }
 
-func newChatStream(ctx context.Context, provider string, at *attempt, body *idleBody) *chatStream {
-	return &chatStream{provider: provider, ctx: ctx, at: at, body: body, rd: sse.NewReader(body, 0)}
+func newChatStream(ctx context.Context, provider string, at *upstreamhttp.Attempt, body *upstreamhttp.IdleBody) *chatStream {
+	return &chatStream{conn: upstreamhttp.NewStreamConn(ctx, provider, at, body), rd: sse.NewReader(body, 0)}
 }
 
 // Next implements providers.Stream.
@@ -79,7 +66,8 @@ func (s *chatStream) Next() bool {
 		}
 		s.pending, s.pos = s.pending[:0], 0
 		if !s.rd.Next() {
-			err := s.readEnd(s.rd.Err())
+			// A clean end without [DONE], as some compatible servers send, is completed.
+			err := s.conn.ReadEnd(s.rd.Err(), ErrMalformedFrame)
 			if err == nil {
 				s.complete()
 			}
@@ -126,7 +114,7 @@ func (s *chatStream) skip() { s.skipped.Add(1) }
 func (s *chatStream) end(err error) {
 	s.ended = true
 	s.err = err
-	s.body.stop()
+	s.conn.Body.Stop()
 }
 
 // Current implements providers.Stream.
@@ -137,49 +125,8 @@ func (s *chatStream) Err() error { return s.err }
 
 // Close implements providers.Stream. It may be called at any time and more than once.
 func (s *chatStream) Close() error {
-	s.closeOnce.Do(func() {
-		s.closed.Store(true)
-		if s.done.Load() {
-			s.body.drain(drainTimeout)
-		}
-		_ = s.body.Close()
-		s.at.cancel()
-	})
+	s.conn.Close(drainTimeout)
 	return nil
-}
-
-// readEnd classifies the end of the body: EOF or a read error.
-func (s *chatStream) readEnd(err error) error {
-	if s.closed.Load() {
-		return errClosed
-	}
-	switch {
-	case err == nil:
-		// A clean end without [DONE], as some compatible servers send: Next completes it.
-		return nil
-	case errors.Is(err, sse.ErrEventTooLarge):
-		// The reader cannot go on after an oversized event: it is not a frame to skip.
-		return s.failure(ErrMalformedFrame, err, nil)
-	}
-	return transportError(s.provider, s.ctx, s.at.ctx, err)
-}
-
-// failure is a stream failure that has no status: cause is one of the sentinels.
-func (s *chatStream) failure(cause, err error, payload []byte) *providers.UpstreamError {
-	e := &providers.UpstreamError{
-		Provider:  s.provider,
-		Category:  providers.CategoryServerError,
-		Retryable: true,
-		Message:   cause.Error(),
-		Err:       cause,
-	}
-	if err != nil {
-		e.Err = fmt.Errorf("%w: %w", cause, err)
-	}
-	if payload != nil {
-		e.Payload = providers.Preview(payload)
-	}
-	return e
 }
 
 // handle turns one SSE event into pending neutral events. An error frame is returned as
@@ -196,7 +143,7 @@ func (s *chatStream) handle(ev sse.Event) error {
 		return nil
 	}
 	if ev.Name != "error" && string(data) == "[DONE]" {
-		s.done.Store(true)
+		s.conn.MarkDone()
 		s.end(nil)
 		return nil
 	}
@@ -206,13 +153,13 @@ func (s *chatStream) handle(ev sse.Event) error {
 			Error json.RawMessage `json:"error"`
 		}
 		if ev.Name == "error" || (json.Unmarshal(data, &probe) == nil && !isFalsy(probe.Error)) {
-			return streamError(s.provider, data)
+			return streamError(s.conn.Provider, data)
 		}
 		s.skip()
 		return nil
 	}
 	if ev.Name == "error" || !isFalsy(c.Error) {
-		return streamError(s.provider, data)
+		return streamError(s.conn.Provider, data)
 	}
 	usage := c.Usage
 	if isNull(usage) && c.XGroq != nil {
@@ -326,88 +273,6 @@ func isFalsy(raw json.RawMessage) bool {
 	}
 	return false
 }
-
-// idleBody fails reads once the body has been silent for longer than idle: a timer, reset
-// by every read that returns data, closes the body.
-type idleBody struct {
-	rc       io.ReadCloser
-	provider string
-	idle     time.Duration
-	timer    *time.Timer
-	fired    atomic.Bool
-	stopped  atomic.Bool
-}
-
-func newIdleBody(rc io.ReadCloser, idle time.Duration, provider string) *idleBody {
-	b := &idleBody{rc: rc, idle: idle, provider: provider}
-	if idle > 0 {
-		b.timer = time.AfterFunc(idle, func() {
-			b.fired.Store(true)
-			_ = rc.Close()
-		})
-	}
-	return b
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if b.fired.Load() {
-		return n, &providers.UpstreamError{
-			Provider:  b.provider,
-			Category:  providers.CategoryServerError,
-			Retryable: true,
-			Timeout:   true,
-			Message:   ErrIdleTimeout.Error(),
-			Err:       ErrIdleTimeout,
-		}
-	}
-	if n > 0 && b.timer != nil && !b.stopped.Load() {
-		b.timer.Reset(b.idle)
-	}
-	return n, err
-}
-
-// stop disarms the watchdog.
-func (b *idleBody) stop() {
-	b.stopped.Store(true)
-	if b.timer != nil {
-		b.timer.Stop()
-	}
-}
-
-// drain reads what is left of a finished body for at most d, so that the connection can be
-// reused.
-func (b *idleBody) drain(d time.Duration) {
-	b.stop()
-	t := time.AfterFunc(d, func() { _ = b.rc.Close() })
-	_, _ = io.CopyN(io.Discard, b.rc, 64<<10)
-	t.Stop()
-}
-
-func (b *idleBody) Close() error {
-	b.stop()
-	return b.rc.Close()
-}
-
-// eventStream replays events already in memory: the answer of a server that ignored stream.
-type eventStream struct {
-	events []providers.Event
-	pos    int
-	cur    providers.Event
-}
-
-func (s *eventStream) Next() bool {
-	if s.pos >= len(s.events) {
-		return false
-	}
-	s.cur = s.events[s.pos]
-	s.pos++
-	return true
-}
-
-func (s *eventStream) Current() providers.Event { return s.cur }
-func (s *eventStream) Err() error               { return nil }
-func (s *eventStream) Close() error             { s.pos = len(s.events); return nil }
 
 // responseEvents is a complete answer as the events a stream would have carried.
 func responseEvents(r *providers.Response) []providers.Event {

@@ -1,0 +1,191 @@
+package upstreamhttp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+)
+
+// NewHTTPClient returns the client an adapter calls its upstream with: transport, or
+// http.DefaultTransport when nil, and no redirects followed.
+func NewHTTPClient(transport http.RoundTripper) *http.Client {
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	return &http.Client{
+		Transport: transport,
+		// An API has no business redirecting a POST; following it could carry the key
+		// elsewhere. The 3xx comes back as an error instead.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// ParseBaseURL checks that raw is an absolute http or https URL.
+func ParseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parsing base URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("base URL must be an absolute http or https URL")
+	}
+	return u, nil
+}
+
+// Client posts JSON bodies to one upstream and classifies what goes wrong. It is safe for
+// concurrent use once set up.
+type Client struct {
+	// Provider is the operator's name for the provider, set in every error.
+	Provider string
+	HTTP     *http.Client
+	// Header is sent with every request, over the forwarded client headers.
+	Header http.Header
+	// Forwarded lists the client headers (canonical keys) Send passes on.
+	Forwarded []string
+	// Timeout bounds one attempt, from the request to the end of the response body; zero
+	// means no limit.
+	Timeout time.Duration
+	// Secrets are redacted from every upstream body kept.
+	Secrets Secrets
+	// ParseError classifies a non-2xx answer; the body it gets is already redacted.
+	ParseError func(status int, h http.Header, body []byte) *providers.UpstreamError
+	// TimeoutCauseOnce: a transport error that already carries ErrAttemptTimeout (net/http
+	// reports the context's cause) is not wrapped in it again. Only the Gemini adapter sets
+	// it; the OpenAI and Anthropic adapters always wrapped it, so that their message names
+	// the cause twice.
+	TimeoutCauseOnce bool
+}
+
+// Redact removes the client's secrets from an upstream body before it is kept anywhere.
+func (c *Client) Redact(b []byte) []byte { return c.Secrets.Redact(b) }
+
+// Send posts body to u within a new attempt and returns a 2xx response with its attempt,
+// which the caller ends (Cancel) when done with the body. Any other status is classified by
+// ParseError, a failure without a response by TransportError; the attempt is over then.
+// in holds the client headers, of which those named in Forwarded are passed on.
+func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, in http.Header) (*http.Response, *Attempt, error) {
+	at := NewAttempt(ctx, c.Timeout)
+	at.causeOnce = c.TimeoutCauseOnce
+	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		at.cancel()
+		return nil, nil, fmt.Errorf("provider %s: building request: %w", c.Provider, err)
+	}
+	for _, k := range c.Forwarded {
+		if v := in.Values(k); len(v) > 0 {
+			req.Header[k] = v
+		}
+	}
+	for k, v := range c.Header {
+		req.Header[k] = v
+	}
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		at.cancel()
+		return nil, nil, TransportError(c.Provider, ctx, at, err)
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return resp, at, nil
+	}
+	// A partial body still classifies, so a read error here is not worth reporting.
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBody))
+	_ = resp.Body.Close()
+	at.cancel()
+	if ctx.Err() != nil {
+		return nil, nil, TransportError(c.Provider, ctx, at, ctx.Err())
+	}
+	return nil, nil, c.ParseError(resp.StatusCode, resp.Header, c.Redact(b))
+}
+
+// ReadBody reads the whole body of a non-streamed answer, at most MaxResponseBody bytes,
+// and ends the attempt.
+func (c *Client) ReadBody(ctx context.Context, at *Attempt, resp *http.Response) ([]byte, error) {
+	defer at.cancel()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody+1))
+	if err != nil {
+		return nil, TransportError(c.Provider, ctx, at, err)
+	}
+	if len(b) > MaxResponseBody {
+		return nil, &providers.UpstreamError{
+			Provider: c.Provider, Status: resp.StatusCode, Category: providers.CategoryServerError,
+			Message: fmt.Sprintf("response larger than %d bytes", MaxResponseBody),
+		}
+	}
+	return b, nil
+}
+
+// Call posts a non-streamed request and reads the whole 2xx answer: its status and body.
+func (c *Client) Call(ctx context.Context, u string, body []byte) (int, []byte, error) {
+	resp, at, err := c.Send(ctx, u, body, false, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	b, err := c.ReadBody(ctx, at, resp)
+	return resp.StatusCode, b, err
+}
+
+// Malformed classifies a 2xx body that is not the answer expected: a retryable server error
+// wrapping ErrMalformedResponse and err, with a redacted preview of the body.
+func (c *Client) Malformed(status int, body []byte, err error) *providers.UpstreamError {
+	return &providers.UpstreamError{
+		Provider:  c.Provider,
+		Status:    status,
+		Category:  providers.CategoryServerError,
+		Retryable: true,
+		Message:   ErrMalformedResponse.Error(),
+		Payload:   providers.Preview(c.Redact(body)),
+		Err:       fmt.Errorf("%w: %w", ErrMalformedResponse, err),
+	}
+}
+
+// RawResponse is a 2xx response handed on unread (Forwarder.Forward): a read error of its
+// body is classified by TransportError, except the caller's own cancellation of ctx, and
+// closing the body ends the attempt. A streamed body fails with an idle timeout when it
+// stays silent longer than idle (see NewIdleBody).
+func (c *Client) RawResponse(ctx context.Context, at *Attempt, resp *http.Response, stream bool, idle time.Duration) *providers.RawResponse {
+	body := io.ReadCloser(resp.Body)
+	if stream {
+		body = NewIdleBody(body, idle, c.Provider)
+	}
+	return &providers.RawResponse{
+		Status: resp.StatusCode,
+		Header: resp.Header,
+		Body:   &attemptBody{rc: body, provider: c.Provider, ctx: ctx, at: at},
+	}
+}
+
+// attemptBody is a forwarded body: read errors are classified like transport errors, and
+// closing it ends the attempt.
+type attemptBody struct {
+	rc       io.ReadCloser
+	provider string
+	ctx      context.Context
+	at       *Attempt
+}
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	// io.EOF itself, as io.Reader returns it: anything else broke the body off.
+	if err != nil && err != io.EOF {
+		err = TransportError(b.provider, b.ctx, b.at, err)
+	}
+	return n, err
+}
+
+func (b *attemptBody) Close() error {
+	err := b.rc.Close()
+	b.at.cancel()
+	return err
+}
