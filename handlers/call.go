@@ -32,7 +32,11 @@ type call struct {
 	routes      []Route
 	start       time.Time
 	reservation string
-	wantMeta    bool
+	// lease, when set, admitted the call instead of a reservation of its own; held is the
+	// worst case it holds on the lease.
+	lease    *lease
+	held     int64
+	wantMeta bool
 	// promptBytes sizes the estimate of input tokens when the upstream never reports usage.
 	promptBytes int
 
@@ -110,6 +114,10 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 			out = maxTokens
 		}
 		worst = max(worst, pricing.WorstCase(rt.Price, estimateTokens(promptBytes), out))
+	}
+	if l := g.admitLease(r.Context(), caller.Key.WorkspaceID, caller.Key.ID, worst); l != nil {
+		c.lease, c.held = l, worst
+		return c, nil
 	}
 	res, err := g.Store.Reserve(r.Context(), store.ReserveParams{
 		ID:                ids.New("res"),
@@ -212,7 +220,13 @@ func (c *call) settle(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	stored, err := c.g.Store.Settle(sctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
+	var stored store.Generation
+	var err error
+	if c.lease != nil {
+		stored, err = c.g.settleLease(sctx, c.lease, c.held, gen)
+	} else {
+		stored, err = c.g.Store.Settle(sctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
+	}
 	if err != nil {
 		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.genID), zapErr(err))
 		return err

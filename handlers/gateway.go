@@ -56,6 +56,9 @@ type Gateway struct {
 	// paid to the operator, so that only the operator adds credit.
 	DisableCreditTopUp bool
 
+	// leases are the credit leases of this Gateway (lease.go); Close releases them.
+	leases *leaseTable
+
 	routes map[string]map[string]endpoint
 	// patterns are routes with {parameters} in their path, tried when no exact path matches.
 	patterns []routePattern
@@ -95,6 +98,7 @@ func (g *Gateway) Init() {
 	if g.KeyCacheTTL == 0 {
 		g.KeyCacheTTL = DefaultKeyCacheTTL
 	}
+	g.leases = newLeaseTable()
 	g.keys = &keyCache{ttl: g.KeyCacheTTL, m: map[string]cachedKey{}}
 	if g.Logger == nil {
 		g.Logger = zap.NewNop()

@@ -75,9 +75,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return nil
 }
 
+// Cleanup returns the credit this handler's gateway holds in leases, so that a config
+// reload or a shutdown leaves no hold behind. If the store was already closed (the app can
+// be cleaned up first at shutdown), the holds expire and the sweeper frees them.
+func (h *Handler) Cleanup() error {
+	if h.gw == nil {
+		return nil
+	}
+	return h.gw.Close()
+}
+
 // Interface guards.
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddy.Validator             = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

@@ -260,6 +260,23 @@ type SettleParams struct {
 	Generation    *Generation
 }
 
+// SettleLeaseParams settles one request admitted from a lease: a reservation that holds
+// credit for many requests of one key (see SettleLease).
+type SettleLeaseParams struct {
+	// ReservationID is the lease's reservation; it must exist and be the generation's
+	// workspace's.
+	ReservationID string
+	// HeldNanos is the part of the reservation the request held (its worst case). The
+	// reservation shrinks by what was charged, at most HeldNanos and at most what it holds:
+	// a charge above HeldNanos is taken from the balance, as Settle takes a charge above its
+	// reservation, and never from the credit the lease holds for other requests.
+	HeldNanos  int64
+	Generation *Generation
+	// Release drops the reservation in the same transaction, returning what it still
+	// holds to the available balance (the lease's last request in flight).
+	Release bool
+}
+
 // ActivityQuery selects generations of a workspace created in [From, To); KeyID, when
 // set, keeps only that key's.
 type ActivityQuery struct {
@@ -311,6 +328,14 @@ type Store interface {
 	// Settle charges and records; it returns the generation as stored (CostNanos capped,
 	// UnbilledNanos set). Settling an unknown or already settled reservation is ErrNotFound.
 	Settle(ctx context.Context, p SettleParams) (Generation, error)
+	// SettleLease charges and records like Settle, but instead of deleting the reservation it
+	// shrinks it by min(charged, HeldNanos, amount) (or drops it when Release is set), all
+	// in one transaction. The charge counts against the generation's KeyID like Settle's.
+	// An unknown reservation, or another workspace's, is ErrNotFound and changes nothing.
+	SettleLease(ctx context.Context, p SettleLeaseParams) (Generation, error)
+	// ReleaseReservation drops a reservation and returns what it held to the available
+	// balance; it returns the amount released. Unknown is ErrNotFound.
+	ReleaseReservation(ctx context.Context, id string) (int64, error)
 	// ReleaseExpired drops reservations whose ExpiresAt is before now (requests lost to a crash).
 	ReleaseExpired(ctx context.Context, now time.Time) (int, error)
 

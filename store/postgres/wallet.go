@@ -318,3 +318,105 @@ func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (st
 	})
 	return sp, err
 }
+
+// SettleLease charges the generation's cost capped at the balance, records the generation
+// and shrinks the lease's reservation by what was charged (at most p.HeldNanos), or drops
+// it when p.Release is set, all in one transaction.
+func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (store.Generation, error) {
+	if p.Generation == nil {
+		return store.Generation{}, errors.New("settling: no generation")
+	}
+	in := *p.Generation
+	switch {
+	case p.ReservationID == "":
+		return store.Generation{}, errors.New("settling a lease: empty reservation id")
+	case in.WorkspaceID == "":
+		return store.Generation{}, errors.New("settling: empty workspace id")
+	case in.CostNanos < 0 || p.HeldNanos < 0:
+		return store.Generation{}, errors.New("settling: negative amount")
+	}
+	if in.ID == "" {
+		in.ID = ids.New("gen")
+	}
+	in.CreatedAt = s.stamp(in.CreatedAt)
+	now := s.stamp(time.Time{})
+
+	var out store.Generation
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// Reservation row before wallet row, as in Settle and ReleaseExpired: one lock order.
+		var wsID string
+		var amount int64
+		err := tx.QueryRow(ctx, `SELECT workspace_id, amount_nanos FROM reservations WHERE id = $1 FOR UPDATE`,
+			p.ReservationID).Scan(&wsID, &amount)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && wsID != in.WorkspaceID) {
+			return fmt.Errorf("reservation %q: %w", p.ReservationID, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("reading reservation %q: %w", p.ReservationID, err)
+		}
+		b, err := lockWallet(ctx, tx, in.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		g := in
+		charge := max(min(in.CostNanos, b.BalanceNanos), 0)
+		g.CostNanos = charge
+		g.UnbilledNanos = in.CostNanos - charge
+		if err := insertGeneration(ctx, tx, &g); err != nil {
+			return err
+		}
+		if charge > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at)
+				VALUES ($1, $2, 'charge', $3, $4, $5)`, g.WorkspaceID, -charge, g.ID, g.KeyID, now); err != nil {
+				return fmt.Errorf("appending to ledger: %w", err)
+			}
+		}
+		unreserve := min(charge, p.HeldNanos, amount)
+		if p.Release {
+			if _, err := tx.Exec(ctx, `DELETE FROM reservations WHERE id = $1`, p.ReservationID); err != nil {
+				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
+			}
+			unreserve = amount
+		} else if unreserve > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE reservations SET amount_nanos = amount_nanos - $1 WHERE id = $2`,
+				unreserve, p.ReservationID); err != nil {
+				return fmt.Errorf("shrinking reservation %q: %w", p.ReservationID, err)
+			}
+		}
+		if charge > 0 || unreserve > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - $1, reserved_nanos = reserved_nanos - $2 WHERE workspace_id = $3`,
+				charge, unreserve, g.WorkspaceID); err != nil {
+				return fmt.Errorf("updating wallet: %w", err)
+			}
+		}
+		out = g
+		return nil
+	})
+	if err != nil {
+		return store.Generation{}, fmt.Errorf("settling generation %q: %w", in.ID, err)
+	}
+	return out, nil
+}
+
+// ReleaseReservation drops a reservation and gives its credit back.
+func (s *Store) ReleaseReservation(ctx context.Context, id string) (int64, error) {
+	var amount int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var ws string
+		err := tx.QueryRow(ctx, `DELETE FROM reservations WHERE id = $1 RETURNING workspace_id, amount_nanos`, id).Scan(&ws, &amount)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("reservation %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - $1 WHERE workspace_id = $2`, amount, ws); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("releasing reservation %q: %w", id, err)
+	}
+	return amount, nil
+}

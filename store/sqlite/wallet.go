@@ -303,3 +303,102 @@ func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (st
 	}
 	return keySpend(ctx, s.r, keyID, since)
 }
+
+// SettleLease charges the generation's cost capped at the balance, records the generation
+// and shrinks the lease's reservation by what was charged (at most p.HeldNanos), or drops
+// it when p.Release is set, all in one transaction.
+func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (store.Generation, error) {
+	if p.Generation == nil {
+		return store.Generation{}, errors.New("settling: no generation")
+	}
+	g := *p.Generation
+	switch {
+	case p.ReservationID == "":
+		return store.Generation{}, errors.New("settling a lease: empty reservation id")
+	case g.WorkspaceID == "":
+		return store.Generation{}, errors.New("settling: empty workspace id")
+	case g.CostNanos < 0 || p.HeldNanos < 0:
+		return store.Generation{}, errors.New("settling: negative amount")
+	}
+	if g.ID == "" {
+		g.ID = ids.New("gen")
+	}
+	g.CreatedAt = s.stamp(g.CreatedAt)
+	now := s.now()
+	cost := g.CostNanos
+
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var wsID string
+		var amount int64
+		err := tx.QueryRowContext(ctx, `SELECT workspace_id, amount_nanos FROM reservations WHERE id = ?`,
+			p.ReservationID).Scan(&wsID, &amount)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && wsID != g.WorkspaceID) {
+			return fmt.Errorf("reservation %q: %w", p.ReservationID, store.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("reading reservation %q: %w", p.ReservationID, err)
+		}
+		b, err := wallet(ctx, tx, g.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		charge := max(min(cost, b.BalanceNanos), 0)
+		g.CostNanos = charge
+		g.UnbilledNanos = cost - charge
+		if err := insertGeneration(ctx, tx, &g); err != nil {
+			return err
+		}
+		if charge > 0 {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at)
+				VALUES (?, ?, 'charge', ?, ?, ?)`, g.WorkspaceID, -charge, g.ID, g.KeyID, millis(now)); err != nil {
+				return fmt.Errorf("appending to ledger: %w", err)
+			}
+		}
+		unreserve := min(charge, p.HeldNanos, amount)
+		if p.Release {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM reservations WHERE id = ?`, p.ReservationID); err != nil {
+				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
+			}
+			unreserve = amount
+		} else if unreserve > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE reservations SET amount_nanos = amount_nanos - ? WHERE id = ?`,
+				unreserve, p.ReservationID); err != nil {
+				return fmt.Errorf("shrinking reservation %q: %w", p.ReservationID, err)
+			}
+		}
+		if charge > 0 || unreserve > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - ?, reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
+				charge, unreserve, g.WorkspaceID); err != nil {
+				return fmt.Errorf("updating wallet: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
+	}
+	return g, nil
+}
+
+// ReleaseReservation drops a reservation and gives its credit back.
+func (s *Store) ReleaseReservation(ctx context.Context, id string) (int64, error) {
+	var amount int64
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var ws string
+		err := tx.QueryRowContext(ctx, `DELETE FROM reservations WHERE id = ? RETURNING workspace_id, amount_nanos`, id).Scan(&ws, &amount)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("reservation %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`, amount, ws); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("releasing reservation %q: %w", id, err)
+	}
+	return amount, nil
+}

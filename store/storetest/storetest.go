@@ -60,6 +60,10 @@ func Run(t *testing.T, open Opener) {
 		{"ConcurrentKeyLimitReservations", testConcurrentKeyLimitReservations},
 		{"ConcurrentKeyLimitNeverExceeded", testConcurrentKeyLimitNeverExceeded},
 		{"Activity", testActivity},
+		{"SettleLease", testSettleLease},
+		{"SettleLeaseErrors", testSettleLeaseErrors},
+		{"ReleaseReservation", testReleaseReservation},
+		{"ConcurrentLeaseSettlements", testConcurrentLeaseSettlements},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,386 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// Credit leases.
+//
+// A paid request used to make two durable writes: Reserve of its worst case W before the
+// upstream call and Settle after. A lease turns the first into an in-memory step: one
+// store reservation of L nanos (with the key's id, so the key's spending limit counts all
+// of it), held by one Gateway for one (workspace, key), from which requests are admitted
+// under a mutex: a request of worst case W is admitted if lease.remaining >= W, and then
+// remaining -= W. Its settlement (SettleLease) charges the cost C, records the generation
+// and shrinks the reservation by min(C, W) in one transaction; in memory the request's
+// W - min(C, W) goes back to remaining. A cost above W is charged from the balance, exactly
+// as Settle charges a cost above its reservation, never from the hold of other requests.
+//
+// Invariant, per lease, whenever no store call of the lease is in progress:
+//
+//	reservation amount in the store == remaining + Σ W of the lease's requests not yet settled
+//
+// (admission moves W from remaining to the in-flight sum; settlement takes min(C, W) from
+// both the store and the in-flight W, and returns the rest to remaining). So every
+// request admitted from a lease is covered by held credit exactly as by a reservation of
+// its own, and the wallet can never be overspent: the store refuses the lease unless the
+// wallet (and the key's limit) can hold all of L.
+//
+// Size: L = min(leaseMultiple × W, leaseMaxNanos) of the request that takes the lease. A
+// lease is only taken when L > W and the wallet has at least leaseMinAvailableNanos
+// available (the Reserve's MinAvailableNanos). The spec's 1.00 USD preflight is therefore
+// checked when a lease is taken, not for each request it admits: a request is admitted
+// only if, when its lease was taken, at least max(L, 10 USD) >= 1 USD was available.
+// Whenever the store refuses a lease (ErrInsufficientFunds, or the key's limit), the
+// request falls back to a reservation of its own, exactly as before leases (the same
+// 1.00 USD preflight, the same 402 and 429 answers), and the key does not try a lease
+// again for leaseRefusalBackoff. Wallets under 10 USD therefore never see leases.
+//
+// Lifecycle: a lease admits for at most leaseMaxAge. When it cannot admit a request (too
+// little remaining, too old), it is retired: it admits nothing more, a new lease is taken,
+// and the old one keeps serving its requests in flight. A lease is dropped as soon as it
+// has no request in flight: the settlement of its last request drops the reservation in
+// the same transaction (SettleLease with Release), or, when two settlements race to be
+// last, one extra ReleaseReservation does. So a quiescent gateway holds no leases and
+// GET /credits shows reserved_nanos exactly as before: only requests in flight hold
+// credit, plus (while requests of the key are in flight) the unused rest of their leases:
+// at most leaseMaxNanos per lease, one admitting lease per key and Gateway plus retired
+// ones still draining. A janitor goroutine retries releases that failed and retires leases
+// idle for leaseIdle; Close releases everything.
+//
+// Precision at the edge: while a lease has requests in flight, its unused rest is held,
+// so near an empty wallet or a key's limit a request may be refused (402, 429) up to that
+// rest earlier than without leases: the rest is smaller than the W of the request that
+// found the lease short, or, for a lease of another instance or an unretired one, at most
+// leaseMaxNanos. Holding more than needed never lets anything be overspent. The 429's
+// reserved figure (and GET /key's reserved_nanos) counts the lease's whole hold.
+//
+// leaseMultiple is 64 so that a lease admits more requests than a key usually has in
+// flight: a smaller lease drains before the next one is taken, and every request waiting
+// for that Reserve stalls for one commit.
+//
+// Crash: a lease's reservation expires leaseMaxAge + ReservationTTL after it was taken,
+// so every request it admitted keeps at least ReservationTTL of cover, as a reservation of
+// its own had; after a crash the sweeper (ReleaseExpired) frees it then.
+const (
+	leaseMultiple          = 64
+	leaseMaxNanos          = 10 * store.NanosPerUSD
+	leaseMinAvailableNanos = 10 * store.NanosPerUSD
+	leaseMaxAge            = 60 * time.Second
+	leaseIdle              = 10 * time.Second
+	leaseRefusalBackoff    = 2 * time.Second
+	leaseJanitorInterval   = 2 * time.Second
+	leaseStoreTimeout      = 30 * time.Second
+)
+
+type leaseKey struct{ workspace, key string }
+
+// lease is one store reservation admitting requests of one key. Its fields are guarded by
+// leaseTable.mu.
+type lease struct {
+	id        string
+	k         leaseKey
+	remaining int64
+	// unsettled counts admitted requests whose settlement has not returned; inflightNanos
+	// sums their W.
+	unsettled     int
+	inflightNanos int64
+	created       time.Time
+	lastAdmit     time.Time
+	// retired leases admit nothing more; releasing is set while a release is under way;
+	// gone once the reservation no longer exists.
+	retired, releasing, gone bool
+}
+
+// leaseTable holds a Gateway's leases.
+type leaseTable struct {
+	mu        sync.Mutex
+	cur       map[leaseKey]*lease
+	all       map[*lease]struct{}
+	acquiring map[leaseKey]chan struct{}
+	refused   map[leaseKey]time.Time
+	closed    bool
+	// janitor runs while leases exist; wake tells it to look again, janitorDone is closed
+	// when it returns.
+	janitor     bool
+	wake        chan struct{}
+	janitorDone chan struct{}
+}
+
+func newLeaseTable() *leaseTable {
+	return &leaseTable{
+		cur: map[leaseKey]*lease{}, all: map[*lease]struct{}{}, acquiring: map[leaseKey]chan struct{}{},
+		refused: map[leaseKey]time.Time{}, wake: make(chan struct{}, 1),
+	}
+}
+
+// leaseTarget is the size of a lease taken by a request of worst case w; 0 when a lease
+// would not admit more than the request itself.
+func leaseTarget(w int64) int64 {
+	switch {
+	case w <= 0 || w >= leaseMaxNanos:
+		return 0
+	case w >= leaseMaxNanos/leaseMultiple:
+		return leaseMaxNanos
+	}
+	return w * leaseMultiple
+}
+
+// retire stops l admitting. Callers hold t.mu.
+func (t *leaseTable) retire(l *lease) {
+	l.retired = true
+	if t.cur[l.k] == l {
+		delete(t.cur, l.k)
+	}
+}
+
+// admitLease admits a request of worst case w from the key's lease, taking a new lease if
+// needed. nil means no lease: the request reserves for itself.
+func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w int64) *lease {
+	target := leaseTarget(w)
+	if target <= w {
+		return nil
+	}
+	t := g.leases
+	k := leaseKey{workspaceID, keyID}
+	for {
+		now := g.Now()
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return nil
+		}
+		if l := t.cur[k]; l != nil {
+			if l.remaining >= w && now.Sub(l.created) < leaseMaxAge {
+				l.remaining -= w
+				l.unsettled++
+				l.inflightNanos += w
+				l.lastAdmit = now
+				t.mu.Unlock()
+				return l
+			}
+			// It keeps serving its requests in flight; the last one's settlement drops it.
+			t.retire(l)
+		}
+		if until, ok := t.refused[k]; ok {
+			if now.Before(until) {
+				t.mu.Unlock()
+				return nil
+			}
+			delete(t.refused, k)
+		}
+		if ch := t.acquiring[k]; ch != nil {
+			// Another request is taking the key's lease: wait for it rather than take one more.
+			t.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		ch := make(chan struct{})
+		t.acquiring[k] = ch
+		t.mu.Unlock()
+
+		res, err := g.Store.Reserve(ctx, store.ReserveParams{
+			ID: ids.New("res"), WorkspaceID: workspaceID, KeyID: keyID,
+			AmountNanos: target, MinAvailableNanos: max(MinPreflightNanos, leaseMinAvailableNanos),
+			ExpiresAt: now.Add(leaseMaxAge + g.ReservationTTL),
+		})
+
+		t.mu.Lock()
+		delete(t.acquiring, k)
+		close(ch)
+		if err != nil {
+			if errors.Is(err, store.ErrInsufficientFunds) || errors.Is(err, store.ErrKeyLimitExceeded) {
+				t.refused[k] = now.Add(leaseRefusalBackoff)
+			} else if ctx.Err() == nil {
+				g.Logger.Warn("taking a credit lease failed; reserving per request", zapErr(err))
+			}
+			t.mu.Unlock()
+			return nil
+		}
+		if t.closed {
+			t.mu.Unlock()
+			g.releaseLeaseReservation(res.ID)
+			return nil
+		}
+		l := &lease{id: res.ID, k: k, remaining: target - w, unsettled: 1, inflightNanos: w, created: now, lastAdmit: now}
+		if old := t.cur[k]; old != nil {
+			t.retire(old)
+		}
+		t.cur[k] = l
+		t.all[l] = struct{}{}
+		if !t.janitor {
+			t.janitor = true
+			t.janitorDone = make(chan struct{})
+			go g.leaseJanitor(t.janitorDone)
+		}
+		t.mu.Unlock()
+		return l
+	}
+}
+
+// settleLease settles a request of worst case w admitted from l, and drops the lease when
+// it was the last request in flight on a retired or drained lease.
+func (g *Gateway) settleLease(ctx context.Context, l *lease, w int64, gen *store.Generation) (store.Generation, error) {
+	t := g.leases
+	t.mu.Lock()
+	// The last request in flight drops the lease with its own settlement: no request can
+	// be admitted in between, the lease is retired first.
+	release := l.unsettled == 1
+	if release {
+		t.retire(l)
+		l.releasing = true
+	}
+	t.mu.Unlock()
+
+	stored, err := g.Store.SettleLease(ctx, store.SettleLeaseParams{ReservationID: l.id, HeldNanos: w, Generation: gen, Release: release})
+
+	t.mu.Lock()
+	l.unsettled--
+	l.inflightNanos -= w
+	switch {
+	case err != nil:
+		// Nothing was applied (or, for an ambiguous commit, maybe it was): the lease no longer
+		// admits, so no request can rely on a hold that may differ from what memory says.
+		l.remaining += w
+		t.retire(l)
+		l.releasing = false
+	case release:
+		l.remaining = 0
+		l.gone = true
+		delete(t.all, l)
+	default:
+		l.remaining += w - min(stored.CostNanos, w)
+	}
+	drop := l.unsettled == 0 && !l.gone && !l.releasing
+	if drop {
+		// Two settlements raced to be last: neither dropped it.
+		t.retire(l)
+		l.releasing = true
+	}
+	t.wakeJanitor()
+	t.mu.Unlock()
+	if drop {
+		g.releaseLease(ctx, l)
+	}
+	return stored, err
+}
+
+// releaseLease drops l's reservation; l is marked releasing by the caller and has no
+// request in flight.
+func (g *Gateway) releaseLease(ctx context.Context, l *lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseStoreTimeout)
+	defer cancel()
+	_, err := g.Store.ReleaseReservation(rctx, l.id)
+	t := g.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l.releasing = false
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The janitor tries again; the sweeper frees it at the latest when it expires.
+		g.Logger.Warn("releasing a credit lease failed", zap.String("reservation_id", l.id), zapErr(err))
+		return
+	}
+	l.remaining = 0
+	l.gone = true
+	delete(t.all, l)
+	t.wakeJanitor()
+}
+
+func (g *Gateway) releaseLeaseReservation(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), leaseStoreTimeout)
+	defer cancel()
+	if _, err := g.Store.ReleaseReservation(ctx, id); err != nil {
+		g.Logger.Warn("releasing a credit lease failed", zap.String("reservation_id", id), zapErr(err))
+	}
+}
+
+func (t *leaseTable) wakeJanitor() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// leaseJanitor retires idle leases and releases leases with nothing in flight whose
+// release has not happened (a store error); it returns once no lease is left.
+func (g *Gateway) leaseJanitor(done chan struct{}) {
+	defer close(done)
+	t := g.leases
+	tick := time.NewTicker(leaseJanitorInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-t.wake:
+		}
+		now := g.Now()
+		var drop []*lease
+		t.mu.Lock()
+		if len(t.all) == 0 || t.closed {
+			t.janitor = false
+			t.mu.Unlock()
+			return
+		}
+		for l := range t.all {
+			if !l.retired && now.Sub(l.lastAdmit) >= leaseIdle {
+				t.retire(l)
+			}
+			if l.unsettled == 0 && !l.gone && !l.releasing {
+				t.retire(l)
+				l.releasing = true
+				drop = append(drop, l)
+			}
+		}
+		for k, until := range t.refused {
+			if !now.Before(until) {
+				delete(t.refused, k)
+			}
+		}
+		t.mu.Unlock()
+		for _, l := range drop {
+			g.releaseLease(context.Background(), l)
+		}
+	}
+}
+
+// Close releases every lease of the Gateway: those with nothing in flight now, the others
+// when their last request settles. Requests after Close reserve for themselves. Call it
+// when the Gateway is retired (a config reload, a shutdown) so that no hold outlives it.
+func (g *Gateway) Close() error {
+	t := g.leases
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	t.closed = true
+	var drop []*lease
+	for l := range t.all {
+		t.retire(l)
+		if l.unsettled == 0 && !l.gone && !l.releasing {
+			l.releasing = true
+			drop = append(drop, l)
+		}
+	}
+	done := t.janitorDone
+	t.wakeJanitor()
+	t.mu.Unlock()
+	for _, l := range drop {
+		g.releaseLease(context.Background(), l)
+	}
+	if done != nil {
+		<-done
+	}
+	return nil
+}

@@ -1,0 +1,446 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/providers/mock"
+	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/store/postgres"
+)
+
+// countingStore counts the wallet writes a Gateway makes and can make lease writes fail.
+type countingStore struct {
+	store.Store
+	reserves, settles, leaseSettles, releases atomic.Int64
+	failLeaseSettle, failRelease              atomic.Bool
+}
+
+func (s *countingStore) Reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
+	s.reserves.Add(1)
+	return s.Store.Reserve(ctx, p)
+}
+
+func (s *countingStore) Settle(ctx context.Context, p store.SettleParams) (store.Generation, error) {
+	s.settles.Add(1)
+	return s.Store.Settle(ctx, p)
+}
+
+func (s *countingStore) SettleLease(ctx context.Context, p store.SettleLeaseParams) (store.Generation, error) {
+	s.leaseSettles.Add(1)
+	if s.failLeaseSettle.Load() {
+		return store.Generation{}, errors.New("disk I/O error")
+	}
+	return s.Store.SettleLease(ctx, p)
+}
+
+func (s *countingStore) ReleaseReservation(ctx context.Context, id string) (int64, error) {
+	s.releases.Add(1)
+	if s.failRelease.Load() {
+		return 0, errors.New("disk I/O error")
+	}
+	return s.Store.ReleaseReservation(ctx, id)
+}
+
+func leaseGateway(t *testing.T) (*adminGateway, *countingStore) {
+	t.Helper()
+	mk := mock.New(mock.Config{Name: "mock", Latency: 2 * time.Millisecond, Text: "a short answer"})
+	rt := route("mock", "m-1", "1", "2")
+	rt.Provider = mk
+	rt.MaxOutputTokens = 1000
+	rt.Price.PerRequest = 150_000_000 // 0.15 USD: a wallet runs dry in a test's time
+	a := newAdminGateway(t, []*Model{{Name: "m", Routes: []Route{rt}}}, nil)
+	cs := &countingStore{Store: a.s}
+	a.g.Store = cs
+	t.Cleanup(func() { _ = a.g.Close() })
+	return a, cs
+}
+
+// leasedHolds sums remaining + in-flight W of the Gateway's leases that still exist.
+func leasedHolds(g *Gateway) (sum int64, leases int) {
+	g.leases.mu.Lock()
+	defer g.leases.mu.Unlock()
+	for l := range g.leases.all {
+		if !l.gone {
+			sum += l.remaining + l.inflightNanos
+			leases++
+		}
+	}
+	return sum, leases
+}
+
+// The invariant of lease.go, under many concurrent requests of several keys: whenever no
+// store call is under way, what the store holds for a key is exactly the remaining credit
+// of its leases plus the worst cases of their requests in flight; the balance is the
+// initial one minus every recorded charge; and once everything settled nothing is held.
+func TestLeaseInvariantUnderConcurrency(t *testing.T) {
+	a, cs := leaseGateway(t)
+	const initial = 1000 * usdNanos
+	ws, std, _ := a.workspace(initial)
+	keys := []string{kidOf(t, std), kidOf(t, a.key(ws, store.KeyStandard, 0, "")), kidOf(t, a.key(ws, store.KeyStandard, 0, ""))}
+	ctx := context.Background()
+
+	// Workers hold gate.RLock around each step that touches the store (an admission, a
+	// settlement); the checker takes gate.Lock, so it sees no store call half done, while
+	// requests are in flight between their two steps.
+	var gate sync.RWMutex
+	var charged atomic.Int64
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 48 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			kid := keys[w%len(keys)]
+			for i := 0; i < 60; i++ {
+				worst := int64(1+rng.IntN(50)) * 1_000_000 // 0.001 to 0.05 USD
+				gate.RLock()
+				l := a.g.admitLease(ctx, ws, kid, worst)
+				gate.RUnlock()
+				if l == nil {
+					t.Error("a rich wallet got no lease")
+					return
+				}
+				admitted.Add(1)
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+				cost := rng.Int64N(worst * 3 / 2) // sometimes above the worst case
+				gate.RLock()
+				g, err := a.g.settleLease(ctx, l, worst, &store.Generation{WorkspaceID: ws, KeyID: kid, Model: "m", Status: 200, CostNanos: cost})
+				charged.Add(g.CostNanos) // inside the gate: the checker sees both or neither
+				gate.RUnlock()
+				if err != nil {
+					t.Errorf("settleLease: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	checks := 0
+	var checkWG sync.WaitGroup
+	checkWG.Add(1)
+	go func() {
+		defer checkWG.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(3 * time.Millisecond):
+			}
+			gate.Lock()
+			held, _ := leasedHolds(a.g)
+			var perKey int64
+			for _, kid := range keys {
+				sp, err := a.s.KeySpend(ctx, kid, time.Time{})
+				if err != nil {
+					t.Error(err)
+				}
+				perKey += sp.ReservedNanos
+			}
+			b, err := a.s.GetBalance(ctx, ws)
+			if err != nil {
+				t.Error(err)
+			}
+			if b.ReservedNanos != held || perKey != held || b.BalanceNanos != initial-charged.Load() {
+				t.Errorf("store %+v (keys reserve %d), leases hold %d, charged %d", b, perKey, held, charged.Load())
+			}
+			checks++
+			gate.Unlock()
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	checkWG.Wait()
+	if t.Failed() {
+		return
+	}
+	b, _ := a.s.GetBalance(ctx, ws)
+	if held, n := leasedHolds(a.g); b.ReservedNanos != 0 || held != 0 || n != 0 || b.BalanceNanos != initial-charged.Load() {
+		t.Fatalf("after the last settlement: %+v, %d leases holding %d", b, n, held)
+	}
+	n := admitted.Load()
+	t.Logf("%d checks; %d requests, %d lease reservations, %d releases", checks, n, cs.reserves.Load(), cs.releases.Load())
+	if checks == 0 || cs.reserves.Load()*4 > n {
+		t.Fatalf("leases did not spare writes: %d reservations for %d requests", cs.reserves.Load(), n)
+	}
+}
+
+// Through the API, concurrent requests run a wallet dry: leases while it is rich, exact
+// reservations below 10 USD, and the 1.00 USD preflight at the end. The balance never goes
+// below zero and always equals the initial credit minus the recorded charges.
+func TestLeaseWalletNeverOverspent(t *testing.T) {
+	a, cs := leaseGateway(t)
+	const initial = 40 * usdNanos
+	ws, std, _ := a.workspace(initial)
+	var mu sync.Mutex
+	var genIDs []string
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				status, hdr, _ := a.doHeader(http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+				mu.Lock()
+				statuses[status]++
+				if status == 200 {
+					genIDs = append(genIDs, hdr.Get("X-Generation-Id"))
+				}
+				mu.Unlock()
+				if status != 200 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if statuses[200] == 0 || statuses[402] != 16 || statuses[200]+statuses[402] != len(genIDs)+16 {
+		t.Fatalf("statuses %v", statuses)
+	}
+	var spent int64
+	for _, id := range genIDs {
+		g, err := a.s.GetGeneration(context.Background(), ws, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spent += g.CostNanos
+	}
+	b, _ := a.s.GetBalance(context.Background(), ws)
+	if b.BalanceNanos < 0 || b.ReservedNanos != 0 || b.BalanceNanos != initial-spent {
+		t.Fatalf("balance %+v, spent %d over %d requests", b, spent, len(genIDs))
+	}
+	// The last refusals are the preflight's: less than 1.00 USD available.
+	if b.BalanceNanos >= MinPreflightNanos {
+		t.Fatalf("stopped with %d available", b.BalanceNanos)
+	}
+	if cs.leaseSettles.Load() == 0 || cs.settles.Load() == 0 {
+		t.Fatalf("want both lease and exact settlements: %d and %d", cs.leaseSettles.Load(), cs.settles.Load())
+	}
+	t.Logf("%d requests: %d reservations, %d lease settlements, %d exact settlements, %d releases",
+		len(genIDs), cs.reserves.Load(), cs.leaseSettles.Load(), cs.settles.Load(), cs.releases.Load())
+}
+
+// A small wallet never sees a lease: each request reserves exactly its worst case, as
+// before leases, and the 402 is the precise one.
+func TestLeaseFallbackSmallWallet(t *testing.T) {
+	a, cs := leaseGateway(t)
+	_, std, _ := a.workspace(5 * usdNanos)
+	for range 3 {
+		a.mustDo(200, http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	}
+	if cs.leaseSettles.Load() != 0 || cs.settles.Load() != 3 {
+		t.Fatalf("lease settlements %d, exact %d", cs.leaseSettles.Load(), cs.settles.Load())
+	}
+	// A rich wallet whose key's limit cannot take a lease: exact reservations and the 429.
+	ws, _, _ := a.workspace(100 * usdNanos)
+	limited := a.key(ws, store.KeyStandard, 400_000_000, store.ResetMonthly)
+	for range 2 {
+		a.mustDo(200, http.MethodPost, "/chat/completions", limited, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	}
+	status, v := a.do(http.MethodPost, "/chat/completions", limited, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	wantError(t, "over the key's limit", status, v, 429, "key_limit_exceeded", "")
+	if cs.leaseSettles.Load() != 0 {
+		t.Fatalf("a limited key settled %d requests on leases", cs.leaseSettles.Load())
+	}
+}
+
+// Close releases leases with nothing in flight at once, and the others when their last
+// request settles; afterwards requests reserve for themselves.
+func TestLeasesReleasedOnClose(t *testing.T) {
+	a, cs := leaseGateway(t)
+	ws, std, _ := a.workspace(100 * usdNanos)
+	kid := kidOf(t, std)
+	ctx := context.Background()
+	gen := func() *store.Generation {
+		return &store.Generation{WorkspaceID: ws, KeyID: kid, Model: "m", Status: 200, CostNanos: 1_000_000}
+	}
+	l1 := a.g.admitLease(ctx, ws, kid, 10_000_000)
+	l2 := a.g.admitLease(ctx, ws, kid, 10_000_000)
+	if l1 == nil || l1 != l2 {
+		t.Fatal("two requests did not share a lease")
+	}
+	if _, err := a.g.settleLease(ctx, l2, 10_000_000, gen()); err != nil {
+		t.Fatal(err)
+	}
+	// The last settlement fails and so does the release after it: the lease is left idle
+	// and held, for the janitor or Close.
+	cs.failRelease.Store(true)
+	cs.failLeaseSettle.Store(true)
+	if _, err := a.g.settleLease(ctx, l1, 10_000_000, gen()); err == nil {
+		t.Fatal("settlement did not fail")
+	}
+	cs.failLeaseSettle.Store(false)
+	// Another key's lease with a request still in flight at Close.
+	std2 := a.key(ws, store.KeyStandard, 0, "")
+	kid2 := kidOf(t, std2)
+	l3 := a.g.admitLease(ctx, ws, kid2, 10_000_000)
+	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != 2*leaseTarget(10_000_000)-1_000_000 {
+		t.Fatalf("before Close: %+v", b)
+	}
+	cs.failRelease.Store(false)
+	if err := a.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != leaseTarget(10_000_000) {
+		t.Fatalf("after Close, one lease in flight: %+v", b)
+	}
+	if a.g.admitLease(ctx, ws, kid2, 10_000_000) != nil {
+		t.Fatal("a closed Gateway took a lease")
+	}
+	if _, err := a.g.settleLease(ctx, l3, 10_000_000, gen()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != 0 || b.BalanceNanos != 100*usdNanos-2_000_000 {
+		t.Fatalf("after the last settlement: %+v", b)
+	}
+	// After Close, requests still work, each with a reservation of its own.
+	before := cs.settles.Load()
+	a.mustDo(200, http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if cs.settles.Load() != before+1 {
+		t.Fatal("a request after Close was not settled exactly")
+	}
+}
+
+// The janitor releases a lease whose release failed, and then stops.
+func TestLeaseJanitorReleasesAndStops(t *testing.T) {
+	a, cs := leaseGateway(t)
+	ws, std, _ := a.workspace(100 * usdNanos)
+	kid := kidOf(t, std)
+	ctx := context.Background()
+	l := a.g.admitLease(ctx, ws, kid, 10_000_000)
+	cs.failRelease.Store(true)
+	cs.failLeaseSettle.Store(true)
+	_, _ = a.g.settleLease(ctx, l, 10_000_000, &store.Generation{WorkspaceID: ws, KeyID: kid, Status: 200})
+	cs.failRelease.Store(false)
+	cs.failLeaseSettle.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := a.s.GetBalance(ctx, ws)
+		a.g.leases.mu.Lock()
+		running := a.g.leases.janitor
+		a.g.leases.mu.Unlock()
+		if b.ReservedNanos == 0 && !running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("held %+v, janitor running %v", b, running)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An answer whose lease settlement fails is not delivered, and its lease is released.
+func TestLeaseAnswerNotDeliveredWhenItCannotBeRecorded(t *testing.T) {
+	a, cs := leaseGateway(t)
+	ws, std, _ := a.workspace(100 * usdNanos)
+	cs.failLeaseSettle.Store(true)
+	status, v := a.do(http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if status != 500 || v["error"].(map[string]any)["code"] == nil || cs.leaseSettles.Load() != 1 {
+		t.Fatalf("%d %v", status, v)
+	}
+	if b, _ := a.s.GetBalance(context.Background(), ws); b.ReservedNanos != 0 || b.BalanceNanos != 100*usdNanos {
+		t.Fatalf("balance %+v", b)
+	}
+}
+
+// Two instances over one PostgreSQL wallet, each with its own leases, run it dry with
+// concurrent requests: never overspent, nothing left held.
+func TestTwoInstancesShareOneWalletWithLeases(t *testing.T) {
+	dsn := pgSchemaDSN(t)
+	ctx := context.Background()
+	var gws []*Gateway
+	var counts []*countingStore
+	for range 2 {
+		s, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		rt := route("mock", "m-1", "1", "2")
+		rt.Provider = mock.New(mock.Config{Name: "mock", Latency: 2 * time.Millisecond})
+		rt.MaxOutputTokens = 1000
+		rt.Price.PerRequest = 150_000_000
+		reg, err := NewRegistry([]*Model{{Name: "m", Routes: []Route{rt}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs := &countingStore{Store: s}
+		g := &Gateway{Store: cs, Registry: reg}
+		g.Init()
+		t.Cleanup(func() { _ = g.Close() })
+		gws, counts = append(gws, g), append(counts, cs)
+	}
+	s := counts[0].Store
+	const initial = 25 * store.NanosPerUSD
+	ws := ids.New("ws")
+	if err := s.CreateWorkspace(ctx, store.Workspace{ID: ws, Name: "shared"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddCredits(ctx, ws, initial, "test"); err != nil {
+		t.Fatal(err)
+	}
+	k, plain, _ := NewKey(ws, store.KeyStandard, "k")
+	if err := s.CreateKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var genIDs []string
+	for i := range 16 {
+		wg.Add(1)
+		go func(g *Gateway) {
+			defer wg.Done()
+			for {
+				req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`))
+				req.Header.Set("Authorization", "Bearer "+plain)
+				rec := httptest.NewRecorder()
+				g.ServeHTTP(rec, req, "/chat/completions")
+				mu.Lock()
+				statuses[rec.Code]++
+				if rec.Code == 200 {
+					genIDs = append(genIDs, rec.Header().Get("X-Generation-Id"))
+				}
+				mu.Unlock()
+				if rec.Code != 200 {
+					return
+				}
+			}
+		}(gws[i%2])
+	}
+	wg.Wait()
+	if statuses[402] != 16 || statuses[200] != len(genIDs) || len(statuses) != 2 {
+		t.Fatalf("statuses %v", statuses)
+	}
+	var spent int64
+	for _, id := range genIDs {
+		g, err := s.GetGeneration(ctx, ws, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spent += g.CostNanos
+	}
+	b, err := s.GetBalance(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.BalanceNanos < 0 || b.BalanceNanos >= MinPreflightNanos || b.ReservedNanos != 0 || b.BalanceNanos != initial-spent {
+		t.Fatalf("balance %+v, spent %d over %d answers", b, spent, len(genIDs))
+	}
+	for i, cs := range counts {
+		if cs.leaseSettles.Load() == 0 {
+			t.Errorf("instance %d settled nothing on a lease", i)
+		}
+	}
+}
