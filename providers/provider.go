@@ -5,6 +5,13 @@
 // An adapter lives in its own sub-package (providers/openai, providers/mock, ...) and
 // implements Provider plus whichever optional capabilities it has: ChatProvider for the
 // neutral model, Forwarder when it can take a request body already in its own wire format.
+//
+// Reasoning signatures are tagged with the provider that issued them when an adapter decodes
+// an upstream answer ("gw1:<origin>:<raw>", see Tag and Untag). Surface encoders emit a
+// token of their own native origin raw and any other token as is; surface decoders keep
+// what clients send; upstream encoders send untagged signatures and their own (untagged),
+// and drop signatures of another origin, with the reasoning part when the upstream requires
+// a valid signature on it. See signature.go.
 package providers
 
 import (

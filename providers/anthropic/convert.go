@@ -582,8 +582,10 @@ func thinkingReplayable(msgs []providers.Message) bool {
 			return true
 		}
 		for _, p := range m.Content {
-			if p.Type == providers.PartReasoning && p.Signature != "" {
-				return true
+			if p.Type == providers.PartReasoning {
+				if sig, ok := providers.ReplaySignature(providers.SigAnthropic, p.Signature); ok && sig != "" {
+					return true
+				}
 			}
 		}
 		return false
@@ -733,8 +735,13 @@ func encodeMessages(msgs []providers.Message) ([]MessageParam, error) {
 		case providers.RoleAssistant:
 			var thinking []ContentBlock
 			for _, p := range m.Content {
-				if p.Type == providers.PartReasoning && p.Signature != "" {
-					thinking = append(thinking, ContentBlock{Type: "thinking", Thinking: ptr(p.Text), Signature: ptr(p.Signature)})
+				if p.Type != providers.PartReasoning {
+					continue
+				}
+				// A thinking block needs a valid signature: one from another provider
+				// drops the block (see providers.ReplaySignature).
+				if sig, ok := providers.ReplaySignature(providers.SigAnthropic, p.Signature); ok && sig != "" {
+					thinking = append(thinking, ContentBlock{Type: "thinking", Thinking: ptr(p.Text), Signature: ptr(sig)})
 				}
 			}
 			blocks, err := encodeParts(m.Content)
@@ -992,7 +999,8 @@ func toolInput(args string) json.RawMessage {
 
 // DecodeResponse reads a message object into the neutral model. Text blocks are joined, as
 // are thinking blocks; the reasoning signature is kept only when there was exactly one
-// thinking block, since a signature authenticates one block's text. redacted_thinking and
+// thinking block, since a signature authenticates one block's text; it is tagged with
+// providers.SigAnthropic (see providers.Tag). redacted_thinking and
 // server-tool blocks are dropped. A stop_reason of end_turn with tool calls (which the API
 // does not send) still becomes tool_calls.
 func DecodeResponse(body []byte) (*providers.Response, error) {
@@ -1018,7 +1026,7 @@ func DecodeResponse(body []byte) (*providers.Response, error) {
 				reasoning.WriteString(*b.Thinking)
 			}
 			if b.Signature != nil {
-				resp.ReasoningSignature = *b.Signature
+				resp.ReasoningSignature = providers.Tag(providers.SigAnthropic, *b.Signature)
 			}
 		case "tool_use":
 			args, err := decodeInput(b.Input)
@@ -1064,7 +1072,8 @@ func EncodeResponse(resp *providers.Response, id, model string) ([]byte, error) 
 	}
 	content := make([]ContentBlock, 0, len(resp.ToolCalls)+2)
 	if resp.Reasoning != "" || resp.ReasoningSignature != "" {
-		content = append(content, ContentBlock{Type: "thinking", Thinking: ptr(resp.Reasoning), Signature: ptr(resp.ReasoningSignature)})
+		sig := providers.NativeSignature(providers.SigAnthropic, resp.ReasoningSignature)
+		content = append(content, ContentBlock{Type: "thinking", Thinking: ptr(resp.Reasoning), Signature: ptr(sig)})
 	}
 	if resp.Text != "" {
 		content = append(content, ContentBlock{Type: "text", Text: ptr(resp.Text)})

@@ -544,7 +544,7 @@ func TestDecodeResponse(t *testing.T) {
 	}
 	want := &providers.Response{
 		ID: "msg_01XFDUDYJgAACzvnptvVoYEL", Model: "claude-sonnet-4-5-20250929",
-		Reasoning: "Two cities.", ReasoningSignature: "EqQBCgIYAhIM",
+		Reasoning: "Two cities.", ReasoningSignature: providers.Tag(providers.SigAnthropic, "EqQBCgIYAhIM"),
 		Text: "Checking now.",
 		ToolCalls: []providers.ToolCall{
 			{ID: "toolu_01A", Name: "get_weather", Arguments: `{"city":"Paris"}`},

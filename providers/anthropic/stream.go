@@ -274,7 +274,7 @@ func (s *messagesStream) startBlock(index int, b *ContentBlock) error {
 			ev.Text = *b.Thinking
 		}
 		if b.Signature != nil {
-			ev.Signature = *b.Signature
+			ev.Signature = providers.Tag(providers.SigAnthropic, *b.Signature)
 		}
 		if ev.Text != "" || ev.Signature != "" {
 			s.emit(ev)
@@ -326,7 +326,8 @@ func (s *messagesStream) delta(index int, d *streamDelta) error {
 		}
 		ev := providers.Event{Type: providers.EventReasoning, Text: d.Thinking}
 		if d.Type == "signature_delta" {
-			ev = providers.Event{Type: providers.EventReasoning, Signature: d.Signature}
+			// The API sends a block's whole signature in one signature_delta.
+			ev = providers.Event{Type: providers.EventReasoning, Signature: providers.Tag(providers.SigAnthropic, d.Signature)}
 		}
 		if ev.Text != "" || ev.Signature != "" {
 			s.emit(ev)
@@ -465,7 +466,7 @@ func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
 				frames = e.switchBlock(frames)
 				frames = e.openBlock(frames, blockThinking, thinkingBlock)
 			}
-			frames = e.delta(frames, e.curIndex, "signature_delta", "signature", ev.Signature)
+			frames = e.delta(frames, e.curIndex, "signature_delta", "signature", providers.NativeSignature(providers.SigAnthropic, ev.Signature))
 			e.signed = true
 		}
 	case providers.EventToolCall:

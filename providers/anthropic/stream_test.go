@@ -156,7 +156,7 @@ func TestStreamDecode(t *testing.T) {
 		{Type: providers.EventUsage, Usage: start},
 		{Type: providers.EventReasoning, Text: "The user wants "},
 		{Type: providers.EventReasoning, Text: "two cities."},
-		{Type: providers.EventReasoning, Signature: "EqQBCgIYAhIM1gbcDa9GJwZA"},
+		{Type: providers.EventReasoning, Signature: providers.Tag(providers.SigAnthropic, "EqQBCgIYAhIM1gbcDa9GJwZA")},
 		{Type: providers.EventText, Text: "Let me check "},
 		{Type: providers.EventText, Text: "both cities."},
 		{Type: providers.EventToolCall, Index: 0, ToolCall: providers.ToolCall{ID: "toolu_01A", Name: "get_weather"}},

@@ -312,8 +312,10 @@ func (e *encoder) assistantParts(m providers.Message, active bool) ([]Part, erro
 	sig := ""
 	parts := make([]Part, 0, len(m.Content)+len(m.ToolCalls))
 	for _, p := range m.Content {
-		if sig == "" && validSignature(p.Signature) {
-			sig = p.Signature
+		// A signature tagged by another provider is not Gemini's: it is dropped (a function
+		// call then gets the placeholder as before). See providers.ReplaySignature.
+		if raw, ok := providers.ReplaySignature(providers.SigGemini, p.Signature); ok && sig == "" && validSignature(raw) {
+			sig = raw
 		}
 		switch p.Type {
 		case providers.PartText:
@@ -816,7 +818,7 @@ func newTurn(names *toolNames) *turn {
 func (t *turn) part(p Part, emit func(providers.Event)) {
 	if p.FunctionCall != nil {
 		if t.signature(p.ThoughtSignature, true) {
-			emit(providers.Event{Type: providers.EventReasoning, Signature: t.sig})
+			emit(providers.Event{Type: providers.EventReasoning, Signature: providers.Tag(providers.SigGemini, t.sig)})
 		}
 		id := p.FunctionCall.ID
 		if id == "" {
@@ -839,12 +841,12 @@ func (t *turn) part(p Part, emit func(providers.Event)) {
 			emit(providers.Event{Type: providers.EventReasoning, Text: p.Text})
 		}
 		if t.signature(p.ThoughtSignature, false) {
-			emit(providers.Event{Type: providers.EventReasoning, Signature: t.sig})
+			emit(providers.Event{Type: providers.EventReasoning, Signature: providers.Tag(providers.SigGemini, t.sig)})
 		}
 		return
 	}
 	if t.signature(p.ThoughtSignature, false) {
-		emit(providers.Event{Type: providers.EventReasoning, Signature: t.sig})
+		emit(providers.Event{Type: providers.EventReasoning, Signature: providers.Tag(providers.SigGemini, t.sig)})
 	}
 	if p.Text != "" {
 		emit(providers.Event{Type: providers.EventText, Text: p.Text})

@@ -445,7 +445,7 @@ func TestDecodeResponse(t *testing.T) {
 			name: "thoughts, cache and tool-use prompt usage",
 			body: `{"candidates":[{"content":{"parts":[{"text":"Let me think.","thought":true},{"text":"42","thoughtSignature":"c2lnMQ=="}],"role":"model"},"finishReason":"STOP"}],
 				"usageMetadata":{"promptTokenCount":100,"cachedContentTokenCount":60,"toolUsePromptTokenCount":7,"candidatesTokenCount":3,"thoughtsTokenCount":50,"totalTokenCount":160}}`,
-			want: providers.Response{Reasoning: "Let me think.", ReasoningSignature: "c2lnMQ==", Text: "42", FinishReason: providers.FinishStop,
+			want: providers.Response{Reasoning: "Let me think.", ReasoningSignature: providers.Tag(providers.SigGemini, "c2lnMQ=="), Text: "42", FinishReason: providers.FinishStop,
 				Usage: providers.Usage{Input: 47, CacheRead: 60, Output: 3, Reasoning: 50}},
 		},
 		{
@@ -512,7 +512,7 @@ func TestDecodeResponseFunctionCalls(t *testing.T) {
 	if got.FinishReason != providers.FinishToolCalls {
 		t.Errorf("finish = %q, want tool_calls", got.FinishReason)
 	}
-	if got.ReasoningSignature != "Zmlyc3Q=" {
+	if got.ReasoningSignature != providers.Tag(providers.SigGemini, "Zmlyc3Q=") {
 		t.Errorf("signature = %q, want the one of the first function call", got.ReasoningSignature)
 	}
 	if len(got.ToolCalls) != 3 {

@@ -33,10 +33,12 @@
 //     8192, high 24576 tokens, none 0) become thinkingConfig, with includeThoughts.
 //   - Thought signatures: thought parts of an answer become Reasoning (events
 //     EventReasoning); the answer's signature is that of its first function call, else the
-//     last one seen (Response.ReasoningSignature; the last signature event of a stream).
-//     In history, the signature of an assistant turn's parts goes back on its first
+//     last one seen (Response.ReasoningSignature; the last signature event of a stream),
+//     tagged with its origin (providers.Tag, providers.SigGemini). In history, the
+//     signature of an assistant turn's parts (untagged, or Gemini's own, sent raw; one
+//     tagged by another provider is dropped) goes back on its first
 //     function call, or its last text part; reasoning text itself is not sent back. A
-//     function call of the current turn with no signature (history from another provider
+//     function call of the current turn with no Gemini signature (history from another provider
 //     or from chat completions) gets the placeholder Gemini accepts for calls it did not
 //     make, since Gemini 3 rejects it otherwise.
 //   - Function calls Gemini sends without an id get "call_gemini_<12 random base62>_<n>",

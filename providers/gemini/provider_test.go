@@ -135,7 +135,7 @@ func TestChat(t *testing.T) {
 				"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":3,"totalTokenCount":40,"thoughtsTokenCount":25,"promptTokensDetails":[{"modality":"TEXT","tokenCount":12}]},
 				"modelVersion":"gemini-2.5-flash","responseId":"eXamPlE-id"}`,
 			want: providers.Response{ID: "eXamPlE-id", Model: "gemini-2.5-flash", Reasoning: "**Planning**\nThe user greets.",
-				ReasoningSignature: "Q2lnbmF0dXJl", Text: "Hello!", FinishReason: providers.FinishStop,
+				ReasoningSignature: providers.Tag(providers.SigGemini, "Q2lnbmF0dXJl"), Text: "Hello!", FinishReason: providers.FinishStop,
 				Usage: providers.Usage{Input: 12, Output: 3, Reasoning: 25}},
 		},
 		{

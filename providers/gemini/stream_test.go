@@ -52,7 +52,7 @@ func TestStream(t *testing.T) {
 			},
 			want: []providers.Event{
 				{Type: providers.EventReasoning, Text: "**Thinking** about it"},
-				{Type: providers.EventReasoning, Signature: "c2lnLWE="},
+				{Type: providers.EventReasoning, Signature: providers.Tag(providers.SigGemini, "c2lnLWE=")},
 				textEv("Answer."), finishEv(providers.FinishStop),
 				usageEv(providers.Usage{Input: 2, CacheRead: 2, Output: 2, Reasoning: 30}),
 			},
@@ -132,7 +132,7 @@ func TestStreamFunctionCalls(t *testing.T) {
 	if len(got) != 7 {
 		t.Fatalf("%d events, want 7: %+v", len(got), got)
 	}
-	if got[0] != textEv("Let me check.") || got[1] != (providers.Event{Type: providers.EventReasoning, Signature: "Rmlyc3Q="}) {
+	if got[0] != textEv("Let me check.") || got[1] != (providers.Event{Type: providers.EventReasoning, Signature: providers.Tag(providers.SigGemini, "Rmlyc3Q=")}) {
 		t.Errorf("first events: %+v", got[:2])
 	}
 	calls := got[2:5]

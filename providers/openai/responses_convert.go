@@ -524,14 +524,17 @@ func EncodeResponsesRequest(req *providers.Request) ([]byte, error) {
 					text = append(text, p)
 					continue
 				}
-				if p.Signature == "" {
+				// A reasoning item is sent only with its encrypted_content, which must be
+				// OpenAI's own (see providers.ReplaySignature).
+				sig, ok := providers.ReplaySignature(providers.SigOpenAI, p.Signature)
+				if !ok || sig == "" {
 					continue
 				}
 				if err := flush(); err != nil {
 					return nil, fmt.Errorf("message %d: %w", i, err)
 				}
 				signed = true
-				ri := responsesReasoningItem{Type: "reasoning", Summary: []ResponsesSummaryPart{}, EncryptedContent: p.Signature}
+				ri := responsesReasoningItem{Type: "reasoning", Summary: []ResponsesSummaryPart{}, EncryptedContent: sig}
 				if p.Text != "" {
 					ri.Summary = append(ri.Summary, ResponsesSummaryPart{Type: "summary_text", Text: p.Text})
 				}
@@ -639,7 +642,8 @@ func encodeResponsesContent(parts []providers.Part, textType string, allowImages
 // DecodeResponsesResponse reads a response object into the neutral model: the output_text
 // of every message item makes the text (a refusal when there is none), the summaries of the
 // reasoning items (joined with a blank line; their reasoning_text content when there is no
-// summary) the reasoning, the first encrypted_content the reasoning signature, and each
+// summary) the reasoning, the first encrypted_content the reasoning signature (tagged with
+// providers.SigOpenAI, see providers.Tag), and each
 // function_call item a tool call whose ID is its call_id. Other output items (hosted tools)
 // are ignored. Status completed is a stop, or tool_calls when there are calls; incomplete
 // maps incomplete_details.reason (content_filter, otherwise length). A failed response is
@@ -711,7 +715,7 @@ func responseFromItems(items []ResponsesItem) (*providers.Response, error) {
 				reasoning = append(reasoning, part.Text)
 			}
 			if out.ReasoningSignature == "" {
-				out.ReasoningSignature = part.Signature
+				out.ReasoningSignature = providers.Tag(providers.SigOpenAI, part.Signature)
 			}
 		case "function_call":
 			out.ToolCalls = append(out.ToolCalls, providers.ToolCall{ID: it.CallID, Name: it.Name, Arguments: string(it.Arguments)})
@@ -954,7 +958,7 @@ func appendItem(b []byte, it *outputItem, complete bool) []byte {
 		b = append(b, ']')
 		if complete && it.signature != "" {
 			b = append(b, `,"encrypted_content":`...)
-			b = appendString(b, it.signature)
+			b = appendString(b, providers.NativeSignature(providers.SigOpenAI, it.signature))
 		}
 		b = append(b, '}')
 	case itemCall:

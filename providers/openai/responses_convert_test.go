@@ -351,7 +351,7 @@ func TestDecodeResponsesResponse(t *testing.T) {
 	}
 	want := &providers.Response{
 		ID: "resp_123", Model: "gpt-5-2025-08-07",
-		Reasoning: "**Plan**\n\nCall the tool.", ReasoningSignature: "gAAAAAB",
+		Reasoning: "**Plan**\n\nCall the tool.", ReasoningSignature: providers.Tag(providers.SigOpenAI, "gAAAAAB"),
 		Text: "Let me look.",
 		ToolCalls: []providers.ToolCall{
 			{ID: "call_a", Name: "weather", Arguments: `{"city":"Paris"}`},

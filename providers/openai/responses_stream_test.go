@@ -318,7 +318,7 @@ func TestResponsesStreamDecoder(t *testing.T) {
 				{Type: providers.EventReasoning, Text: "One."},
 				{Type: providers.EventReasoning, Text: "\n\n"},
 				{Type: providers.EventReasoning, Text: "Two."},
-				{Type: providers.EventReasoning, Signature: "gAAAAenc"},
+				{Type: providers.EventReasoning, Signature: providers.Tag(providers.SigOpenAI, "gAAAAenc")},
 				{Type: providers.EventText, Text: "No."},
 				{Type: providers.EventFinish, FinishReason: providers.FinishContentFilter},
 			},
@@ -711,7 +711,7 @@ func TestResponsesProviderStreamJSONFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := responsesAccumulate(events)
-	if got.Text != "Let me look." || got.ReasoningSignature != "gAAAAAB" || len(got.ToolCalls) != 2 || got.FinishReason != providers.FinishToolCalls {
+	if got.Text != "Let me look." || got.ReasoningSignature != providers.Tag(providers.SigOpenAI, "gAAAAAB") || len(got.ToolCalls) != 2 || got.FinishReason != providers.FinishToolCalls {
 		t.Errorf("replayed %+v", got)
 	}
 }
