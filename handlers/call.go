@@ -247,47 +247,10 @@ func notRecorded() *APIError {
 var notRecordedStream = &providers.UpstreamError{Provider: "gateway", Category: providers.CategoryServerError,
 	Message: "the gateway could not record this answer's charge, so its end was not delivered"}
 
-// usageExtras are the gateway's additions to a surface's usage object.
-func usageExtras(lines []store.CostLine, total int64) [][2]any {
-	if lines == nil {
-		lines = []store.CostLine{}
-	}
-	return [][2]any{{"cost", costNumber(total)}, {"cost_nanos", total}, {"cost_lines", lines}}
-}
-
 // costNumber is the exact decimal dollar amount as a JSON number.
 type costNumber int64
 
 func (n costNumber) MarshalJSON() ([]byte, error) { return []byte(pricing.FormatUSD(int64(n))), nil }
-
-// meta is the timing block returned when the request asks for "meta": true.
-func (c *call) meta() map[string]any {
-	now := c.g.Now()
-	m := map[string]any{
-		"end_to_end_ms":       now.Sub(c.start).Milliseconds(),
-		"gateway_overhead_ms": max(0, (now.Sub(c.start) - c.upstreamTime).Milliseconds()),
-		"attempts":            c.attempts,
-	}
-	if len(c.dropped) > 0 {
-		m["dropped_parameters"] = c.dropped
-	}
-	if c.skippedFrames > 0 {
-		m["skipped_frames"] = c.skippedFrames
-	}
-	if c.route != nil {
-		m["provider"] = c.route.ProviderName
-		m["upstream_model"] = c.route.UpstreamModel
-	}
-	if !c.firstByte.IsZero() {
-		m["latency_ms"] = c.firstByte.Sub(c.start).Milliseconds()
-		gen := now.Sub(c.firstByte)
-		m["generation_ms"] = gen.Milliseconds()
-		if secs := gen.Seconds(); secs > 0 {
-			m["throughput_tps"] = float64(c.usage.CompletionTokens()) / secs
-		}
-	}
-	return m
-}
 
 // failed notes that the request ended in an error the client received.
 func (c *call) failed(e *APIError) *APIError {

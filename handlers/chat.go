@@ -304,14 +304,12 @@ func passHeaders(r *http.Request) http.Header {
 // upstreamChatBody rewrites the client's body for a route: its model id, no "meta", and
 // usage always requested on streams (the gateway bills from it).
 func upstreamChatBody(body []byte, model string, f chatFields) ([]byte, error) {
-	quoted, _ := json.Marshal(model)
-	out, err := rawjson.Set(body, "model", quoted)
+	// Deleting first copies nothing when there is no meta; the sets then copy once.
+	out, err := rawjson.Delete(body, "meta")
 	if err != nil {
 		return nil, err
 	}
-	if out, err = rawjson.Delete(out, "meta"); err != nil {
-		return nil, err
-	}
+	edits := []rawjson.Edit{{Key: "model", Value: appendJSONString(nil, model)}}
 	if f.stream && !f.includeUsage {
 		opts, _ := rawjson.Get(out, "stream_options")
 		if rawjson.IsNull(opts) || opts[0] != '{' {
@@ -320,11 +318,9 @@ func upstreamChatBody(body []byte, model string, f chatFields) ([]byte, error) {
 		if opts, err = rawjson.Set(opts, "include_usage", []byte("true")); err != nil {
 			return nil, err
 		}
-		if out, err = rawjson.Set(out, "stream_options", opts); err != nil {
-			return nil, err
-		}
+		edits = append(edits, rawjson.Edit{Key: "stream_options", Value: opts})
 	}
-	return out, nil
+	return rawjson.SetMany(out, edits...)
 }
 
 // chatForward is the byte-forwarding path: the upstream speaks chat completions itself.
@@ -342,11 +338,7 @@ var chatWire = wireFormat{format: providers.FormatOpenAIChat, parseUsage: openai
 
 // decorate sets the gateway's id, adds cost to the usage object and meta when asked.
 func (c *call) decorate(obj []byte) ([]byte, error) {
-	out, err := c.decorateUsage(c.setID(obj, "id"), openai.AppendChatUsage(nil, c.usage), "usage")
-	if err != nil {
-		return nil, err
-	}
-	return c.withMeta(out)
+	return c.decorateTop(obj, "id", "usage", openai.AppendChatUsage(nil, c.usage))
 }
 
 func firstFinishReason(resp []byte) string {
@@ -370,7 +362,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	defer idle.Stop()
 	out := newSSEWriter(w)
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
-	quotedID, _ := json.Marshal(c.genID)
+	quotedID := appendJSONString(nil, c.genID)
 	var usageChunk []byte
 	done := false
 	var streamErr *providers.UpstreamError
@@ -392,43 +384,54 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 			c.skippedFrames++
 			continue
 		}
-		if e, _ := rawjson.Get(data, "error"); !rawjson.IsNull(e) {
+		var cf chunkFields
+		chunkOK := cf.read(data) == nil
+		if e := cf.value(data, cf.err); !rawjson.IsNull(e) {
 			streamErr = inStreamError(rt.ProviderName, e, data)
 			break
 		}
 		if c.trackText {
 			c.delivered.WriteString(chunkText(data))
 		}
-		if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
+		choices := cf.value(data, cf.choices)
+		if raw := cf.value(data, cf.usage); !rawjson.IsNull(raw) {
 			if u, err := openai.ParseChatUsage(raw); err == nil {
 				c.usage, c.usageKnown = u, true
 			}
-			if choices, _ := rawjson.Get(data, "choices"); choices == nil || emptyArray(choices) {
+			if choices == nil || emptyArray(choices) {
 				usageChunk = append(usageChunk[:0], data...)
 				continue
 			}
 		}
 		if c.upstreamID == "" {
-			if raw, _ := rawjson.Get(data, "id"); raw != nil {
+			if raw := cf.value(data, cf.id); raw != nil {
 				c.upstreamID, _ = rawjson.String(raw)
 			}
 		}
-		if fr := chunkFinishReason(data); fr != "" {
+		if fr := choicesFinishReason(choices); fr != "" {
 			c.finish = fr
 		}
 		if hasDeltaContent(data) {
 			c.gotToken()
-		}
-		chunk, err := rawjson.Set(data, "id", quotedID)
-		if err != nil {
-			chunk = data
 		}
 		if !out.started {
 			c.recordAttempt(rt, began, nil)
 			c.route = &rt
 			c.status = http.StatusOK
 		}
-		out.data(chunk)
+		switch {
+		case chunkOK && cf.id.ok:
+			// The gateway's id in place of the upstream's, spliced as the frame is written.
+			out.dataReplacing(data, cf.id.f.ValueStart, cf.id.f.ValueEnd, quotedID)
+		case chunkOK:
+			chunk, err := rawjson.Set(data, "id", quotedID)
+			if err != nil {
+				chunk = data
+			}
+			out.data(chunk)
+		default:
+			out.data(data)
+		}
 		c.chunks++
 		if out.failed {
 			break
@@ -511,16 +514,78 @@ func chatErrorFrame(ue *providers.UpstreamError) []byte {
 	return b
 }
 
+// chunkFields are the members of a chat chunk the relay reads, found in one pass.
+type chunkFields struct {
+	err, usage, choices, id chunkField
+}
+
+type chunkField struct {
+	f  rawjson.Field
+	ok bool
+}
+
+func (cf *chunkFields) read(chunk []byte) error {
+	return rawjson.Each(chunk, func(key []byte, f rawjson.Field) bool {
+		dst := cf.field(key)
+		if dst == nil && bytes.IndexByte(key, '\\') >= 0 {
+			// An escaped key: compare it decoded, as rawjson.Get does.
+			if s, ok := rawjson.String(append(append([]byte{'"'}, key...), '"')); ok {
+				dst = cf.field([]byte(s))
+			}
+		}
+		if dst != nil {
+			dst.f, dst.ok = f, true
+		}
+		return true
+	})
+}
+
+func (cf *chunkFields) field(key []byte) *chunkField {
+	switch string(key) {
+	case "error":
+		return &cf.err
+	case "usage":
+		return &cf.usage
+	case "choices":
+		return &cf.choices
+	case "id":
+		return &cf.id
+	}
+	return nil
+}
+
+// value is the raw value of a field read, nil when absent.
+func (cf *chunkFields) value(chunk []byte, fl chunkField) []byte {
+	if !fl.ok {
+		return nil
+	}
+	return chunk[fl.f.ValueStart:fl.f.ValueEnd]
+}
+
 func chunkFinishReason(chunk []byte) string {
 	choices, _ := rawjson.Get(chunk, "choices")
+	return choicesFinishReason(choices)
+}
+
+// choicesFinishReason is the first finish reason set in a chunk's choices array.
+func choicesFinishReason(choices []byte) string {
 	if len(choices) < 2 || emptyArray(choices) {
 		return ""
 	}
 	// Cheap test first: most chunks carry "finish_reason":null.
+	if !containsFinish(choices) {
+		return ""
+	}
+	return decodeFinishReason(choices)
+}
+
+// decodeFinishReason decodes the choices array; apart from choicesFinishReason so that the
+// decoding target is only allocated for the chunks that need it.
+func decodeFinishReason(choices []byte) string {
 	var v []struct {
 		FinishReason *string `json:"finish_reason"`
 	}
-	if !containsFinish(choices) || json.Unmarshal(choices, &v) != nil {
+	if json.Unmarshal(choices, &v) != nil {
 		return ""
 	}
 	for _, ch := range v {

@@ -58,10 +58,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 		c.upstreamID, _ = rawjson.String(raw)
 	}
 	c.finish = wf.finish(data)
-	out := c.setID(data, "id")
-	if out, err = c.decorateUsage(out, wf.appendUsage(nil, c.usage), "usage"); err == nil {
-		out, err = c.withMeta(out)
-	}
+	out, err := c.decorateTop(data, "id", "usage", wf.appendUsage(nil, c.usage))
 	if err != nil {
 		return fmt.Errorf("decorating the response: %w", err)
 	}

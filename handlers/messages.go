@@ -43,7 +43,11 @@ func (anthropicSurface) sink(c *call, model string) streamSink {
 	return &anthropicSink{enc: anthropic.NewStreamEncoder(c.genID, model)}
 }
 
-type anthropicSink struct{ enc *anthropic.StreamEncoder }
+type anthropicSink struct {
+	enc *anthropic.StreamEncoder
+	// frames is reused by event: its frames are written before the next event is encoded.
+	frames []frame
+}
 
 func fromAnthropic(fs []anthropic.Frame) []frame {
 	out := make([]frame, len(fs))
@@ -55,7 +59,13 @@ func fromAnthropic(fs []anthropic.Frame) []frame {
 
 func (s *anthropicSink) start() []frame { return fromAnthropic(s.enc.Start(providers.Usage{})) }
 
-func (s *anthropicSink) event(ev providers.Event) []frame { return fromAnthropic(s.enc.Encode(ev)) }
+func (s *anthropicSink) event(ev providers.Event) []frame {
+	s.frames = s.frames[:0]
+	for _, f := range s.enc.Encode(ev) {
+		s.frames = append(s.frames, frame{event: f.Event, data: f.Data})
+	}
+	return s.frames
+}
 
 func (s *anthropicSink) finish(c *call) []frame {
 	frames := fromAnthropic(s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))

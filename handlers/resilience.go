@@ -180,10 +180,15 @@ func (c *call) timeoutCause(ctx context.Context, rt Route) *providers.UpstreamEr
 	return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true, Message: msg, Err: cause}
 }
 
-// attempt runs one try of a route under the policy's timers. fn gets a request whose
-// context ends with the attempt.
+// attempt runs one try of a route under the policy's timers. When a timer applies, fn gets
+// a request whose context ends with the attempt; otherwise it gets r itself.
 func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.Request) error) (err error, silent bool) {
 	p := rt.Policy
+	if !stream || (p.HeaderTimeout <= 0 && p.FirstTokenTimeout <= 0) {
+		// No timer can cut this attempt short: it runs on the client's context as it is,
+		// without a context, a request copy and timers of its own.
+		return fn(r), false
+	}
 	ctx, cancel := context.WithCancelCause(c.reqCtx)
 	defer cancel(nil)
 	a := &attemptState{cancel: cancel, policy: p, stream: stream}

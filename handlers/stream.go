@@ -23,7 +23,7 @@ type sseWriter struct {
 }
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
 }
 
 func (s *sseWriter) commit() {
@@ -45,6 +45,19 @@ func (s *sseWriter) data(payload []byte) {
 	s.event("", payload)
 }
 
+// dataReplacing writes payload with payload[start:end] replaced by value, as data does.
+func (s *sseWriter) dataReplacing(payload []byte, start, end int, value []byte) {
+	s.commit()
+	if s.failed {
+		return
+	}
+	b := append(s.buf[:0], "data: "...)
+	b = append(b, payload[:start]...)
+	b = append(b, value...)
+	b = append(b, payload[end:]...)
+	s.write(append(b, '\n', '\n'))
+}
+
 // event writes an event with an optional name and flushes.
 func (s *sseWriter) event(name string, payload []byte) {
 	s.commit()
@@ -59,7 +72,11 @@ func (s *sseWriter) event(name string, payload []byte) {
 	}
 	b = append(b, "data: "...)
 	b = append(b, payload...)
-	b = append(b, '\n', '\n')
+	s.write(append(b, '\n', '\n'))
+}
+
+// write sends a complete event and flushes.
+func (s *sseWriter) write(b []byte) {
 	s.buf = b
 	if _, err := s.w.Write(b); err != nil {
 		s.failed = true

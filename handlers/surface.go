@@ -2,10 +2,11 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -196,7 +197,17 @@ func (c *call) decorateUsage(obj []byte, fallback []byte, path ...string) ([]byt
 		}
 		return rawjson.Set(obj, path[0], inner)
 	}
-	usage, err := rawjson.Get(obj, path[0])
+	usage, err := c.costedUsage(obj, path[0], fallback)
+	if err != nil {
+		return nil, err
+	}
+	return rawjson.Set(obj, path[0], usage)
+}
+
+// costedUsage is the usage object under key in obj (fallback when absent) with the cost
+// fields added.
+func (c *call) costedUsage(obj []byte, key string, fallback []byte) ([]byte, error) {
+	usage, err := rawjson.Get(obj, key)
 	if err != nil {
 		return nil, err
 	}
@@ -204,21 +215,29 @@ func (c *call) decorateUsage(obj []byte, fallback []byte, path ...string) ([]byt
 		usage = fallback
 	}
 	lines, total := c.cost()
-	for _, kv := range usageExtras(lines, total) {
-		v, err := json.Marshal(kv[1])
-		if err != nil {
-			return nil, err
-		}
-		if usage, err = rawjson.Set(usage, kv[0].(string), v); err != nil {
-			return nil, err
-		}
+	return rawjson.SetMany(usage,
+		rawjson.Edit{Key: "cost", Value: pricing.AppendUSD(nil, total)},
+		rawjson.Edit{Key: "cost_nanos", Value: strconv.AppendInt(nil, total, 10)},
+		rawjson.Edit{Key: "cost_lines", Value: appendCostLines(make([]byte, 0, 2+80*len(lines)), lines)})
+}
+
+// decorateTop sets the gateway's id under idKey, adds cost to the usage object under
+// usageKey (fallback when absent) and adds meta when asked, in one copy of obj.
+func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback []byte) ([]byte, error) {
+	usage, err := c.costedUsage(obj, usageKey, fallback)
+	if err != nil {
+		return nil, err
 	}
-	return rawjson.Set(obj, path[0], usage)
+	edits := []rawjson.Edit{{Key: idKey, Value: appendJSONString(nil, c.genID)}, {Key: usageKey, Value: usage}}
+	if c.wantMeta {
+		edits = append(edits, rawjson.Edit{Key: "meta", Value: c.appendMeta(make([]byte, 0, 320))})
+	}
+	return rawjson.SetMany(obj, edits...)
 }
 
 // setID replaces a string field (the answer's id) with the generation id.
 func (c *call) setID(obj []byte, path ...string) []byte {
-	quoted, _ := json.Marshal(c.genID)
+	quoted := appendJSONString(nil, c.genID)
 	if len(path) == 1 {
 		if out, err := rawjson.Set(obj, path[0], quoted); err == nil {
 			return out
@@ -240,9 +259,5 @@ func (c *call) withMeta(obj []byte) ([]byte, error) {
 	if !c.wantMeta {
 		return obj, nil
 	}
-	m, err := json.Marshal(c.meta())
-	if err != nil {
-		return nil, err
-	}
-	return rawjson.Set(obj, "meta", m)
+	return rawjson.Set(obj, "meta", c.appendMeta(make([]byte, 0, 320)))
 }

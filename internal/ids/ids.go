@@ -5,6 +5,7 @@ package ids
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"strings"
 	"time"
 )
 
@@ -12,6 +13,12 @@ const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 // ULID returns a 26-character ULID for time t: 48 bits of milliseconds, 80 random bits.
 func ULID(t time.Time) string {
+	var out [26]byte
+	ulid(&out, t)
+	return string(out[:])
+}
+
+func ulid(out *[26]byte, t time.Time) {
 	var b [16]byte
 	ms := uint64(t.UnixMilli())
 	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
@@ -20,17 +27,24 @@ func ULID(t time.Time) string {
 	// 128 bits as 26 base-32 digits, most significant first (the first digit holds 3 bits).
 	hi := binary.BigEndian.Uint64(b[0:8])
 	lo := binary.BigEndian.Uint64(b[8:16])
-	var out [26]byte
 	for i := 25; i >= 0; i-- {
 		out[i] = crockford[lo&31]
 		lo = lo>>5 | hi<<59
 		hi >>= 5
 	}
-	return string(out[:])
 }
 
-// New returns prefix + "_" + a ULID of now.
-func New(prefix string) string { return prefix + "_" + ULID(time.Now()) }
+// New returns prefix + "_" + a ULID of now, in one allocation.
+func New(prefix string) string {
+	var u [26]byte
+	ulid(&u, time.Now())
+	var sb strings.Builder
+	sb.Grow(len(prefix) + 1 + len(u))
+	sb.WriteString(prefix)
+	sb.WriteByte('_')
+	sb.Write(u[:])
+	return sb.String()
+}
 
 const lowerAlnum = "abcdefghijklmnopqrstuvwxyz0123456789"
 

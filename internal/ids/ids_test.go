@@ -42,3 +42,10 @@ func TestToken(t *testing.T) {
 		t.Fatal("tokens repeat")
 	}
 }
+
+func TestNewShape(t *testing.T) {
+	id := New("gen")
+	if len(id) != len("gen_")+26 || !strings.HasPrefix(id, "gen_") || strings.Trim(id[4:], crockford) != "" {
+		t.Fatalf("bad id %q", id)
+	}
+}

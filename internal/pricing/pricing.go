@@ -5,6 +5,7 @@ package pricing
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -145,6 +146,33 @@ func FormatUSD(nanos int64) string {
 	}
 	f := strings.TrimRight(fmt.Sprintf("%09d", frac), "0")
 	return sign + strconv.FormatInt(whole, 10) + "." + f
+}
+
+// AppendUSD appends FormatUSD(nanos) to b without allocating a string.
+func AppendUSD(b []byte, nanos int64) []byte {
+	if nanos == math.MinInt64 {
+		return append(b, FormatUSD(nanos)...)
+	}
+	if nanos < 0 {
+		b = append(b, '-')
+		nanos = -nanos
+	}
+	whole, frac := nanos/store.NanosPerUSD, nanos%store.NanosPerUSD
+	b = strconv.AppendInt(b, whole, 10)
+	if frac == 0 {
+		return b
+	}
+	var digits [9]byte
+	for i := len(digits) - 1; i >= 0; i-- {
+		digits[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	n := len(digits)
+	for digits[n-1] == '0' {
+		n--
+	}
+	b = append(b, '.')
+	return append(b, digits[:n]...)
 }
 
 // USD is nanos as a float dollar amount, for the display-only `cost` fields.

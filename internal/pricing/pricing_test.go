@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"math"
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -75,5 +76,14 @@ func TestCost(t *testing.T) {
 	}
 	if got := WorstCase(p, 1000, 100); got != 3_125_000+1_000_000+1000 {
 		t.Fatalf("worst case %d", got)
+	}
+}
+
+func TestAppendUSD(t *testing.T) {
+	for _, n := range []int64{0, 1, -1, 10, 999_999_999, 1_000_000_000, 1_500_000_000, -1_500_000_000, 123_456_789_012, 100_000_000, 1_000_000_001,
+		math.MaxInt64, math.MinInt64, math.MinInt64 + 1} {
+		if got, want := string(AppendUSD([]byte("x"), n)), "x"+FormatUSD(n); got != want {
+			t.Errorf("AppendUSD(%d) = %s, want %s", n, got, want)
+		}
 	}
 }

@@ -270,3 +270,101 @@ func skipValue(data []byte, i int) (int, error) {
 		return j, nil
 	}
 }
+
+// Edit is one top-level member to set: Key to the raw JSON Value.
+type Edit struct {
+	Key   string
+	Value []byte
+}
+
+// SetMany applies several Sets in one copy of data: each key present is replaced in place
+// (its last occurrence, as Lookup finds it), the absent ones are appended in the order
+// given. When an edit names a key an earlier edit named, the later one wins. The result
+// equals that of calling Set for each edit in turn. data is not modified.
+func SetMany(data []byte, edits ...Edit) ([]byte, error) {
+	const maxEdits = 8
+	if len(edits) > maxEdits {
+		var err error
+		for _, e := range edits {
+			if data, err = Set(data, e.Key, e.Value); err != nil {
+				return nil, err
+			}
+		}
+		return data, nil
+	}
+	// found[i] is where edit i's key sits in data; ok[i] whether it does.
+	var found [maxEdits]Field
+	var ok [maxEdits]bool
+	err := Each(data, func(k []byte, f Field) bool {
+		for i := range edits {
+			if keyEquals(k, edits[i].Key) {
+				found[i], ok[i] = f, true
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	// skip[i] marks an edit overridden by a later edit of the same key.
+	var skip [maxEdits]bool
+	size := len(data)
+	appended := false
+	for i := range edits {
+		for j := i + 1; j < len(edits); j++ {
+			if edits[j].Key == edits[i].Key {
+				skip[i] = true
+			}
+		}
+		if skip[i] {
+			continue
+		}
+		if ok[i] {
+			size += len(edits[i].Value) - (found[i].ValueEnd - found[i].ValueStart)
+		} else {
+			size += len(edits[i].Key) + len(edits[i].Value) + 4
+			appended = true
+		}
+	}
+	end := len(data)
+	if appended {
+		if end = bytes.LastIndexByte(data, '}'); end < 0 {
+			return nil, ErrMalformed
+		}
+	}
+	out := make([]byte, 0, size)
+	// Replacements in the order they appear in data.
+	last := 0
+	for {
+		next := -1
+		for i := range edits {
+			if ok[i] && !skip[i] && found[i].ValueStart >= last && (next < 0 || found[i].ValueStart < found[next].ValueStart) {
+				next = i
+			}
+		}
+		if next < 0 {
+			break
+		}
+		out = append(out, data[last:found[next].ValueStart]...)
+		out = append(out, edits[next].Value...)
+		last = found[next].ValueEnd
+	}
+	if !appended {
+		return append(out, data[last:]...), nil
+	}
+	out = append(out, data[last:end]...)
+	empty := len(bytes.TrimSpace(data[bytes.IndexByte(data, '{')+1:end])) == 0
+	for i := range edits {
+		if ok[i] || skip[i] {
+			continue
+		}
+		if !empty {
+			out = append(out, ',')
+		}
+		empty = false
+		out = strconv.AppendQuote(out, edits[i].Key)
+		out = append(out, ':')
+		out = append(out, edits[i].Value...)
+	}
+	return append(out, data[end:]...), nil
+}

@@ -1,0 +1,86 @@
+package handlers
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// meta is the reference for appendMeta: the map encoding/json turns into the same bytes.
+func (c *call) metaMap() map[string]any {
+	now := c.g.Now()
+	m := map[string]any{
+		"end_to_end_ms":       now.Sub(c.start).Milliseconds(),
+		"gateway_overhead_ms": max(0, (now.Sub(c.start) - c.upstreamTime).Milliseconds()),
+		"attempts":            c.attempts,
+	}
+	if len(c.dropped) > 0 {
+		m["dropped_parameters"] = c.dropped
+	}
+	if c.skippedFrames > 0 {
+		m["skipped_frames"] = c.skippedFrames
+	}
+	if c.route != nil {
+		m["provider"] = c.route.ProviderName
+		m["upstream_model"] = c.route.UpstreamModel
+	}
+	if !c.firstByte.IsZero() {
+		m["latency_ms"] = c.firstByte.Sub(c.start).Milliseconds()
+		gen := now.Sub(c.firstByte)
+		m["generation_ms"] = gen.Milliseconds()
+		if secs := gen.Seconds(); secs > 0 {
+			m["throughput_tps"] = float64(c.usage.CompletionTokens()) / secs
+		}
+	}
+	return m
+}
+
+func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "gen-01ABC", "a\"b\\c", "<tag> & co", "tab\there\n", "é ü 日本", "\u2028\u2029", "bad \xff utf8", "\x7f"} {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Errorf("string %q: got %s want %s", s, got, want)
+		}
+	}
+	for _, f := range []float64{0, 1, -1, 0.5, 1.0 / 3, 123456.789, 1e-7, 2.5e-9, 1e20, 1e21, 1.5e300, math.SmallestNonzeroFloat64, 7e-6} {
+		want, _ := json.Marshal(f)
+		if got := appendJSONFloat(nil, f); string(got) != string(want) {
+			t.Errorf("float %v: got %s want %s", f, got, want)
+		}
+	}
+	for _, lines := range [][]store.CostLine{{}, {{Dimension: "input", Quantity: 12, UnitPriceNanos: 150_000_000, Nanos: 2}}, {{Dimension: "output", Quantity: 1}, {Dimension: "request", Nanos: -3}}} {
+		want, _ := json.Marshal(lines)
+		if got := appendCostLines(nil, lines); string(got) != string(want) {
+			t.Errorf("lines: got %s want %s", got, want)
+		}
+	}
+}
+
+func TestAppendMetaMatchesMap(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	now := start.Add(1234 * time.Millisecond)
+	g := &Gateway{Now: func() time.Time { return now }}
+	rt := &Route{ProviderName: "open<ai>", UpstreamModel: "gpt-4o"}
+	calls := []*call{
+		{g: g, start: start},
+		{g: g, start: start, attempts: []store.Attempt{}},
+		{g: g, start: start, route: rt, upstreamTime: 800 * time.Millisecond, firstByte: start.Add(300 * time.Millisecond),
+			usage: providers.Usage{Output: 17, Reasoning: 3},
+			attempts: []store.Attempt{{Provider: "a", UpstreamModel: "m", Status: 500, DurationMs: 12, Error: "boom \"x\" <y>", Category: "server_error"},
+				{Provider: "open<ai>", UpstreamModel: "gpt-4o", Status: 200, DurationMs: 800}}},
+		{g: g, start: start, route: rt, dropped: []string{"top_k", "seed"}, skippedFrames: 2, firstByte: now, upstreamTime: 2 * time.Second},
+	}
+	for i, c := range calls {
+		want, err := json.Marshal(c.metaMap())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.appendMeta([]byte("x")); string(got) != "x"+string(want) {
+			t.Errorf("call %d:\ngot  %s\nwant %s", i, got[1:], want)
+		}
+	}
+}

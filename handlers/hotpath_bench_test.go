@@ -1,0 +1,178 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/store/sqlite"
+)
+
+// benchProvider is an upstream that answers at once with canned bodies: chat completions
+// by forwarding, everything else through the neutral model.
+type benchProvider struct {
+	completion []byte
+	stream     []byte
+}
+
+func newBenchProvider() *benchProvider {
+	p := &benchProvider{completion: []byte(`{"id":"chatcmpl-up1","object":"chat.completion","created":1700000000,"model":"up-model",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, how can I help you today?"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":12,"completion_tokens":10,"total_tokens":22}}`)}
+	var b bytes.Buffer
+	chunk := func(delta, finish string) {
+		fmt.Fprintf(&b, `data: {"id":"chatcmpl-up1","object":"chat.completion.chunk","created":1700000000,"model":"up-model","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`+"\n\n", delta, finish)
+	}
+	chunk(`{"role":"assistant","content":""}`, "null")
+	for i := 0; i < 14; i++ {
+		chunk(fmt.Sprintf(`{"content":"word%d "}`, i), "null")
+	}
+	chunk(`{}`, `"stop"`)
+	b.WriteString(`data: {"id":"chatcmpl-up1","object":"chat.completion.chunk","created":1700000000,"model":"up-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":15,"total_tokens":27}}` + "\n\n")
+	b.WriteString("data: [DONE]\n\n")
+	p.stream = b.Bytes()
+	return p
+}
+
+func (p *benchProvider) Name() string { return "bench" }
+
+var benchFormats = []providers.WireFormat{providers.FormatOpenAIChat}
+
+func (p *benchProvider) Formats() []providers.WireFormat { return benchFormats }
+
+func (p *benchProvider) Forward(_ context.Context, req *providers.RawRequest) (*providers.RawResponse, error) {
+	body := p.completion
+	if req.Stream {
+		body = p.stream
+	}
+	return &providers.RawResponse{Status: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(body))}, nil
+}
+
+func (p *benchProvider) Chat(_ context.Context, req *providers.Request) (*providers.Response, error) {
+	return &providers.Response{ID: "msg-up1", Model: req.Model, Text: "Hello there, how can I help you today?",
+		FinishReason: providers.FinishStop, Usage: providers.Usage{Input: 12, Output: 10}}, nil
+}
+
+func (p *benchProvider) ChatStream(_ context.Context, req *providers.Request) (providers.Stream, error) {
+	evs := make([]providers.Event, 0, 17)
+	for i := 0; i < 14; i++ {
+		evs = append(evs, providers.Event{Type: providers.EventText, Text: fmt.Sprintf("word%d ", i)})
+	}
+	evs = append(evs, providers.Event{Type: providers.EventFinish, FinishReason: providers.FinishStop},
+		providers.Event{Type: providers.EventUsage, Usage: providers.Usage{Input: 12, Output: 15}})
+	return &benchStream{evs: evs, i: -1}, nil
+}
+
+type benchStream struct {
+	evs []providers.Event
+	i   int
+}
+
+func (s *benchStream) Next() bool               { s.i++; return s.i < len(s.evs) }
+func (s *benchStream) Current() providers.Event { return s.evs[s.i] }
+func (s *benchStream) Err() error               { return nil }
+func (s *benchStream) Close() error             { return nil }
+
+// benchGateway is a Gateway over SQLite with one priced model routed to benchProvider, and a
+// funded standard key.
+func benchGateway(b *testing.B) (*Gateway, string) {
+	b.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "gateway.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	var price pricing.Price
+	price.Input, _ = pricing.ParseUSD("0.15")
+	price.Output, _ = pricing.ParseUSD("0.60")
+	price.CachedInput, price.CacheWrite, price.Reasoning = price.Input, price.Input, price.Output
+	reg, err := NewRegistry([]*Model{{Name: "bench-model", Routes: []Route{{ProviderName: "bench", Provider: newBenchProvider(), UpstreamModel: "up-model", Price: price}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := &Gateway{Store: s, Registry: reg}
+	g.Init()
+	b.Cleanup(func() { _ = g.Close() })
+	ws := ids.New("ws")
+	if err := s.CreateWorkspace(ctx, store.Workspace{ID: ws, Name: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.AddCredits(ctx, ws, 1_000_000*usdNanos, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	k, plain, err := NewKey(ws, store.KeyStandard, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	k.CreatedAt = g.Now()
+	if err := s.CreateKey(ctx, k); err != nil {
+		b.Fatal(err)
+	}
+	return g, plain
+}
+
+func benchServe(b *testing.B, path, body string, check func(*httptest.ResponseRecorder)) {
+	g, key := benchGateway(b)
+	serve := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "http://gw/v1"+path, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+key)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		g.ServeHTTP(w, r, path)
+		return w
+	}
+	w := serve()
+	if w.Code != http.StatusOK {
+		b.Fatalf("status %d: %s", w.Code, w.Body.String())
+	}
+	check(w)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		serve()
+	}
+}
+
+const benchChatBody = `{"model":"bench-model","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello."}],"max_tokens":256,"temperature":0.2,"meta":true`
+
+func BenchmarkHotPath(b *testing.B) {
+	b.Run("chat", func(b *testing.B) {
+		benchServe(b, "/chat/completions", benchChatBody+`}`, func(w *httptest.ResponseRecorder) {
+			if !strings.Contains(w.Body.String(), `"cost_lines"`) || !strings.Contains(w.Body.String(), `"meta"`) {
+				b.Fatalf("answer lacks cost or meta: %s", w.Body.String())
+			}
+		})
+	})
+	b.Run("chat_stream", func(b *testing.B) {
+		benchServe(b, "/chat/completions", benchChatBody+`,"stream":true}`, func(w *httptest.ResponseRecorder) {
+			if got := strings.Count(w.Body.String(), "data: "); got != 18 || !strings.Contains(w.Body.String(), `"cost_lines"`) {
+				b.Fatalf("%d events: %s", got, w.Body.String())
+			}
+		})
+	})
+	b.Run("messages", func(b *testing.B) {
+		benchServe(b, "/messages", `{"model":"bench-model","max_tokens":256,"system":"You are terse.","messages":[{"role":"user","content":"Say hello."}]}`, func(w *httptest.ResponseRecorder) {
+			if !strings.Contains(w.Body.String(), `"cost_lines"`) {
+				b.Fatalf("answer lacks cost: %s", w.Body.String())
+			}
+		})
+	})
+	b.Run("messages_stream", func(b *testing.B) {
+		benchServe(b, "/messages", `{"model":"bench-model","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"Say hello."}]}`, func(w *httptest.ResponseRecorder) {
+			if !strings.Contains(w.Body.String(), "message_stop") {
+				b.Fatalf("stream incomplete: %s", w.Body.String())
+			}
+		})
+	})
+}
