@@ -186,17 +186,11 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 			return err
 		}
 		g := in
-		charge := max(min(in.CostNanos, b.BalanceNanos), 0)
-		g.CostNanos = charge
-		g.UnbilledNanos = in.CostNanos - charge
-		if err := insertGeneration(ctx, tx, &g); err != nil {
+		charge, err := recordCharge(ctx, tx, &g, in.CostNanos, b.BalanceNanos, now)
+		if err != nil {
 			return err
 		}
 		if charge > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at)
-				VALUES ($1, $2, 'charge', $3, $4, $5)`, g.WorkspaceID, -charge, g.ID, g.KeyID, now); err != nil {
-				return fmt.Errorf("appending to ledger: %w", err)
-			}
 			if _, err := tx.Exec(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - $1 WHERE workspace_id = $2`,
 				charge, g.WorkspaceID); err != nil {
 				return fmt.Errorf("updating wallet: %w", err)
@@ -359,17 +353,9 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 			return err
 		}
 		g := in
-		charge := max(min(in.CostNanos, b.BalanceNanos), 0)
-		g.CostNanos = charge
-		g.UnbilledNanos = in.CostNanos - charge
-		if err := insertGeneration(ctx, tx, &g); err != nil {
+		charge, err := recordCharge(ctx, tx, &g, in.CostNanos, b.BalanceNanos, now)
+		if err != nil {
 			return err
-		}
-		if charge > 0 {
-			if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at)
-				VALUES ($1, $2, 'charge', $3, $4, $5)`, g.WorkspaceID, -charge, g.ID, g.KeyID, now); err != nil {
-				return fmt.Errorf("appending to ledger: %w", err)
-			}
 		}
 		unreserve := min(charge, p.HeldNanos, amount)
 		if p.Release {
@@ -419,4 +405,23 @@ func (s *Store) ReleaseReservation(ctx context.Context, id string) (int64, error
 		return 0, fmt.Errorf("releasing reservation %q: %w", id, err)
 	}
 	return amount, nil
+}
+
+// recordCharge is what every settlement does: it charges cost capped at the balance (the
+// rest is recorded as unbilled, the balance never goes below zero), records the generation
+// and appends the charge to the ledger. The caller updates the wallet row.
+func recordCharge(ctx context.Context, tx pgx.Tx, g *store.Generation, cost, balance int64, now time.Time) (int64, error) {
+	charge := max(min(cost, balance), 0)
+	g.CostNanos = charge
+	g.UnbilledNanos = cost - charge
+	if err := insertGeneration(ctx, tx, g); err != nil {
+		return 0, err
+	}
+	if charge > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at)
+			VALUES ($1, $2, 'charge', $3, $4, $5)`, g.WorkspaceID, -charge, g.ID, g.KeyID, now); err != nil {
+			return 0, fmt.Errorf("appending to ledger: %w", err)
+		}
+	}
+	return charge, nil
 }
