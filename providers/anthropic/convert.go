@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -1215,6 +1216,6 @@ func appendUsage(b []byte, u providers.Usage, withDetails bool) []byte {
 
 func isNull(raw []byte) bool { return len(raw) == 0 || string(raw) == "null" }
 
-func jsonString(s string) json.RawMessage { return appendString(nil, s) }
+func jsonString(s string) json.RawMessage { return rawjson.AppendString(nil, s) }
 
 func ptr[T any](v T) *T { return &v }

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
@@ -416,9 +416,9 @@ func (e *StreamEncoder) Start(u providers.Usage) []Frame {
 	}
 	e.started = true
 	b := []byte(`{"type":"message_start","message":{"id":`)
-	b = appendString(b, e.id)
+	b = rawjson.AppendString(b, e.id)
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
-	b = appendString(b, e.model)
+	b = rawjson.AppendString(b, e.model)
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
 	b = appendUsage(b, u, false)
 	b = append(b, "}}"...)
@@ -488,9 +488,9 @@ func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
 				id = "toolu_" + toolID(e.id) + "_" + strconv.Itoa(ev.Index)
 			}
 			cb := []byte(`{"type":"tool_use","id":`)
-			cb = appendString(cb, id)
+			cb = rawjson.AppendString(cb, id)
 			cb = append(cb, `,"name":`...)
-			cb = appendString(cb, ev.ToolCall.Name)
+			cb = rawjson.AppendString(cb, ev.ToolCall.Name)
 			cb = append(cb, `,"input":{}}`...)
 			frames = e.openBlock(frames, blockTool, string(cb))
 			e.curTool = ev.Index
@@ -527,10 +527,10 @@ func (e *StreamEncoder) Finish(reason providers.FinishReason, stopSeq string, u 
 	}
 	stop := StopReason(reason, stopSeq)
 	b := []byte(`{"type":"message_delta","delta":{"stop_reason":`)
-	b = appendString(b, stop)
+	b = rawjson.AppendString(b, stop)
 	b = append(b, `,"stop_sequence":`...)
 	if stop == "stop_sequence" {
-		b = appendString(b, stopSeq)
+		b = rawjson.AppendString(b, stopSeq)
 	} else {
 		b = append(b, "null"...)
 	}
@@ -547,9 +547,9 @@ func (e *StreamEncoder) Finish(reason providers.FinishReason, stopSeq string, u 
 // the SDKs turn into their typed errors.
 func ErrorFrame(errType, message string) Frame {
 	b := []byte(`{"type":"error","error":{"type":`)
-	b = appendString(b, errType)
+	b = rawjson.AppendString(b, errType)
 	b = append(b, `,"message":`...)
-	b = appendString(b, message)
+	b = rawjson.AppendString(b, message)
 	b = append(b, "}}"...)
 	return Frame{Event: "error", Data: b}
 }
@@ -596,59 +596,7 @@ func (e *StreamEncoder) delta(frames []Frame, index int, typ, field, value strin
 	b = append(b, `","`...)
 	b = append(b, field...)
 	b = append(b, `":`...)
-	b = appendString(b, value)
+	b = rawjson.AppendString(b, value)
 	b = append(b, "}}"...)
 	return append(frames, Frame{Event: "content_block_delta", Data: b})
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaping as encoding/json does (invalid UTF-8
-// becomes U+FFFD) without its reflection and allocations.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

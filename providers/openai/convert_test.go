@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -453,7 +454,7 @@ func FuzzAppendString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got := appendString(nil, s)
+		got := rawjson.AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatalf("%q: %v", got, err)

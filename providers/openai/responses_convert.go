@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
@@ -940,11 +941,11 @@ func appendItem(b []byte, it *outputItem, complete bool) []byte {
 		status = "in_progress"
 	}
 	b = append(b, `{"id":`...)
-	b = appendString(b, it.id)
+	b = rawjson.AppendString(b, it.id)
 	switch it.kind {
 	case itemMessage:
 		b = append(b, `,"type":"message","status":`...)
-		b = appendString(b, status)
+		b = rawjson.AppendString(b, status)
 		b = append(b, `,"role":"assistant","content":[`...)
 		if complete {
 			b = appendTextPart(b, it.text.String())
@@ -958,19 +959,19 @@ func appendItem(b []byte, it *outputItem, complete bool) []byte {
 		b = append(b, ']')
 		if complete && it.signature != "" {
 			b = append(b, `,"encrypted_content":`...)
-			b = appendString(b, providers.NativeSignature(providers.SigOpenAI, it.signature))
+			b = rawjson.AppendString(b, providers.NativeSignature(providers.SigOpenAI, it.signature))
 		}
 		b = append(b, '}')
 	case itemCall:
 		b = append(b, `,"type":"function_call","status":`...)
-		b = appendString(b, status)
+		b = rawjson.AppendString(b, status)
 		b = append(b, `,"call_id":`...)
-		b = appendString(b, it.callID)
+		b = rawjson.AppendString(b, it.callID)
 		b = append(b, `,"name":`...)
-		b = appendString(b, it.name)
+		b = rawjson.AppendString(b, it.name)
 		b = append(b, `,"arguments":`...)
 		if complete {
-			b = appendString(b, string(it.args))
+			b = rawjson.AppendString(b, string(it.args))
 		} else {
 			b = append(b, `""`...)
 		}
@@ -981,13 +982,13 @@ func appendItem(b []byte, it *outputItem, complete bool) []byte {
 
 func appendTextPart(b []byte, text string) []byte {
 	b = append(b, `{"type":"output_text","text":`...)
-	b = appendString(b, text)
+	b = rawjson.AppendString(b, text)
 	return append(b, `,"annotations":[],"logprobs":[]}`...)
 }
 
 func appendSummaryPart(b []byte, text string) []byte {
 	b = append(b, `{"type":"summary_text","text":`...)
-	b = appendString(b, text)
+	b = rawjson.AppendString(b, text)
 	return append(b, '}')
 }
 
@@ -995,21 +996,21 @@ func appendSummaryPart(b []byte, text string) []byte {
 // progress); incomplete is the incomplete_details.reason, empty for none.
 func appendResponse(b []byte, id string, createdAt int64, model, status, incomplete string, items []*outputItem, u *providers.Usage) []byte {
 	b = append(b, `{"id":`...)
-	b = appendString(b, id)
+	b = rawjson.AppendString(b, id)
 	b = append(b, `,"object":"response","created_at":`...)
 	b = strconv.AppendInt(b, createdAt, 10)
 	b = append(b, `,"status":`...)
-	b = appendString(b, status)
+	b = rawjson.AppendString(b, status)
 	b = append(b, `,"background":false,"error":null,"incomplete_details":`...)
 	if incomplete != "" {
 		b = append(b, `{"reason":`...)
-		b = appendString(b, incomplete)
+		b = rawjson.AppendString(b, incomplete)
 		b = append(b, '}')
 	} else {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"instructions":null,"max_output_tokens":null,"metadata":{},"model":`...)
-	b = appendString(b, model)
+	b = rawjson.AppendString(b, model)
 	b = append(b, `,"output":[`...)
 	for i, it := range items {
 		if i > 0 {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
@@ -113,7 +114,7 @@ func (e *ResponsesStreamEncoder) Encode(ev providers.Event) []ResponsesFrame {
 		b := e.begin("response.output_text.delta")
 		b = appendItemRef(b, it)
 		b = append(b, `,"content_index":0,"delta":`...)
-		b = appendString(b, ev.Text)
+		b = rawjson.AppendString(b, ev.Text)
 		b = append(b, `,"logprobs":[]`...)
 		frames = append(frames, e.frame("response.output_text.delta", b))
 	case providers.EventReasoning:
@@ -139,7 +140,7 @@ func (e *ResponsesStreamEncoder) Encode(ev providers.Event) []ResponsesFrame {
 			b := e.begin("response.reasoning_summary_text.delta")
 			b = appendItemRef(b, it)
 			b = append(b, `,"summary_index":0,"delta":`...)
-			b = appendString(b, ev.Text)
+			b = rawjson.AppendString(b, ev.Text)
 			frames = append(frames, e.frame("response.reasoning_summary_text.delta", b))
 		}
 		it.signature += ev.Signature
@@ -165,7 +166,7 @@ func (e *ResponsesStreamEncoder) Encode(ev providers.Event) []ResponsesFrame {
 			b := e.begin("response.function_call_arguments.delta")
 			b = appendItemRef(b, it)
 			b = append(b, `,"delta":`...)
-			b = appendString(b, ev.ToolCall.Arguments)
+			b = rawjson.AppendString(b, ev.ToolCall.Arguments)
 			frames = append(frames, e.frame("response.function_call_arguments.delta", b))
 		}
 	}
@@ -208,10 +209,10 @@ func (e *ResponsesStreamEncoder) ErrorFrame(code, message string) ResponsesFrame
 	if code == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendString(b, code)
+		b = rawjson.AppendString(b, code)
 	}
 	b = append(b, `,"message":`...)
-	b = appendString(b, message)
+	b = rawjson.AppendString(b, message)
 	b = append(b, `,"param":null`...)
 	return e.frame("error", b)
 }
@@ -255,7 +256,7 @@ func (e *ResponsesStreamEncoder) close(frames []ResponsesFrame, it *outputItem, 
 			b := e.begin("response.output_text.done")
 			b = appendItemRef(b, it)
 			b = append(b, `,"content_index":0,"text":`...)
-			b = appendString(b, text)
+			b = rawjson.AppendString(b, text)
 			b = append(b, `,"logprobs":[]`...)
 			frames = append(frames, e.frame("response.output_text.done", b))
 			b = e.begin("response.content_part.done")
@@ -270,7 +271,7 @@ func (e *ResponsesStreamEncoder) close(frames []ResponsesFrame, it *outputItem, 
 			b := e.begin("response.reasoning_summary_text.done")
 			b = appendItemRef(b, it)
 			b = append(b, `,"summary_index":0,"text":`...)
-			b = appendString(b, text)
+			b = rawjson.AppendString(b, text)
 			frames = append(frames, e.frame("response.reasoning_summary_text.done", b))
 			b = e.begin("response.reasoning_summary_part.done")
 			b = appendItemRef(b, it)
@@ -282,9 +283,9 @@ func (e *ResponsesStreamEncoder) close(frames []ResponsesFrame, it *outputItem, 
 		b := e.begin("response.function_call_arguments.done")
 		b = appendItemRef(b, it)
 		b = append(b, `,"name":`...)
-		b = appendString(b, it.name)
+		b = rawjson.AppendString(b, it.name)
 		b = append(b, `,"arguments":`...)
-		b = appendString(b, string(it.args))
+		b = rawjson.AppendString(b, string(it.args))
 		frames = append(frames, e.frame("response.function_call_arguments.done", b))
 	}
 	b := e.begin("response.output_item.done")
@@ -324,7 +325,7 @@ func (e *ResponsesStreamEncoder) responseFrame(typ, status, incomplete string, u
 // appendItemRef appends the item_id and output_index of an item's events.
 func appendItemRef(b []byte, it *outputItem) []byte {
 	b = append(b, `,"item_id":`...)
-	b = appendString(b, it.id)
+	b = rawjson.AppendString(b, it.id)
 	b = append(b, `,"output_index":`...)
 	return strconv.AppendInt(b, int64(it.index), 10)
 }

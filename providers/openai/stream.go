@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
@@ -311,11 +311,11 @@ type sentCall struct {
 // seconds).
 func NewChunkEncoder(id, model string, created int64) *ChunkEncoder {
 	p := []byte(`{"id":`)
-	p = appendString(p, id)
+	p = rawjson.AppendString(p, id)
 	p = append(p, `,"object":"chat.completion.chunk","created":`...)
 	p = strconv.AppendInt(p, created, 10)
 	p = append(p, `,"model":`...)
-	p = appendString(p, model)
+	p = rawjson.AppendString(p, model)
 	p = append(p, ',')
 	return &ChunkEncoder{prefix: p, buf: make([]byte, 0, 512)}
 }
@@ -332,7 +332,7 @@ func (e *ChunkEncoder) Encode(ev providers.Event) ([]byte, bool) {
 		}
 		b = e.openDelta(b)
 		b = append(b, `"content":`...)
-		b = appendString(b, ev.Text)
+		b = rawjson.AppendString(b, ev.Text)
 		b = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
 	case providers.EventToolCall:
 		b = e.openDelta(b)
@@ -342,18 +342,18 @@ func (e *ChunkEncoder) Encode(ev providers.Event) ([]byte, bool) {
 		if !c.sentID && ev.ToolCall.ID != "" {
 			c.sentID = true
 			b = append(b, `,"id":`...)
-			b = appendString(b, ev.ToolCall.ID)
+			b = rawjson.AppendString(b, ev.ToolCall.ID)
 			b = append(b, `,"type":"function"`...)
 		}
 		b = append(b, `,"function":{`...)
 		if !c.sentFn && ev.ToolCall.Name != "" {
 			c.sentFn = true
 			b = append(b, `"name":`...)
-			b = appendString(b, ev.ToolCall.Name)
+			b = rawjson.AppendString(b, ev.ToolCall.Name)
 			b = append(b, ',')
 		}
 		b = append(b, `"arguments":`...)
-		b = appendString(b, ev.ToolCall.Arguments)
+		b = rawjson.AppendString(b, ev.ToolCall.Arguments)
 		b = append(b, `}}]},"logprobs":null,"finish_reason":null}]}`...)
 	case providers.EventFinish:
 		reason := ev.FinishReason
@@ -366,7 +366,7 @@ func (e *ChunkEncoder) Encode(ev providers.Event) ([]byte, bool) {
 			b = b[:len(b)-1]
 		}
 		b = append(b, `},"logprobs":null,"finish_reason":`...)
-		b = appendString(b, string(reason))
+		b = rawjson.AppendString(b, string(reason))
 		b = append(b, `}]}`...)
 	case providers.EventUsage:
 		b = append(b, `"choices":[],"usage":`...)
@@ -414,56 +414,4 @@ func AppendChatUsage(b []byte, u providers.Usage) []byte {
 	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
 	b = strconv.AppendInt(b, u.Reasoning, 10)
 	return append(b, `}}`...)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaping as encoding/json does (invalid UTF-8
-// becomes U+FFFD) without its reflection and allocations.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
