@@ -84,7 +84,7 @@ func DecodeChatRequest(body []byte) (*providers.Request, error) {
 		req.Tools = append(req.Tools, tool)
 	}
 	var err error
-	if req.ToolChoice, err = decodeToolChoice(cr.ToolChoice); err != nil {
+	if req.ToolChoice, err = decodeToolChoice(cr.ToolChoice, "tool_choice.function.name"); err != nil {
 		return nil, err
 	}
 	if rf := cr.ResponseFormat; rf != nil {
@@ -222,9 +222,11 @@ func decodeImageURL(u string) (providers.Part, error) {
 	return providers.Part{Type: providers.PartImage, ImageURL: u}, nil
 }
 
-// decodeToolChoice reads tool_choice: "auto", "none", "required" or
-// {"type":"function","function":{"name":...}}.
-func decodeToolChoice(raw json.RawMessage) (string, error) {
+// decodeToolChoice reads tool_choice: "auto", "none", "required", or a named function in
+// either API's shape: chat's {"type":"function","function":{"name"}} or Responses'
+// {"type":"function","name"}. namePath names the missing name in errors. allowed_tools and
+// hosted tool choices are refused.
+func decodeToolChoice(raw json.RawMessage, namePath string) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if isNull(raw) {
 		return "", nil
@@ -242,6 +244,7 @@ func decodeToolChoice(raw json.RawMessage) (string, error) {
 	}
 	var obj struct {
 		Type     string `json:"type"`
+		Name     string `json:"name"`
 		Function struct {
 			Name string `json:"name"`
 		} `json:"function"`
@@ -252,10 +255,13 @@ func decodeToolChoice(raw json.RawMessage) (string, error) {
 	if obj.Type != "function" {
 		return "", fmt.Errorf("tool_choice.type: unsupported type %q", obj.Type)
 	}
-	if obj.Function.Name == "" {
-		return "", errors.New("tool_choice.function.name: required")
+	if obj.Name == "" {
+		obj.Name = obj.Function.Name
 	}
-	return obj.Function.Name, nil
+	if obj.Name == "" {
+		return "", errors.New(namePath + ": required")
+	}
+	return obj.Name, nil
 }
 
 // EncodeChatRequest writes the neutral request as a chat completions body. The output

@@ -117,7 +117,7 @@ func DecodeResponsesRequest(body []byte) (*providers.Request, error) {
 		}
 		req.Tools = append(req.Tools, tool)
 	}
-	if req.ToolChoice, err = decodeResponsesToolChoice(rr.ToolChoice); err != nil {
+	if req.ToolChoice, err = decodeToolChoice(rr.ToolChoice, "tool_choice.name"); err != nil {
 		return nil, err
 	}
 	if rr.Text != nil && rr.Text.Format != nil {
@@ -410,47 +410,6 @@ func decodeResponsesImage(p ResponsesContentPart) (providers.Part, error) {
 		return providers.Part{}, errors.New("image_url: data URL has no data")
 	}
 	return part, nil
-}
-
-// decodeResponsesToolChoice reads tool_choice: "auto", "none", "required" or
-// {"type":"function","name":...}. The chat-style {"type":"function","function":{"name"}}
-// is accepted too. allowed_tools and hosted tool choices are refused.
-func decodeResponsesToolChoice(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if isNull(raw) {
-		return "", nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", fmt.Errorf("tool_choice: %w", err)
-		}
-		switch s {
-		case "auto", "none", "required":
-			return s, nil
-		}
-		return "", fmt.Errorf("tool_choice: unknown value %q", s)
-	}
-	var obj struct {
-		Type     string `json:"type"`
-		Name     string `json:"name"`
-		Function struct {
-			Name string `json:"name"`
-		} `json:"function"`
-	}
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return "", fmt.Errorf("tool_choice: must be a string or an object: %w", err)
-	}
-	if obj.Type != "function" {
-		return "", fmt.Errorf("tool_choice.type: unsupported type %q", obj.Type)
-	}
-	if obj.Name == "" {
-		obj.Name = obj.Function.Name
-	}
-	if obj.Name == "" {
-		return "", errors.New("tool_choice.name: required")
-	}
-	return obj.Name, nil
 }
 
 // minOutputTokens is the smallest max_output_tokens the Responses API accepts.
