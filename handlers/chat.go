@@ -414,11 +414,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if hasDeltaContent(data) {
 			c.gotToken()
 		}
-		if !out.started {
-			c.recordAttempt(rt, began, nil)
-			c.route = &rt
-			c.status = http.StatusOK
-		}
+		c.relayCommit(out, rt, began)
 		switch {
 		case chunkOK && cf.id.ok:
 			// The gateway's id in place of the upstream's, spliced as the frame is written.
@@ -443,18 +439,9 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		return relayResult(err)
 	}
 	if streamErr != nil {
-		if !out.started {
-			c.recordAttempt(rt, began, streamErr)
-			return streamErr
-		}
-		c.midStreamFailure(out, rt, streamErr, &chatSink{c: c, enc: openai.NewChunkEncoder(c.genID, rt.UpstreamModel, c.start.Unix()), includeUsage: f.includeUsage})
-		return nil
+		return c.relayFailed(out, rt, began, streamErr, &chatSink{c: c, enc: openai.NewChunkEncoder(c.genID, rt.UpstreamModel, c.start.Unix()), includeUsage: f.includeUsage})
 	}
-	if !out.started {
-		c.recordAttempt(rt, began, nil)
-		c.route = &rt
-		c.status = http.StatusOK
-	}
+	c.relayCommit(out, rt, began)
 	var final []byte
 	if f.includeUsage || c.wantMeta {
 		if usageChunk == nil {

@@ -147,13 +147,6 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 	var heldDelta []byte
 	stopped := false
 	var streamErr *providers.UpstreamError
-	commit := func() {
-		if !out.started {
-			c.recordAttempt(rt, began, nil)
-			c.route = &rt
-			c.status = http.StatusOK
-		}
-	}
 	mergeUsage := func(raw []byte) {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(raw, &m) != nil {
@@ -234,7 +227,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		if streamErr != nil || stopped {
 			break
 		}
-		commit()
+		c.relayCommit(out, rt, began)
 		out.event(name, data)
 		if out.failed {
 			break
@@ -248,7 +241,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		switch {
 		case heldDelta == nil && out.started:
 			// Ended cleanly without its message_delta: finish it for the client, with usage.
-			commit()
+			c.relayCommit(out, rt, began)
 			sink := &anthropicTailSink{blocks: blocks}
 			final := sink.finish(c)
 			if err := c.settle(r.Context()); err != nil {
@@ -261,14 +254,9 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		}
 	}
 	if streamErr != nil {
-		if !out.started {
-			c.recordAttempt(rt, began, streamErr)
-			return streamErr
-		}
-		c.midStreamFailure(out, rt, streamErr, &anthropicTailSink{blocks: blocks})
-		return nil
+		return c.relayFailed(out, rt, began, streamErr, &anthropicTailSink{blocks: blocks})
 	}
-	commit()
+	c.relayCommit(out, rt, began)
 	final, err := c.decorateUsage(heldDelta, anthropic.EncodeUsage(c.usage), "usage")
 	if err == nil {
 		final, err = c.withMeta(final)

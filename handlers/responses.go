@@ -155,13 +155,6 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 	var terminalName string
 	lastSeq := -1
 	var streamErr *providers.UpstreamError
-	commit := func() {
-		if !out.started {
-			c.recordAttempt(rt, began, nil)
-			c.route = &rt
-			c.status = http.StatusOK
-		}
-	}
 	for rd.Next() {
 		idle.kick()
 		ev := rd.Event()
@@ -213,7 +206,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		if streamErr != nil {
 			break
 		}
-		commit()
+		c.relayCommit(out, rt, began)
 		out.event(name, data)
 		if out.failed {
 			break
@@ -227,14 +220,9 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		streamErr = c.streamFailure(rt, "the provider's stream ended before response.completed", nil)
 	}
 	if streamErr != nil {
-		if !out.started {
-			c.recordAttempt(rt, began, streamErr)
-			return streamErr
-		}
-		c.midStreamFailure(out, rt, streamErr, &responsesTailSink{seq: lastSeq})
-		return nil
+		return c.relayFailed(out, rt, began, streamErr, &responsesTailSink{seq: lastSeq})
 	}
-	commit()
+	c.relayCommit(out, rt, began)
 	final := c.decorateFinal(terminal)
 	if err := c.settle(r.Context()); err != nil {
 		writeFrames(out, (&responsesTailSink{seq: lastSeq}).fail(notRecordedStream))

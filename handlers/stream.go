@@ -145,3 +145,25 @@ func relayResult(err error) error {
 	}
 	return err
 }
+
+// relayCommit makes rt the route that answers, once, as the first frame is written: from
+// then on a failure can no longer fall back silently.
+func (c *call) relayCommit(out *sseWriter, rt Route, began time.Time) {
+	if !out.started {
+		c.recordAttempt(rt, began, nil)
+		c.route = &rt
+		c.status = http.StatusOK
+	}
+}
+
+// relayFailed handles a relay's upstream failure: before any output it is the attempt's
+// error (the next try or route may still answer); after, the stream is continued elsewhere
+// or ends with the surface's in-band error through sink.
+func (c *call) relayFailed(out *sseWriter, rt Route, began time.Time, ue *providers.UpstreamError, sink streamSink) error {
+	if !out.started {
+		c.recordAttempt(rt, began, ue)
+		return ue
+	}
+	c.midStreamFailure(out, rt, ue, sink)
+	return nil
+}

@@ -96,13 +96,10 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, st providers.Stream, sink streamSink) error {
 	out := newSSEWriter(w)
 	commit := func() {
-		if out.started {
-			return
+		if !out.started {
+			c.relayCommit(out, rt, began)
+			writeFrames(out, sink.start())
 		}
-		c.recordAttempt(rt, began, nil)
-		c.route = &rt
-		c.status = http.StatusOK
-		writeFrames(out, sink.start())
 	}
 	for st.Next() {
 		ev := st.Current()
@@ -151,12 +148,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 		if !ok {
 			ue = c.streamFailure(rt, "the provider's stream failed: "+err.Error(), nil)
 		}
-		if !out.started {
-			c.recordAttempt(rt, began, ue)
-			return ue
-		}
-		c.midStreamFailure(out, rt, ue, sink)
-		return nil
+		return c.relayFailed(out, rt, began, ue, sink)
 	}
 	commit()
 	final := sink.finish(c)
