@@ -1,0 +1,109 @@
+package module
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/modelgateway/caddy-modelgateway/handlers"
+)
+
+// gatewayCommand builds the `caddy gateway` command tree as RegisterCommand does.
+func gatewayCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "gateway"}
+	cmd.PersistentFlags().StringP("config", "c", "", "")
+	cmd.PersistentFlags().StringP("adapter", "a", "", "")
+	cmd.AddCommand(bootstrapCommand(), workspaceCommand(), keyCommand(), creditsCommand())
+	return cmd
+}
+
+func runGateway(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := gatewayCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	cmd.SetContext(context.Background())
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// The operator commands find the store from the configuration file and do what the README
+// says: bootstrap prints a working key once, keys are listed and revoked, credits added.
+func TestGatewayCommands(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	db := filepath.Join(dir, "gw.db")
+	cfg := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("{\n\tmodel_gateway {\n\t\tstore sqlite %s\n\t}\n}\n\n:0 {\n\trespond ok\n}\n", db)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := runGateway(t, "bootstrap", "--config", cfg, "--name", "demo", "--credits", "12.5")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	ws := regexp.MustCompile(`workspace\s+(ws_\S+)`).FindStringSubmatch(out)
+	key := regexp.MustCompile(`key\s+(gateway_v1_sk_\S+)`).FindStringSubmatch(out)
+	if ws == nil || key == nil || !strings.Contains(out, "12.5 USD") {
+		t.Fatalf("bootstrap output: %s", out)
+	}
+	pk, err := handlers.ParseKey(key[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := OpenConfiguredStore(context.Background(), cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.GetKey(context.Background(), pk.ID)
+	_ = s.Close()
+	if err != nil || stored.WorkspaceID != ws[1] || string(stored.SecretHash) != string(handlers.HashSecret(pk.Secret)) {
+		t.Fatalf("stored key %+v, %v", stored, err)
+	}
+
+	if out, err = runGateway(t, "key", "create", "--config", cfg, "--workspace", ws[1], "--management", "--name", "ops"); err != nil || !strings.HasPrefix(out, "gateway_v1_mk_") {
+		t.Fatalf("key create: %v %s", err, out)
+	}
+	if out, err = runGateway(t, "key", "list", "--config", cfg, "--workspace", ws[1]); err != nil || strings.Count(out, "active") != 2 || strings.Contains(out, pk.Secret) {
+		t.Fatalf("key list: %v %s", err, out)
+	}
+	if out, err = runGateway(t, "key", "revoke", pk.ID, "--config", cfg); err != nil {
+		t.Fatalf("revoke: %v %s", err, out)
+	}
+	if out, _ = runGateway(t, "key", "list", "--config", cfg, "--workspace", ws[1]); !strings.Contains(out, "revoked") {
+		t.Fatalf("after revoke: %s", out)
+	}
+	if out, err = runGateway(t, "credits", "add", "--config", cfg, "--workspace", ws[1], "--amount", "2.50"); err != nil || !strings.Contains(out, "balance    15 USD") {
+		t.Fatalf("credits add: %v %s", err, out)
+	}
+	if out, err = runGateway(t, "credits", "show", "--config", cfg, "--workspace", ws[1]); err != nil || !strings.Contains(out, "available  15 USD") {
+		t.Fatalf("credits show: %v %s", err, out)
+	}
+	if out, err = runGateway(t, "workspace", "list", "--config", cfg); err != nil || !strings.Contains(out, ws[1]) || !strings.Contains(out, "demo") {
+		t.Fatalf("workspace list: %v %s", err, out)
+	}
+
+	// Clear errors for bad input.
+	for _, tc := range [][]string{
+		{"credits", "add", "--config", cfg, "--workspace", ws[1], "--amount", "-1"},
+		{"credits", "show", "--config", cfg, "--workspace", "ws_nope"},
+		{"key", "create", "--config", cfg, "--workspace", "ws_nope"},
+		{"key", "revoke", "nope", "--config", cfg},
+		{"workspace", "create", "--config", cfg},
+	} {
+		if out, err := runGateway(t, tc...); err == nil {
+			t.Fatalf("%v succeeded: %s", tc, out)
+		}
+	}
+}
