@@ -33,11 +33,6 @@ type chatFields struct {
 	maxTokens    int64
 }
 
-// parseChatFields validates a chat completions body in one pass over its top level.
-func parseChatFields(body []byte) (chatFields, *APIError) {
-	return parseFields(body, "messages", false)
-}
-
 // parseFields validates the members every text surface shares: model, the conversation
 // (under inputKey; a plain string allowed when stringInput), stream, tools and max tokens.
 func parseFields(body []byte, inputKey string, stringInput bool) (chatFields, *APIError) {
@@ -547,11 +542,6 @@ func (cf *chunkFields) value(chunk []byte, fl chunkField) []byte {
 		return nil
 	}
 	return chunk[fl.f.ValueStart:fl.f.ValueEnd]
-}
-
-func chunkFinishReason(chunk []byte) string {
-	choices, _ := rawjson.Get(chunk, "choices")
-	return choicesFinishReason(choices)
 }
 
 // choicesFinishReason is the first finish reason set in a chunk's choices array.

@@ -174,8 +174,3 @@ func AppendUSD(b []byte, nanos int64) []byte {
 	b = append(b, '.')
 	return append(b, digits[:n]...)
 }
-
-// USD is nanos as a float dollar amount, for the display-only `cost` fields.
-func USD(nanos int64) float64 {
-	return float64(nanos) / float64(store.NanosPerUSD)
-}

@@ -14,8 +14,6 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
-func ev(typ providers.EventType) providers.Event { return providers.Event{Type: typ} }
-
 func textEv(s string) providers.Event { return providers.Event{Type: providers.EventText, Text: s} }
 
 func finishEv(r providers.FinishReason) providers.Event {
@@ -511,5 +509,3 @@ func TestStreamDecodeDirect(t *testing.T) {
 		t.Errorf("events\n got %+v\nwant %+v", got, want)
 	}
 }
-
-var _ = ev
