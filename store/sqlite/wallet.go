@@ -157,7 +157,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 	now := s.now()
 	cost := g.CostNanos
 
-	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, &writeOp{settle: &settleReq{g: &g, cost: cost, reservationID: p.ReservationID, now: now}, fn: func(ctx context.Context, tx *sql.Tx) error {
 		if p.ReservationID != "" {
 			var wsID string
 			var amount int64
@@ -191,7 +191,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 			return fmt.Errorf("updating wallet: %w", err)
 		}
 		return nil
-	})
+	}})
 	if err != nil {
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
 	}
@@ -318,7 +318,8 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 	now := s.now()
 	cost := g.CostNanos
 
-	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, &writeOp{settle: &settleReq{g: &g, cost: cost, reservationID: p.ReservationID,
+		lease: true, held: p.HeldNanos, release: p.Release, now: now}, fn: func(ctx context.Context, tx *sql.Tx) error {
 		var wsID string
 		var amount int64
 		err := tx.QueryRowContext(ctx, `SELECT workspace_id, amount_nanos FROM reservations WHERE id = ?`,
@@ -356,7 +357,7 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 			}
 		}
 		return nil
-	})
+	}})
 	if err != nil {
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
 	}

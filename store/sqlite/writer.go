@@ -53,9 +53,12 @@ const (
 
 // writeOp is one write waiting for, or running in, a batch.
 type writeOp struct {
-	ctx   context.Context
-	fn    func(ctx context.Context, tx *sql.Tx) error
-	state atomic.Int32
+	ctx context.Context
+	fn  func(ctx context.Context, tx *sql.Tx) error
+	// settle is set for a settlement: the same write as fn, in a form the writer can
+	// apply together with the settlements next to it (settlebatch.go).
+	settle *settleReq
+	state  atomic.Int32
 	// err and panicked are set by the writer before it closes done.
 	err      error
 	panicked error
@@ -80,6 +83,9 @@ type writer struct {
 	// benchmarks read them to see batches form.
 	commits atomic.Int64
 	ops     atomic.Int64
+	// together and oneByOne count runs of settlements applied together, and runs that
+	// fell back to one write at a time (settlebatch.go).
+	together, oneByOne atomic.Int64
 }
 
 func newWriter(limit int) *writer {
@@ -139,10 +145,15 @@ func (w *writer) queued() int {
 // concurrent writes (see Group commit above), and returns fn's error. fn must use the
 // ctx and tx it is given and must not commit or roll back tx.
 func (s *Store) tx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return s.write(ctx, &writeOp{fn: fn})
+}
+
+// write queues o and waits for its result, as tx does.
+func (s *Store) write(ctx context.Context, o *writeOp) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	o := &writeOp{ctx: ctx, fn: fn, done: make(chan struct{})}
+	o.ctx, o.done = ctx, make(chan struct{})
 	if err := s.wr.enqueue(o); err != nil {
 		return err
 	}
@@ -178,12 +189,7 @@ func (s *Store) runWriter() {
 
 // commitBatch runs batch in one transaction and answers every op it claims.
 func (s *Store) commitBatch(batch []*writeOp) {
-	var (
-		tx      *sql.Tx
-		failure error // set once the transaction cannot go on; every later op fails with it
-		claimed = make([]*writeOp, 0, len(batch))
-		applied int
-	)
+	claimed := make([]*writeOp, 0, len(batch))
 	for _, o := range batch {
 		if !o.claim() {
 			continue
@@ -195,30 +201,44 @@ func (s *Store) commitBatch(batch []*writeOp) {
 			continue
 		}
 		claimed = append(claimed, o)
-		if failure == nil && tx == nil {
-			var err error
-			// The batch's transaction belongs to no caller: no one's cancellation may end it.
-			if tx, err = s.w.BeginTx(context.Background(), nil); err != nil {
-				failure = fmt.Errorf("beginning transaction: %w", err)
+	}
+	if len(claimed) == 0 {
+		return
+	}
+
+	var (
+		failure error // set once the transaction cannot go on; no later op runs
+		applied int
+	)
+	// The batch's transaction belongs to no caller: no one's cancellation may end it.
+	tx, err := s.w.BeginTx(context.Background(), nil)
+	if err != nil {
+		failure = fmt.Errorf("beginning transaction: %w", err)
+	}
+	for i := 0; i < len(claimed) && failure == nil; {
+		if claimed[i].settle != nil {
+			j := i + 1
+			for j < len(claimed) && claimed[j].settle != nil {
+				j++
 			}
-		}
-		if failure != nil {
-			o.err = failure
+			var n int
+			n, failure = s.wr.applySettleRun(tx, claimed[i:j])
+			applied += n
+			i = j
 			continue
 		}
-		if err := applyOp(tx, o); err != nil {
-			failure = err
-			continue
-		}
-		if o.err == nil && o.panicked == nil {
+		o := claimed[i]
+		if failure = applyOp(tx, o); failure == nil && o.err == nil && o.panicked == nil {
 			applied++
 		}
+		i++
 	}
 
 	switch {
-	case tx == nil:
 	case failure != nil:
-		_ = tx.Rollback()
+		if tx != nil {
+			_ = tx.Rollback()
+		}
 		for _, o := range claimed {
 			if o.err == nil && o.panicked == nil {
 				o.err = fmt.Errorf("write transaction aborted, nothing applied: %w", failure)
