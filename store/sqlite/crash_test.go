@@ -26,6 +26,10 @@ import (
 // TestCrashHelper's load against the database in that directory.
 const crashDirEnv = "MODELGATEWAY_SQLITE_CRASH_DIR"
 
+// crashLeasesEnv makes the child settle from credit leases (SettleLease), which the
+// default DurableProcess store acknowledges from its journal before they are committed.
+const crashLeasesEnv = "MODELGATEWAY_SQLITE_CRASH_LEASES"
+
 const (
 	crashWorkspace = "ws_crash"
 	crashInitial   = 1_000_000 * usd
@@ -57,9 +61,34 @@ func TestCrashHelper(t *testing.T) {
 		os.Exit(2)
 	}
 	var mu sync.Mutex
+	ack := func(g store.Generation) {
+		// Unbuffered: once the parent can read the line, the "client" has it.
+		mu.Lock()
+		fmt.Fprintf(os.Stdout, "gen %s %d\n", g.ID, g.CostNanos)
+		mu.Unlock()
+	}
+	leases := os.Getenv(crashLeasesEnv) != ""
 	for w := range 48 {
 		go func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for leases {
+				// As the gateway's leases do: one reservation holds 50 requests' worst case,
+				// 40 requests settle from it, the last one releasing it.
+				r, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: crashWorkspace, AmountNanos: 50 * crashReserve, ExpiresAt: time.Now().Add(time.Hour)})
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "Reserve:", err)
+					os.Exit(2)
+				}
+				for i := range 40 {
+					g, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: r.ID, HeldNanos: crashReserve, Release: i == 39,
+						Generation: &store.Generation{WorkspaceID: crashWorkspace, Model: "m", Status: 200, CostNanos: 1 + rng.Int64N(crashReserve)}})
+					if err != nil {
+						fmt.Fprintln(os.Stderr, "SettleLease:", err)
+						os.Exit(2)
+					}
+					ack(g)
+				}
+			}
 			for {
 				r, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: crashWorkspace, AmountNanos: crashReserve, ExpiresAt: time.Now().Add(time.Hour)})
 				if err != nil {
@@ -73,10 +102,7 @@ func TestCrashHelper(t *testing.T) {
 					fmt.Fprintln(os.Stderr, "Settle:", err)
 					os.Exit(2)
 				}
-				// Unbuffered: once the parent can read the line, the "client" has it.
-				mu.Lock()
-				fmt.Fprintf(os.Stdout, "gen %s %d\n", g.ID, g.CostNanos)
-				mu.Unlock()
+				ack(g)
 			}
 		}()
 	}
@@ -93,27 +119,40 @@ func TestCrashHelper(t *testing.T) {
 //
 // SIGKILL loses what the process had not handed to the kernel, not what the kernel had not
 // written to the disk: this test proves no write is acknowledged before its transaction
-// commits; synchronous=FULL (TestPragmas) is what carries a commit through a power cut.
+// commits or its settlement is in the journal (replayed at the next Open);
+// DurablePower's synchronous=FULL (TestPragmas) is what carries a commit through a power
+// cut.
 func TestKillNineLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts child processes")
 	}
-	path := filepath.Join(t.TempDir(), "gateway.db")
-	acked := map[string]int64{}
-	for round := range 6 {
-		n := runAndKill(t, path, acked)
-		checkAfterCrash(t, path, acked)
-		t.Logf("round %d: killed after %d acknowledged generations", round, n)
+	for _, leases := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leases=%v", leases), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "gateway.db")
+			acked := map[string]int64{}
+			replayed := 0
+			for round := range 6 {
+				n := runAndKill(t, path, acked, leases)
+				replayed += checkAfterCrash(t, path, acked)
+				t.Logf("round %d: killed after %d acknowledged generations", round, n)
+			}
+			if leases && replayed == 0 {
+				t.Error("no settlement was ever replayed from the journal: the test did not kill a process with journaled settlements pending")
+			}
+		})
 	}
 }
 
 // runAndKill runs TestCrashHelper in a child process against the database at path, kills
 // it with SIGKILL once it has acknowledged a few hundred generations, and adds every
 // generation it acknowledged to acked. It returns how many it acknowledged.
-func runAndKill(t *testing.T, path string, acked map[string]int64) int {
+func runAndKill(t *testing.T, path string, acked map[string]int64, leases bool) int {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashDirEnv+"="+filepath.Dir(path))
+	if leases {
+		cmd.Env = append(cmd.Env, crashLeasesEnv+"=1")
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -161,7 +200,7 @@ func runAndKill(t *testing.T, path string, acked map[string]int64) int {
 }
 
 // checkAfterCrash reopens the database and checks it against what was acknowledged.
-func checkAfterCrash(t *testing.T, path string, acked map[string]int64) {
+func checkAfterCrash(t *testing.T, path string, acked map[string]int64) (replayed int) {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Open(ctx, path)
@@ -202,7 +241,7 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d generations acknowledged, %d recorded; %d reservations were in flight", len(acked), stored, reservations/crashReserve)
+	t.Logf("%d generations acknowledged, %d recorded (%d of them from the journal at reopening)", len(acked), stored, s.replayed)
 	switch {
 	case stored < int64(len(acked)):
 		t.Errorf("%d generations recorded, fewer than the %d acknowledged", stored, len(acked))
@@ -217,4 +256,5 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64) {
 	case b.BalanceNanos < 0 || b.ReservedNanos < 0 || b.Available() < 0:
 		t.Errorf("wallet went negative: %+v", b)
 	}
+	return s.replayed
 }

@@ -46,6 +46,9 @@ func insertGeneration(ctx context.Context, tx *sql.Tx, g *store.Generation) erro
 // GetGeneration returns a generation of the given workspace; another workspace's
 // generation is store.ErrNotFound, exactly like a missing one.
 func (s *Store) GetGeneration(ctx context.Context, workspaceID, id string) (store.Generation, error) {
+	if err := s.caughtUp(ctx); err != nil {
+		return store.Generation{}, fmt.Errorf("getting generation %q: %w", id, err)
+	}
 	row := s.r.QueryRowContext(ctx, `SELECT `+generationColumns+` FROM generations WHERE workspace_id = ? AND id = ?`,
 		workspaceID, id)
 	g, err := scanGeneration(row)
@@ -84,6 +87,9 @@ func scanGeneration(row scanner) (store.Generation, error) {
 func (s *Store) Activity(ctx context.Context, q store.ActivityQuery) ([]store.ActivityRow, error) {
 	if q.WorkspaceID == "" {
 		return nil, errors.New("activity: empty workspace id")
+	}
+	if err := s.caughtUp(ctx); err != nil {
+		return nil, fmt.Errorf("summing activity: %w", err)
 	}
 	// The key filter is written so that an empty KeyID matches every key.
 	rows, err := s.r.QueryContext(ctx, `SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS day, model, provider,

@@ -39,6 +39,9 @@ type settleReq struct {
 	held          int64 // SettleLease: the part of the reservation the request held
 	release       bool  // SettleLease: drop the reservation
 	now           time.Time
+	// deferred: acknowledged from the journal; a reservation gone by the time it is
+	// applied is no error, the charge is taken from the balance.
+	deferred bool
 }
 
 // applySettleRun applies a run of consecutive settlements (see above), leaving each op's
@@ -140,7 +143,11 @@ func settleTogether(ctx context.Context, tx *sql.Tx, run []*writeOp) (err error)
 		var rs *reservationState
 		if r.reservationID != "" {
 			rs = reservations[r.reservationID]
+			if r.deferred && (rs == nil || rs.gone || rs.workspaceID != g.WorkspaceID) {
+				rs = nil
+			}
 			switch {
+			case r.deferred:
 			case rs == nil || rs.gone || (r.lease && rs.workspaceID != g.WorkspaceID):
 				o.err = fmt.Errorf("reservation %q: %w", r.reservationID, store.ErrNotFound)
 				continue

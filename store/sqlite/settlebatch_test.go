@@ -82,7 +82,9 @@ func settleScript(seed uint64, n int, dupID bool) []settleStep {
 func openScripted(t *testing.T) *Store {
 	t.Helper()
 	clock := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), WithClock(func() time.Time { return clock }))
+	// DurablePower: every settlement through the writer (the script does not keep the
+	// lease promise journaled settlements rely on, see journal.go).
+	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), WithClock(func() time.Time { return clock }), WithDurability(DurablePower))
 	ctx := context.Background()
 	fundedWorkspace(t, s, "ws_a", 9*usd)
 	fundedWorkspace(t, s, "ws_b", usd/3)

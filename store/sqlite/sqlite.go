@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -48,6 +49,16 @@ type Store struct {
 	// wr queues writes for the writer goroutine, which owns w once Open returns.
 	wr         *writer
 	batchLimit int
+
+	durability  Durability
+	deferredErr func(error)
+	// jr is the settlement journal (nil with DurablePower, or when another process holds
+	// it); pending counts journaled settlements not yet applied; known holds the lease
+	// reservations settlements may be journaled for (journal.go).
+	jr       *journal
+	replayed int // records the journal's replay applied at Open
+	pending  atomic.Int64
+	known    knownReservations
 }
 
 // Option adjusts a Store as it opens.
@@ -90,7 +101,12 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		}
 	}
 
-	// synchronous=FULL: a committed charge must survive a power cut, WAL or not.
+	s := &Store{now: time.Now, batchLimit: batchLimit}
+	for _, o := range opts {
+		o(s)
+	}
+	// synchronous=FULL (DurablePower) makes a commit survive a power cut; NORMAL
+	// (DurableProcess) makes it survive the process, WAL or not.
 	// _stmt_cache_size: the same few statements run on every request; preparing them each
 	// time was a quarter of the writer's CPU.
 	common := url.Values{
@@ -100,7 +116,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	wopts := cloneValues(common)
 	wopts.Set("_journal_mode", "WAL")
-	wopts.Set("_synchronous", "FULL")
+	wopts.Set("_synchronous", s.synchronous())
 	wopts.Set("_txlock", "immediate")
 	w, err := sql.Open("sqlite3", path+"?"+wopts.Encode())
 	if err != nil {
@@ -115,10 +131,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
 	}
 
-	s := &Store{w: w, now: time.Now, batchLimit: batchLimit}
-	for _, o := range opts {
-		o(s)
-	}
+	s.w = w
 	if err := s.migrate(ctx); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
@@ -135,7 +148,20 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s.r = r
 	s.wr = newWriter(s.batchLimit)
 	go s.runWriter()
+	if s.durability == DurableProcess {
+		if err := s.openJournal(ctx, path+"-settlements"); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
+		}
+	}
 	return s, nil
+}
+
+func (s *Store) synchronous() string {
+	if s.durability == DurablePower {
+		return "FULL"
+	}
+	return "NORMAL"
 }
 
 func cloneValues(v url.Values) url.Values {
@@ -151,6 +177,9 @@ func cloneValues(v url.Values) url.Values {
 func (s *Store) Close() error {
 	if s.wr != nil {
 		s.wr.stop()
+	}
+	if s.jr != nil {
+		s.jr.close()
 	}
 	var errs []error
 	if s.r != nil {

@@ -24,8 +24,15 @@ func openTemp(t *testing.T, path string, opts ...Option) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
-		return openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), WithClock(now))
+	t.Run("process", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+			return openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), WithClock(now))
+		})
+	})
+	t.Run("power", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+			return openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), WithClock(now), WithDurability(DurablePower))
+		})
 	})
 }
 
@@ -54,30 +61,43 @@ func TestOpenRejects(t *testing.T) {
 }
 
 func TestPragmas(t *testing.T) {
-	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"))
-	ctx := context.Background()
-	tests := []struct {
-		name string
-		db   *sql.DB
-		want string
+	for _, mode := range []struct {
+		name        string
+		d           Durability
+		synchronous string
 	}{
-		{"journal_mode", s.w, "wal"},
+		// NORMAL: in WAL mode a commit survives the process, not a power cut.
+		{"process", DurableProcess, "1"},
 		// FULL: a commit, and with it every write of its batch, is on disk before any
 		// caller hears of it.
-		{"synchronous", s.w, "2"},
-		{"foreign_keys", s.w, "1"},
-		{"busy_timeout", s.w, "10000"},
-		{"foreign_keys", s.r, "1"},
-		{"query_only", s.r, "1"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var got string
-			if err := tc.db.QueryRowContext(ctx, "PRAGMA "+tc.name).Scan(&got); err != nil {
-				t.Fatalf("PRAGMA %s: %v", tc.name, err)
+		{"power", DurablePower, "2"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), WithDurability(mode.d))
+			ctx := context.Background()
+			tests := []struct {
+				name string
+				db   *sql.DB
+				want string
+			}{
+				{"journal_mode", s.w, "wal"},
+				{"synchronous", s.w, mode.synchronous},
+				{"foreign_keys", s.w, "1"},
+				{"busy_timeout", s.w, "10000"},
+				{"foreign_keys", s.r, "1"},
+				{"query_only", s.r, "1"},
 			}
-			if got != tc.want {
-				t.Errorf("PRAGMA %s = %q, want %q", tc.name, got, tc.want)
+			for _, tc := range tests {
+				var got string
+				if err := tc.db.QueryRowContext(ctx, "PRAGMA "+tc.name).Scan(&got); err != nil {
+					t.Fatalf("PRAGMA %s: %v", tc.name, err)
+				}
+				if got != tc.want {
+					t.Errorf("PRAGMA %s = %q, want %q", tc.name, got, tc.want)
+				}
+			}
+			if (s.jr != nil) != (mode.d == DurableProcess) {
+				t.Errorf("settlement journal open: %v, want it with DurableProcess only", s.jr != nil)
 			}
 		})
 	}

@@ -53,6 +53,9 @@ func (s *Store) AddCredits(ctx context.Context, workspaceID string, amountNanos 
 
 // GetBalance returns a workspace's wallet.
 func (s *Store) GetBalance(ctx context.Context, workspaceID string) (store.Balance, error) {
+	if err := s.caughtUp(ctx); err != nil {
+		return store.Balance{}, fmt.Errorf("getting balance of workspace %q: %w", workspaceID, err)
+	}
 	b := store.Balance{WorkspaceID: workspaceID}
 	err := s.r.QueryRowContext(ctx, `SELECT balance_nanos, reserved_nanos FROM wallets WHERE workspace_id = ?`, workspaceID).
 		Scan(&b.BalanceNanos, &b.ReservedNanos)
@@ -157,41 +160,11 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 	now := s.now()
 	cost := g.CostNanos
 
-	err := s.write(ctx, &writeOp{settle: &settleReq{g: &g, cost: cost, reservationID: p.ReservationID, now: now}, fn: func(ctx context.Context, tx *sql.Tx) error {
-		if p.ReservationID != "" {
-			var wsID string
-			var amount int64
-			err := tx.QueryRowContext(ctx, `DELETE FROM reservations WHERE id = ? RETURNING workspace_id, amount_nanos`,
-				p.ReservationID).Scan(&wsID, &amount)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("reservation %q: %w", p.ReservationID, store.ErrNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
-			}
-			if wsID != g.WorkspaceID {
-				// Not this workspace's to settle; the rollback puts it back.
-				return fmt.Errorf("reservation %q of workspace %q: %w", p.ReservationID, g.WorkspaceID, store.ErrNotFound)
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
-				amount, wsID); err != nil {
-				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
-			}
-		}
-		b, err := wallet(ctx, tx, g.WorkspaceID)
-		if err != nil {
-			return err
-		}
-		charge, err := recordCharge(ctx, tx, &g, cost, b.BalanceNanos, now)
-		if err != nil || charge == 0 {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - ? WHERE workspace_id = ?`,
-			charge, g.WorkspaceID); err != nil {
-			return fmt.Errorf("updating wallet: %w", err)
-		}
-		return nil
-	}})
+	req := &settleReq{g: &g, cost: cost, reservationID: p.ReservationID, now: now}
+	err := s.write(ctx, &writeOp{settle: req, fn: req.apply})
+	if p.ReservationID != "" {
+		s.known.forget(p.ReservationID)
+	}
 	if err != nil {
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
 	}
@@ -202,18 +175,19 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) {
 	var n int
 	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `DELETE FROM reservations WHERE expires_at < ? RETURNING workspace_id, amount_nanos`, millis(now))
+		rows, err := tx.QueryContext(ctx, `DELETE FROM reservations WHERE expires_at < ? RETURNING id, workspace_id, amount_nanos`, millis(now))
 		if err != nil {
 			return err
 		}
 		released := map[string]int64{}
 		for rows.Next() {
-			var ws string
+			var id, ws string
 			var amount int64
-			if err := rows.Scan(&ws, &amount); err != nil {
+			if err := rows.Scan(&id, &ws, &amount); err != nil {
 				_ = rows.Close()
 				return err
 			}
+			s.known.forget(id)
 			released[ws] += amount
 			n++
 		}
@@ -292,6 +266,9 @@ func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (st
 	if keyID == "" {
 		return store.KeySpend{}, errors.New("key spend: empty key id")
 	}
+	if err := s.caughtUp(ctx); err != nil {
+		return store.KeySpend{}, fmt.Errorf("key spend: %w", err)
+	}
 	return keySpend(ctx, s.r, keyID, since)
 }
 
@@ -318,46 +295,26 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 	now := s.now()
 	cost := g.CostNanos
 
-	err := s.write(ctx, &writeOp{settle: &settleReq{g: &g, cost: cost, reservationID: p.ReservationID,
-		lease: true, held: p.HeldNanos, release: p.Release, now: now}, fn: func(ctx context.Context, tx *sql.Tx) error {
-		var wsID string
-		var amount int64
-		err := tx.QueryRowContext(ctx, `SELECT workspace_id, amount_nanos FROM reservations WHERE id = ?`,
-			p.ReservationID).Scan(&wsID, &amount)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && wsID != g.WorkspaceID) {
-			return fmt.Errorf("reservation %q: %w", p.ReservationID, store.ErrNotFound)
+	req := &settleReq{g: &g, cost: cost, reservationID: p.ReservationID, lease: true, held: p.HeldNanos, release: p.Release, now: now}
+	deferrable := s.jr != nil && cost <= p.HeldNanos && s.known.has(p.ReservationID, g.WorkspaceID)
+	if p.Release {
+		s.known.forget(p.ReservationID)
+	}
+	if deferrable {
+		// See journal.go: the lease holds HeldNanos for this request, so the charge is the cost.
+		g.CostNanos, g.UnbilledNanos = cost, 0
+		deferred := *req
+		gen := g
+		deferred.g = &gen
+		if err := s.deferSettle(&deferred); err == nil {
+			return g, nil
 		}
-		if err != nil {
-			return fmt.Errorf("reading reservation %q: %w", p.ReservationID, err)
-		}
-		b, err := wallet(ctx, tx, g.WorkspaceID)
-		if err != nil {
-			return err
-		}
-		charge, err := recordCharge(ctx, tx, &g, cost, b.BalanceNanos, now)
-		if err != nil {
-			return err
-		}
-		unreserve := min(charge, p.HeldNanos, amount)
-		if p.Release {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM reservations WHERE id = ?`, p.ReservationID); err != nil {
-				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
-			}
-			unreserve = amount
-		} else if unreserve > 0 {
-			if _, err := tx.ExecContext(ctx, `UPDATE reservations SET amount_nanos = amount_nanos - ? WHERE id = ?`,
-				unreserve, p.ReservationID); err != nil {
-				return fmt.Errorf("shrinking reservation %q: %w", p.ReservationID, err)
-			}
-		}
-		if charge > 0 || unreserve > 0 {
-			if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - ?, reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
-				charge, unreserve, g.WorkspaceID); err != nil {
-				return fmt.Errorf("updating wallet: %w", err)
-			}
-		}
-		return nil
-	}})
+		// The journal could not take it: settle synchronously.
+	}
+	err := s.write(ctx, &writeOp{settle: req, fn: req.apply})
+	if err == nil && !p.Release {
+		s.known.add(p.ReservationID, g.WorkspaceID)
+	}
 	if err != nil {
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
 	}
@@ -381,6 +338,7 @@ func (s *Store) ReleaseReservation(ctx context.Context, id string) (int64, error
 		}
 		return nil
 	})
+	s.known.forget(id)
 	if err != nil {
 		return 0, fmt.Errorf("releasing reservation %q: %w", id, err)
 	}
@@ -404,4 +362,90 @@ func recordCharge(ctx context.Context, tx *sql.Tx, g *store.Generation, cost, ba
 		}
 	}
 	return charge, nil
+}
+
+// apply is the settlement as one write of its own (see settlebatch.go for the same
+// settlement applied together with others): Settle, or SettleLease when r.lease.
+func (r *settleReq) apply(ctx context.Context, tx *sql.Tx) error {
+	g := r.g
+	if !r.lease {
+		if r.reservationID != "" {
+			var wsID string
+			var amount int64
+			err := tx.QueryRowContext(ctx, `DELETE FROM reservations WHERE id = ? RETURNING workspace_id, amount_nanos`,
+				r.reservationID).Scan(&wsID, &amount)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("reservation %q: %w", r.reservationID, store.ErrNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("releasing reservation %q: %w", r.reservationID, err)
+			}
+			if wsID != g.WorkspaceID {
+				// Not this workspace's to settle; the rollback puts it back.
+				return fmt.Errorf("reservation %q of workspace %q: %w", r.reservationID, g.WorkspaceID, store.ErrNotFound)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
+				amount, wsID); err != nil {
+				return fmt.Errorf("releasing reservation %q: %w", r.reservationID, err)
+			}
+		}
+		b, err := wallet(ctx, tx, g.WorkspaceID)
+		if err != nil {
+			return err
+		}
+		charge, err := recordCharge(ctx, tx, g, r.cost, b.BalanceNanos, r.now)
+		if err != nil || charge == 0 {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - ? WHERE workspace_id = ?`,
+			charge, g.WorkspaceID); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+		return nil
+	}
+
+	var wsID string
+	var amount int64
+	err := tx.QueryRowContext(ctx, `SELECT workspace_id, amount_nanos FROM reservations WHERE id = ?`,
+		r.reservationID).Scan(&wsID, &amount)
+	held := err == nil && wsID == g.WorkspaceID
+	switch {
+	case err != nil && !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("reading reservation %q: %w", r.reservationID, err)
+	case !held && !r.deferred:
+		return fmt.Errorf("reservation %q: %w", r.reservationID, store.ErrNotFound)
+	}
+	// A journaled settlement whose reservation is gone (released by its expiry, after a
+	// crash) was acknowledged all the same: it is charged from the balance.
+	b, err := wallet(ctx, tx, g.WorkspaceID)
+	if err != nil {
+		return err
+	}
+	charge, err := recordCharge(ctx, tx, g, r.cost, b.BalanceNanos, r.now)
+	if err != nil {
+		return err
+	}
+	var unreserve int64
+	switch {
+	case !held:
+	case r.release:
+		if _, err := tx.ExecContext(ctx, `DELETE FROM reservations WHERE id = ?`, r.reservationID); err != nil {
+			return fmt.Errorf("releasing reservation %q: %w", r.reservationID, err)
+		}
+		unreserve = amount
+	default:
+		if unreserve = min(charge, r.held, amount); unreserve > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE reservations SET amount_nanos = amount_nanos - ? WHERE id = ?`,
+				unreserve, r.reservationID); err != nil {
+				return fmt.Errorf("shrinking reservation %q: %w", r.reservationID, err)
+			}
+		}
+	}
+	if charge > 0 || unreserve > 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = balance_nanos - ?, reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
+			charge, unreserve, g.WorkspaceID); err != nil {
+			return fmt.Errorf("updating wallet: %w", err)
+		}
+	}
+	return nil
 }

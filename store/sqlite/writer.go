@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Group commit.
@@ -58,7 +59,12 @@ type writeOp struct {
 	// settle is set for a settlement: the same write as fn, in a form the writer can
 	// apply together with the settlements next to it (settlebatch.go).
 	settle *settleReq
-	state  atomic.Int32
+	// async ops (journaled settlements) have no caller waiting: the writer finishes them
+	// (Store.finishAsync); seg is their journal segment. An op with neither fn nor settle
+	// is a barrier: it applies nothing and is answered once the ops before it are.
+	async bool
+	seg   uint64
+	state atomic.Int32
 	// err and panicked are set by the writer before it closes done.
 	err      error
 	panicked error
@@ -182,13 +188,18 @@ func (s *Store) runWriter() {
 		if !ok {
 			return
 		}
-		s.commitBatch(batch)
+		if !s.commitBatch(batch) {
+			// Journaled settlements of a failed transaction are queued again: give
+			// whatever failed (a full disk, a locked file) a moment.
+			time.Sleep(50 * time.Millisecond)
+		}
 		clear(batch)
 	}
 }
 
-// commitBatch runs batch in one transaction and answers every op it claims.
-func (s *Store) commitBatch(batch []*writeOp) {
+// commitBatch runs batch in one transaction and answers every op it claims; false when
+// the transaction failed.
+func (s *Store) commitBatch(batch []*writeOp) bool {
 	claimed := make([]*writeOp, 0, len(batch))
 	for _, o := range batch {
 		if !o.claim() {
@@ -203,7 +214,7 @@ func (s *Store) commitBatch(batch []*writeOp) {
 		claimed = append(claimed, o)
 	}
 	if len(claimed) == 0 {
-		return
+		return true
 	}
 
 	var (
@@ -228,10 +239,13 @@ func (s *Store) commitBatch(batch []*writeOp) {
 			continue
 		}
 		o := claimed[i]
+		i++
+		if o.fn == nil {
+			continue
+		}
 		if failure = applyOp(tx, o); failure == nil && o.err == nil && o.panicked == nil {
 			applied++
 		}
-		i++
 	}
 
 	switch {
@@ -249,6 +263,7 @@ func (s *Store) commitBatch(batch []*writeOp) {
 		_ = tx.Rollback()
 	default:
 		if err := tx.Commit(); err != nil {
+			failure = err
 			for _, o := range claimed {
 				if o.err == nil && o.panicked == nil {
 					o.err = fmt.Errorf("committing: %w", err)
@@ -260,8 +275,13 @@ func (s *Store) commitBatch(batch []*writeOp) {
 		}
 	}
 	for _, o := range claimed {
+		if o.async {
+			s.finishAsync(o, failure != nil)
+			continue
+		}
 		close(o.done)
 	}
+	return failure == nil
 }
 
 // applyOp runs o inside a savepoint of tx, leaving its result in o, and rolls it back to

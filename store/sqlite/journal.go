@@ -1,0 +1,413 @@
+package sqlite
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// The settlement journal.
+//
+// With DurableProcess (the default), a lease settlement that cannot fail is acknowledged
+// as soon as it is appended to the journal, a file next to the database, with one write(2):
+// from then on it survives the process being killed, exactly as a commit at
+// synchronous=NORMAL does. The writer applies it to the database later, in its queue order,
+// together with whatever else is queued (a run of settlements costs a few statements, see
+// settlebatch.go). A request therefore never waits for a database transaction after its
+// lease was taken.
+//
+// Which settlements: SettleLease of a reservation this store has already settled from
+// (so it is known to exist and to be the workspace's), for a cost within HeldNanos. The
+// caller's lease guarantees that the reservation holds HeldNanos for the request, so the
+// balance covers the cost: the charge is the cost, known without reading the wallet.
+// Anything else (first settlement of a lease, a cost above what was held, no journal)
+// takes the synchronous path.
+//
+// Reads: every read whose answer a settlement can change (balances, generations,
+// activity, key spending) first waits until the writer has applied every settlement
+// acknowledged before it, so what a client was told is what it reads back.
+//
+// Crash: at Open, the journal's records are replayed; a record whose generation is in the
+// database was applied and is skipped. A segment file is deleted once every record in it
+// is applied. A record cut short (only a power cut can do that) ends its segment.
+//
+// Several processes on one database file: the journal directory is locked (flock); a
+// process that cannot lock it settles synchronously.
+
+// Durability says what an acknowledged write survives.
+type Durability int
+
+const (
+	// DurableProcess acknowledges a write once the kernel has it: it survives the gateway
+	// being killed or crashing, not a power cut or a kernel crash (synchronous=NORMAL, the
+	// settlement journal without fsync).
+	DurableProcess Durability = iota
+	// DurablePower acknowledges a write once it is on the disk (synchronous=FULL, one fsync
+	// per group commit, no journal): it also survives a power cut, at the price of a disk
+	// flush in every request's latency.
+	DurablePower
+)
+
+// WithDurability sets what an acknowledged write survives (default DurableProcess).
+func WithDurability(d Durability) Option {
+	return func(s *Store) { s.durability = d }
+}
+
+// WithDeferredErrors sets a function told about a journaled settlement that could not be
+// applied (a workspace without a wallet, a duplicate generation id): the answer was given
+// but the record is lost. It must not block.
+func WithDeferredErrors(fn func(error)) Option {
+	return func(s *Store) { s.deferredErr = fn }
+}
+
+// journalSegmentBytes is the size after which the journal starts a new segment file.
+const journalSegmentBytes = 4 << 20
+
+// journalRecord is one acknowledged settlement.
+type journalRecord struct {
+	Reservation string            `json:"r"`
+	Held        int64             `json:"h"`
+	Release     bool              `json:"x,omitempty"`
+	Cost        int64             `json:"c"`
+	Now         int64             `json:"n"`
+	Generation  *store.Generation `json:"g"`
+}
+
+type journal struct {
+	dir  string
+	lock *os.File
+
+	mu   sync.Mutex
+	f    *os.File
+	seg  uint64
+	size int64
+	// open counts, per segment, records appended and not yet applied (or given up).
+	open map[uint64]int
+	buf  []byte
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// openJournal locks dir (creating it) and returns the journal and the records its
+// segments hold, oldest first. It returns nil, nil, nil when another process holds the
+// lock.
+func openJournal(dir string) (*journal, []journalRecord, []uint64, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, nil, fmt.Errorf("settlement journal: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("settlement journal: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, nil, nil, nil
+		}
+		return nil, nil, nil, fmt.Errorf("settlement journal: locking: %w", err)
+	}
+	j := &journal{dir: dir, lock: lock, open: map[uint64]int{}}
+	segs, err := j.segments()
+	if err != nil {
+		j.close()
+		return nil, nil, nil, err
+	}
+	var recs []journalRecord
+	for _, seg := range segs {
+		r, err := readSegment(j.path(seg))
+		if err != nil {
+			j.close()
+			return nil, nil, nil, err
+		}
+		recs = append(recs, r...)
+	}
+	next := uint64(1)
+	if len(segs) > 0 {
+		next = segs[len(segs)-1] + 1
+	}
+	if err := j.startSegment(next); err != nil {
+		j.close()
+		return nil, nil, nil, err
+	}
+	return j, recs, segs, nil
+}
+
+func (j *journal) path(seg uint64) string {
+	return filepath.Join(j.dir, fmt.Sprintf("%020d.log", seg))
+}
+
+// segments lists the segment files, oldest first.
+func (j *journal) segments() ([]uint64, error) {
+	entries, err := os.ReadDir(j.dir)
+	if err != nil {
+		return nil, fmt.Errorf("settlement journal: %w", err)
+	}
+	var segs []uint64
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".log")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(name, 10, 64); err == nil {
+			segs = append(segs, n)
+		}
+	}
+	slices.Sort(segs)
+	return segs, nil
+}
+
+// readSegment returns the whole records of a segment; a record cut short or damaged ends
+// it.
+func readSegment(path string) ([]journalRecord, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("settlement journal: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	var recs []journalRecord
+	var head [8]byte
+	for {
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return recs, nil
+		}
+		n := binary.LittleEndian.Uint32(head[:4])
+		if n > 16<<20 {
+			return recs, nil
+		}
+		payload := make([]byte, n)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return recs, nil
+		}
+		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(head[4:]) {
+			return recs, nil
+		}
+		var rec journalRecord
+		if err := json.Unmarshal(payload, &rec); err != nil || rec.Generation == nil {
+			return recs, nil
+		}
+		recs = append(recs, rec)
+	}
+}
+
+// startSegment makes seg the segment appended to. Callers hold j.mu (or own j).
+func (j *journal) startSegment(seg uint64) error {
+	f, err := os.OpenFile(j.path(seg), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("settlement journal: %w", err)
+	}
+	if j.f != nil {
+		_ = j.f.Close()
+		if j.open[j.seg] == 0 {
+			delete(j.open, j.seg)
+			_ = os.Remove(j.path(j.seg))
+		}
+	}
+	j.f, j.seg, j.size = f, seg, 0
+	return nil
+}
+
+// append writes rec with one write(2) and returns its segment.
+func (j *journal) append(rec *journalRecord) (uint64, error) {
+	payload, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("settlement journal: encoding: %w", err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return 0, errors.New("settlement journal: closed")
+	}
+	j.buf = binary.LittleEndian.AppendUint32(j.buf[:0], uint32(len(payload)))
+	j.buf = binary.LittleEndian.AppendUint32(j.buf, crc32.Checksum(payload, crcTable))
+	j.buf = append(j.buf, payload...)
+	if _, err := j.f.Write(j.buf); err != nil {
+		// A partial write is a damaged tail, which replay stops at; write nothing more
+		// after it.
+		_ = j.startSegment(j.seg + 1)
+		return 0, fmt.Errorf("settlement journal: %w", err)
+	}
+	seg := j.seg
+	j.open[seg]++
+	j.size += int64(len(j.buf))
+	if j.size >= journalSegmentBytes {
+		if err := j.startSegment(seg + 1); err != nil {
+			// Appends go on to the old segment; the next one tries again.
+			j.size = 0
+		}
+	}
+	return seg, nil
+}
+
+// done marks a record of seg applied (or given up) and deletes seg once it is finished.
+func (j *journal) done(seg uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.open[seg]--
+	if j.open[seg] <= 0 && seg != j.seg {
+		delete(j.open, seg)
+		_ = os.Remove(j.path(seg))
+	}
+}
+
+// forget deletes segments whose records were all replayed.
+func (j *journal) forget(segs []uint64) {
+	for _, seg := range segs {
+		_ = os.Remove(j.path(seg))
+	}
+}
+
+// close closes the journal; segments with no record left to apply are deleted, the others
+// stay for the next Open to replay.
+func (j *journal) close() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		_ = j.f.Close()
+		if j.open[j.seg] <= 0 {
+			_ = os.Remove(j.path(j.seg))
+		}
+		j.f = nil
+	}
+	if j.lock != nil {
+		_ = syscall.Flock(int(j.lock.Fd()), syscall.LOCK_UN)
+		_ = j.lock.Close()
+		j.lock = nil
+	}
+}
+
+// replay applies the records of an earlier run that are not in the database yet.
+func (s *Store) replay(ctx context.Context, recs []journalRecord) error {
+	for i := range recs {
+		rec := &recs[i]
+		var exists int
+		err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM generations WHERE id = ?`, rec.Generation.ID).Scan(&exists)
+		if err != nil {
+			return fmt.Errorf("replaying the settlement journal: %w", err)
+		}
+		if exists > 0 {
+			continue
+		}
+		req := rec.request()
+		if err := s.write(ctx, &writeOp{settle: req, fn: req.apply}); err != nil {
+			return fmt.Errorf("replaying the settlement journal: generation %q: %w", rec.Generation.ID, err)
+		}
+		s.replayed++
+	}
+	return nil
+}
+
+func (rec *journalRecord) request() *settleReq {
+	return &settleReq{
+		g: rec.Generation, cost: rec.Cost, reservationID: rec.Reservation, lease: true,
+		held: rec.Held, release: rec.Release, now: fromMillis(rec.Now), deferred: true,
+	}
+}
+
+// openJournal opens the journal at dir and applies what an earlier run left in it.
+func (s *Store) openJournal(ctx context.Context, dir string) error {
+	j, recs, segs, err := openJournal(dir)
+	if err != nil || j == nil {
+		return err
+	}
+	if err := s.replay(ctx, recs); err != nil {
+		j.close()
+		return err
+	}
+	j.forget(segs)
+	s.jr = j
+	return nil
+}
+
+// deferSettle journals r and queues it for the writer without waiting for it.
+func (s *Store) deferSettle(r *settleReq) error {
+	r.deferred = true
+	rec := journalRecord{Reservation: r.reservationID, Held: r.held, Release: r.release, Cost: r.cost,
+		Now: millis(r.now), Generation: r.g}
+	seg, err := s.jr.append(&rec)
+	if err != nil {
+		return err
+	}
+	o := &writeOp{ctx: context.Background(), settle: r, fn: r.apply, async: true, seg: seg, done: make(chan struct{})}
+	s.pending.Add(1)
+	if err := s.wr.enqueue(o); err != nil {
+		// Closed: the record stays in the journal for the next Open.
+		s.pending.Add(-1)
+	}
+	return nil
+}
+
+// finishAsync ends a journaled settlement the writer ran: applied or failed on its own,
+// it is done; in a transaction that failed, it is queued again (or left to the journal
+// when the store is closing).
+func (s *Store) finishAsync(o *writeOp, txFailed bool) {
+	if txFailed && o.panicked == nil {
+		o.err = nil
+		o.state.Store(opQueued)
+		if s.wr.enqueue(o) == nil {
+			return
+		}
+		s.pending.Add(-1)
+		return
+	}
+	if err := o.err; err == nil && o.panicked != nil {
+		o.err = o.panicked
+	}
+	if o.err != nil && s.deferredErr != nil {
+		s.deferredErr(fmt.Errorf("applying journaled settlement of generation %q: %w", o.settle.g.ID, o.err))
+	}
+	s.jr.done(o.seg)
+	s.pending.Add(-1)
+}
+
+// caughtUp returns once every settlement journaled before the call is applied (journal.go).
+func (s *Store) caughtUp(ctx context.Context) error {
+	if s.pending.Load() == 0 {
+		return nil
+	}
+	return s.write(ctx, &writeOp{})
+}
+
+// knownReservations are lease reservations this store has settled from and not released.
+type knownReservations struct {
+	mu sync.Mutex
+	m  map[string]string // reservation id → workspace id
+}
+
+func (k *knownReservations) add(id, workspaceID string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil {
+		k.m = map[string]string{}
+	}
+	k.m[id] = workspaceID
+}
+
+func (k *knownReservations) has(id, workspaceID string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ws, ok := k.m[id]
+	return ok && ws == workspaceID
+}
+
+func (k *knownReservations) forget(ids ...string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, id := range ids {
+		delete(k.m, id)
+	}
+}

@@ -1,0 +1,285 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// leaseFixture is a workspace with one lease reservation that a first, synchronous
+// SettleLease has made known to the store, so that the next ones may be journaled.
+func leaseFixture(t *testing.T, s *Store, ws, res string, hold int64) {
+	t.Helper()
+	ctx := context.Background()
+	fundedWorkspace(t, s, ws, 100*usd)
+	if _, err := s.Reserve(ctx, store.ReserveParams{ID: res, WorkspaceID: ws, AmountNanos: hold, ExpiresAt: hour()}); err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	if _, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: res, HeldNanos: usd, Generation: &store.Generation{
+		ID: "gen_first", WorkspaceID: ws, KeyID: "key_1", CostNanos: usd / 2,
+	}}); err != nil {
+		t.Fatalf("first SettleLease: %v", err)
+	}
+}
+
+func leaseSettle(ctx context.Context, s *Store, ws, res string, i int, release bool) (store.Generation, error) {
+	return s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: res, HeldNanos: usd, Release: release, Generation: &store.Generation{
+		ID: fmt.Sprintf("gen_%03d", i), WorkspaceID: ws, KeyID: "key_1", Model: "m", Status: 200,
+		CostNanos: usd / 10, CostLines: []store.CostLine{{Dimension: "output", Quantity: 10, UnitPriceNanos: 1, Nanos: usd / 10}},
+	}})
+}
+
+// TestJournaledSettlementsDoNotWait holds the writer inside a transaction: settlements of
+// a known lease still return at once (they are journaled, not committed), reads wait until
+// they are applied, and then the database holds exactly what the callers were told.
+func TestJournaledSettlementsDoNotWait(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"))
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 10*usd)
+
+	p := holdWriter(t, s)
+	const n = 20
+	for i := range n {
+		done := make(chan error, 1)
+		go func() {
+			g, err := leaseSettle(ctx, s, "ws_1", "res_1", i, i == n-1)
+			if err == nil && (g.CostNanos != usd/10 || g.UnbilledNanos != 0) {
+				err = fmt.Errorf("charged %d, unbilled %d", g.CostNanos, g.UnbilledNanos)
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("SettleLease %d: %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("SettleLease %d waited for the held writer: it was not journaled", i)
+		}
+	}
+	if got := s.pending.Load(); got != n {
+		t.Fatalf("%d settlements pending, want %d", got, n)
+	}
+	// The release is acknowledged: the reservation is no longer one to journal for.
+	if s.known.has("res_1", "ws_1") {
+		t.Error("a released lease is still known")
+	}
+	read := make(chan store.Balance, 1)
+	go func() {
+		b, err := s.GetBalance(ctx, "ws_1")
+		if err != nil {
+			t.Errorf("GetBalance: %v", err)
+		}
+		read <- b
+	}()
+	select {
+	case b := <-read:
+		t.Fatalf("GetBalance answered %+v before the journaled settlements were applied", b)
+	case <-time.After(100 * time.Millisecond):
+	}
+	p.release()
+	b := <-read
+	want := 100*usd - usd/2 - n*usd/10
+	if b.BalanceNanos != want || b.ReservedNanos != 0 {
+		t.Fatalf("balance %d reserved %d, want %d and 0 (the lease released)", b.BalanceNanos, b.ReservedNanos, want)
+	}
+	for i := range n {
+		g, err := s.GetGeneration(ctx, "ws_1", fmt.Sprintf("gen_%03d", i))
+		if err != nil || g.CostNanos != usd/10 || len(g.CostLines) != 1 {
+			t.Fatalf("generation %d: %+v, %v", i, g, err)
+		}
+	}
+	if got := s.pending.Load(); got != 0 {
+		t.Errorf("%d settlements still pending", got)
+	}
+	// A settlement of the released lease is refused, as without the journal.
+	if _, err := leaseSettle(ctx, s, "ws_1", "res_1", 99, false); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SettleLease of a released lease: %v, want ErrNotFound", err)
+	}
+}
+
+// TestJournalOnlyForKnownLeases: a cost above what the request held, an unknown
+// reservation or another workspace's take the synchronous path with its usual answers.
+func TestJournalOnlyForKnownLeases(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"))
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 10*usd)
+	fundedWorkspace(t, s, "ws_2", usd)
+
+	if _, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: "res_1", HeldNanos: usd, Generation: &store.Generation{
+		WorkspaceID: "ws_2", CostNanos: 1}}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("another workspace's lease: %v, want ErrNotFound", err)
+	}
+	if _, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: "res_none", HeldNanos: usd, Generation: &store.Generation{
+		WorkspaceID: "ws_1", CostNanos: 1}}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown reservation: %v, want ErrNotFound", err)
+	}
+	p := holdWriter(t, s)
+	done := make(chan error, 1)
+	go func() {
+		// Above HeldNanos: the charge depends on the balance, so it waits for its commit.
+		_, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: "res_1", HeldNanos: usd, Generation: &store.Generation{
+			WorkspaceID: "ws_1", CostNanos: 2 * usd}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a settlement above what was held returned (%v) before its commit", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	p.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// copyStore copies a database that is open (its writer held inside an empty transaction,
+// so the files are still) with its journal, as a kill -9 at that instant would leave them.
+func copyStore(t *testing.T, from, to string) {
+	t.Helper()
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		copyFile(t, from+suffix, to+suffix)
+	}
+	dir := from + "-settlements"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(to+"-settlements", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".log") {
+			copyFile(t, filepath.Join(dir, e.Name()), filepath.Join(to+"-settlements", e.Name()))
+		}
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestJournalReplay: settlements acknowledged but not yet applied when the process died
+// are applied when the store opens again, once each; a damaged tail is ignored.
+func TestJournalReplay(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s := openTemp(t, live)
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 10*usd)
+	p := holdWriter(t, s)
+	const n = 30
+	for i := range n {
+		if _, err := leaseSettle(ctx, s, "ws_1", "res_1", i, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := filepath.Join(dir, "crashed.db")
+	copyStore(t, live, crashed)
+	p.release()
+
+	// A power cut could leave half a record at the end of the segment.
+	segs, _ := filepath.Glob(crashed + "-settlements/*.log")
+	if len(segs) != 1 {
+		t.Fatalf("journal segments %v, want one", segs)
+	}
+	f, err := os.OpenFile(segs[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte{200, 0, 0, 0, 1, 2, 3, 4, '{'}); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	kept := filepath.Join(dir, "kept.log")
+	copyFile(t, segs[0], kept)
+
+	check := func(s *Store) {
+		t.Helper()
+		b, err := s.GetBalance(ctx, "ws_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 100*usd - usd/2 - n*usd/10
+		if b.BalanceNanos != want || b.ReservedNanos != 10*usd-usd/2-n*usd/10 {
+			t.Fatalf("after replay: balance %d reserved %d, want %d and %d", b.BalanceNanos, b.ReservedNanos, want, 10*usd-usd/2-n*usd/10)
+		}
+		var gens, charges int
+		if err := s.r.QueryRow(`SELECT (SELECT COUNT(*) FROM generations), (SELECT COUNT(*) FROM ledger WHERE kind = 'charge')`).Scan(&gens, &charges); err != nil {
+			t.Fatal(err)
+		}
+		if gens != n+1 || charges != n+1 {
+			t.Fatalf("%d generations and %d charges, want %d of each", gens, charges, n+1)
+		}
+	}
+	s2, err := Open(ctx, crashed)
+	if err != nil {
+		t.Fatalf("reopening: %v", err)
+	}
+	check(s2)
+	if left, _ := filepath.Glob(crashed + "-settlements/*.log"); len(left) != 1 || left[0] == segs[0] {
+		t.Errorf("segments after replay %v: want the replayed one deleted and a new one", left)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The same records again (as if the process died after applying them but before
+	// deleting the segment): nothing is applied twice.
+	copyFile(t, kept, segs[0])
+	s3, err := Open(ctx, crashed)
+	if err != nil {
+		t.Fatalf("reopening: %v", err)
+	}
+	defer s3.Close()
+	check(s3)
+}
+
+// TestJournalLockedByAnotherStore: a second store on the same file cannot journal and
+// settles synchronously, with the same results.
+func TestJournalLockedByAnotherStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.db")
+	a := openTemp(t, path)
+	b := openTemp(t, path)
+	if a.jr == nil || b.jr != nil {
+		t.Fatalf("journals: first %v, second %v; want only the first", a.jr != nil, b.jr != nil)
+	}
+	ctx := context.Background()
+	leaseFixture(t, b, "ws_1", "res_1", 10*usd)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			if _, err := leaseSettle(ctx, b, "ws_1", "res_1", i, false); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	wantBalance(t, a, "ws_1", 100*usd-usd/2-usd, 10*usd-usd/2-usd)
+}
