@@ -55,6 +55,10 @@ type Gateway struct {
 	// DisableCreditTopUp makes POST /credits answer 403: set it where wallets hold money
 	// paid to the operator, so that only the operator adds credit.
 	DisableCreditTopUp bool
+	// LeaseLinger keeps a key's credit lease open this long after its last request
+	// settled, so that the key's next request is admitted without a store write; 0 drops
+	// a lease with its last request in flight (lease.go).
+	LeaseLinger time.Duration
 
 	// leases are the credit leases of this Gateway (lease.go); Close releases them.
 	leases *leaseTable

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
@@ -101,7 +102,8 @@ func benchGateway(b *testing.B) (*Gateway, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := &Gateway{Store: s, Registry: reg}
+	// As the module configures it by default: leases linger between requests.
+	g := &Gateway{Store: s, Registry: reg, LeaseLinger: 2 * time.Second}
 	g.Init()
 	b.Cleanup(func() { _ = g.Close() })
 	ws := ids.New("ws")

@@ -46,12 +46,17 @@ import (
 //
 // Lifecycle: a lease admits for at most leaseMaxAge. When it cannot admit a request (too
 // little remaining, too old), it is retired: it admits nothing more, a new lease is taken,
-// and the old one keeps serving its requests in flight. A lease is dropped as soon as it
-// has no request in flight: the settlement of its last request drops the reservation in
-// the same transaction (SettleLease with Release), or, when two settlements race to be
-// last, one extra ReleaseReservation does. So a quiescent gateway holds no leases and
-// GET /credits shows reserved_nanos exactly as before: only requests in flight hold
-// credit, plus (while requests of the key are in flight) the unused rest of their leases:
+// and the old one keeps serving its requests in flight. A retired lease is dropped as
+// soon as it has no request in flight: the settlement of its last request drops the
+// reservation in the same transaction (SettleLease with Release), or, when two
+// settlements race to be last, one extra ReleaseReservation does. The key's current
+// lease is dropped the same way when Gateway.LeaseLinger is 0; otherwise it stays open
+// until no request was admitted from it for LeaseLinger (the janitor retires and drops
+// it), so that a key sending one request at a time does not take a lease, one store write
+// in its latency, for every request. So a gateway quiet for LeaseLinger (plus a janitor
+// tick) holds no leases and GET /credits shows reserved_nanos exactly as before: only
+// requests in flight hold credit, plus (while requests of the key are in flight or
+// within LeaseLinger of the last one) the unused rest of their leases:
 // at most leaseMaxNanos per lease, one admitting lease per key and Gateway plus retired
 // ones still draining. A janitor goroutine retries releases that failed and retires leases
 // idle for leaseIdle; Close releases everything.
@@ -235,9 +240,9 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 func (g *Gateway) settleLease(ctx context.Context, l *lease, w int64, gen *store.Generation) (store.Generation, error) {
 	t := g.leases
 	t.mu.Lock()
-	// The last request in flight drops the lease with its own settlement: no request can
-	// be admitted in between, the lease is retired first.
-	release := l.unsettled == 1
+	// The last request in flight drops the lease with its own settlement (unless the lease
+	// lingers): no request can be admitted in between, the lease is retired first.
+	release := l.unsettled == 1 && (l.retired || g.LeaseLinger <= 0)
 	if release {
 		t.retire(l)
 		l.releasing = true
@@ -263,7 +268,7 @@ func (g *Gateway) settleLease(ctx context.Context, l *lease, w int64, gen *store
 	default:
 		l.remaining += w - min(stored.CostNanos, w)
 	}
-	drop := l.unsettled == 0 && !l.gone && !l.releasing
+	drop := l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || g.LeaseLinger <= 0)
 	if drop {
 		// Two settlements raced to be last: neither dropped it.
 		t.retire(l)
@@ -318,7 +323,12 @@ func (t *leaseTable) wakeJanitor() {
 func (g *Gateway) leaseJanitor(done chan struct{}) {
 	defer close(done)
 	t := g.leases
-	tick := time.NewTicker(leaseJanitorInterval)
+	idle, interval := leaseIdle, leaseJanitorInterval
+	if g.LeaseLinger > 0 {
+		idle = min(idle, g.LeaseLinger)
+		interval = min(interval, max(g.LeaseLinger/2, 10*time.Millisecond))
+	}
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
@@ -334,10 +344,11 @@ func (g *Gateway) leaseJanitor(done chan struct{}) {
 			return
 		}
 		for l := range t.all {
-			if !l.retired && now.Sub(l.lastAdmit) >= leaseIdle {
+			if !l.retired && now.Sub(l.lastAdmit) >= idle {
 				t.retire(l)
 			}
-			if l.unsettled == 0 && !l.gone && !l.releasing {
+			// A lingering lease is current, not retired: it stays until idle.
+			if l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || g.LeaseLinger <= 0) {
 				t.retire(l)
 				l.releasing = true
 				drop = append(drop, l)

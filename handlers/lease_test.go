@@ -444,3 +444,51 @@ func TestTwoInstancesShareOneWalletWithLeases(t *testing.T) {
 		}
 	}
 }
+
+// With LeaseLinger, a key sending one request at a time keeps its lease between requests
+// (one Reserve for all of them), and the lease is dropped once the key is idle for the
+// linger.
+func TestLeaseLingers(t *testing.T) {
+	a, cs := leaseGateway(t)
+	a.g.LeaseLinger = 300 * time.Millisecond
+	ws, std, _ := a.workspace(100 * usdNanos)
+	ctx := context.Background()
+	const n = 5
+	for range n {
+		a.mustDo(200, http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	}
+	if got := cs.reserves.Load(); got != 1 {
+		t.Errorf("%d Reserves for %d sequential requests, want 1 (the lease lingers)", got, n)
+	}
+	if got := cs.leaseSettles.Load(); got != n {
+		t.Errorf("%d lease settlements, want %d", got, n)
+	}
+	b, err := a.s.GetBalance(ctx, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ReservedNanos == 0 {
+		t.Error("nothing held right after the requests: the lease did not linger")
+	}
+	// Each request: 0.15 USD plus a few tokens at 1 and 2 USD per million.
+	if spent := 100*usdNanos - b.BalanceNanos; spent < n*150_000_000 || spent > n*150_100_000 {
+		t.Errorf("spent %d nanos on %d requests of 0.15 USD and a few tokens", spent, n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := a.s.GetBalance(ctx, ws)
+		a.g.leases.mu.Lock()
+		running := a.g.leases.janitor
+		a.g.leases.mu.Unlock()
+		if b.ReservedNanos == 0 && !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an idle key's lease was not dropped: held %+v, janitor running %v", b, running)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := cs.releases.Load(); got != 1 {
+		t.Errorf("%d releases, want the janitor's one", got)
+	}
+}

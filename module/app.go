@@ -49,6 +49,13 @@ type App struct {
 	// ReservationTTL is how long credit held for a request survives if the request never
 	// settles (the process died). Default: 2h.
 	ReservationTTL caddy.Duration `json:"reservation_ttl,omitempty"`
+	// CreditLeaseLinger keeps a key's credit lease (credit held for several of its
+	// requests, taken when its wallet holds at least 10 USD) open this long after the
+	// key's last request, so that a key sending requests one at a time is admitted
+	// without a database write each time. Meanwhile GET /credits counts the lease's unused
+	// rest (at most 10 USD) as reserved. "0" drops a lease with its last request in
+	// flight. Default: 2s.
+	CreditLeaseLinger *caddy.Duration `json:"credit_lease_linger,omitempty"`
 	// CatalogFile is a model catalogue file in the format of internal/catalog/models.json
 	// ({"schema": 1, "version": ..., "organisations": [...], "models": [...]}) that extends
 	// the embedded catalogue of the discovery routes: an entry with a known id replaces
@@ -78,6 +85,13 @@ type StoreConfig struct {
 	Path string `json:"path,omitempty"`
 	// DSN is the PostgreSQL connection string, e.g. "{env.DATABASE_URL}".
 	DSN string `json:"dsn,omitempty"`
+	// Durability (SQLite) is what an answered request's charge survives: "process" (the
+	// default) survives the gateway being killed or crashing: settlements are journaled
+	// with one write and committed in the background, and SQLite runs at
+	// synchronous=NORMAL; "power" also survives a power cut: every answer waits for an
+	// fsync'd commit (synchronous=FULL), which costs a disk flush of latency per request.
+	// PostgreSQL's own settings (synchronous_commit) decide there.
+	Durability string `json:"durability,omitempty"`
 }
 
 // ProviderConfig is one upstream API.
@@ -281,11 +295,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.loadCatalog(repl); err != nil {
 		return err
 	}
-	a.storeKey = driver + ":" + target
+	a.storeKey = driver + ":" + target + ":" + a.Store.Durability
+	logger := ctx.Logger()
 	val, _, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		s, err := openStore(octx, driver, target)
+		s, err := openStore(octx, driver, target, a.Store.Durability, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -306,6 +321,11 @@ func (s *StoreConfig) resolve(repl *caddy.Replacer) (driver, target string, err 
 	}
 	switch driver {
 	case "sqlite":
+		switch s.Durability {
+		case "", "process", "power":
+		default:
+			return "", "", fmt.Errorf("store durability %q: want process or power", s.Durability)
+		}
 		target = repl.ReplaceKnown(s.Path, "")
 		if target == "" {
 			target = DefaultSQLitePath()
@@ -314,6 +334,9 @@ func (s *StoreConfig) resolve(repl *caddy.Replacer) (driver, target string, err 
 			return "", "", fmt.Errorf("store path: %w", err)
 		}
 	case "postgres":
+		if s.Durability != "" {
+			return "", "", errors.New("store durability applies to sqlite; PostgreSQL's synchronous_commit decides for postgres")
+		}
 		target = repl.ReplaceKnown(s.DSN, "")
 		if target == "" {
 			return "", "", errors.New("store postgres: a dsn is required")
@@ -324,16 +347,26 @@ func (s *StoreConfig) resolve(repl *caddy.Replacer) (driver, target string, err 
 	return driver, target, nil
 }
 
+// DefaultCreditLeaseLinger is how long a key's credit lease stays open after its last
+// request by default (App.CreditLeaseLinger).
+const DefaultCreditLeaseLinger = 2 * time.Second
+
 // DefaultSQLitePath is the SQLite file used when the configuration names none.
 func DefaultSQLitePath() string {
 	return filepath.Join(caddy.AppDataDir(), "model_gateway", "gateway.db")
 }
 
-func openStore(ctx context.Context, driver, target string) (store.Store, error) {
+func openStore(ctx context.Context, driver, target, durability string, logger *zap.Logger) (store.Store, error) {
 	if driver == "postgres" {
 		return postgres.Open(ctx, target)
 	}
-	return sqlite.Open(ctx, target)
+	d := sqlite.DurableProcess
+	if durability == "power" {
+		d = sqlite.DurablePower
+	}
+	return sqlite.Open(ctx, target, sqlite.WithDurability(d), sqlite.WithDeferredErrors(func(err error) {
+		logger.Error("a journaled settlement could not be recorded", zap.Error(err))
+	}))
 }
 
 func (a *App) buildProviders(ctx caddy.Context, repl *caddy.Replacer) (map[string]providers.Provider, error) {
@@ -574,6 +607,10 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 		StreamIdleTimeout: idle, ReservationTTL: time.Duration(a.ReservationTTL),
 		Catalog: a.catalog, CatalogIDs: a.catalogIDs,
 		DisableCreditTopUp: a.CreditTopUp != nil && !*a.CreditTopUp,
+		LeaseLinger:        DefaultCreditLeaseLinger,
+	}
+	if a.CreditLeaseLinger != nil {
+		g.LeaseLinger = time.Duration(*a.CreditLeaseLinger)
 	}
 	g.Init()
 	return g

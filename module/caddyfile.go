@@ -35,9 +35,12 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //
 //	{
 //		model_gateway {
-//			store sqlite [<path>]
+//			store sqlite [<path>] {
+//				durability process|power
+//			}
 //			store postgres <dsn>
 //			reservation_ttl <duration>
+//			credit_lease_linger <duration>
 //			catalog_file <path>
 //			credit_top_up on|off
 //
@@ -123,10 +126,36 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+			for d.NextBlock(1) {
+				switch d.Val() {
+				case "durability":
+					if a.Store.Driver != "sqlite" {
+						return d.Err("durability applies to the sqlite store")
+					}
+					if !d.NextArg() {
+						return d.ArgErr()
+					}
+					a.Store.Durability = d.Val()
+					if a.Store.Durability != "process" && a.Store.Durability != "power" {
+						return d.Errf("durability %q: want process or power", a.Store.Durability)
+					}
+					if d.NextArg() {
+						return d.ArgErr()
+					}
+				default:
+					return d.Errf("unknown store option %q", d.Val())
+				}
+			}
 		case "reservation_ttl":
 			if err := parseDuration(d, &a.ReservationTTL); err != nil {
 				return err
 			}
+		case "credit_lease_linger":
+			var linger caddy.Duration
+			if err := parseDuration(d, &linger); err != nil {
+				return err
+			}
+			a.CreditLeaseLinger = &linger
 		case "catalog_file":
 			if a.CatalogFile != "" {
 				return d.Err("catalog_file already specified")

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
@@ -92,7 +93,7 @@ func OpenConfiguredStore(ctx context.Context, configFile, adapter string) (store
 	if err != nil {
 		return nil, err
 	}
-	s, err := openStore(ctx, driver, target)
+	s, err := openStore(ctx, driver, target, app.Store.Durability, zap.NewNop())
 	if err != nil {
 		return nil, fmt.Errorf("opening the %s store: %w", driver, err)
 	}
