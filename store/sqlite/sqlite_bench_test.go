@@ -65,3 +65,64 @@ func benchReserveSettle(b *testing.B, limit, par int) {
 		b.ReportMetric(float64(2*b.N)/float64(n), "writes/commit")
 	}
 }
+
+// BenchmarkSettleLease measures what a gateway request writes once its key holds a lease:
+// one SettleLease, journaled (DurableProcess) or committed (DurablePower), from par×
+// GOMAXPROCS goroutines. The journaled figure includes applying every settlement: the
+// timer stops only once the writer has caught up.
+//
+//	go test -run '^$' -bench SettleLease -cpu 2 ./store/sqlite
+func BenchmarkSettleLease(b *testing.B) {
+	for _, d := range []struct {
+		name string
+		d    Durability
+	}{{"process", DurableProcess}, {"power", DurablePower}} {
+		for _, par := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/par=%d", d.name, par), func(b *testing.B) {
+				ctx := context.Background()
+				s, err := Open(ctx, filepath.Join(b.TempDir(), "gateway.db"), WithDurability(d.d))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				if err := s.CreateWorkspace(ctx, store.Workspace{ID: "ws_bench"}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.AddCredits(ctx, "ws_bench", 1_000_000*store.NanosPerUSD, ""); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Reserve(ctx, store.ReserveParams{ID: "res_lease", WorkspaceID: "ws_bench",
+					AmountNanos: 100_000 * store.NanosPerUSD, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+					b.Fatal(err)
+				}
+				gen := func() *store.Generation {
+					return &store.Generation{WorkspaceID: "ws_bench", KeyID: "key_bench", Endpoint: "/v1/chat/completions",
+						Model: "m", Provider: "p", UpstreamModel: "m-1", Status: 200, InputTokens: 20, OutputTokens: 16,
+						CostNanos: 1000, CostLines: []store.CostLine{{Dimension: "input", Quantity: 20, UnitPriceNanos: 150_000_000, Nanos: 3000}},
+						Attempts: []store.Attempt{{Provider: "p", UpstreamModel: "m-1", Status: 200, DurationMs: 2}}}
+				}
+				if _, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: "res_lease", HeldNanos: 10_000, Generation: gen()}); err != nil {
+					b.Fatal(err)
+				}
+				commits, ops := s.wr.commits.Load(), s.wr.ops.Load()
+				b.SetParallelism(par)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if _, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: "res_lease", HeldNanos: 10_000, Generation: gen()}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				if _, err := s.GetBalance(ctx, "ws_bench"); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if n := s.wr.commits.Load() - commits; n > 0 {
+					b.ReportMetric(float64(s.wr.ops.Load()-ops)/float64(n), "writes/commit")
+				}
+			})
+		}
+	}
+}

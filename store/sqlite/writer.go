@@ -82,6 +82,11 @@ type writer struct {
 	cond   sync.Cond
 	queue  []*writeOp
 	closed bool
+	// waiting counts the queued ops someone waits for (all but journaled settlements);
+	// urgent wakes a writer gathering journaled settlements (see next).
+	waiting int
+	urgent  chan struct{}
+	gather  *time.Timer
 	// stopped is closed when the writer goroutine has answered every op and returned.
 	stopped chan struct{}
 
@@ -94,8 +99,14 @@ type writer struct {
 	together, oneByOne atomic.Int64
 }
 
+// gatherDelay is how long the writer lets journaled settlements gather into one
+// transaction when nothing else is queued: nobody waits for them, and a commit costs
+// about as much as a few dozen settlements. Anything a caller waits for (a read's
+// barrier included) ends the wait at once.
+const gatherDelay = 10 * time.Millisecond
+
 func newWriter(limit int) *writer {
-	w := &writer{limit: max(limit, 1), stopped: make(chan struct{})}
+	w := &writer{limit: max(limit, 1), stopped: make(chan struct{}), urgent: make(chan struct{}, 1)}
 	w.cond.L = &w.mu
 	return w
 }
@@ -107,8 +118,21 @@ func (w *writer) enqueue(o *writeOp) error {
 		return errClosed
 	}
 	w.queue = append(w.queue, o)
+	if !o.async {
+		w.waiting++
+	}
+	if !o.async || len(w.queue) >= w.limit {
+		w.wakeUrgent()
+	}
 	w.cond.Signal()
 	return nil
+}
+
+func (w *writer) wakeUrgent() {
+	select {
+	case w.urgent <- struct{}{}:
+	default:
+	}
 }
 
 // next waits for work and appends the next batch to buf; false once the writer is closed
@@ -122,7 +146,32 @@ func (w *writer) next(buf []*writeOp) ([]*writeOp, bool) {
 	if len(w.queue) == 0 {
 		return buf, false
 	}
+	if w.waiting == 0 && len(w.queue) < w.limit && !w.closed {
+		// Only journaled settlements: let more of them join this transaction. A wake-up
+		// left from ops already taken is stale.
+		select {
+		case <-w.urgent:
+		default:
+		}
+		w.mu.Unlock()
+		if w.gather == nil {
+			w.gather = time.NewTimer(gatherDelay)
+		} else {
+			w.gather.Reset(gatherDelay)
+		}
+		select {
+		case <-w.gather.C:
+		case <-w.urgent:
+			w.gather.Stop()
+		}
+		w.mu.Lock()
+	}
 	n := min(len(w.queue), w.limit)
+	for _, o := range w.queue[:n] {
+		if !o.async {
+			w.waiting--
+		}
+	}
 	buf = append(buf, w.queue[:n]...)
 	rest := copy(w.queue, w.queue[n:])
 	clear(w.queue[rest:])
@@ -136,6 +185,7 @@ func (w *writer) stop() {
 	w.mu.Lock()
 	w.closed = true
 	w.cond.Broadcast()
+	w.wakeUrgent()
 	w.mu.Unlock()
 	<-w.stopped
 }
