@@ -337,15 +337,20 @@ func (c *call) decorate(obj []byte) ([]byte, error) {
 }
 
 func firstFinishReason(resp []byte) string {
-	var v struct {
-		Choices []struct {
-			FinishReason string `json:"finish_reason"`
-		} `json:"choices"`
+	choices, err := rawjson.Get(resp, "choices")
+	if err != nil || len(choices) == 0 || choices[0] != '[' {
+		return ""
 	}
-	if json.Unmarshal(resp, &v) == nil && len(v.Choices) > 0 {
-		return v.Choices[0].FinishReason
+	first, err := rawjson.First(choices)
+	if err != nil || len(first) == 0 || first[0] != '{' {
+		return ""
 	}
-	return ""
+	raw, err := rawjson.Get(first, "finish_reason")
+	if err != nil {
+		return ""
+	}
+	fr, _ := rawjson.String(raw)
+	return fr
 }
 
 // chatForwardStream relays an upstream chat stream event by event. Nothing reaches the

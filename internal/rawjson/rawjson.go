@@ -368,3 +368,20 @@ func SetMany(data []byte, edits ...Edit) ([]byte, error) {
 	}
 	return append(out, data[end:]...), nil
 }
+
+// First returns the first element of the JSON array data, nil for an empty array.
+func First(data []byte) ([]byte, error) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return nil, ErrMalformed
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return nil, nil
+	}
+	end, err := skipValue(data, i)
+	if err != nil {
+		return nil, err
+	}
+	return data[i:end], nil
+}

@@ -575,3 +575,35 @@ func TestReasoning(t *testing.T) {
 		}
 	})
 }
+
+// FuzzChatUsageScan: the hand scan of a usage object reads what json.Unmarshal reads, for
+// keys spelled as upstreams spell them (encoding/json also matches keys case-insensitively).
+func FuzzChatUsageScan(f *testing.F) {
+	for _, seed := range []string{
+		`{"prompt_tokens":12,"completion_tokens":10,"total_tokens":22}`,
+		`{"prompt_tokens":12.0,"completion_tokens":null,"prompt_tokens_details":{"cached_tokens":4,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":3}}`,
+		`{"prompt_tokens":100,"prompt_cache_hit_tokens":60,"prompt_cache_miss_tokens":40,"completion_tokens":5}`,
+		`{"prompt_tokens_details":{"cached_tokens":1},"prompt_tokens_details":{"cache_write_tokens":2}}`,
+		`{"prompt_tokens_details":{"cached_tokens":1},"prompt_tokens_details":null}`,
+		`{"prompt_tokens":"12"}`,
+		`{"prompt_tokens_details":[1]}`,
+		`{"x":{"prompt_tokens":9},"completion_tokens":1e3}`,
+		`[]`, `5`, `{}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || bytes.ContainsAny(data, `\ABCDEFGHIJKLMNOPQRSTUVWXYZ`) {
+			return
+		}
+		var want, got ChatUsage
+		wantErr := json.Unmarshal(data, &want)
+		gotErr := got.scan(data)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%s: json.Unmarshal error %v, scan error %v", data, wantErr, gotErr)
+		}
+		if wantErr == nil && usageFromChat(&want) != usageFromChat(&got) {
+			t.Fatalf("%s: json.Unmarshal reads %+v, scan %+v", data, usageFromChat(&want), usageFromChat(&got))
+		}
+	})
+}
