@@ -18,16 +18,9 @@ const generationColumns = `id, workspace_id, key_id, endpoint, model, provider, 
 	latency_ms, generation_ms, end_to_end_ms, created_at`
 
 func insertGeneration(ctx context.Context, tx *sql.Tx, g *store.Generation) error {
-	// json.Marshal keeps nil as null and empty as [], so both read back as they were written.
-	lines, err := json.Marshal(g.CostLines)
-	if err != nil {
-		return fmt.Errorf("encoding cost lines: %w", err)
-	}
-	attempts, err := json.Marshal(g.Attempts)
-	if err != nil {
-		return fmt.Errorf("encoding attempts: %w", err)
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO generations (`+generationColumns+`)
+	// nil is written as null and empty as [], so both read back as they were written.
+	lines, attempts := appendCostLines(nil, g.CostLines), appendAttempts(nil, g.Attempts)
+	_, err := tx.ExecContext(ctx, `INSERT INTO generations (`+generationColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,
 		g.Streamed, g.Cancelled, g.Status, g.FinishReason, g.ErrorCode, g.ErrorMessage,

@@ -1,23 +1,19 @@
 package sqlite
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
-	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // The settlement journal.
@@ -74,53 +70,59 @@ func WithDeferredErrors(fn func(error)) Option {
 	return func(s *Store) { s.deferredErr = fn }
 }
 
-// journalSegmentBytes is the size after which the journal starts a new segment file.
-const journalSegmentBytes = 4 << 20
+// journalSegmentBytes is the size of a journal segment file (tests make it smaller).
+var journalSegmentBytes = 4 << 20
 
-// journalRecord is one acknowledged settlement.
+// journalRecord is one acknowledged settlement, as the journal holds it (journal_encode.go
+// writes it without reflection).
 type journalRecord struct {
-	Reservation string            `json:"r"`
-	Held        int64             `json:"h"`
-	Release     bool              `json:"x,omitempty"`
-	Cost        int64             `json:"c"`
-	Now         int64             `json:"n"`
-	Generation  *store.Generation `json:"g"`
+	Reservation string      `json:"r"`
+	Held        int64       `json:"h"`
+	Release     bool        `json:"x"`
+	Cost        int64       `json:"c"`
+	Now         int64       `json:"n"`
+	Generation  *journalGen `json:"g"`
 }
 
+// journal appends records to memory-mapped segment files: an append is a copy into the
+// page cache, which the kernel owns from then on, so a record survives the process as a
+// write(2) would, without a system call per record. Records are framed (length, CRC-32C,
+// payload); a segment ends at the first frame that is zero, cut short or damaged.
 type journal struct {
 	dir  string
 	lock *os.File
 
-	mu   sync.Mutex
-	f    *os.File
-	seg  uint64
-	size int64
+	mu  sync.Mutex
+	seg uint64
+	f   *os.File
+	mem []byte // the current segment, mapped
+	off int    // bytes of mem used
 	// open counts, per segment, records appended and not yet applied (or given up).
 	open map[uint64]int
-	buf  []byte
+	// retired are full segments still mapped until their records are applied.
+	retired map[uint64]*mappedSegment
+	buf     []byte
+}
+
+type mappedSegment struct {
+	f   *os.File
+	mem []byte
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // openJournal locks dir (creating it) and returns the journal and the records its
 // segments hold, oldest first. It returns nil, nil, nil when another process holds the
-// lock.
+// lock, or where this platform has no journal.
 func openJournal(dir string) (*journal, []journalRecord, []uint64, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, nil, fmt.Errorf("settlement journal: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("settlement journal: %w", err)
+	lock, ok, err := lockDir(dir)
+	if err != nil || !ok {
+		return nil, nil, nil, err
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = lock.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil, nil, nil
-		}
-		return nil, nil, nil, fmt.Errorf("settlement journal: locking: %w", err)
-	}
-	j := &journal{dir: dir, lock: lock, open: map[uint64]int{}}
+	j := &journal{dir: dir, lock: lock, open: map[uint64]int{}, retired: map[uint64]*mappedSegment{}}
 	segs, err := j.segments()
 	if err != nil {
 		j.close()
@@ -170,87 +172,83 @@ func (j *journal) segments() ([]uint64, error) {
 	return segs, nil
 }
 
-// readSegment returns the whole records of a segment; a record cut short or damaged ends
-// it.
+// readSegment returns the whole records of a segment; a zero frame (the unused rest of a
+// segment), a record cut short or a damaged one ends it.
 func readSegment(path string) ([]journalRecord, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("settlement journal: %w", err)
 	}
-	defer f.Close()
-	r := bufio.NewReader(f)
 	var recs []journalRecord
-	var head [8]byte
-	for {
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return recs, nil
+	for len(data) >= 8 {
+		n := binary.LittleEndian.Uint32(data[:4])
+		if n == 0 || int64(n) > int64(len(data)-8) {
+			break
 		}
-		n := binary.LittleEndian.Uint32(head[:4])
-		if n > 16<<20 {
-			return recs, nil
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return recs, nil
-		}
-		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(head[4:]) {
-			return recs, nil
+		payload := data[8 : 8+n]
+		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(data[4:8]) {
+			break
 		}
 		var rec journalRecord
 		if err := json.Unmarshal(payload, &rec); err != nil || rec.Generation == nil {
-			return recs, nil
+			break
 		}
 		recs = append(recs, rec)
+		data = data[8+n:]
 	}
+	return recs, nil
 }
 
-// startSegment makes seg the segment appended to. Callers hold j.mu (or own j).
+// startSegment maps a new segment seg and appends to it from now on; the previous one
+// is kept mapped until its records are applied. Callers hold j.mu (or own j).
 func (j *journal) startSegment(seg uint64) error {
-	f, err := os.OpenFile(j.path(seg), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, mem, err := mapSegment(j.path(seg), journalSegmentBytes)
 	if err != nil {
 		return fmt.Errorf("settlement journal: %w", err)
 	}
-	if j.f != nil {
-		_ = j.f.Close()
-		if j.open[j.seg] == 0 {
+	if j.mem != nil {
+		old := &mappedSegment{f: j.f, mem: j.mem}
+		if j.open[j.seg] <= 0 {
 			delete(j.open, j.seg)
-			_ = os.Remove(j.path(j.seg))
+			old.drop(j.path(j.seg))
+		} else {
+			j.retired[j.seg] = old
 		}
 	}
-	j.f, j.seg, j.size = f, seg, 0
+	j.f, j.mem, j.seg, j.off = f, mem, seg, 0
 	return nil
 }
 
-// append writes rec with one write(2) and returns its segment.
-func (j *journal) append(rec *journalRecord) (uint64, error) {
-	payload, err := json.Marshal(rec)
-	if err != nil {
-		return 0, fmt.Errorf("settlement journal: encoding: %w", err)
-	}
+func (m *mappedSegment) drop(path string) {
+	_ = unmapSegment(m.mem)
+	_ = m.f.Close()
+	_ = os.Remove(path)
+}
+
+// append journals the settlement r and returns its segment.
+func (j *journal) append(r *settleReq) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.f == nil {
+	if j.mem == nil {
 		return 0, errors.New("settlement journal: closed")
 	}
-	j.buf = binary.LittleEndian.AppendUint32(j.buf[:0], uint32(len(payload)))
-	j.buf = binary.LittleEndian.AppendUint32(j.buf, crc32.Checksum(payload, crcTable))
-	j.buf = append(j.buf, payload...)
-	if _, err := j.f.Write(j.buf); err != nil {
-		// A partial write is a damaged tail, which replay stops at; write nothing more
-		// after it.
-		_ = j.startSegment(j.seg + 1)
-		return 0, fmt.Errorf("settlement journal: %w", err)
+	j.buf = appendJournalRecord(append(j.buf[:0], 0, 0, 0, 0, 0, 0, 0, 0), r)
+	n := len(j.buf) - 8
+	if len(j.buf) > journalSegmentBytes-8 {
+		return 0, errors.New("settlement journal: record too large")
 	}
-	seg := j.seg
-	j.open[seg]++
-	j.size += int64(len(j.buf))
-	if j.size >= journalSegmentBytes {
-		if err := j.startSegment(seg + 1); err != nil {
-			// Appends go on to the old segment; the next one tries again.
-			j.size = 0
+	binary.LittleEndian.PutUint32(j.buf[:4], uint32(n))
+	binary.LittleEndian.PutUint32(j.buf[4:8], crc32.Checksum(j.buf[8:], crcTable))
+	// A segment always ends with a zero frame header (8 bytes) or its end.
+	if j.off+len(j.buf) > len(j.mem) {
+		if err := j.startSegment(j.seg + 1); err != nil {
+			return 0, err
 		}
 	}
-	return seg, nil
+	copy(j.mem[j.off:], j.buf)
+	j.off += len(j.buf)
+	j.open[j.seg]++
+	return j.seg, nil
 }
 
 // done marks a record of seg applied (or given up) and deletes seg once it is finished.
@@ -260,7 +258,10 @@ func (j *journal) done(seg uint64) {
 	j.open[seg]--
 	if j.open[seg] <= 0 && seg != j.seg {
 		delete(j.open, seg)
-		_ = os.Remove(j.path(seg))
+		if m := j.retired[seg]; m != nil {
+			delete(j.retired, seg)
+			m.drop(j.path(seg))
+		}
 	}
 }
 
@@ -271,21 +272,28 @@ func (j *journal) forget(segs []uint64) {
 	}
 }
 
-// close closes the journal; segments with no record left to apply are deleted, the others
-// stay for the next Open to replay.
+// close unmaps the journal; segments with no record left to apply are deleted, the
+// others stay for the next Open to replay.
 func (j *journal) close() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.f != nil {
-		_ = j.f.Close()
+	if j.mem != nil {
+		cur := &mappedSegment{f: j.f, mem: j.mem}
 		if j.open[j.seg] <= 0 {
-			_ = os.Remove(j.path(j.seg))
+			cur.drop(j.path(j.seg))
+		} else {
+			_ = unmapSegment(cur.mem)
+			_ = cur.f.Close()
 		}
-		j.f = nil
+		j.mem, j.f = nil, nil
+	}
+	for seg, m := range j.retired {
+		_ = unmapSegment(m.mem)
+		_ = m.f.Close()
+		delete(j.retired, seg)
 	}
 	if j.lock != nil {
-		_ = syscall.Flock(int(j.lock.Fd()), syscall.LOCK_UN)
-		_ = j.lock.Close()
+		unlockDir(j.lock)
 		j.lock = nil
 	}
 }
@@ -312,8 +320,9 @@ func (s *Store) replay(ctx context.Context, recs []journalRecord) error {
 }
 
 func (rec *journalRecord) request() *settleReq {
+	g := rec.Generation.generation()
 	return &settleReq{
-		g: rec.Generation, cost: rec.Cost, reservationID: rec.Reservation, lease: true,
+		g: &g, cost: rec.Cost, reservationID: rec.Reservation, lease: true,
 		held: rec.Held, release: rec.Release, now: fromMillis(rec.Now), deferred: true,
 	}
 }
@@ -336,9 +345,7 @@ func (s *Store) openJournal(ctx context.Context, dir string) error {
 // deferSettle journals r and queues it for the writer without waiting for it.
 func (s *Store) deferSettle(r *settleReq) error {
 	r.deferred = true
-	rec := journalRecord{Reservation: r.reservationID, Held: r.held, Release: r.release, Cost: r.cost,
-		Now: millis(r.now), Generation: r.g}
-	seg, err := s.jr.append(&rec)
+	seg, err := s.jr.append(r)
 	if err != nil {
 		return err
 	}

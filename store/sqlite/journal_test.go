@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -210,11 +211,19 @@ func TestJournalReplay(t *testing.T) {
 	if len(segs) != 1 {
 		t.Fatalf("journal segments %v, want one", segs)
 	}
-	f, err := os.OpenFile(segs[0], os.O_WRONLY|os.O_APPEND, 0)
+	data, err := os.ReadFile(segs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Write([]byte{200, 0, 0, 0, 1, 2, 3, 4, '{'}); err != nil {
+	end := 0
+	for binary.LittleEndian.Uint32(data[end:]) != 0 {
+		end += 8 + int(binary.LittleEndian.Uint32(data[end:]))
+	}
+	f, err := os.OpenFile(segs[0], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{200, 0, 0, 0, 1, 2, 3, 4, '{', '"', 'r'}, int64(end)); err != nil {
 		t.Fatal(err)
 	}
 	_ = f.Close()
@@ -282,4 +291,44 @@ func TestJournalLockedByAnotherStore(t *testing.T) {
 	}
 	wg.Wait()
 	wantBalance(t, a, "ws_1", 100*usd-usd/2-usd, 10*usd-usd/2-usd)
+}
+
+// TestJournalSegments: with small segments, records spread over many files; a segment is
+// deleted once its records are applied, and a crash with several segments pending
+// replays all of them.
+func TestJournalSegments(t *testing.T) {
+	defer func(n int) { journalSegmentBytes = n }(journalSegmentBytes)
+	journalSegmentBytes = 4096
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.db")
+	s := openTemp(t, live)
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 50*usd)
+	p := holdWriter(t, s)
+	const n = 100
+	for i := range n {
+		if _, err := leaseSettle(ctx, s, "ws_1", "res_1", i, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, _ := filepath.Glob(live + "-settlements/*.log")
+	if len(segs) < 5 {
+		t.Fatalf("%d segments for %d records of 4 KiB segments", len(segs), n)
+	}
+	crashed := filepath.Join(dir, "crashed.db")
+	copyStore(t, live, crashed)
+	p.release()
+	wantBalance(t, s, "ws_1", 100*usd-usd/2-n*usd/10, 50*usd-usd/2-n*usd/10)
+	if left, _ := filepath.Glob(live + "-settlements/*.log"); len(left) != 1 {
+		t.Errorf("%d segments left once every record is applied, want only the current one", len(left))
+	}
+	s2, err := Open(ctx, crashed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if s2.replayed != n {
+		t.Errorf("replayed %d records from %d segments, want %d", s2.replayed, len(segs), n)
+	}
+	wantBalance(t, s2, "ws_1", 100*usd-usd/2-n*usd/10, 50*usd-usd/2-n*usd/10)
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -284,14 +283,7 @@ func insertGenerations(ctx context.Context, tx *sql.Tx, ops []*writeOp) error {
 		args := make([]any, 0, generationValues*len(chunk))
 		for _, o := range chunk {
 			g := o.settle.g
-			lines, err := json.Marshal(g.CostLines)
-			if err != nil {
-				return fmt.Errorf("encoding cost lines: %w", err)
-			}
-			attempts, err := json.Marshal(g.Attempts)
-			if err != nil {
-				return fmt.Errorf("encoding attempts: %w", err)
-			}
+			lines, attempts := appendCostLines(nil, g.CostLines), appendAttempts(nil, g.Attempts)
 			args = append(args,
 				g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,
 				g.Streamed, g.Cancelled, g.Status, g.FinishReason, g.ErrorCode, g.ErrorMessage,
