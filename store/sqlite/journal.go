@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
 )
 
 // The settlement journal.
