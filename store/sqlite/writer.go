@@ -103,7 +103,7 @@ type writer struct {
 // transaction when nothing else is queued: nobody waits for them, and a commit costs
 // about as much as a few dozen settlements. Anything a caller waits for (a read's
 // barrier included) ends the wait at once.
-const gatherDelay = 10 * time.Millisecond
+const gatherDelay = 25 * time.Millisecond
 
 func newWriter(limit int) *writer {
 	w := &writer{limit: max(limit, 1), stopped: make(chan struct{}), urgent: make(chan struct{}, 1)}
