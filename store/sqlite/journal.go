@@ -100,7 +100,6 @@ type journal struct {
 	open map[uint64]int
 	// retired are full segments still mapped until their records are applied.
 	retired map[uint64]*mappedSegment
-	buf     []byte
 }
 
 type mappedSegment struct {
@@ -226,29 +225,35 @@ func (m *mappedSegment) drop(path string) {
 
 // append journals the settlement r and returns its segment.
 func (j *journal) append(r *settleReq) (uint64, error) {
+	// The frame is built outside the lock; only the copy into the segment is serial.
+	bp := framePool.Get().(*[]byte)
+	defer framePool.Put(bp)
+	frame := appendJournalRecord(append((*bp)[:0], 0, 0, 0, 0, 0, 0, 0, 0), r)
+	*bp = frame
+	if len(frame) > journalSegmentBytes-8 {
+		return 0, errors.New("settlement journal: record too large")
+	}
+	binary.LittleEndian.PutUint32(frame[:4], uint32(len(frame)-8))
+	binary.LittleEndian.PutUint32(frame[4:8], crc32.Checksum(frame[8:], crcTable))
+
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.mem == nil {
 		return 0, errors.New("settlement journal: closed")
 	}
-	j.buf = appendJournalRecord(append(j.buf[:0], 0, 0, 0, 0, 0, 0, 0, 0), r)
-	n := len(j.buf) - 8
-	if len(j.buf) > journalSegmentBytes-8 {
-		return 0, errors.New("settlement journal: record too large")
-	}
-	binary.LittleEndian.PutUint32(j.buf[:4], uint32(n))
-	binary.LittleEndian.PutUint32(j.buf[4:8], crc32.Checksum(j.buf[8:], crcTable))
 	// A segment always ends with a zero frame header (8 bytes) or its end.
-	if j.off+len(j.buf) > len(j.mem) {
+	if j.off+len(frame) > len(j.mem) {
 		if err := j.startSegment(j.seg + 1); err != nil {
 			return 0, err
 		}
 	}
-	copy(j.mem[j.off:], j.buf)
-	j.off += len(j.buf)
+	copy(j.mem[j.off:], frame)
+	j.off += len(frame)
 	j.open[j.seg]++
 	return j.seg, nil
 }
+
+var framePool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 // done marks a record of seg applied (or given up) and deletes seg once it is finished.
 func (j *journal) done(seg uint64) {

@@ -279,16 +279,20 @@ func loadWallets(ctx context.Context, tx *sql.Tx, workspaceIDs []string) (map[st
 const generationValues = 27
 
 func insertGenerations(ctx context.Context, tx *sql.Tx, ops []*writeOp) error {
+	var scratch []byte
 	for chunk := range chunks(ops) {
 		args := make([]any, 0, generationValues*len(chunk))
 		for _, o := range chunk {
 			g := o.settle.g
-			lines, attempts := appendCostLines(nil, g.CostLines), appendAttempts(nil, g.Attempts)
+			scratch = appendCostLines(scratch[:0], g.CostLines)
+			lines := string(scratch)
+			scratch = appendAttempts(scratch[:0], g.Attempts)
+			attempts := string(scratch)
 			args = append(args,
 				g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,
 				g.Streamed, g.Cancelled, g.Status, g.FinishReason, g.ErrorCode, g.ErrorMessage,
 				g.InputTokens, g.CacheReadTokens, g.CacheWriteTokens, g.OutputTokens, g.ReasoningTokens,
-				g.CostNanos, g.UnbilledNanos, string(lines), string(attempts),
+				g.CostNanos, g.UnbilledNanos, lines, attempts,
 				g.LatencyMs, g.GenerationMs, g.EndToEndMs, millis(g.CreatedAt))
 		}
 		if _, err := tx.ExecContext(ctx, insertStatement(`INSERT INTO generations (`+generationColumns+`) VALUES `, generationValues, len(chunk)), args...); err != nil {
