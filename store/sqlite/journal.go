@@ -346,8 +346,18 @@ func (s *Store) openJournal(ctx context.Context, dir string) error {
 	return nil
 }
 
+// maxPending bounds the journaled settlements waiting for the writer: beyond it (a disk
+// slower than the traffic) settlements are committed before they are acknowledged again,
+// so callers slow down with the database instead of the queue growing without bound.
+const maxPending = 8192
+
+var errJournalBacklog = errors.New("settlement journal: backlog full")
+
 // deferSettle journals r and queues it for the writer without waiting for it.
 func (s *Store) deferSettle(r *settleReq) error {
+	if s.pending.Load() >= maxPending {
+		return errJournalBacklog
+	}
 	r.deferred = true
 	seg, err := s.jr.append(r)
 	if err != nil {

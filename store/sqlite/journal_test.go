@@ -332,3 +332,29 @@ func TestJournalSegments(t *testing.T) {
 	}
 	wantBalance(t, s2, "ws_1", 100*usd-usd/2-n*usd/10, 50*usd-usd/2-n*usd/10)
 }
+
+// TestJournalBacklog: with maxPending settlements waiting for a held writer, the next one
+// is not journaled but waits for its commit, as without the journal.
+func TestJournalBacklog(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"))
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 50*usd)
+	p := holdWriter(t, s)
+	s.pending.Add(maxPending) // as if that many were queued
+	done := make(chan error, 1)
+	go func() {
+		_, err := leaseSettle(ctx, s, "ws_1", "res_1", 1, false)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a settlement beyond the backlog returned (%v) before its commit", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.pending.Add(-maxPending)
+	p.release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	wantBalance(t, s, "ws_1", 100*usd-usd/2-usd/10, 50*usd-usd/2-usd/10)
+}
