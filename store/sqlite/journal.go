@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // The settlement journal.
@@ -315,7 +317,17 @@ func (s *Store) replay(ctx context.Context, recs []journalRecord) error {
 			continue
 		}
 		req := rec.request()
-		if err := s.write(ctx, &writeOp{settle: req, fn: req.apply}); err != nil {
+		err = s.write(ctx, &writeOp{settle: req, fn: req.apply})
+		switch {
+		case errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict):
+			// This record can never be applied (its workspace has no wallet): it is reported
+			// like a journaled settlement that fails while running, and dropped with its
+			// segment, rather than refusing to open the store at every start.
+			if s.deferredErr != nil {
+				s.deferredErr(fmt.Errorf("replaying journaled settlement of generation %q: %w", rec.Generation.ID, err))
+			}
+			continue
+		case err != nil:
 			return fmt.Errorf("replaying the settlement journal: generation %q: %w", rec.Generation.ID, err)
 		}
 		s.replayed++

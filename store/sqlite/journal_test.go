@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -357,4 +358,46 @@ func TestJournalBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBalance(t, s, "ws_1", 100*usd-usd/2-usd/10, 50*usd-usd/2-usd/10)
+}
+
+// TestJournalReplaySkipsWhatCannotApply: a journaled settlement that can never be applied
+// (its workspace has no wallet) is reported and dropped; the store opens and applies the
+// others.
+func TestJournalReplaySkipsWhatCannotApply(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.db")
+	s := openTemp(t, path)
+	fundedWorkspace(t, s, "ws_1", 10*usd)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var seg []byte
+	for i, ws := range []string{"ws_1", "ws_gone", "ws_1"} {
+		g := &store.Generation{ID: fmt.Sprintf("gen_%d", i), WorkspaceID: ws, Status: 200, CostNanos: usd,
+			CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
+		frame := appendJournalRecord(make([]byte, 8), &settleReq{g: g, cost: usd, reservationID: "res_expired", held: usd, now: time.Now()})
+		binary.LittleEndian.PutUint32(frame[:4], uint32(len(frame)-8))
+		binary.LittleEndian.PutUint32(frame[4:8], crc32.Checksum(frame[8:], crcTable))
+		seg = append(seg, frame...)
+	}
+	if err := os.MkdirAll(path+"-settlements", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path+"-settlements", fmt.Sprintf("%020d.log", 7)), seg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var reported []error
+	s2, err := Open(context.Background(), path, WithDeferredErrors(func(err error) { reported = append(reported, err) }))
+	if err != nil {
+		t.Fatalf("Open with an unappliable journal record: %v", err)
+	}
+	defer s2.Close()
+	if s2.replayed != 2 || len(reported) != 1 || !errors.Is(reported[0], store.ErrNotFound) {
+		t.Fatalf("replayed %d, reported %v; want 2 applied and the wallet-less one reported", s2.replayed, reported)
+	}
+	// The reservation had expired and was released: each settlement is charged from the
+	// balance.
+	wantBalance(t, s2, "ws_1", 8*usd, 0)
+	if left, _ := filepath.Glob(path + "-settlements/00000000000000000007.log"); len(left) != 0 {
+		t.Error("the replayed segment was kept")
+	}
 }
