@@ -1,11 +1,11 @@
 package handlers
 
 import (
-	"encoding/json"
 	"math"
 	"strconv"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -13,18 +13,7 @@ import (
 // what encoding/json gives for them, without reflection on the hot path.
 
 // appendJSONString appends s as encoding/json quotes it.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			// Escapes, HTML-safe characters and UTF-8: leave them to encoding/json.
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
+func appendJSONString(b []byte, s string) []byte { return rawjson.AppendStringLikeMarshal(b, s) }
 
 // appendJSONFloat appends a finite f as encoding/json formats a float64.
 func appendJSONFloat(b []byte, f float64) []byte {
@@ -52,53 +41,11 @@ func appendKey(b []byte, comma bool, key string) []byte {
 	return append(b, '"', ':')
 }
 
-// appendCostLines appends lines as a JSON array ([] for none).
-func appendCostLines(b []byte, lines []store.CostLine) []byte {
-	b = append(b, '[')
-	for i, l := range lines {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendKey(append(b, '{'), false, "dimension")
-		b = appendJSONString(b, l.Dimension)
-		b = strconv.AppendInt(appendKey(b, true, "quantity"), l.Quantity, 10)
-		b = strconv.AppendInt(appendKey(b, true, "unit_price_nanos"), l.UnitPriceNanos, 10)
-		b = strconv.AppendInt(appendKey(b, true, "nanos"), l.Nanos, 10)
-		b = append(b, '}')
-	}
-	return append(b, ']')
-}
-
-// appendAttempts appends attempts as a JSON array (null for a nil slice).
-func appendAttempts(b []byte, attempts []store.Attempt) []byte {
-	if attempts == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '[')
-	for i, a := range attempts {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendJSONString(appendKey(append(b, '{'), false, "provider"), a.Provider)
-		b = appendJSONString(appendKey(b, true, "upstream_model"), a.UpstreamModel)
-		b = strconv.AppendInt(appendKey(b, true, "status"), int64(a.Status), 10)
-		b = strconv.AppendInt(appendKey(b, true, "duration_ms"), a.DurationMs, 10)
-		if a.Error != "" {
-			b = appendJSONString(appendKey(b, true, "error"), a.Error)
-		}
-		if a.Category != "" {
-			b = appendJSONString(appendKey(b, true, "category"), a.Category)
-		}
-		b = append(b, '}')
-	}
-	return append(b, ']')
-}
-
 // appendMeta appends the timing block returned when the request asks for "meta": true, its
 // keys in the sorted order encoding/json gives a map.
 func (c *call) appendMeta(b []byte) []byte {
 	now := c.g.Now()
-	b = appendAttempts(appendKey(append(b, '{'), false, "attempts"), c.attempts)
+	b = store.AppendAttemptsJSON(appendKey(append(b, '{'), false, "attempts"), c.attempts)
 	if len(c.dropped) > 0 {
 		b = appendKey(b, true, "dropped_parameters")
 		for i, d := range c.dropped {

@@ -54,7 +54,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 	for _, lines := range [][]store.CostLine{{}, {{Dimension: "input", Quantity: 12, UnitPriceNanos: 150_000_000, Nanos: 2}}, {{Dimension: "output", Quantity: 1}, {Dimension: "request", Nanos: -3}}} {
 		want, _ := json.Marshal(lines)
-		if got := appendCostLines(nil, lines); string(got) != string(want) {
+		if got := store.AppendCostLinesJSON(nil, nonNilLines(lines)); string(got) != string(want) {
 			t.Errorf("lines: got %s want %s", got, want)
 		}
 	}

@@ -324,9 +324,15 @@ func TestLeaseJanitorReleasesAndStops(t *testing.T) {
 	_, _ = a.g.settleLease(ctx, l, 10_000_000, &store.Generation{WorkspaceID: ws, KeyID: kid, Status: 200})
 	cs.failRelease.Store(false)
 	cs.failLeaseSettle.Store(false)
+	waitLeasesDropped(t, a, ws)
+}
+
+// waitLeasesDropped waits until the workspace holds nothing and the janitor has stopped.
+func waitLeasesDropped(t *testing.T, a *adminGateway, ws string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, _ := a.s.GetBalance(ctx, ws)
+		b, _ := a.s.GetBalance(context.Background(), ws)
 		a.g.leases.mu.Lock()
 		running := a.g.leases.janitor
 		a.g.leases.mu.Unlock()
@@ -334,7 +340,7 @@ func TestLeaseJanitorReleasesAndStops(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("held %+v, janitor running %v", b, running)
+			t.Fatalf("leases not dropped: held %+v, janitor running %v", b, running)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -474,20 +480,7 @@ func TestLeaseLingers(t *testing.T) {
 	if spent := 100*usdNanos - b.BalanceNanos; spent < n*150_000_000 || spent > n*150_100_000 {
 		t.Errorf("spent %d nanos on %d requests of 0.15 USD and a few tokens", spent, n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := a.s.GetBalance(ctx, ws)
-		a.g.leases.mu.Lock()
-		running := a.g.leases.janitor
-		a.g.leases.mu.Unlock()
-		if b.ReservedNanos == 0 && !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("an idle key's lease was not dropped: held %+v, janitor running %v", b, running)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitLeasesDropped(t, a, ws)
 	if got := cs.releases.Load(); got != 1 {
 		t.Errorf("%d releases, want the janitor's one", got)
 	}

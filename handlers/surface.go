@@ -9,6 +9,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // frame is one SSE event of a surface: an optional event name and its data.
@@ -210,7 +211,7 @@ func (c *call) costedUsage(obj []byte, key string, fallback []byte) ([]byte, err
 	return rawjson.SetMany(usage,
 		rawjson.Edit{Key: "cost", Value: pricing.AppendUSD(nil, total)},
 		rawjson.Edit{Key: "cost_nanos", Value: strconv.AppendInt(nil, total, 10)},
-		rawjson.Edit{Key: "cost_lines", Value: appendCostLines(make([]byte, 0, 2+80*len(lines)), lines)})
+		rawjson.Edit{Key: "cost_lines", Value: store.AppendCostLinesJSON(make([]byte, 0, 2+80*len(lines)), nonNilLines(lines))})
 }
 
 // decorateTop sets the gateway's id under idKey, adds cost to the usage object under
@@ -252,4 +253,14 @@ func (c *call) withMeta(obj []byte) ([]byte, error) {
 		return obj, nil
 	}
 	return rawjson.Set(obj, "meta", c.appendMeta(make([]byte, 0, 320)))
+}
+
+var noCostLines = []store.CostLine{}
+
+// nonNilLines makes no cost lines read [] rather than null in a response.
+func nonNilLines(lines []store.CostLine) []store.CostLine {
+	if lines == nil {
+		return noCostLines
+	}
+	return lines
 }

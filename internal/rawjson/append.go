@@ -1,6 +1,9 @@
 package rawjson
 
-import "unicode/utf8"
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -51,5 +54,20 @@ func AppendString(b []byte, s string) []byte {
 		i += size
 	}
 	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// AppendStringLikeMarshal appends s exactly as json.Marshal quotes it: like AppendString,
+// and also with <, > and & escaped (\u003c, \u003e, \u0026) and U+2028/U+2029 escaped.
+func AppendStringLikeMarshal(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			// Escapes, HTML-safe characters and UTF-8: leave them to encoding/json.
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
 	return append(b, '"')
 }

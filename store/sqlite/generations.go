@@ -19,7 +19,7 @@ const generationColumns = `id, workspace_id, key_id, endpoint, model, provider, 
 
 func insertGeneration(ctx context.Context, tx *sql.Tx, g *store.Generation) error {
 	// nil is written as null and empty as [], so both read back as they were written.
-	lines, attempts := appendCostLines(nil, g.CostLines), appendAttempts(nil, g.Attempts)
+	lines, attempts := store.AppendCostLinesJSON(nil, g.CostLines), store.AppendAttemptsJSON(nil, g.Attempts)
 	_, err := tx.ExecContext(ctx, `INSERT INTO generations (`+generationColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,

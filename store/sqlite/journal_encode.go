@@ -88,62 +88,12 @@ func appendJournalRecord(b []byte, r *settleReq) []byte {
 		b = appendIntField(b, f.key, f.v)
 	}
 	b = append(b, `,"cl":`...)
-	b = appendCostLines(b, g.CostLines)
+	b = store.AppendCostLinesJSON(b, g.CostLines)
 	b = append(b, `,"at":`...)
-	b = appendAttempts(b, g.Attempts)
+	b = store.AppendAttemptsJSON(b, g.Attempts)
 	return append(b, "}}"...)
 }
 
 func appendIntField(b []byte, key string, v int64) []byte {
 	return strconv.AppendInt(append(b, key...), v, 10)
-}
-
-// appendCostLines appends lines as json.Marshal does: null for nil.
-func appendCostLines(b []byte, lines []store.CostLine) []byte {
-	if lines == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '[')
-	for i, l := range lines {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"dimension":`...)
-		b = rawjson.AppendString(b, l.Dimension)
-		b = appendIntField(b, `,"quantity":`, l.Quantity)
-		b = appendIntField(b, `,"unit_price_nanos":`, l.UnitPriceNanos)
-		b = appendIntField(b, `,"nanos":`, l.Nanos)
-		b = append(b, '}')
-	}
-	return append(b, ']')
-}
-
-// appendAttempts appends attempts as json.Marshal does: null for nil, error and category
-// left out when empty.
-func appendAttempts(b []byte, attempts []store.Attempt) []byte {
-	if attempts == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '[')
-	for i, a := range attempts {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"provider":`...)
-		b = rawjson.AppendString(b, a.Provider)
-		b = append(b, `,"upstream_model":`...)
-		b = rawjson.AppendString(b, a.UpstreamModel)
-		b = appendIntField(b, `,"status":`, int64(a.Status))
-		b = appendIntField(b, `,"duration_ms":`, a.DurationMs)
-		if a.Error != "" {
-			b = append(b, `,"error":`...)
-			b = rawjson.AppendString(b, a.Error)
-		}
-		if a.Category != "" {
-			b = append(b, `,"category":`...)
-			b = rawjson.AppendString(b, a.Category)
-		}
-		b = append(b, '}')
-	}
-	return append(b, ']')
 }

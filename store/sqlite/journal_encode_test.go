@@ -51,8 +51,8 @@ func TestJournalEncoding(t *testing.T) {
 			got, want []byte
 			dst, ref  any
 		}{
-			{appendCostLines(nil, g.CostLines), mustMarshal(t, g.CostLines), &lines, &wantLines},
-			{appendAttempts(nil, g.Attempts), mustMarshal(t, g.Attempts), &attempts, &wantAttempts},
+			{store.AppendCostLinesJSON(nil, g.CostLines), mustMarshal(t, g.CostLines), &lines, &wantLines},
+			{store.AppendAttemptsJSON(nil, g.Attempts), mustMarshal(t, g.Attempts), &attempts, &wantAttempts},
 		} {
 			if err := json.Unmarshal(c.got, c.dst); err != nil {
 				t.Fatalf("%s: %v", c.got, err)

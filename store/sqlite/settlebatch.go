@@ -284,9 +284,9 @@ func insertGenerations(ctx context.Context, tx *sql.Tx, ops []*writeOp) error {
 		args := make([]any, 0, generationValues*len(chunk))
 		for _, o := range chunk {
 			g := o.settle.g
-			scratch = appendCostLines(scratch[:0], g.CostLines)
+			scratch = store.AppendCostLinesJSON(scratch[:0], g.CostLines)
 			lines := string(scratch)
-			scratch = appendAttempts(scratch[:0], g.Attempts)
+			scratch = store.AppendAttemptsJSON(scratch[:0], g.Attempts)
 			attempts := string(scratch)
 			args = append(args,
 				g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,
