@@ -9,10 +9,16 @@
 // another process doing the same. Reads use a separate pool and never wait for writers.
 //
 // Writes are group-committed: concurrent writes queue to one writer goroutine that runs
-// whatever has queued in one transaction, a savepoint per write, and commits once (one
-// fsync at synchronous=FULL) before answering any of them. Each write still succeeds or
-// fails on its own, sees the writes queued before it, and returns only once durable;
-// writer.go describes the guarantees, including what a cancelled context does.
+// whatever has queued in one transaction, a savepoint per write, and commits once before
+// answering any of them. Each write still succeeds or fails on its own, sees the writes
+// queued before it, and returns only once durable; writer.go describes the guarantees,
+// including what a cancelled context does. Settlements next to each other in a batch are
+// applied together (settlebatch.go).
+//
+// Durable means what the store's Durability says: DurableProcess (the default) survives
+// the process (synchronous=NORMAL; lease settlements are acknowledged from the settlement
+// journal, journal.go), DurablePower also survives a power cut (synchronous=FULL, one
+// fsync per batch).
 package sqlite
 
 import (

@@ -28,10 +28,13 @@ import (
 //   - An op that fails (store.ErrInsufficientFunds, ErrNotFound, ErrConflict...) is rolled
 //     back to its savepoint: it changes nothing, its caller gets its own error, and the
 //     other ops of the batch are unaffected.
-//   - A call returns only after the transaction holding its op committed, with
-//     synchronous=FULL, so a write that returned nil survives a crash or power cut. If
-//     the transaction itself fails (BEGIN or COMMIT, or an I/O error that aborts it), every
-//     op in it fails with that error and none is applied.
+//   - A call returns only after the transaction holding its op committed, so a write that
+//     returned nil survives a crash (and, with DurablePower's synchronous=FULL, a power
+//     cut). If the transaction itself fails (BEGIN or COMMIT, or an I/O error that aborts
+//     it), every op in it fails with that error and none is applied.
+//   - The exception is a journaled settlement (journal.go): its caller was answered when
+//     the journal took it; the writer applies it with the others in queue order, and a
+//     transaction that fails is retried with it rather than losing it.
 //
 // Context: a caller whose ctx ends while its op still waits in the queue gets ctx.Err()
 // and the op is never applied. Once the writer has started the op, it runs to completion
