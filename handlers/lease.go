@@ -34,8 +34,8 @@ import (
 // its own, and the wallet can never be overspent: the store refuses the lease unless the
 // wallet (and the key's limit) can hold all of L.
 //
-// Size: L = min(leaseMultiple × W, leaseMaxNanos) of the request that takes the lease. A
-// lease is only taken when L > W and the wallet has at least leaseMinAvailableNanos
+// Size: L = min(max(leaseMultiple × W, leaseFloorNanos), leaseMaxNanos) of the request that
+// takes the lease. A lease is only taken when L > W and the wallet has at least leaseMinAvailableNanos
 // available (the Reserve's MinAvailableNanos). The spec's 1.00 USD preflight is therefore
 // checked when a lease is taken, not for each request it admits: a request is admitted
 // only if, when its lease was taken, at least max(L, 10 USD) >= 1 USD was available.
@@ -70,13 +70,17 @@ import (
 //
 // leaseMultiple is 64 so that a lease admits more requests than a key usually has in
 // flight: a smaller lease drains before the next one is taken, and every request waiting
-// for that Reserve stalls for one commit.
+// for that Reserve stalls for one commit. leaseFloorNanos (1 USD, a tenth of the least a
+// wallet has when a lease is taken) keeps cheap requests from renewing their lease every
+// 64 requests: a request of a small model at 64 output tokens has a worst case of a few
+// hundred-thousandths of a dollar, and a lease of 64 of them lasted milliseconds under load.
 //
 // Crash: a lease's reservation expires leaseMaxAge + ReservationTTL after it was taken,
 // so every request it admitted keeps at least ReservationTTL of cover, as a reservation of
 // its own had; after a crash the sweeper (ReleaseExpired) frees it then.
 const (
 	leaseMultiple          = 64
+	leaseFloorNanos        = store.NanosPerUSD
 	leaseMaxNanos          = 10 * store.NanosPerUSD
 	leaseMinAvailableNanos = 10 * store.NanosPerUSD
 	leaseMaxAge            = 60 * time.Second
@@ -136,7 +140,7 @@ func leaseTarget(w int64) int64 {
 	case w >= leaseMaxNanos/leaseMultiple:
 		return leaseMaxNanos
 	}
-	return w * leaseMultiple
+	return max(w*leaseMultiple, leaseFloorNanos)
 }
 
 // retire stops l admitting. Callers hold t.mu.

@@ -485,3 +485,17 @@ func TestLeaseLingers(t *testing.T) {
 		t.Errorf("%d releases, want the janitor's one", got)
 	}
 }
+
+func TestLeaseTarget(t *testing.T) {
+	for _, tc := range []struct{ w, want int64 }{
+		{0, 0},
+		{50_000, usdNanos},              // a cheap request: the 1 USD floor
+		{100_000_000, 64 * 100_000_000}, // 0.10 USD: 64 of them
+		{200_000_000, 10 * usdNanos},    // capped at 10 USD
+		{10 * usdNanos, 0},              // no lease would admit more than the request
+	} {
+		if got := leaseTarget(tc.w); got != tc.want {
+			t.Errorf("leaseTarget(%d) = %d, want %d", tc.w, got, tc.want)
+		}
+	}
+}
