@@ -23,8 +23,13 @@ import (
 // (audio, files).
 func DecodeChatRequest(body []byte) (*providers.Request, error) {
 	var cr ChatRequest
-	if err := json.Unmarshal(body, &cr); err != nil {
-		return nil, fmt.Errorf("decoding chat request: %w", err)
+	if !cr.fastDecode(body) {
+		// The fast path (fastdecode.go) takes the usual bodies and leaves the rest, errors
+		// included, to json.Unmarshal, from a zero struct: it may have filled part of cr.
+		cr = ChatRequest{}
+		if err := json.Unmarshal(body, &cr); err != nil {
+			return nil, fmt.Errorf("decoding chat request: %w", err)
+		}
 	}
 	if len(cr.Messages) == 0 {
 		return nil, errors.New("messages: at least one message is required")
@@ -460,8 +465,12 @@ func withoutReasoning(parts []providers.Part) []providers.Part {
 // stop on it.
 func DecodeChatResponse(body []byte) (*providers.Response, error) {
 	var cr ChatResponse
-	if err := json.Unmarshal(body, &cr); err != nil {
-		return nil, fmt.Errorf("decoding chat response: %w", err)
+	if !cr.fastDecode(body) {
+		// As in DecodeChatRequest.
+		cr = ChatResponse{}
+		if err := json.Unmarshal(body, &cr); err != nil {
+			return nil, fmt.Errorf("decoding chat response: %w", err)
+		}
 	}
 	if len(cr.Choices) == 0 {
 		return nil, errors.New("decoding chat response: no choices")

@@ -1,0 +1,696 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+)
+
+// Hand-written decoders for the two wire types every translated request decodes:
+// reflection-based json.Unmarshal is the largest cost of a translation. Each fastDecode
+// fills the zero value of its struct exactly as json.Unmarshal would, or reports false
+// for anything it does not reproduce exactly, and the caller then falls back to
+// json.Unmarshal. What it refuses (any of these returns false):
+//
+//   - input that is not well-formed JSON, so that the fallback reports the same error;
+//   - a key that encoding/json could match to a field only case-insensitively or after
+//     unescaping: any key with an upper-case ASCII letter, a non-ASCII byte (encoding/json
+//     folds the Kelvin sign to k and the long s to s) or a backslash;
+//   - a field given twice in one object, which encoding/json merges into the first value;
+//   - a value of the wrong JSON type for its field, or a number the field type cannot hold
+//     (encoding/json fails on those);
+//   - a string with invalid UTF-8 and no escape, which encoding/json rewrites with U+FFFD;
+//   - a custom UnmarshalJSON (TokenCount, Arguments, StopList) that fails;
+//   - nesting deeper than maxFastDepth.
+//
+// Fields with a custom UnmarshalJSON are decoded by their method, given the raw value, null
+// included, as encoding/json calls it. The decoders must follow types.go: a field added
+// there and not here would be left zero. TestSeedsSetEveryField fails until the realistic
+// seeds set the new field, and the equality checks with json.Unmarshal then fail until it
+// is decoded here.
+
+// maxFastDepth bounds the nesting the validator accepts, well under encoding/json's 10000
+// so that hostile input cannot run deep recursion here; deeper input takes the fallback.
+const maxFastDepth = 512
+
+// maxStructFields is the most fields any struct decoded here has (ChatRequest: 17); the
+// repeated-key check remembers that many keys.
+const maxStructFields = 20
+
+// fastDecode fills cr, which must be the zero ChatResponse, from data as
+// json.Unmarshal(data, cr) would; false means it did not and cr is to be discarded.
+func (cr *ChatResponse) fastDecode(data []byte) bool {
+	if !validJSON(data) {
+		return false
+	}
+	return decodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "id":
+			return true, decodeString(&cr.ID, v)
+		case "object":
+			return true, decodeString(&cr.Object, v)
+		case "created":
+			return true, decodeInt64(&cr.Created, v)
+		case "model":
+			return true, decodeString(&cr.Model, v)
+		case "choices":
+			return true, decodeSlice(&cr.Choices, v, (*ChatChoice).fastDecode)
+		case "usage":
+			return true, decodePtr(&cr.Usage, v, (*ChatUsage).fastDecode)
+		case "system_fingerprint":
+			return true, decodeStringPtr(&cr.SystemFingerprint, v)
+		}
+		return false, true
+	})
+}
+
+func (c *ChatChoice) fastDecode(v []byte) bool {
+	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "index":
+			return true, decodeInt(&c.Index, v)
+		case "message":
+			return true, c.Message.fastDecode(v)
+		case "finish_reason":
+			return true, decodeStringPtr(&c.FinishReason, v)
+		case "logprobs":
+			return true, decodeRaw(&c.Logprobs, v)
+		}
+		return false, true
+	})
+}
+
+func (m *ChatResponseMessage) fastDecode(v []byte) bool {
+	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "role":
+			return true, decodeString(&m.Role, v)
+		case "content":
+			return true, decodeRaw(&m.Content, v)
+		case "refusal":
+			return true, decodeStringPtr(&m.Refusal, v)
+		case "tool_calls":
+			return true, decodeSlice(&m.ToolCalls, v, (*ChatToolCall).fastDecode)
+		case "reasoning_content":
+			return true, decodeRaw(&m.ReasoningContent, v)
+		case "reasoning":
+			return true, decodeRaw(&m.Reasoning, v)
+		}
+		return false, true
+	})
+}
+
+func (tc *ChatToolCall) fastDecode(v []byte) bool {
+	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "id":
+			return true, decodeString(&tc.ID, v)
+		case "type":
+			return true, decodeString(&tc.Type, v)
+		case "function":
+			return true, decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+				switch string(k) {
+				case "name":
+					return true, decodeString(&tc.Function.Name, v)
+				case "arguments":
+					return true, tc.Function.Arguments.UnmarshalJSON(v) == nil
+				}
+				return false, true
+			})
+		}
+		return false, true
+	})
+}
+
+// fastDecode differs from scan, which ParseChatUsage uses, in refusing what it cannot
+// match exactly (see above) rather than ignoring it: its result must equal json.Unmarshal's.
+func (u *ChatUsage) fastDecode(v []byte) bool {
+	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "prompt_tokens":
+			return true, u.PromptTokens.UnmarshalJSON(v) == nil
+		case "completion_tokens":
+			return true, u.CompletionTokens.UnmarshalJSON(v) == nil
+		case "total_tokens":
+			return true, u.TotalTokens.UnmarshalJSON(v) == nil
+		case "prompt_tokens_details":
+			return true, decodePtr(&u.PromptTokensDetails, v, func(d *PromptTokensDetails, v []byte) bool {
+				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+					switch string(k) {
+					case "cached_tokens":
+						return true, d.CachedTokens.UnmarshalJSON(v) == nil
+					case "cache_write_tokens":
+						return true, d.CacheWriteTokens.UnmarshalJSON(v) == nil
+					}
+					return false, true
+				})
+			})
+		case "completion_tokens_details":
+			return true, decodePtr(&u.CompletionTokensDetails, v, func(d *CompletionTokensDetails, v []byte) bool {
+				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+					if string(k) == "reasoning_tokens" {
+						return true, d.ReasoningTokens.UnmarshalJSON(v) == nil
+					}
+					return false, true
+				})
+			})
+		case "prompt_cache_hit_tokens":
+			// As encoding/json: null clears the pointer without calling the method.
+			return true, decodePtr(&u.PromptCacheHitTokens, v, func(c *TokenCount, v []byte) bool {
+				return c.UnmarshalJSON(v) == nil
+			})
+		}
+		return false, true
+	})
+}
+
+// fastDecode fills cr, which must be the zero ChatRequest, from data as
+// json.Unmarshal(data, cr) would; false means it did not and cr is to be discarded.
+func (cr *ChatRequest) fastDecode(data []byte) bool {
+	if !validJSON(data) {
+		return false
+	}
+	return decodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "model":
+			return true, decodeString(&cr.Model, v)
+		case "messages":
+			return true, decodeSlice(&cr.Messages, v, (*ChatMessage).fastDecode)
+		case "tools":
+			return true, decodeSlice(&cr.Tools, v, (*ChatTool).fastDecode)
+		case "tool_choice":
+			return true, decodeRaw(&cr.ToolChoice, v)
+		case "parallel_tool_calls":
+			return true, decodeBoolPtr(&cr.ParallelToolCalls, v)
+		case "max_tokens":
+			return true, decodeInt64Ptr(&cr.MaxTokens, v)
+		case "max_completion_tokens":
+			return true, decodeInt64Ptr(&cr.MaxCompletionTokens, v)
+		case "temperature":
+			return true, decodeFloat64Ptr(&cr.Temperature, v)
+		case "top_p":
+			return true, decodeFloat64Ptr(&cr.TopP, v)
+		case "stop":
+			return true, cr.Stop.UnmarshalJSON(v) == nil
+		case "stream":
+			return true, decodeBool(&cr.Stream, v)
+		case "stream_options":
+			return true, decodePtr(&cr.StreamOptions, v, func(o *StreamOptions, v []byte) bool {
+				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+					if string(k) == "include_usage" {
+						return true, decodeBool(&o.IncludeUsage, v)
+					}
+					return false, true
+				})
+			})
+		case "response_format":
+			return true, decodePtr(&cr.ResponseFormat, v, (*ResponseFormat).fastDecode)
+		case "reasoning_effort":
+			return true, decodeString(&cr.ReasoningEffort, v)
+		case "user":
+			return true, decodeString(&cr.User, v)
+		case "safety_identifier":
+			return true, decodeString(&cr.SafetyIdentifier, v)
+		}
+		return false, true
+	})
+}
+
+func (m *ChatMessage) fastDecode(v []byte) bool {
+	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "role":
+			return true, decodeString(&m.Role, v)
+		case "content":
+			return true, decodeRaw(&m.Content, v)
+		case "name":
+			return true, decodeString(&m.Name, v)
+		case "tool_calls":
+			return true, decodeSlice(&m.ToolCalls, v, (*ChatToolCall).fastDecode)
+		case "tool_call_id":
+			return true, decodeString(&m.ToolCallID, v)
+		}
+		return false, true
+	})
+}
+
+func (t *ChatTool) fastDecode(v []byte) bool {
+	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "type":
+			return true, decodeString(&t.Type, v)
+		case "function":
+			f := &t.Function
+			return true, decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+				switch string(k) {
+				case "name":
+					return true, decodeString(&f.Name, v)
+				case "description":
+					return true, decodeString(&f.Description, v)
+				case "parameters":
+					return true, decodeRaw(&f.Parameters, v)
+				case "strict":
+					return true, decodeBoolPtr(&f.Strict, v)
+				}
+				return false, true
+			})
+		}
+		return false, true
+	})
+}
+
+func (rf *ResponseFormat) fastDecode(v []byte) bool {
+	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "type":
+			return true, decodeString(&rf.Type, v)
+		case "json_schema":
+			return true, decodePtr(&rf.JSONSchema, v, func(s *JSONSchema, v []byte) bool {
+				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+					switch string(k) {
+					case "name":
+						return true, decodeString(&s.Name, v)
+					case "description":
+						return true, decodeString(&s.Description, v)
+					case "schema":
+						return true, decodeRaw(&s.Schema, v)
+					case "strict":
+						return true, decodeBoolPtr(&s.Strict, v)
+					}
+					return false, true
+				})
+			})
+		}
+		return false, true
+	})
+}
+
+// decodeFields runs field for each member of the object v, which fills a struct field when
+// the key names one (known) and reports whether it could (ok). null leaves the struct as
+// it is, as encoding/json does for a struct that is not behind a pointer.
+func decodeFields(v []byte, field func(key, v []byte) (known, ok bool)) bool {
+	if isNull(v) {
+		return true
+	}
+	if v[0] != '{' {
+		return false
+	}
+	var seen [maxStructFields][]byte
+	n := 0
+	ok := true
+	err := rawjson.Each(v, func(k []byte, f rawjson.Field) bool {
+		if !plainKey(k) {
+			ok = false
+			return false
+		}
+		var known bool
+		known, ok = field(k, v[f.ValueStart:f.ValueEnd])
+		if !ok || !known {
+			return ok
+		}
+		for _, s := range seen[:n] {
+			if bytes.Equal(s, k) {
+				ok = false
+				return false
+			}
+		}
+		if n == len(seen) {
+			ok = false
+			return false
+		}
+		seen[n] = k
+		n++
+		return true
+	})
+	return ok && err == nil
+}
+
+// plainKey tells whether encoding/json can match the raw key k to a field only by its exact
+// bytes: with no escape, no upper-case letter and no non-ASCII byte, its case-insensitive
+// match against the all-lower-case field names is the exact one.
+func plainKey(k []byte) bool {
+	for _, c := range k {
+		if c == '\\' || c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeSlice decodes the array v into *dst as encoding/json does: null clears the slice,
+// [] makes it empty but not nil, a null element stays zero.
+func decodeSlice[T any](dst *[]T, v []byte, elem func(*T, []byte) bool) bool {
+	if isNull(v) {
+		*dst = nil
+		return true
+	}
+	if v[0] != '[' {
+		return false
+	}
+	s := make([]T, 0)
+	ok := true
+	err := rawjson.EachElement(v, func(e []byte) bool {
+		var zero T
+		s = append(s, zero)
+		ok = elem(&s[len(s)-1], e)
+		return ok
+	})
+	*dst = s
+	return ok && err == nil
+}
+
+// decodePtr decodes v into a new *T as encoding/json does for a nil pointer: null leaves
+// it nil, anything else allocates. The struct being zero and no key repeating, *dst is
+// nil here.
+func decodePtr[T any](dst **T, v []byte, decode func(*T, []byte) bool) bool {
+	if isNull(v) {
+		*dst = nil
+		return true
+	}
+	p := new(T)
+	*dst = p
+	return decode(p, v)
+}
+
+// decodeString, like the other decoders of non-pointer fields, leaves the field as it is
+// on null, as encoding/json does.
+func decodeString(dst *string, v []byte) bool {
+	if isNull(v) {
+		return true
+	}
+	s, ok := stringValue(v)
+	if ok {
+		*dst = s
+	}
+	return ok
+}
+
+func decodeStringPtr(dst **string, v []byte) bool {
+	if isNull(v) {
+		*dst = nil
+		return true
+	}
+	s, ok := stringValue(v)
+	if ok {
+		*dst = &s
+	}
+	return ok
+}
+
+// stringValue decodes the JSON string v. rawjson.String leaves escape-free strings as they
+// are, where encoding/json replaces invalid UTF-8 with U+FFFD: those are refused.
+func stringValue(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && !utf8.Valid(inner) {
+		return "", false
+	}
+	return rawjson.String(v)
+}
+
+// decodeRaw copies v, null included, as json.RawMessage.UnmarshalJSON does: the body's
+// buffer may be reused once decoding returns.
+func decodeRaw(dst *json.RawMessage, v []byte) bool {
+	*dst = append(json.RawMessage(nil), v...)
+	return true
+}
+
+func decodeBool(dst *bool, v []byte) bool {
+	if isNull(v) {
+		return true
+	}
+	b, ok := rawjson.Bool(v)
+	if ok {
+		*dst = b
+	}
+	return ok
+}
+
+func decodeBoolPtr(dst **bool, v []byte) bool {
+	if isNull(v) {
+		*dst = nil
+		return true
+	}
+	b, ok := rawjson.Bool(v)
+	if ok {
+		*dst = &b
+	}
+	return ok
+}
+
+// decodeInt reads an int as encoding/json does: an integer literal that fits, not 1.0 or 1e3.
+func decodeInt(dst *int, v []byte) bool {
+	if isNull(v) {
+		return true
+	}
+	if !isNumber(v) {
+		return false
+	}
+	n, err := strconv.ParseInt(string(v), 10, strconv.IntSize)
+	if err != nil {
+		return false
+	}
+	*dst = int(n)
+	return true
+}
+
+func decodeInt64(dst *int64, v []byte) bool {
+	if isNull(v) {
+		return true
+	}
+	if !isNumber(v) {
+		return false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return false
+	}
+	*dst = n
+	return true
+}
+
+func decodeInt64Ptr(dst **int64, v []byte) bool {
+	if isNull(v) {
+		*dst = nil
+		return true
+	}
+	var n int64
+	if !decodeInt64(&n, v) {
+		return false
+	}
+	*dst = &n
+	return true
+}
+
+// decodeFloat64Ptr reads a *float64 as encoding/json does; out of range (1e400) fails there.
+func decodeFloat64Ptr(dst **float64, v []byte) bool {
+	if isNull(v) {
+		*dst = nil
+		return true
+	}
+	if !isNumber(v) {
+		return false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return false
+	}
+	*dst = &f
+	return true
+}
+
+// isNumber tells whether the value v of well-formed JSON is a number.
+func isNumber(v []byte) bool {
+	return len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9')
+}
+
+func trimSpace(data []byte) []byte {
+	i, j := 0, len(data)
+	for i < j && isSpace(data[i]) {
+		i++
+	}
+	for j > i && isSpace(data[j-1]) {
+		j--
+	}
+	return data[i:j]
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// validJSON reports whether data is one well-formed JSON value, as json.Valid does but
+// about 2.5 times faster: json.Valid alone costs a third of the json.Unmarshal the fast
+// path saves. It is false for what json.Valid accepts only beyond maxFastDepth.
+func validJSON(data []byte) bool {
+	i, ok := validValue(data, skipSpace(data, 0), 0)
+	return ok && skipSpace(data, i) == len(data)
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+// validValue checks the value at data[i:] and returns the index just past it.
+func validValue(data []byte, i, depth int) (int, bool) {
+	if i >= len(data) {
+		return i, false
+	}
+	switch c := data[i]; {
+	case c == '{' || c == '[':
+		if depth >= maxFastDepth {
+			return i, false
+		}
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		i = skipSpace(data, i+1)
+		if i < len(data) && data[i] == end {
+			return i + 1, true
+		}
+		for {
+			var ok bool
+			if c == '{' {
+				if i >= len(data) || data[i] != '"' {
+					return i, false
+				}
+				if i, ok = validString(data, i); !ok {
+					return i, false
+				}
+				i = skipSpace(data, i)
+				if i >= len(data) || data[i] != ':' {
+					return i, false
+				}
+				i = skipSpace(data, i+1)
+			}
+			if i, ok = validValue(data, i, depth+1); !ok {
+				return i, false
+			}
+			i = skipSpace(data, i)
+			switch {
+			case i >= len(data):
+				return i, false
+			case data[i] == ',':
+				i = skipSpace(data, i+1)
+			case data[i] == end:
+				return i + 1, true
+			default:
+				return i, false
+			}
+		}
+	case c == '"':
+		return validString(data, i)
+	case c == 't':
+		return validLiteral(data, i, "true")
+	case c == 'f':
+		return validLiteral(data, i, "false")
+	case c == 'n':
+		return validLiteral(data, i, "null")
+	default:
+		return validNumber(data, i)
+	}
+}
+
+func validLiteral(data []byte, i int, lit string) (int, bool) {
+	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+		return i, false
+	}
+	return i + len(lit), true
+}
+
+// validString checks the string starting at data[i] == '"'. Like encoding/json's scanner
+// it accepts any byte from 0x20 up, invalid UTF-8 included.
+func validString(data []byte, i int) (int, bool) {
+	for i++; i < len(data); i++ {
+		c := data[i]
+		if plainStringByte[c] {
+			continue
+		}
+		switch {
+		case c == '"':
+			return i + 1, true
+		case c < 0x20:
+			return i, false
+		}
+		// A backslash.
+		i++
+		if i >= len(data) {
+			return i, false
+		}
+		switch data[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if len(data)-i <= 4 {
+				return i, false
+			}
+			for _, h := range data[i+1 : i+5] {
+				if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+					return i, false
+				}
+			}
+			i += 4
+		default:
+			return i, false
+		}
+	}
+	return i, false
+}
+
+// plainStringByte marks the bytes a JSON string holds as they are: all but the quote,
+// the backslash and control characters.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// validNumber checks -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at data[i:]; what
+// follows is the caller's to check.
+func validNumber(data []byte, i int) (int, bool) {
+	if i < len(data) && data[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(data):
+		return i, false
+	case data[i] == '0':
+		i++
+	case '1' <= data[i] && data[i] <= '9':
+		i = skipDigits(data, i+1)
+	default:
+		return i, false
+	}
+	if i < len(data) && data[i] == '.' {
+		j := skipDigits(data, i+1)
+		if j == i+1 {
+			return j, false
+		}
+		i = j
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		j := skipDigits(data, i)
+		if j == i {
+			return j, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && '0' <= data[i] && data[i] <= '9' {
+		i++
+	}
+	return i
+}
