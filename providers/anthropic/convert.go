@@ -78,8 +78,12 @@ var unsupportedBlocks = map[string]bool{
 // carry (documents, server tools, files), named by its path ("messages[2].content[0]: ...").
 func DecodeRequest(body []byte) (*providers.Request, error) {
 	var mr MessagesRequest
-	if err := json.Unmarshal(body, &mr); err != nil {
-		return nil, fmt.Errorf("decoding messages request: %w", err)
+	if !mr.fastDecode(body) {
+		// A shape the fast path leaves to encoding/json, invalid input included.
+		mr = MessagesRequest{}
+		if err := json.Unmarshal(body, &mr); err != nil {
+			return nil, fmt.Errorf("decoding messages request: %w", err)
+		}
 	}
 	if len(mr.Messages) == 0 {
 		return nil, errors.New("messages: at least one message is required")
@@ -1006,8 +1010,12 @@ func toolInput(args string) json.RawMessage {
 // does not send) still becomes tool_calls.
 func DecodeResponse(body []byte) (*providers.Response, error) {
 	var m Message
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, fmt.Errorf("decoding message: %w", err)
+	if !m.fastDecode(body) {
+		// A shape the fast path leaves to encoding/json, invalid input included.
+		m = Message{}
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, fmt.Errorf("decoding message: %w", err)
+		}
 	}
 	if m.Type != "message" {
 		return nil, fmt.Errorf("decoding message: type is %q, not message", m.Type)
