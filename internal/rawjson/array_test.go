@@ -33,8 +33,8 @@ func FuzzEachElement(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var want []json.RawMessage
-		if json.Unmarshal(data, &want) != nil || !json.Valid(data) {
-			return
+		if json.Unmarshal(data, &want) != nil || want == nil {
+			return // not an array (null also unmarshals into a slice)
 		}
 		var got []string
 		if err := EachElement(data, func(e []byte) bool { got = append(got, string(e)); return true }); err != nil {

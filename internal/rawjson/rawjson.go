@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strconv"
 )
 
 // ErrMalformed is returned for input that is not a JSON object.
@@ -119,7 +118,7 @@ func Set(data []byte, key string, value []byte) ([]byte, error) {
 	if !empty {
 		out = append(out, ',')
 	}
-	out = strconv.AppendQuote(out, key)
+	out = AppendString(out, key)
 	out = append(out, ':')
 	out = append(out, value...)
 	return append(out, data[end:]...), nil
@@ -211,17 +210,26 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// skipString returns the index just past the string starting at data[i] == '"'.
+// skipString returns the index just past the string starting at data[i] == '"'. It jumps
+// from quote to quote (IndexByte is vectorised; model text makes long strings): a quote
+// ends the string unless an odd run of backslashes escapes it.
 func skipString(data []byte, i int) (int, error) {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
+	j := i + 1
+	for {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return 0, ErrMalformed
 		}
+		q := j + k
+		backslashes := 0
+		for p := q - 1; p > i && data[p] == '\\'; p-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return q + 1, nil
+		}
+		j = q + 1
 	}
-	return 0, ErrMalformed
 }
 
 // skipValue returns the index just past the value starting at data[i].
@@ -362,7 +370,7 @@ func SetMany(data []byte, edits ...Edit) ([]byte, error) {
 			out = append(out, ',')
 		}
 		empty = false
-		out = strconv.AppendQuote(out, edits[i].Key)
+		out = AppendString(out, edits[i].Key)
 		out = append(out, ':')
 		out = append(out, edits[i].Value...)
 	}
