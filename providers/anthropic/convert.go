@@ -264,9 +264,14 @@ func decodeMessage(m MessageParam, names map[string]string) ([]providers.Message
 	}
 	var out []providers.Message
 	for j, rb := range blocks {
+		// The body was decoded whole, so each block is well-formed JSON: the fast decoder
+		// (fastdecode.go) takes the usual blocks, encoding/json the rest and their errors.
 		var b ContentBlock
-		if err := json.Unmarshal(rb, &b); err != nil {
-			return nil, fmt.Errorf(".content[%d]: %w", j, err)
+		if !b.fastDecode(rb) {
+			b = ContentBlock{}
+			if err := json.Unmarshal(rb, &b); err != nil {
+				return nil, fmt.Errorf(".content[%d]: %w", j, err)
+			}
 		}
 		notIn := func() error {
 			return fmt.Errorf(".content[%d]: %s blocks are not allowed in %s messages", j, b.Type, m.Role)
