@@ -152,9 +152,13 @@ func decodeContent(raw json.RawMessage, role string) ([]providers.Part, error) {
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fmt.Errorf("content: %w", err)
+		// The request was decoded whole, so raw is a well-formed string: stringValue
+		// (fastdecode.go) reads the usual ones, encoding/json the rest.
+		s, ok := stringValue(raw)
+		if !ok {
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, fmt.Errorf("content: %w", err)
+			}
 		}
 		if s == "" {
 			return nil, nil
