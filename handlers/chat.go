@@ -379,7 +379,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if c.firstByte.IsZero() {
 			c.firstByte = c.g.Now()
 		}
-		if !json.Valid(data) {
+		if !rawjson.Valid(data) {
 			// One bad frame does not spoil the answer: skip it and note it.
 			c.skippedFrames++
 			continue

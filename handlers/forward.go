@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +37,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	_ = resp.Body.Close()
-	if err == nil && !json.Valid(data) {
+	if err == nil && !rawjson.Valid(data) {
 		err = errors.New("the provider answered with invalid JSON")
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -197,7 +198,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *API
 		}
 		return nil, newError(http.StatusBadRequest, CodeValidation, "could not read the request body: "+err.Error())
 	}
-	if !json.Valid(body) {
+	if !rawjson.Valid(body) {
 		return nil, newError(http.StatusBadRequest, CodeInvalidJSON, "the request body is not valid JSON")
 	}
 	return body, nil

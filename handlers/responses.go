@@ -165,7 +165,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		if c.firstByte.IsZero() {
 			c.firstByte = c.g.Now()
 		}
-		if !json.Valid(data) {
+		if !rawjson.Valid(data) {
 			c.skippedFrames++
 			continue
 		}
