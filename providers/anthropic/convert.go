@@ -1194,8 +1194,11 @@ func ParseUsage(raw []byte) (providers.Usage, error) {
 		return providers.Usage{}, nil
 	}
 	var u Usage
-	if err := json.Unmarshal(raw, &u); err != nil {
-		return providers.Usage{}, fmt.Errorf("decoding usage: %w", err)
+	if !validJSON(raw) || !u.fastDecode(raw) {
+		u = Usage{}
+		if err := json.Unmarshal(raw, &u); err != nil {
+			return providers.Usage{}, fmt.Errorf("decoding usage: %w", err)
+		}
 	}
 	var c usageCounters
 	c.merge(&u)

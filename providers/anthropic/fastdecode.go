@@ -527,3 +527,45 @@ func isNumber(v []byte) bool {
 // validJSON is json.Valid, faster (rawjson.Valid): the fast path must refuse what
 // json.Unmarshal refuses, and the rawjson walkers expect well-formed input.
 func validJSON(data []byte) bool { return rawjson.Valid(data) }
+
+// fastDecode reads a usage object, which every answer and the end of every stream carry.
+func (u *Usage) fastDecode(data []byte) bool {
+	var seen keySet
+	return eachMember(data, func(key, v []byte) bool {
+		switch string(key) {
+		case "input_tokens":
+			return seen.first(0) && decodeCountPtr(v, &u.InputTokens)
+		case "cache_creation_input_tokens":
+			return seen.first(1) && decodeCountPtr(v, &u.CacheCreationInputTokens)
+		case "cache_read_input_tokens":
+			return seen.first(2) && decodeCountPtr(v, &u.CacheReadInputTokens)
+		case "output_tokens":
+			return seen.first(3) && decodeCountPtr(v, &u.OutputTokens)
+		case "output_tokens_details":
+			return seen.first(4) && decodePtr(v, &u.OutputTokensDetails)
+		}
+		return ignorable(key)
+	})
+}
+
+func (d *OutputTokensDetails) fastDecode(data []byte) bool {
+	var seen keySet
+	return eachMember(data, func(key, v []byte) bool {
+		if string(key) == "thinking_tokens" {
+			return seen.first(0) && decodeCountPtr(v, &d.ThinkingTokens)
+		}
+		return ignorable(key)
+	})
+}
+
+// decodeCountPtr decodes a *TokenCount: null makes it nil, anything else goes to the
+// counter's own UnmarshalJSON, as encoding/json does.
+func decodeCountPtr(v []byte, dst **TokenCount) bool {
+	if rawjson.IsNull(v) {
+		*dst = nil
+		return true
+	}
+	c := new(TokenCount)
+	*dst = c
+	return c.UnmarshalJSON(v) == nil
+}

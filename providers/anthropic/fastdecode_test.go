@@ -358,3 +358,42 @@ func BenchmarkValidJSON(b *testing.B) {
 		}
 	})
 }
+
+// FuzzUsageFastDecode: what the usage decoder takes, it reads as json.Unmarshal does.
+func FuzzUsageFastDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"input_tokens":12,"output_tokens":30}`,
+		`{"input_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":7,"output_tokens_details":{"thinking_tokens":3},"service_tier":"standard","server_tool_use":{"web_search_requests":1}}`,
+		`{"input_tokens":null,"output_tokens":12.0,"output_tokens_details":null}`,
+		`{"input_tokens":1,"input_tokens":2}`, `{"Input_tokens":1}`, `{"output_tokens":"3"}`, `{}`, `[]`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		var fast, want Usage
+		if !fast.fastDecode(data) {
+			return
+		}
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("%s: taken by the fast path, refused by json.Unmarshal: %v", data, err)
+		}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("%s: fast %+v, json.Unmarshal %+v", data, fast, want)
+		}
+	})
+}
+
+func TestUsageFastDecodeTakesRealisticUsage(t *testing.T) {
+	for _, s := range []string{
+		`{"input_tokens":12,"output_tokens":30}`,
+		`{"input_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":7,"output_tokens_details":{"thinking_tokens":3},"service_tier":"standard","server_tool_use":{"web_search_requests":1}}`,
+	} {
+		var u Usage
+		if !u.fastDecode([]byte(s)) {
+			t.Errorf("the usage decoder refused %s", s)
+		}
+	}
+}
