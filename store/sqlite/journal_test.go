@@ -401,3 +401,33 @@ func TestJournalReplaySkipsWhatCannotApply(t *testing.T) {
 		t.Error("the replayed segment was kept")
 	}
 }
+
+// TestCreditsFlushedToDisk: with DurableProcess, a credit is flushed to the disk before
+// AddCredits returns (a checkpoint syncs the WAL), settlements are not; DurablePower
+// commits every write with an fsync and needs no extra flush.
+func TestCreditsFlushedToDisk(t *testing.T) {
+	for _, tc := range []struct {
+		d    Durability
+		want int64 // flushes per credit
+	}{{DurableProcess, 1}, {DurablePower, 0}} {
+		s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), WithDurability(tc.d))
+		ctx := context.Background()
+		fundedWorkspace(t, s, "ws_1", 10*usd)
+		if got := s.wr.flushes.Load(); got != tc.want {
+			t.Errorf("durability %d: %d flushes for the funding credit, want %d", tc.d, got, tc.want)
+		}
+		before := s.wr.flushes.Load()
+		if _, err := s.Settle(ctx, store.SettleParams{Generation: &store.Generation{WorkspaceID: "ws_1", CostNanos: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.wr.flushes.Load() - before; got != 0 {
+			t.Errorf("durability %d: a settlement flushed %d times, want 0", tc.d, got)
+		}
+		if _, err := s.AddCredits(ctx, "ws_1", usd, "top-up"); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.wr.flushes.Load() - before; got != tc.want {
+			t.Errorf("durability %d: a top-up flushed %d times, want %d", tc.d, got, tc.want)
+		}
+	}
+}

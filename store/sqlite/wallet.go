@@ -22,7 +22,9 @@ func (s *Store) AddCredits(ctx context.Context, workspaceID string, amountNanos 
 	}
 	now := s.now()
 	var b store.Balance
-	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	// Money paid in (or taken back) is made to survive a power cut even with
+	// DurableProcess: writer.go flushes the WAL before answering (onDisk).
+	err := s.write(ctx, &writeOp{onDisk: true, fn: func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		b, err = wallet(ctx, tx, workspaceID)
 		if err != nil {
@@ -44,7 +46,7 @@ func (s *Store) AddCredits(ctx context.Context, workspaceID string, amountNanos 
 			return fmt.Errorf("updating wallet: %w", err)
 		}
 		return nil
-	})
+	}})
 	if err != nil {
 		return store.Balance{}, fmt.Errorf("adding credits to workspace %q: %w", workspaceID, err)
 	}

@@ -67,7 +67,10 @@ type writeOp struct {
 	// is a barrier: it applies nothing and is answered once the ops before it are.
 	async bool
 	seg   uint64
-	state atomic.Int32
+	// onDisk asks for the commit to be on the disk before the op is answered, even at
+	// synchronous=NORMAL (credits: money paid in must survive a power cut).
+	onDisk bool
+	state  atomic.Int32
 	// err and panicked are set by the writer before it closes done.
 	err      error
 	panicked error
@@ -100,6 +103,8 @@ type writer struct {
 	// together and oneByOne count runs of settlements applied together, and runs that
 	// fell back to one write at a time (settlebatch.go).
 	together, oneByOne atomic.Int64
+	// flushes counts checkpoints run for onDisk ops.
+	flushes atomic.Int64
 }
 
 // gatherDelay is how long the writer lets journaled settlements gather into one
@@ -325,6 +330,7 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 		} else {
 			s.wr.commits.Add(1)
 			s.wr.ops.Add(int64(applied))
+			s.flushIfAsked(claimed)
 		}
 	}
 	for _, o := range claimed {
@@ -335,6 +341,25 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 		close(o.done)
 	}
 	return failure == nil
+}
+
+// flushIfAsked makes a committed batch that holds an onDisk op durable on the disk: at
+// synchronous=NORMAL a commit is in the WAL but not yet fsynced, and a checkpoint syncs the
+// WAL first. With synchronous=FULL the commit already was.
+func (s *Store) flushIfAsked(batch []*writeOp) {
+	if s.durability == DurablePower {
+		return
+	}
+	for _, o := range batch {
+		if o.onDisk && o.err == nil && o.panicked == nil {
+			// The commit stands whatever the checkpoint says: it is at least durable
+			// against the process, as every DurableProcess write is.
+			if _, err := s.w.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`); err == nil {
+				s.wr.flushes.Add(1)
+			}
+			return
+		}
+	}
 }
 
 // applyOp runs o inside a savepoint of tx, leaving its result in o, and rolls it back to
