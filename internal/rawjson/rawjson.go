@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"unicode/utf8"
 )
 
 // ErrMalformed is returned for input that is not a JSON object.
@@ -160,14 +161,21 @@ func Delete(data []byte, key string) ([]byte, error) {
 	return append(out, data[last:]...), nil
 }
 
-// String decodes a raw JSON string value; ok is false when raw is not a string.
+// String decodes a raw JSON string value exactly as encoding/json does; ok is false when
+// raw is not a string. Escapes in valid UTF-8 are decoded here (model text is full of \n,
+// and a reflective json.Unmarshal per string cost more than the rest of a decode); invalid
+// UTF-8, which encoding/json rewrites with U+FFFD byte by byte, is left to encoding/json.
 func String(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
 	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return string(inner), true
+	if utf8.Valid(inner) {
+		esc := bytes.IndexByte(inner, '\\')
+		if esc < 0 {
+			return string(inner), true
+		}
+		return unescape(inner, esc), true
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {

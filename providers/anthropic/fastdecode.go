@@ -1,10 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
-	"strconv"
-	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
@@ -21,8 +17,10 @@ import (
 //     fields case-insensitively, with Unicode folding ("ſ" is "s");
 //   - a key repeated within an object: it decodes the second value over the first;
 //   - a value of a type the field cannot hold, an integer written as a float or out of
-//     range: it reports an error;
-//   - strings with invalid UTF-8 and no escape, which it replaces with U+FFFD.
+//     range: it reports an error.
+//
+// Field values are read by rawjson's decoders (rawjson.DecodeString and the like), which
+// store what encoding/json would, strings included.
 //
 // json.RawMessage fields are filled by their UnmarshalJSON, which copies the bytes, as
 // encoding/json has it do. FuzzMessageFastDecode and FuzzRequestFastDecode hold the
@@ -38,19 +36,19 @@ func (m *Message) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "id":
-			return seen.first(0) && decodeString(v, &m.ID)
+			return seen.first(0) && rawjson.DecodeString(v, &m.ID)
 		case "type":
-			return seen.first(1) && decodeString(v, &m.Type)
+			return seen.first(1) && rawjson.DecodeString(v, &m.Type)
 		case "role":
-			return seen.first(2) && decodeString(v, &m.Role)
+			return seen.first(2) && rawjson.DecodeString(v, &m.Role)
 		case "model":
-			return seen.first(3) && decodeString(v, &m.Model)
+			return seen.first(3) && rawjson.DecodeString(v, &m.Model)
 		case "content":
 			return seen.first(4) && decodeSlice(v, &m.Content)
 		case "stop_reason":
-			return seen.first(5) && decodeStringPtr(v, &m.StopReason)
+			return seen.first(5) && rawjson.DecodeStringPtr(v, &m.StopReason)
 		case "stop_sequence":
-			return seen.first(6) && decodeStringPtr(v, &m.StopSequence)
+			return seen.first(6) && rawjson.DecodeStringPtr(v, &m.StopSequence)
 		case "usage":
 			return seen.first(7) && m.Usage.UnmarshalJSON(v) == nil
 		}
@@ -68,9 +66,9 @@ func (r *MessagesRequest) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "model":
-			return seen.first(0) && decodeString(v, &r.Model)
+			return seen.first(0) && rawjson.DecodeString(v, &r.Model)
 		case "max_tokens":
-			return seen.first(1) && decodeInt64Ptr(v, &r.MaxTokens)
+			return seen.first(1) && rawjson.DecodeInt64Ptr(v, &r.MaxTokens)
 		case "messages":
 			return seen.first(2) && decodeSlice(v, &r.Messages)
 		case "system":
@@ -80,15 +78,15 @@ func (r *MessagesRequest) fastDecode(data []byte) bool {
 		case "tool_choice":
 			return seen.first(5) && decodePtr(v, &r.ToolChoice)
 		case "temperature":
-			return seen.first(6) && decodeFloat64Ptr(v, &r.Temperature)
+			return seen.first(6) && rawjson.DecodeFloat64Ptr(v, &r.Temperature)
 		case "top_p":
-			return seen.first(7) && decodeFloat64Ptr(v, &r.TopP)
+			return seen.first(7) && rawjson.DecodeFloat64Ptr(v, &r.TopP)
 		case "top_k":
-			return seen.first(8) && decodeInt64Ptr(v, &r.TopK)
+			return seen.first(8) && rawjson.DecodeInt64Ptr(v, &r.TopK)
 		case "stop_sequences":
 			return seen.first(9) && decodeStrings(v, &r.StopSequences)
 		case "stream":
-			return seen.first(10) && decodeBool(v, &r.Stream)
+			return seen.first(10) && rawjson.DecodeBool(v, &r.Stream)
 		case "thinking":
 			return seen.first(11) && decodePtr(v, &r.Thinking)
 		case "metadata":
@@ -107,29 +105,29 @@ func (b *ContentBlock) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && decodeString(v, &b.Type)
+			return seen.first(0) && rawjson.DecodeString(v, &b.Type)
 		case "text":
-			return seen.first(1) && decodeStringPtr(v, &b.Text)
+			return seen.first(1) && rawjson.DecodeStringPtr(v, &b.Text)
 		case "source":
 			return seen.first(2) && decodePtr(v, &b.Source)
 		case "id":
-			return seen.first(3) && decodeString(v, &b.ID)
+			return seen.first(3) && rawjson.DecodeString(v, &b.ID)
 		case "name":
-			return seen.first(4) && decodeString(v, &b.Name)
+			return seen.first(4) && rawjson.DecodeString(v, &b.Name)
 		case "input":
 			return seen.first(5) && b.Input.UnmarshalJSON(v) == nil
 		case "tool_use_id":
-			return seen.first(6) && decodeString(v, &b.ToolUseID)
+			return seen.first(6) && rawjson.DecodeString(v, &b.ToolUseID)
 		case "content":
 			return seen.first(7) && b.Content.UnmarshalJSON(v) == nil
 		case "is_error":
-			return seen.first(8) && decodeBool(v, &b.IsError)
+			return seen.first(8) && rawjson.DecodeBool(v, &b.IsError)
 		case "thinking":
-			return seen.first(9) && decodeStringPtr(v, &b.Thinking)
+			return seen.first(9) && rawjson.DecodeStringPtr(v, &b.Thinking)
 		case "signature":
-			return seen.first(10) && decodeStringPtr(v, &b.Signature)
+			return seen.first(10) && rawjson.DecodeStringPtr(v, &b.Signature)
 		case "data":
-			return seen.first(11) && decodeString(v, &b.Data)
+			return seen.first(11) && rawjson.DecodeString(v, &b.Data)
 		}
 		return ignorable(key)
 	})
@@ -140,15 +138,15 @@ func (s *ImageSource) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && decodeString(v, &s.Type)
+			return seen.first(0) && rawjson.DecodeString(v, &s.Type)
 		case "media_type":
-			return seen.first(1) && decodeString(v, &s.MediaType)
+			return seen.first(1) && rawjson.DecodeString(v, &s.MediaType)
 		case "data":
-			return seen.first(2) && decodeString(v, &s.Data)
+			return seen.first(2) && rawjson.DecodeString(v, &s.Data)
 		case "url":
-			return seen.first(3) && decodeString(v, &s.URL)
+			return seen.first(3) && rawjson.DecodeString(v, &s.URL)
 		case "file_id":
-			return seen.first(4) && decodeString(v, &s.FileID)
+			return seen.first(4) && rawjson.DecodeString(v, &s.FileID)
 		}
 		return ignorable(key)
 	})
@@ -159,7 +157,7 @@ func (m *MessageParam) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "role":
-			return seen.first(0) && decodeString(v, &m.Role)
+			return seen.first(0) && rawjson.DecodeString(v, &m.Role)
 		case "content":
 			return seen.first(1) && m.Content.UnmarshalJSON(v) == nil
 		}
@@ -172,11 +170,11 @@ func (t *Tool) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && decodeString(v, &t.Type)
+			return seen.first(0) && rawjson.DecodeString(v, &t.Type)
 		case "name":
-			return seen.first(1) && decodeString(v, &t.Name)
+			return seen.first(1) && rawjson.DecodeString(v, &t.Name)
 		case "description":
-			return seen.first(2) && decodeString(v, &t.Description)
+			return seen.first(2) && rawjson.DecodeString(v, &t.Description)
 		case "input_schema":
 			return seen.first(3) && t.InputSchema.UnmarshalJSON(v) == nil
 		}
@@ -189,11 +187,11 @@ func (c *ToolChoice) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && decodeString(v, &c.Type)
+			return seen.first(0) && rawjson.DecodeString(v, &c.Type)
 		case "name":
-			return seen.first(1) && decodeString(v, &c.Name)
+			return seen.first(1) && rawjson.DecodeString(v, &c.Name)
 		case "disable_parallel_tool_use":
-			return seen.first(2) && decodeBoolPtr(v, &c.DisableParallelToolUse)
+			return seen.first(2) && rawjson.DecodeBoolPtr(v, &c.DisableParallelToolUse)
 		}
 		return ignorable(key)
 	})
@@ -204,9 +202,9 @@ func (t *Thinking) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && decodeString(v, &t.Type)
+			return seen.first(0) && rawjson.DecodeString(v, &t.Type)
 		case "budget_tokens":
-			return seen.first(1) && decodeInt64Ptr(v, &t.BudgetTokens)
+			return seen.first(1) && rawjson.DecodeInt64Ptr(v, &t.BudgetTokens)
 		}
 		return ignorable(key)
 	})
@@ -216,7 +214,7 @@ func (m *Metadata) fastDecode(data []byte) bool {
 	var seen keySet
 	return eachMember(data, func(key, v []byte) bool {
 		if string(key) == "user_id" {
-			return seen.first(0) && decodeString(v, &m.UserID)
+			return seen.first(0) && rawjson.DecodeString(v, &m.UserID)
 		}
 		return ignorable(key)
 	})
@@ -227,7 +225,7 @@ func (o *OutputConfig) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "effort":
-			return seen.first(0) && decodeString(v, &o.Effort)
+			return seen.first(0) && rawjson.DecodeString(v, &o.Effort)
 		case "format":
 			return seen.first(1) && decodePtr(v, &o.Format)
 		}
@@ -240,7 +238,7 @@ func (f *OutputFormat) fastDecode(data []byte) bool {
 	return eachMember(data, func(key, v []byte) bool {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && decodeString(v, &f.Type)
+			return seen.first(0) && rawjson.DecodeString(v, &f.Type)
 		case "schema":
 			return seen.first(1) && f.Schema.UnmarshalJSON(v) == nil
 		}
@@ -334,194 +332,12 @@ func decodeStrings(v []byte, dst *[]string) bool {
 	ok := true
 	err := rawjson.EachElement(v, func(e []byte) bool {
 		var s string
-		ok = decodeString(e, &s)
+		ok = rawjson.DecodeString(e, &s)
 		out = append(out, s)
 		return ok
 	})
 	*dst = out
 	return err == nil && ok
-}
-
-// decodeString decodes a string field; null leaves it unchanged, as for encoding/json.
-func decodeString(v []byte, dst *string) bool {
-	if rawjson.IsNull(v) {
-		return true
-	}
-	s, ok := unquote(v)
-	if ok {
-		*dst = s
-	}
-	return ok
-}
-
-// decodeStringPtr decodes a *string field; null makes it nil.
-func decodeStringPtr(v []byte, dst **string) bool {
-	if rawjson.IsNull(v) {
-		*dst = nil
-		return true
-	}
-	s, ok := unquote(v)
-	if ok {
-		*dst = &s
-	}
-	return ok
-}
-
-// unquote decodes the JSON string v as encoding/json does; ok is false when v is not a
-// string, and for invalid UTF-8 without escapes, which encoding/json replaces with U+FFFD
-// and rawjson.String copies as it is.
-func unquote(v []byte) (string, bool) {
-	if len(v) < 2 || v[0] != '"' {
-		return "", false
-	}
-	inner := v[1 : len(v)-1]
-	esc := bytes.IndexByte(inner, '\\')
-	switch {
-	case esc < 0 && utf8.Valid(inner):
-		return string(inner), true
-	case esc < 0:
-		return "", false
-	case utf8.Valid(inner):
-		return unescape(inner, esc), true
-	}
-	// Escapes and invalid UTF-8, seldom seen: rawjson.String has encoding/json decode them.
-	return rawjson.String(v)
-}
-
-// unescape decodes the inside of a JSON string, valid UTF-8 with its first escape at esc,
-// as encoding/json's unquote does. rawjson.String has encoding/json decode any escaped
-// string, a reflective call and a second validation that cost more than the rest of a
-// message's decoding when its text has newlines.
-func unescape(inner []byte, esc int) string {
-	var b strings.Builder
-	b.Grow(len(inner))
-	for i := 0; ; {
-		b.Write(inner[i:esc])
-		i = esc
-		if i == len(inner) {
-			return b.String()
-		}
-		// The JSON is valid: an escape has its character, and \u its four hex digits.
-		switch c := inner[i+1]; c {
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 't':
-			b.WriteByte('\t')
-		case 'u':
-			r := hexRune(inner[i+2 : i+6])
-			i += 4
-			if utf16.IsSurrogate(r) {
-				// A valid pair is one rune; otherwise encoding/json writes U+FFFD for this
-				// escape and reads the next one on its own.
-				pair := utf8.RuneError
-				if len(inner) >= i+8 && inner[i+2] == '\\' && inner[i+3] == 'u' {
-					pair = utf16.DecodeRune(r, hexRune(inner[i+4:i+8]))
-				}
-				if pair != utf8.RuneError {
-					i += 6
-				}
-				r = pair
-			}
-			b.WriteRune(r)
-		default: // '"', '\\' and '/'
-			b.WriteByte(c)
-		}
-		i += 2
-		if esc = bytes.IndexByte(inner[i:], '\\'); esc < 0 {
-			esc = len(inner)
-		} else {
-			esc += i
-		}
-	}
-}
-
-// hexRune reads four hex digits.
-func hexRune(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		switch {
-		case c <= '9':
-			c -= '0'
-		case c <= 'F':
-			c -= 'A' - 10
-		default:
-			c -= 'a' - 10
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
-}
-
-// decodeBool decodes a bool field; null leaves it unchanged.
-func decodeBool(v []byte, dst *bool) bool {
-	if rawjson.IsNull(v) {
-		return true
-	}
-	b, ok := rawjson.Bool(v)
-	if ok {
-		*dst = b
-	}
-	return ok
-}
-
-// decodeBoolPtr decodes a *bool field; null makes it nil.
-func decodeBoolPtr(v []byte, dst **bool) bool {
-	if rawjson.IsNull(v) {
-		*dst = nil
-		return true
-	}
-	b, ok := rawjson.Bool(v)
-	if ok {
-		*dst = &b
-	}
-	return ok
-}
-
-// decodeInt64Ptr decodes a *int64 field; null makes it nil. Like encoding/json it takes
-// only numbers strconv.ParseInt reads: 1.0, 1e3 and out-of-range values are its errors.
-func decodeInt64Ptr(v []byte, dst **int64) bool {
-	if rawjson.IsNull(v) {
-		*dst = nil
-		return true
-	}
-	if !isNumber(v) {
-		return false
-	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil {
-		return false
-	}
-	*dst = &n
-	return true
-}
-
-// decodeFloat64Ptr decodes a *float64 field; null makes it nil. A number out of float64's
-// range is an error for encoding/json.
-func decodeFloat64Ptr(v []byte, dst **float64) bool {
-	if rawjson.IsNull(v) {
-		*dst = nil
-		return true
-	}
-	if !isNumber(v) {
-		return false
-	}
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil {
-		return false
-	}
-	*dst = &f
-	return true
-}
-
-// isNumber tells a JSON number from the other values, given valid JSON.
-func isNumber(v []byte) bool {
-	return len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9')
 }
 
 // validJSON is json.Valid, faster (rawjson.Valid): the fast path must refuse what

@@ -128,29 +128,6 @@ func TestValidJSONDepth(t *testing.T) {
 	}
 }
 
-func FuzzUnquote(f *testing.F) {
-	for _, s := range []string{`""`, `"plain"`, `"a\nb\tc\"d\\e\/f\bg\fh\ri"`, `"\u00e9\u2028\ufffd\u0000"`, `"\ud83c\udf89"`, `"\ud800"`, `"\ud800x"`, `"\ud800\u0041"`, `"\udc00\ud800"`, `"\ud800\ud800\udc00"`, `"\uD83C\uDF89"`, "\"\xff\"", "\"a\\n\xe2\x82\"", "\"\xed\xa0\x80\"", `"é 日本 🎉"`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		if !json.Valid(data) {
-			return // unquote reads values of a body already checked
-		}
-		data = bytes.TrimSpace(data)
-		got, ok := unquote(data)
-		if !ok {
-			return
-		}
-		var want string
-		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatalf("unquote(%q) = %q, json.Unmarshal: %v", data, got, err)
-		}
-		if got != want {
-			t.Fatalf("unquote(%q) = %q, json.Unmarshal gives %q", data, got, want)
-		}
-	})
-}
-
 type fastDecoder interface{ fastDecode(data []byte) bool }
 
 // checkFastDecode checks that whatever the fast path takes, json.Unmarshal decodes to the

@@ -152,13 +152,10 @@ func decodeContent(raw json.RawMessage, role string) ([]providers.Part, error) {
 	}
 	switch raw[0] {
 	case '"':
-		// The request was decoded whole, so raw is a well-formed string: stringValue
-		// (fastdecode.go) reads the usual ones, encoding/json the rest.
-		s, ok := stringValue(raw)
+		// The request was decoded whole, so raw is a well-formed string.
+		s, ok := rawjson.String(raw)
 		if !ok {
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return nil, fmt.Errorf("content: %w", err)
-			}
+			return nil, errors.New("content: not a string")
 		}
 		if s == "" {
 			return nil, nil

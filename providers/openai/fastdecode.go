@@ -3,7 +3,6 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
@@ -22,7 +21,6 @@ import (
 //   - a field given twice in one object, which encoding/json merges into the first value;
 //   - a value of the wrong JSON type for its field, or a number the field type cannot hold
 //     (encoding/json fails on those);
-//   - a string with invalid UTF-8 and no escape, which encoding/json rewrites with U+FFFD;
 //   - a custom UnmarshalJSON (TokenCount, Arguments, StopList) that fails;
 //   - nesting deeper than maxFastDepth.
 //
@@ -49,19 +47,19 @@ func (cr *ChatResponse) fastDecode(data []byte) bool {
 	return decodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "id":
-			return true, decodeString(&cr.ID, v)
+			return true, rawjson.DecodeString(v, &cr.ID)
 		case "object":
-			return true, decodeString(&cr.Object, v)
+			return true, rawjson.DecodeString(v, &cr.Object)
 		case "created":
-			return true, decodeInt64(&cr.Created, v)
+			return true, rawjson.DecodeInt64(v, &cr.Created)
 		case "model":
-			return true, decodeString(&cr.Model, v)
+			return true, rawjson.DecodeString(v, &cr.Model)
 		case "choices":
 			return true, decodeSlice(&cr.Choices, v, (*ChatChoice).fastDecode)
 		case "usage":
 			return true, decodePtr(&cr.Usage, v, (*ChatUsage).fastDecode)
 		case "system_fingerprint":
-			return true, decodeStringPtr(&cr.SystemFingerprint, v)
+			return true, rawjson.DecodeStringPtr(v, &cr.SystemFingerprint)
 		}
 		return false, true
 	})
@@ -71,11 +69,11 @@ func (c *ChatChoice) fastDecode(v []byte) bool {
 	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "index":
-			return true, decodeInt(&c.Index, v)
+			return true, rawjson.DecodeInt(v, &c.Index)
 		case "message":
 			return true, c.Message.fastDecode(v)
 		case "finish_reason":
-			return true, decodeStringPtr(&c.FinishReason, v)
+			return true, rawjson.DecodeStringPtr(v, &c.FinishReason)
 		case "logprobs":
 			return true, decodeRaw(&c.Logprobs, v)
 		}
@@ -87,11 +85,11 @@ func (m *ChatResponseMessage) fastDecode(v []byte) bool {
 	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "role":
-			return true, decodeString(&m.Role, v)
+			return true, rawjson.DecodeString(v, &m.Role)
 		case "content":
 			return true, decodeRaw(&m.Content, v)
 		case "refusal":
-			return true, decodeStringPtr(&m.Refusal, v)
+			return true, rawjson.DecodeStringPtr(v, &m.Refusal)
 		case "tool_calls":
 			return true, decodeSlice(&m.ToolCalls, v, (*ChatToolCall).fastDecode)
 		case "reasoning_content":
@@ -107,14 +105,14 @@ func (tc *ChatToolCall) fastDecode(v []byte) bool {
 	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "id":
-			return true, decodeString(&tc.ID, v)
+			return true, rawjson.DecodeString(v, &tc.ID)
 		case "type":
-			return true, decodeString(&tc.Type, v)
+			return true, rawjson.DecodeString(v, &tc.Type)
 		case "function":
 			return true, decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 				switch string(k) {
 				case "name":
-					return true, decodeString(&tc.Function.Name, v)
+					return true, rawjson.DecodeString(v, &tc.Function.Name)
 				case "arguments":
 					return true, tc.Function.Arguments.UnmarshalJSON(v) == nil
 				}
@@ -176,7 +174,7 @@ func (cr *ChatRequest) fastDecode(data []byte) bool {
 	return decodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "model":
-			return true, decodeString(&cr.Model, v)
+			return true, rawjson.DecodeString(v, &cr.Model)
 		case "messages":
 			return true, decodeSlice(&cr.Messages, v, (*ChatMessage).fastDecode)
 		case "tools":
@@ -184,24 +182,24 @@ func (cr *ChatRequest) fastDecode(data []byte) bool {
 		case "tool_choice":
 			return true, decodeRaw(&cr.ToolChoice, v)
 		case "parallel_tool_calls":
-			return true, decodeBoolPtr(&cr.ParallelToolCalls, v)
+			return true, rawjson.DecodeBoolPtr(v, &cr.ParallelToolCalls)
 		case "max_tokens":
-			return true, decodeInt64Ptr(&cr.MaxTokens, v)
+			return true, rawjson.DecodeInt64Ptr(v, &cr.MaxTokens)
 		case "max_completion_tokens":
-			return true, decodeInt64Ptr(&cr.MaxCompletionTokens, v)
+			return true, rawjson.DecodeInt64Ptr(v, &cr.MaxCompletionTokens)
 		case "temperature":
-			return true, decodeFloat64Ptr(&cr.Temperature, v)
+			return true, rawjson.DecodeFloat64Ptr(v, &cr.Temperature)
 		case "top_p":
-			return true, decodeFloat64Ptr(&cr.TopP, v)
+			return true, rawjson.DecodeFloat64Ptr(v, &cr.TopP)
 		case "stop":
 			return true, cr.Stop.UnmarshalJSON(v) == nil
 		case "stream":
-			return true, decodeBool(&cr.Stream, v)
+			return true, rawjson.DecodeBool(v, &cr.Stream)
 		case "stream_options":
 			return true, decodePtr(&cr.StreamOptions, v, func(o *StreamOptions, v []byte) bool {
 				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 					if string(k) == "include_usage" {
-						return true, decodeBool(&o.IncludeUsage, v)
+						return true, rawjson.DecodeBool(v, &o.IncludeUsage)
 					}
 					return false, true
 				})
@@ -209,11 +207,11 @@ func (cr *ChatRequest) fastDecode(data []byte) bool {
 		case "response_format":
 			return true, decodePtr(&cr.ResponseFormat, v, (*ResponseFormat).fastDecode)
 		case "reasoning_effort":
-			return true, decodeString(&cr.ReasoningEffort, v)
+			return true, rawjson.DecodeString(v, &cr.ReasoningEffort)
 		case "user":
-			return true, decodeString(&cr.User, v)
+			return true, rawjson.DecodeString(v, &cr.User)
 		case "safety_identifier":
-			return true, decodeString(&cr.SafetyIdentifier, v)
+			return true, rawjson.DecodeString(v, &cr.SafetyIdentifier)
 		}
 		return false, true
 	})
@@ -223,15 +221,15 @@ func (m *ChatMessage) fastDecode(v []byte) bool {
 	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "role":
-			return true, decodeString(&m.Role, v)
+			return true, rawjson.DecodeString(v, &m.Role)
 		case "content":
 			return true, decodeRaw(&m.Content, v)
 		case "name":
-			return true, decodeString(&m.Name, v)
+			return true, rawjson.DecodeString(v, &m.Name)
 		case "tool_calls":
 			return true, decodeSlice(&m.ToolCalls, v, (*ChatToolCall).fastDecode)
 		case "tool_call_id":
-			return true, decodeString(&m.ToolCallID, v)
+			return true, rawjson.DecodeString(v, &m.ToolCallID)
 		}
 		return false, true
 	})
@@ -241,19 +239,19 @@ func (t *ChatTool) fastDecode(v []byte) bool {
 	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "type":
-			return true, decodeString(&t.Type, v)
+			return true, rawjson.DecodeString(v, &t.Type)
 		case "function":
 			f := &t.Function
 			return true, decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 				switch string(k) {
 				case "name":
-					return true, decodeString(&f.Name, v)
+					return true, rawjson.DecodeString(v, &f.Name)
 				case "description":
-					return true, decodeString(&f.Description, v)
+					return true, rawjson.DecodeString(v, &f.Description)
 				case "parameters":
 					return true, decodeRaw(&f.Parameters, v)
 				case "strict":
-					return true, decodeBoolPtr(&f.Strict, v)
+					return true, rawjson.DecodeBoolPtr(v, &f.Strict)
 				}
 				return false, true
 			})
@@ -266,19 +264,19 @@ func (rf *ResponseFormat) fastDecode(v []byte) bool {
 	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "type":
-			return true, decodeString(&rf.Type, v)
+			return true, rawjson.DecodeString(v, &rf.Type)
 		case "json_schema":
 			return true, decodePtr(&rf.JSONSchema, v, func(s *JSONSchema, v []byte) bool {
 				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 					switch string(k) {
 					case "name":
-						return true, decodeString(&s.Name, v)
+						return true, rawjson.DecodeString(v, &s.Name)
 					case "description":
-						return true, decodeString(&s.Description, v)
+						return true, rawjson.DecodeString(v, &s.Description)
 					case "schema":
 						return true, decodeRaw(&s.Schema, v)
 					case "strict":
-						return true, decodeBoolPtr(&s.Strict, v)
+						return true, rawjson.DecodeBoolPtr(v, &s.Strict)
 					}
 					return false, true
 				})
@@ -375,137 +373,11 @@ func decodePtr[T any](dst **T, v []byte, decode func(*T, []byte) bool) bool {
 	return decode(p, v)
 }
 
-// decodeString, like the other decoders of non-pointer fields, leaves the field as it is
-// on null, as encoding/json does.
-func decodeString(dst *string, v []byte) bool {
-	if isNull(v) {
-		return true
-	}
-	s, ok := stringValue(v)
-	if ok {
-		*dst = s
-	}
-	return ok
-}
-
-func decodeStringPtr(dst **string, v []byte) bool {
-	if isNull(v) {
-		*dst = nil
-		return true
-	}
-	s, ok := stringValue(v)
-	if ok {
-		*dst = &s
-	}
-	return ok
-}
-
-// stringValue decodes the JSON string v. rawjson.String leaves escape-free strings as they
-// are, where encoding/json replaces invalid UTF-8 with U+FFFD: those are refused.
-func stringValue(v []byte) (string, bool) {
-	if len(v) < 2 || v[0] != '"' {
-		return "", false
-	}
-	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && !utf8.Valid(inner) {
-		return "", false
-	}
-	return rawjson.String(v)
-}
-
 // decodeRaw copies v, null included, as json.RawMessage.UnmarshalJSON does: the body's
 // buffer may be reused once decoding returns.
 func decodeRaw(dst *json.RawMessage, v []byte) bool {
 	*dst = append(json.RawMessage(nil), v...)
 	return true
-}
-
-func decodeBool(dst *bool, v []byte) bool {
-	if isNull(v) {
-		return true
-	}
-	b, ok := rawjson.Bool(v)
-	if ok {
-		*dst = b
-	}
-	return ok
-}
-
-func decodeBoolPtr(dst **bool, v []byte) bool {
-	if isNull(v) {
-		*dst = nil
-		return true
-	}
-	b, ok := rawjson.Bool(v)
-	if ok {
-		*dst = &b
-	}
-	return ok
-}
-
-// decodeInt reads an int as encoding/json does: an integer literal that fits, not 1.0 or 1e3.
-func decodeInt(dst *int, v []byte) bool {
-	if isNull(v) {
-		return true
-	}
-	if !isNumber(v) {
-		return false
-	}
-	n, err := strconv.ParseInt(string(v), 10, strconv.IntSize)
-	if err != nil {
-		return false
-	}
-	*dst = int(n)
-	return true
-}
-
-func decodeInt64(dst *int64, v []byte) bool {
-	if isNull(v) {
-		return true
-	}
-	if !isNumber(v) {
-		return false
-	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil {
-		return false
-	}
-	*dst = n
-	return true
-}
-
-func decodeInt64Ptr(dst **int64, v []byte) bool {
-	if isNull(v) {
-		*dst = nil
-		return true
-	}
-	var n int64
-	if !decodeInt64(&n, v) {
-		return false
-	}
-	*dst = &n
-	return true
-}
-
-// decodeFloat64Ptr reads a *float64 as encoding/json does; out of range (1e400) fails there.
-func decodeFloat64Ptr(dst **float64, v []byte) bool {
-	if isNull(v) {
-		*dst = nil
-		return true
-	}
-	if !isNumber(v) {
-		return false
-	}
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil {
-		return false
-	}
-	*dst = &f
-	return true
-}
-
-// isNumber tells whether the value v of well-formed JSON is a number.
-func isNumber(v []byte) bool {
-	return len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9')
 }
 
 func trimSpace(data []byte) []byte {

@@ -1,0 +1,201 @@
+package rawjson
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Field decoders for hand-written decoders of well-formed JSON (the providers' fast
+// paths): each stores what encoding/json would store in a field of its type, or reports
+// false where encoding/json would fail, so that the caller falls back to it. A null leaves
+// a non-pointer field as it is and makes a pointer nil, as encoding/json does.
+
+// DecodeString decodes a string field.
+func DecodeString(v []byte, dst *string) bool {
+	if IsNull(v) {
+		return true
+	}
+	s, ok := String(v)
+	if ok {
+		*dst = s
+	}
+	return ok
+}
+
+// DecodeStringPtr decodes a *string field.
+func DecodeStringPtr(v []byte, dst **string) bool {
+	if IsNull(v) {
+		*dst = nil
+		return true
+	}
+	s, ok := String(v)
+	if ok {
+		*dst = &s
+	}
+	return ok
+}
+
+// DecodeBool decodes a bool field.
+func DecodeBool(v []byte, dst *bool) bool {
+	if IsNull(v) {
+		return true
+	}
+	b, ok := Bool(v)
+	if ok {
+		*dst = b
+	}
+	return ok
+}
+
+// DecodeBoolPtr decodes a *bool field.
+func DecodeBoolPtr(v []byte, dst **bool) bool {
+	if IsNull(v) {
+		*dst = nil
+		return true
+	}
+	b, ok := Bool(v)
+	if ok {
+		*dst = &b
+	}
+	return ok
+}
+
+// DecodeInt decodes an int field: an integer literal that fits, not 1.0 or 1e3.
+func DecodeInt(v []byte, dst *int) bool {
+	if IsNull(v) {
+		return true
+	}
+	if !IsNumber(v) {
+		return false
+	}
+	n, err := strconv.ParseInt(string(v), 10, strconv.IntSize)
+	if err != nil {
+		return false
+	}
+	*dst = int(n)
+	return true
+}
+
+// DecodeInt64 decodes an int64 field, as DecodeInt.
+func DecodeInt64(v []byte, dst *int64) bool {
+	if IsNull(v) {
+		return true
+	}
+	if !IsNumber(v) {
+		return false
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil {
+		return false
+	}
+	*dst = n
+	return true
+}
+
+// DecodeInt64Ptr decodes a *int64 field.
+func DecodeInt64Ptr(v []byte, dst **int64) bool {
+	if IsNull(v) {
+		*dst = nil
+		return true
+	}
+	var n int64
+	if !DecodeInt64(v, &n) {
+		return false
+	}
+	*dst = &n
+	return true
+}
+
+// DecodeFloat64Ptr decodes a *float64 field; a number out of range (1e400) fails, as for
+// encoding/json.
+func DecodeFloat64Ptr(v []byte, dst **float64) bool {
+	if IsNull(v) {
+		*dst = nil
+		return true
+	}
+	if !IsNumber(v) {
+		return false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return false
+	}
+	*dst = &f
+	return true
+}
+
+// IsNumber tells whether the value v of well-formed JSON is a number.
+func IsNumber(v []byte) bool {
+	return len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9')
+}
+
+// unescape decodes the inside of a well-formed JSON string, valid UTF-8 with its first
+// escape at esc, as encoding/json's unquote does.
+func unescape(inner []byte, esc int) string {
+	var b strings.Builder
+	b.Grow(len(inner))
+	for i := 0; ; {
+		b.Write(inner[i:esc])
+		i = esc
+		if i == len(inner) {
+			return b.String()
+		}
+		// The JSON is valid: an escape has its character, and \u its four hex digits.
+		switch c := inner[i+1]; c {
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u':
+			r := hexRune(inner[i+2 : i+6])
+			i += 4
+			if utf16.IsSurrogate(r) {
+				// A valid pair is one rune; otherwise encoding/json writes U+FFFD for this
+				// escape and reads the next one on its own.
+				pair := utf8.RuneError
+				if len(inner) >= i+8 && inner[i+2] == '\\' && inner[i+3] == 'u' {
+					pair = utf16.DecodeRune(r, hexRune(inner[i+4:i+8]))
+				}
+				if pair != utf8.RuneError {
+					i += 6
+				}
+				r = pair
+			}
+			b.WriteRune(r)
+		default: // '"', '\\' and '/'
+			b.WriteByte(c)
+		}
+		i += 2
+		if esc = bytes.IndexByte(inner[i:], '\\'); esc < 0 {
+			esc = len(inner)
+		} else {
+			esc += i
+		}
+	}
+}
+
+// hexRune reads four hex digits.
+func hexRune(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c <= 'F':
+			c -= 'A' - 10
+		default:
+			c -= 'a' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
+}
