@@ -431,3 +431,42 @@ func TestCreditsFlushedToDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestUrgentWritesEndTheGathering: journaled settlements wait to be gathered, but a write
+// or read someone waits for ends the wait at once. With the gathering stretched to an
+// hour, the read, the reservation and the credit below would hang without that.
+func TestUrgentWritesEndTheGathering(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"))
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 10*usd)
+	s.wr.mu.Lock()
+	s.wr.gatherFor = time.Hour
+	s.wr.mu.Unlock()
+	for i := range 3 {
+		if _, err := leaseSettle(ctx, s, "ws_1", "res_1", i, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		if _, err := s.GetBalance(ctx, "ws_1"); err != nil {
+			done <- err
+			return
+		}
+		if _, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: "ws_1", AmountNanos: usd, ExpiresAt: hour()}); err != nil {
+			done <- err
+			return
+		}
+		_, err := s.AddCredits(ctx, "ws_1", usd, "top-up")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read or write someone waits for waited for the gathering of journaled settlements")
+	}
+	wantBalance(t, s, "ws_1", 101*usd-usd/2-3*usd/10, 11*usd-usd/2-3*usd/10)
+}

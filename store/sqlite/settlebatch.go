@@ -225,54 +225,59 @@ func settleTogether(ctx context.Context, tx *sql.Tx, run []*writeOp) (err error)
 
 func loadReservations(ctx context.Context, tx *sql.Tx, ids []string) (map[string]*reservationState, error) {
 	out := make(map[string]*reservationState, len(ids))
-	for chunk := range chunks(ids) {
-		rows, err := tx.QueryContext(ctx, inList(`SELECT id, workspace_id, amount_nanos FROM reservations WHERE id IN `, len(chunk)), stringArgs(chunk)...)
-		if err != nil {
-			return nil, fmt.Errorf("reading reservations: %w", err)
+	err := queryIn(ctx, tx, `SELECT id, workspace_id, amount_nanos FROM reservations WHERE id IN `, ids, func(rows *sql.Rows) error {
+		rs := &reservationState{}
+		if err := rows.Scan(&rs.id, &rs.workspaceID, &rs.amount); err != nil {
+			return err
 		}
-		for rows.Next() {
-			rs := &reservationState{}
-			if err := rows.Scan(&rs.id, &rs.workspaceID, &rs.amount); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("reading reservations: %w", err)
-			}
-			rs.was = rs.amount
-			out[rs.id] = rs
-		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("reading reservations: %w", err)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("reading reservations: %w", err)
-		}
+		rs.was = rs.amount
+		out[rs.id] = rs
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading reservations: %w", err)
 	}
 	return out, nil
 }
 
 func loadWallets(ctx context.Context, tx *sql.Tx, workspaceIDs []string) (map[string]*walletState, error) {
 	out := make(map[string]*walletState, len(workspaceIDs))
-	for chunk := range chunks(workspaceIDs) {
-		rows, err := tx.QueryContext(ctx, inList(`SELECT workspace_id, balance_nanos, reserved_nanos FROM wallets WHERE workspace_id IN `, len(chunk)), stringArgs(chunk)...)
-		if err != nil {
-			return nil, fmt.Errorf("reading wallets: %w", err)
+	err := queryIn(ctx, tx, `SELECT workspace_id, balance_nanos, reserved_nanos FROM wallets WHERE workspace_id IN `, workspaceIDs, func(rows *sql.Rows) error {
+		w := &walletState{}
+		if err := rows.Scan(&w.workspaceID, &w.balance, &w.reserved); err != nil {
+			return err
 		}
-		for rows.Next() {
-			w := &walletState{}
-			if err := rows.Scan(&w.workspaceID, &w.balance, &w.reserved); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("reading wallets: %w", err)
-			}
-			w.balance0, w.reserved0 = w.balance, w.reserved
-			out[w.workspaceID] = w
-		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("reading wallets: %w", err)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("reading wallets: %w", err)
-		}
+		w.balance0, w.reserved0 = w.balance, w.reserved
+		out[w.workspaceID] = w
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading wallets: %w", err)
 	}
 	return out, nil
+}
+
+// queryIn runs prefix with an IN list of ids, in chunks, and calls scan for every row.
+func queryIn(ctx context.Context, tx *sql.Tx, prefix string, ids []string, scan func(*sql.Rows) error) error {
+	for chunk := range chunks(ids) {
+		rows, err := tx.QueryContext(ctx, inList(prefix, len(chunk)), stringArgs(chunk)...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				_ = rows.Close()
+				return err
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // generationValues is the number of columns of generationColumns.

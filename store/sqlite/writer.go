@@ -93,6 +93,8 @@ type writer struct {
 	waiting int
 	urgent  chan struct{}
 	gather  *time.Timer
+	// gatherFor is gatherDelay (tests stretch it to prove what does not wait for it).
+	gatherFor time.Duration
 	// stopped is closed when the writer goroutine has answered every op and returned.
 	stopped chan struct{}
 
@@ -114,7 +116,7 @@ type writer struct {
 const gatherDelay = 25 * time.Millisecond
 
 func newWriter(limit int) *writer {
-	w := &writer{limit: max(limit, 1), stopped: make(chan struct{}), urgent: make(chan struct{}, 1)}
+	w := &writer{limit: max(limit, 1), stopped: make(chan struct{}), urgent: make(chan struct{}, 1), gatherFor: gatherDelay}
 	w.cond.L = &w.mu
 	return w
 }
@@ -163,9 +165,9 @@ func (w *writer) next(buf []*writeOp) ([]*writeOp, bool) {
 		}
 		w.mu.Unlock()
 		if w.gather == nil {
-			w.gather = time.NewTimer(gatherDelay)
+			w.gather = time.NewTimer(w.gatherFor)
 		} else {
-			w.gather.Reset(gatherDelay)
+			w.gather.Reset(w.gatherFor)
 		}
 		select {
 		case <-w.gather.C:
