@@ -621,91 +621,14 @@ func ParseChatUsage(usage []byte) (providers.Usage, error) {
 		return providers.Usage{}, nil
 	}
 	var u ChatUsage
-	if err := u.scan(usage); err != nil {
-		return providers.Usage{}, fmt.Errorf("decoding chat usage: %w", err)
+	if !validJSON(usage) || !u.fastDecode(usage) {
+		// The fast decoder (fastdecode.go) reads the usual objects, encoding/json the rest.
+		u = ChatUsage{}
+		if err := json.Unmarshal(usage, &u); err != nil {
+			return providers.Usage{}, fmt.Errorf("decoding chat usage: %w", err)
+		}
 	}
 	return usageFromChat(&u), nil
-}
-
-// scan reads the usage object as json.Unmarshal into a ChatUsage would (for the keys as
-// upstreams spell them), without reflection: it runs for every answer.
-func (u *ChatUsage) scan(data []byte) error {
-	var ferr error
-	count := func(dst *TokenCount, v []byte) { ferr = dst.UnmarshalJSON(v) }
-	err := rawjson.Each(data, func(k []byte, f rawjson.Field) bool {
-		v := data[f.ValueStart:f.ValueEnd]
-		switch string(k) {
-		case "prompt_tokens":
-			count(&u.PromptTokens, v)
-		case "completion_tokens":
-			count(&u.CompletionTokens, v)
-		case "total_tokens":
-			count(&u.TotalTokens, v)
-		case "prompt_cache_hit_tokens":
-			if isNull(v) {
-				u.PromptCacheHitTokens = nil
-				break
-			}
-			if u.PromptCacheHitTokens == nil {
-				u.PromptCacheHitTokens = new(TokenCount)
-			}
-			count(u.PromptCacheHitTokens, v)
-		case "prompt_tokens_details":
-			// As encoding/json: null clears, an object fills the existing struct.
-			if isNull(v) {
-				u.PromptTokensDetails = nil
-				break
-			}
-			if u.PromptTokensDetails == nil {
-				u.PromptTokensDetails = &PromptTokensDetails{}
-			}
-			d := u.PromptTokensDetails
-			ferr = eachCount(v, func(k string) *TokenCount {
-				switch k {
-				case "cached_tokens":
-					return &d.CachedTokens
-				case "cache_write_tokens":
-					return &d.CacheWriteTokens
-				}
-				return nil
-			})
-		case "completion_tokens_details":
-			if isNull(v) {
-				u.CompletionTokensDetails = nil
-				break
-			}
-			if u.CompletionTokensDetails == nil {
-				u.CompletionTokensDetails = &CompletionTokensDetails{}
-			}
-			d := u.CompletionTokensDetails
-			ferr = eachCount(v, func(k string) *TokenCount {
-				if k == "reasoning_tokens" {
-					return &d.ReasoningTokens
-				}
-				return nil
-			})
-		}
-		return ferr == nil
-	})
-	if err != nil {
-		return err
-	}
-	return ferr
-}
-
-// eachCount reads the named token counts of an object, ignoring its other members.
-func eachCount(data []byte, field func(key string) *TokenCount) error {
-	var ferr error
-	err := rawjson.Each(data, func(k []byte, f rawjson.Field) bool {
-		if dst := field(string(k)); dst != nil {
-			ferr = dst.UnmarshalJSON(data[f.ValueStart:f.ValueEnd])
-		}
-		return ferr == nil
-	})
-	if err != nil {
-		return err
-	}
-	return ferr
 }
 
 func usageFromChat(u *ChatUsage) providers.Usage {

@@ -581,8 +581,8 @@ func TestReasoning(t *testing.T) {
 	})
 }
 
-// FuzzChatUsageScan: the hand scan of a usage object reads what json.Unmarshal reads, for
-// keys spelled as upstreams spell them (encoding/json also matches keys case-insensitively).
+// FuzzChatUsageScan: ParseChatUsage, through its fast decoder or not, reads what
+// json.Unmarshal reads, keys in any case included.
 func FuzzChatUsageScan(f *testing.F) {
 	for _, seed := range []string{
 		`{"prompt_tokens":12,"completion_tokens":10,"total_tokens":22}`,
@@ -598,17 +598,17 @@ func FuzzChatUsageScan(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if !json.Valid(data) || bytes.ContainsAny(data, `\ABCDEFGHIJKLMNOPQRSTUVWXYZ`) {
+		if !json.Valid(data) {
 			return
 		}
-		var want, got ChatUsage
+		var want ChatUsage
 		wantErr := json.Unmarshal(data, &want)
-		gotErr := got.scan(data)
+		got, gotErr := ParseChatUsage(data)
 		if (wantErr == nil) != (gotErr == nil) {
-			t.Fatalf("%s: json.Unmarshal error %v, scan error %v", data, wantErr, gotErr)
+			t.Fatalf("%s: json.Unmarshal error %v, ParseChatUsage error %v", data, wantErr, gotErr)
 		}
-		if wantErr == nil && usageFromChat(&want) != usageFromChat(&got) {
-			t.Fatalf("%s: json.Unmarshal reads %+v, scan %+v", data, usageFromChat(&want), usageFromChat(&got))
+		if wantErr == nil && usageFromChat(&want) != got {
+			t.Fatalf("%s: json.Unmarshal reads %+v, ParseChatUsage %+v", data, usageFromChat(&want), got)
 		}
 	})
 }

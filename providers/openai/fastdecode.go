@@ -123,8 +123,6 @@ func (tc *ChatToolCall) fastDecode(v []byte) bool {
 	})
 }
 
-// fastDecode differs from scan, which ParseChatUsage uses, in refusing what it cannot
-// match exactly (see above) rather than ignoring it: its result must equal json.Unmarshal's.
 func (u *ChatUsage) fastDecode(v []byte) bool {
 	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
