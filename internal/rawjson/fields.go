@@ -13,6 +13,97 @@ import (
 // false where encoding/json would fail, so that the caller falls back to it. A null leaves
 // a non-pointer field as it is and makes a pointer nil, as encoding/json does.
 
+// maxStructFields is the most fields a struct decoded with DecodeFields may have: the
+// repeated-key check remembers that many keys.
+const maxStructFields = 32
+
+// DecodeFields runs field for each member of the object v, which fills a struct field when
+// the key names one (known) and reports whether it could (ok). null leaves the struct as
+// it is, as encoding/json does for a struct that is not behind a pointer.
+func DecodeFields(v []byte, field func(key, v []byte) (known, ok bool)) bool {
+	if IsNull(v) {
+		return true
+	}
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	var seen [maxStructFields][]byte
+	n := 0
+	ok := true
+	err := Each(v, func(k []byte, f Field) bool {
+		if !plainKey(k) {
+			ok = false
+			return false
+		}
+		var known bool
+		known, ok = field(k, v[f.ValueStart:f.ValueEnd])
+		if !ok || !known {
+			return ok
+		}
+		for _, s := range seen[:n] {
+			if bytes.Equal(s, k) {
+				ok = false
+				return false
+			}
+		}
+		if n == len(seen) {
+			ok = false
+			return false
+		}
+		seen[n] = k
+		n++
+		return true
+	})
+	return ok && err == nil
+}
+
+// plainKey tells whether encoding/json can match the raw key k to a field only by its exact
+// bytes: with no escape, no upper-case letter and no non-ASCII byte, its case-insensitive
+// match against the all-lower-case field names is the exact one.
+func plainKey(k []byte) bool {
+	for _, c := range k {
+		if c == '\\' || c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// DecodeSlice decodes the array v into *dst as encoding/json does: null clears the slice,
+// [] makes it empty but not nil, a null element stays zero.
+func DecodeSlice[T any](dst *[]T, v []byte, elem func(*T, []byte) bool) bool {
+	if IsNull(v) {
+		*dst = nil
+		return true
+	}
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	s := make([]T, 0)
+	ok := true
+	err := EachElement(v, func(e []byte) bool {
+		var zero T
+		s = append(s, zero)
+		ok = elem(&s[len(s)-1], e)
+		return ok
+	})
+	*dst = s
+	return ok && err == nil
+}
+
+// DecodePtr decodes v into a new *T as encoding/json does for a nil pointer: null leaves
+// it nil, anything else allocates. The struct being zero and no key repeating, *dst is
+// nil here.
+func DecodePtr[T any](dst **T, v []byte, decode func(*T, []byte) bool) bool {
+	if IsNull(v) {
+		*dst = nil
+		return true
+	}
+	p := new(T)
+	*dst = p
+	return decode(p, v)
+}
+
 // DecodeString decodes a string field.
 func DecodeString(v []byte, dst *string) bool {
 	if IsNull(v) {

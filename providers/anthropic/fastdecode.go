@@ -1,8 +1,6 @@
 package anthropic
 
 import (
-	"unicode/utf8"
-
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 )
 
@@ -32,27 +30,26 @@ func (m *Message) fastDecode(data []byte) bool {
 	if !validJSON(data) {
 		return false
 	}
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "id":
-			return seen.first(0) && rawjson.DecodeString(v, &m.ID)
+			return true, rawjson.DecodeString(v, &m.ID)
 		case "type":
-			return seen.first(1) && rawjson.DecodeString(v, &m.Type)
+			return true, rawjson.DecodeString(v, &m.Type)
 		case "role":
-			return seen.first(2) && rawjson.DecodeString(v, &m.Role)
+			return true, rawjson.DecodeString(v, &m.Role)
 		case "model":
-			return seen.first(3) && rawjson.DecodeString(v, &m.Model)
+			return true, rawjson.DecodeString(v, &m.Model)
 		case "content":
-			return seen.first(4) && decodeSlice(v, &m.Content)
+			return true, rawjson.DecodeSlice(&m.Content, v, (*ContentBlock).fastDecode)
 		case "stop_reason":
-			return seen.first(5) && rawjson.DecodeStringPtr(v, &m.StopReason)
+			return true, rawjson.DecodeStringPtr(v, &m.StopReason)
 		case "stop_sequence":
-			return seen.first(6) && rawjson.DecodeStringPtr(v, &m.StopSequence)
+			return true, rawjson.DecodeStringPtr(v, &m.StopSequence)
 		case "usage":
-			return seen.first(7) && m.Usage.UnmarshalJSON(v) == nil
+			return true, m.Usage.UnmarshalJSON(v) == nil
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
@@ -62,264 +59,178 @@ func (r *MessagesRequest) fastDecode(data []byte) bool {
 	if !validJSON(data) {
 		return false
 	}
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "model":
-			return seen.first(0) && rawjson.DecodeString(v, &r.Model)
+			return true, rawjson.DecodeString(v, &r.Model)
 		case "max_tokens":
-			return seen.first(1) && rawjson.DecodeInt64Ptr(v, &r.MaxTokens)
+			return true, rawjson.DecodeInt64Ptr(v, &r.MaxTokens)
 		case "messages":
-			return seen.first(2) && decodeSlice(v, &r.Messages)
+			return true, rawjson.DecodeSlice(&r.Messages, v, (*MessageParam).fastDecode)
 		case "system":
-			return seen.first(3) && r.System.UnmarshalJSON(v) == nil
+			return true, r.System.UnmarshalJSON(v) == nil
 		case "tools":
-			return seen.first(4) && decodeSlice(v, &r.Tools)
+			return true, rawjson.DecodeSlice(&r.Tools, v, (*Tool).fastDecode)
 		case "tool_choice":
-			return seen.first(5) && decodePtr(v, &r.ToolChoice)
+			return true, rawjson.DecodePtr(&r.ToolChoice, v, (*ToolChoice).fastDecode)
 		case "temperature":
-			return seen.first(6) && rawjson.DecodeFloat64Ptr(v, &r.Temperature)
+			return true, rawjson.DecodeFloat64Ptr(v, &r.Temperature)
 		case "top_p":
-			return seen.first(7) && rawjson.DecodeFloat64Ptr(v, &r.TopP)
+			return true, rawjson.DecodeFloat64Ptr(v, &r.TopP)
 		case "top_k":
-			return seen.first(8) && rawjson.DecodeInt64Ptr(v, &r.TopK)
+			return true, rawjson.DecodeInt64Ptr(v, &r.TopK)
 		case "stop_sequences":
-			return seen.first(9) && decodeStrings(v, &r.StopSequences)
+			return true, decodeStrings(v, &r.StopSequences)
 		case "stream":
-			return seen.first(10) && rawjson.DecodeBool(v, &r.Stream)
+			return true, rawjson.DecodeBool(v, &r.Stream)
 		case "thinking":
-			return seen.first(11) && decodePtr(v, &r.Thinking)
+			return true, rawjson.DecodePtr(&r.Thinking, v, (*Thinking).fastDecode)
 		case "metadata":
-			return seen.first(12) && decodePtr(v, &r.Metadata)
+			return true, rawjson.DecodePtr(&r.Metadata, v, (*Metadata).fastDecode)
 		case "output_config":
-			return seen.first(13) && decodePtr(v, &r.OutputConfig)
+			return true, rawjson.DecodePtr(&r.OutputConfig, v, (*OutputConfig).fastDecode)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 // The nested types' decoders take a value of a body validJSON has checked.
 
 func (b *ContentBlock) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && rawjson.DecodeString(v, &b.Type)
+			return true, rawjson.DecodeString(v, &b.Type)
 		case "text":
-			return seen.first(1) && rawjson.DecodeStringPtr(v, &b.Text)
+			return true, rawjson.DecodeStringPtr(v, &b.Text)
 		case "source":
-			return seen.first(2) && decodePtr(v, &b.Source)
+			return true, rawjson.DecodePtr(&b.Source, v, (*ImageSource).fastDecode)
 		case "id":
-			return seen.first(3) && rawjson.DecodeString(v, &b.ID)
+			return true, rawjson.DecodeString(v, &b.ID)
 		case "name":
-			return seen.first(4) && rawjson.DecodeString(v, &b.Name)
+			return true, rawjson.DecodeString(v, &b.Name)
 		case "input":
-			return seen.first(5) && b.Input.UnmarshalJSON(v) == nil
+			return true, b.Input.UnmarshalJSON(v) == nil
 		case "tool_use_id":
-			return seen.first(6) && rawjson.DecodeString(v, &b.ToolUseID)
+			return true, rawjson.DecodeString(v, &b.ToolUseID)
 		case "content":
-			return seen.first(7) && b.Content.UnmarshalJSON(v) == nil
+			return true, b.Content.UnmarshalJSON(v) == nil
 		case "is_error":
-			return seen.first(8) && rawjson.DecodeBool(v, &b.IsError)
+			return true, rawjson.DecodeBool(v, &b.IsError)
 		case "thinking":
-			return seen.first(9) && rawjson.DecodeStringPtr(v, &b.Thinking)
+			return true, rawjson.DecodeStringPtr(v, &b.Thinking)
 		case "signature":
-			return seen.first(10) && rawjson.DecodeStringPtr(v, &b.Signature)
+			return true, rawjson.DecodeStringPtr(v, &b.Signature)
 		case "data":
-			return seen.first(11) && rawjson.DecodeString(v, &b.Data)
+			return true, rawjson.DecodeString(v, &b.Data)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (s *ImageSource) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && rawjson.DecodeString(v, &s.Type)
+			return true, rawjson.DecodeString(v, &s.Type)
 		case "media_type":
-			return seen.first(1) && rawjson.DecodeString(v, &s.MediaType)
+			return true, rawjson.DecodeString(v, &s.MediaType)
 		case "data":
-			return seen.first(2) && rawjson.DecodeString(v, &s.Data)
+			return true, rawjson.DecodeString(v, &s.Data)
 		case "url":
-			return seen.first(3) && rawjson.DecodeString(v, &s.URL)
+			return true, rawjson.DecodeString(v, &s.URL)
 		case "file_id":
-			return seen.first(4) && rawjson.DecodeString(v, &s.FileID)
+			return true, rawjson.DecodeString(v, &s.FileID)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (m *MessageParam) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "role":
-			return seen.first(0) && rawjson.DecodeString(v, &m.Role)
+			return true, rawjson.DecodeString(v, &m.Role)
 		case "content":
-			return seen.first(1) && m.Content.UnmarshalJSON(v) == nil
+			return true, m.Content.UnmarshalJSON(v) == nil
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (t *Tool) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && rawjson.DecodeString(v, &t.Type)
+			return true, rawjson.DecodeString(v, &t.Type)
 		case "name":
-			return seen.first(1) && rawjson.DecodeString(v, &t.Name)
+			return true, rawjson.DecodeString(v, &t.Name)
 		case "description":
-			return seen.first(2) && rawjson.DecodeString(v, &t.Description)
+			return true, rawjson.DecodeString(v, &t.Description)
 		case "input_schema":
-			return seen.first(3) && t.InputSchema.UnmarshalJSON(v) == nil
+			return true, t.InputSchema.UnmarshalJSON(v) == nil
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (c *ToolChoice) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && rawjson.DecodeString(v, &c.Type)
+			return true, rawjson.DecodeString(v, &c.Type)
 		case "name":
-			return seen.first(1) && rawjson.DecodeString(v, &c.Name)
+			return true, rawjson.DecodeString(v, &c.Name)
 		case "disable_parallel_tool_use":
-			return seen.first(2) && rawjson.DecodeBoolPtr(v, &c.DisableParallelToolUse)
+			return true, rawjson.DecodeBoolPtr(v, &c.DisableParallelToolUse)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (t *Thinking) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && rawjson.DecodeString(v, &t.Type)
+			return true, rawjson.DecodeString(v, &t.Type)
 		case "budget_tokens":
-			return seen.first(1) && rawjson.DecodeInt64Ptr(v, &t.BudgetTokens)
+			return true, rawjson.DecodeInt64Ptr(v, &t.BudgetTokens)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (m *Metadata) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		if string(key) == "user_id" {
-			return seen.first(0) && rawjson.DecodeString(v, &m.UserID)
+			return true, rawjson.DecodeString(v, &m.UserID)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (o *OutputConfig) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "effort":
-			return seen.first(0) && rawjson.DecodeString(v, &o.Effort)
+			return true, rawjson.DecodeString(v, &o.Effort)
 		case "format":
-			return seen.first(1) && decodePtr(v, &o.Format)
+			return true, rawjson.DecodePtr(&o.Format, v, (*OutputFormat).fastDecode)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (f *OutputFormat) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "type":
-			return seen.first(0) && rawjson.DecodeString(v, &f.Type)
+			return true, rawjson.DecodeString(v, &f.Type)
 		case "schema":
-			return seen.first(1) && f.Schema.UnmarshalJSON(v) == nil
+			return true, f.Schema.UnmarshalJSON(v) == nil
 		}
-		return ignorable(key)
+		return false, true
 	})
-}
-
-// keySet records the fields of an object already decoded, by index.
-type keySet uint32
-
-// first marks field i seen and reports whether it was not already: a repeated key goes to
-// encoding/json, which decodes it into the field as the first left it (a later null keeps
-// a string, a later object merges into the struct).
-func (s *keySet) first(i uint) bool {
-	if *s&(1<<i) != 0 {
-		return false
-	}
-	*s |= 1 << i
-	return true
-}
-
-// ignorable tells whether an unknown key is one encoding/json ignores too. It matches keys
-// case-insensitively, folding Unicode ("ſtop_reason" is stop_reason), and unescapes them
-// first; the field names are lower-case ASCII, so a key without escapes, upper-case letters
-// or non-ASCII bytes that is not one of them matches none.
-func ignorable(key []byte) bool {
-	for _, c := range key {
-		if c == '\\' || c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
-			return false
-		}
-	}
-	return true
-}
-
-// eachMember calls fn for each member of the object v with its raw key and value, and
-// reports whether v is an object and fn accepted every member.
-func eachMember(v []byte, fn func(key, v []byte) bool) bool {
-	ok := true
-	err := rawjson.Each(v, func(key []byte, f rawjson.Field) bool {
-		ok = fn(key, v[f.ValueStart:f.ValueEnd])
-		return ok
-	})
-	return err == nil && ok
-}
-
-// decoder is a pointer to a type with a fastDecode method.
-type decoder[T any] interface {
-	*T
-	fastDecode(v []byte) bool
-}
-
-// decodePtr decodes a pointer to a struct: null makes it nil, an object a new struct.
-func decodePtr[T any, P decoder[T]](v []byte, dst **T) bool {
-	if rawjson.IsNull(v) {
-		*dst = nil
-		return true
-	}
-	p := new(T)
-	*dst = p
-	return P(p).fastDecode(v)
-}
-
-// decodeSlice decodes an array of structs. null makes the slice nil and [] an empty one, as
-// for encoding/json; a null element is a zero struct.
-func decodeSlice[T any, P decoder[T]](v []byte, dst *[]T) bool {
-	if rawjson.IsNull(v) {
-		*dst = nil
-		return true
-	}
-	out := []T{}
-	ok := true
-	err := rawjson.EachElement(v, func(e []byte) bool {
-		var zero T
-		out = append(out, zero)
-		if !rawjson.IsNull(e) {
-			ok = P(&out[len(out)-1]).fastDecode(e)
-		}
-		return ok
-	})
-	*dst = out
-	return err == nil && ok
 }
 
 // decodeStrings decodes an array of strings; a null element is "".
@@ -346,31 +257,29 @@ func validJSON(data []byte) bool { return rawjson.Valid(data) }
 
 // fastDecode reads a usage object, which every answer and the end of every stream carry.
 func (u *Usage) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		switch string(key) {
 		case "input_tokens":
-			return seen.first(0) && decodeCountPtr(v, &u.InputTokens)
+			return true, decodeCountPtr(v, &u.InputTokens)
 		case "cache_creation_input_tokens":
-			return seen.first(1) && decodeCountPtr(v, &u.CacheCreationInputTokens)
+			return true, decodeCountPtr(v, &u.CacheCreationInputTokens)
 		case "cache_read_input_tokens":
-			return seen.first(2) && decodeCountPtr(v, &u.CacheReadInputTokens)
+			return true, decodeCountPtr(v, &u.CacheReadInputTokens)
 		case "output_tokens":
-			return seen.first(3) && decodeCountPtr(v, &u.OutputTokens)
+			return true, decodeCountPtr(v, &u.OutputTokens)
 		case "output_tokens_details":
-			return seen.first(4) && decodePtr(v, &u.OutputTokensDetails)
+			return true, rawjson.DecodePtr(&u.OutputTokensDetails, v, (*OutputTokensDetails).fastDecode)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 
 func (d *OutputTokensDetails) fastDecode(data []byte) bool {
-	var seen keySet
-	return eachMember(data, func(key, v []byte) bool {
+	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
 		if string(key) == "thinking_tokens" {
-			return seen.first(0) && decodeCountPtr(v, &d.ThinkingTokens)
+			return true, decodeCountPtr(v, &d.ThinkingTokens)
 		}
-		return ignorable(key)
+		return false, true
 	})
 }
 

@@ -1,9 +1,7 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
-	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 )
@@ -34,17 +32,13 @@ import (
 // so that hostile input cannot run deep recursion here; deeper input takes the fallback.
 const maxFastDepth = 512
 
-// maxStructFields is the most fields any struct decoded here has (ChatRequest: 17); the
-// repeated-key check remembers that many keys.
-const maxStructFields = 20
-
 // fastDecode fills cr, which must be the zero ChatResponse, from data as
 // json.Unmarshal(data, cr) would; false means it did not and cr is to be discarded.
 func (cr *ChatResponse) fastDecode(data []byte) bool {
 	if !validJSON(data) {
 		return false
 	}
-	return decodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "id":
 			return true, rawjson.DecodeString(v, &cr.ID)
@@ -55,9 +49,9 @@ func (cr *ChatResponse) fastDecode(data []byte) bool {
 		case "model":
 			return true, rawjson.DecodeString(v, &cr.Model)
 		case "choices":
-			return true, decodeSlice(&cr.Choices, v, (*ChatChoice).fastDecode)
+			return true, rawjson.DecodeSlice(&cr.Choices, v, (*ChatChoice).fastDecode)
 		case "usage":
-			return true, decodePtr(&cr.Usage, v, (*ChatUsage).fastDecode)
+			return true, rawjson.DecodePtr(&cr.Usage, v, (*ChatUsage).fastDecode)
 		case "system_fingerprint":
 			return true, rawjson.DecodeStringPtr(v, &cr.SystemFingerprint)
 		}
@@ -66,7 +60,7 @@ func (cr *ChatResponse) fastDecode(data []byte) bool {
 }
 
 func (c *ChatChoice) fastDecode(v []byte) bool {
-	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "index":
 			return true, rawjson.DecodeInt(v, &c.Index)
@@ -82,7 +76,7 @@ func (c *ChatChoice) fastDecode(v []byte) bool {
 }
 
 func (m *ChatResponseMessage) fastDecode(v []byte) bool {
-	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "role":
 			return true, rawjson.DecodeString(v, &m.Role)
@@ -91,7 +85,7 @@ func (m *ChatResponseMessage) fastDecode(v []byte) bool {
 		case "refusal":
 			return true, rawjson.DecodeStringPtr(v, &m.Refusal)
 		case "tool_calls":
-			return true, decodeSlice(&m.ToolCalls, v, (*ChatToolCall).fastDecode)
+			return true, rawjson.DecodeSlice(&m.ToolCalls, v, (*ChatToolCall).fastDecode)
 		case "reasoning_content":
 			return true, decodeRaw(&m.ReasoningContent, v)
 		case "reasoning":
@@ -102,14 +96,14 @@ func (m *ChatResponseMessage) fastDecode(v []byte) bool {
 }
 
 func (tc *ChatToolCall) fastDecode(v []byte) bool {
-	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "id":
 			return true, rawjson.DecodeString(v, &tc.ID)
 		case "type":
 			return true, rawjson.DecodeString(v, &tc.Type)
 		case "function":
-			return true, decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+			return true, rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 				switch string(k) {
 				case "name":
 					return true, rawjson.DecodeString(v, &tc.Function.Name)
@@ -124,7 +118,7 @@ func (tc *ChatToolCall) fastDecode(v []byte) bool {
 }
 
 func (u *ChatUsage) fastDecode(v []byte) bool {
-	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "prompt_tokens":
 			return true, u.PromptTokens.UnmarshalJSON(v) == nil
@@ -133,8 +127,8 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 		case "total_tokens":
 			return true, u.TotalTokens.UnmarshalJSON(v) == nil
 		case "prompt_tokens_details":
-			return true, decodePtr(&u.PromptTokensDetails, v, func(d *PromptTokensDetails, v []byte) bool {
-				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+			return true, rawjson.DecodePtr(&u.PromptTokensDetails, v, func(d *PromptTokensDetails, v []byte) bool {
+				return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 					switch string(k) {
 					case "cached_tokens":
 						return true, d.CachedTokens.UnmarshalJSON(v) == nil
@@ -145,8 +139,8 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 				})
 			})
 		case "completion_tokens_details":
-			return true, decodePtr(&u.CompletionTokensDetails, v, func(d *CompletionTokensDetails, v []byte) bool {
-				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+			return true, rawjson.DecodePtr(&u.CompletionTokensDetails, v, func(d *CompletionTokensDetails, v []byte) bool {
+				return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 					if string(k) == "reasoning_tokens" {
 						return true, d.ReasoningTokens.UnmarshalJSON(v) == nil
 					}
@@ -155,7 +149,7 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 			})
 		case "prompt_cache_hit_tokens":
 			// As encoding/json: null clears the pointer without calling the method.
-			return true, decodePtr(&u.PromptCacheHitTokens, v, func(c *TokenCount, v []byte) bool {
+			return true, rawjson.DecodePtr(&u.PromptCacheHitTokens, v, func(c *TokenCount, v []byte) bool {
 				return c.UnmarshalJSON(v) == nil
 			})
 		}
@@ -169,14 +163,14 @@ func (cr *ChatRequest) fastDecode(data []byte) bool {
 	if !validJSON(data) {
 		return false
 	}
-	return decodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "model":
 			return true, rawjson.DecodeString(v, &cr.Model)
 		case "messages":
-			return true, decodeSlice(&cr.Messages, v, (*ChatMessage).fastDecode)
+			return true, rawjson.DecodeSlice(&cr.Messages, v, (*ChatMessage).fastDecode)
 		case "tools":
-			return true, decodeSlice(&cr.Tools, v, (*ChatTool).fastDecode)
+			return true, rawjson.DecodeSlice(&cr.Tools, v, (*ChatTool).fastDecode)
 		case "tool_choice":
 			return true, decodeRaw(&cr.ToolChoice, v)
 		case "parallel_tool_calls":
@@ -194,8 +188,8 @@ func (cr *ChatRequest) fastDecode(data []byte) bool {
 		case "stream":
 			return true, rawjson.DecodeBool(v, &cr.Stream)
 		case "stream_options":
-			return true, decodePtr(&cr.StreamOptions, v, func(o *StreamOptions, v []byte) bool {
-				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+			return true, rawjson.DecodePtr(&cr.StreamOptions, v, func(o *StreamOptions, v []byte) bool {
+				return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 					if string(k) == "include_usage" {
 						return true, rawjson.DecodeBool(v, &o.IncludeUsage)
 					}
@@ -203,7 +197,7 @@ func (cr *ChatRequest) fastDecode(data []byte) bool {
 				})
 			})
 		case "response_format":
-			return true, decodePtr(&cr.ResponseFormat, v, (*ResponseFormat).fastDecode)
+			return true, rawjson.DecodePtr(&cr.ResponseFormat, v, (*ResponseFormat).fastDecode)
 		case "reasoning_effort":
 			return true, rawjson.DecodeString(v, &cr.ReasoningEffort)
 		case "user":
@@ -216,7 +210,7 @@ func (cr *ChatRequest) fastDecode(data []byte) bool {
 }
 
 func (m *ChatMessage) fastDecode(v []byte) bool {
-	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "role":
 			return true, rawjson.DecodeString(v, &m.Role)
@@ -225,7 +219,7 @@ func (m *ChatMessage) fastDecode(v []byte) bool {
 		case "name":
 			return true, rawjson.DecodeString(v, &m.Name)
 		case "tool_calls":
-			return true, decodeSlice(&m.ToolCalls, v, (*ChatToolCall).fastDecode)
+			return true, rawjson.DecodeSlice(&m.ToolCalls, v, (*ChatToolCall).fastDecode)
 		case "tool_call_id":
 			return true, rawjson.DecodeString(v, &m.ToolCallID)
 		}
@@ -234,13 +228,13 @@ func (m *ChatMessage) fastDecode(v []byte) bool {
 }
 
 func (t *ChatTool) fastDecode(v []byte) bool {
-	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "type":
 			return true, rawjson.DecodeString(v, &t.Type)
 		case "function":
 			f := &t.Function
-			return true, decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+			return true, rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 				switch string(k) {
 				case "name":
 					return true, rawjson.DecodeString(v, &f.Name)
@@ -259,13 +253,13 @@ func (t *ChatTool) fastDecode(v []byte) bool {
 }
 
 func (rf *ResponseFormat) fastDecode(v []byte) bool {
-	return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "type":
 			return true, rawjson.DecodeString(v, &rf.Type)
 		case "json_schema":
-			return true, decodePtr(&rf.JSONSchema, v, func(s *JSONSchema, v []byte) bool {
-				return decodeFields(v, func(k []byte, v []byte) (bool, bool) {
+			return true, rawjson.DecodePtr(&rf.JSONSchema, v, func(s *JSONSchema, v []byte) bool {
+				return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
 					switch string(k) {
 					case "name":
 						return true, rawjson.DecodeString(v, &s.Name)
@@ -282,93 +276,6 @@ func (rf *ResponseFormat) fastDecode(v []byte) bool {
 		}
 		return false, true
 	})
-}
-
-// decodeFields runs field for each member of the object v, which fills a struct field when
-// the key names one (known) and reports whether it could (ok). null leaves the struct as
-// it is, as encoding/json does for a struct that is not behind a pointer.
-func decodeFields(v []byte, field func(key, v []byte) (known, ok bool)) bool {
-	if isNull(v) {
-		return true
-	}
-	if v[0] != '{' {
-		return false
-	}
-	var seen [maxStructFields][]byte
-	n := 0
-	ok := true
-	err := rawjson.Each(v, func(k []byte, f rawjson.Field) bool {
-		if !plainKey(k) {
-			ok = false
-			return false
-		}
-		var known bool
-		known, ok = field(k, v[f.ValueStart:f.ValueEnd])
-		if !ok || !known {
-			return ok
-		}
-		for _, s := range seen[:n] {
-			if bytes.Equal(s, k) {
-				ok = false
-				return false
-			}
-		}
-		if n == len(seen) {
-			ok = false
-			return false
-		}
-		seen[n] = k
-		n++
-		return true
-	})
-	return ok && err == nil
-}
-
-// plainKey tells whether encoding/json can match the raw key k to a field only by its exact
-// bytes: with no escape, no upper-case letter and no non-ASCII byte, its case-insensitive
-// match against the all-lower-case field names is the exact one.
-func plainKey(k []byte) bool {
-	for _, c := range k {
-		if c == '\\' || c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
-			return false
-		}
-	}
-	return true
-}
-
-// decodeSlice decodes the array v into *dst as encoding/json does: null clears the slice,
-// [] makes it empty but not nil, a null element stays zero.
-func decodeSlice[T any](dst *[]T, v []byte, elem func(*T, []byte) bool) bool {
-	if isNull(v) {
-		*dst = nil
-		return true
-	}
-	if v[0] != '[' {
-		return false
-	}
-	s := make([]T, 0)
-	ok := true
-	err := rawjson.EachElement(v, func(e []byte) bool {
-		var zero T
-		s = append(s, zero)
-		ok = elem(&s[len(s)-1], e)
-		return ok
-	})
-	*dst = s
-	return ok && err == nil
-}
-
-// decodePtr decodes v into a new *T as encoding/json does for a nil pointer: null leaves
-// it nil, anything else allocates. The struct being zero and no key repeating, *dst is
-// nil here.
-func decodePtr[T any](dst **T, v []byte, decode func(*T, []byte) bool) bool {
-	if isNull(v) {
-		*dst = nil
-		return true
-	}
-	p := new(T)
-	*dst = p
-	return decode(p, v)
 }
 
 // decodeRaw copies v, null included, as json.RawMessage.UnmarshalJSON does: the body's
