@@ -278,7 +278,7 @@ func (g *Gateway) settleLease(ctx context.Context, l *lease, w int64, gen *store
 		t.retire(l)
 		l.releasing = true
 	}
-	t.wakeJanitor()
+	t.wakeJanitorIfEmpty()
 	t.mu.Unlock()
 	if drop {
 		g.releaseLease(ctx, l)
@@ -304,7 +304,7 @@ func (g *Gateway) releaseLease(ctx context.Context, l *lease) {
 	l.remaining = 0
 	l.gone = true
 	delete(t.all, l)
-	t.wakeJanitor()
+	t.wakeJanitorIfEmpty()
 }
 
 func (g *Gateway) releaseLeaseReservation(id string) {
@@ -312,6 +312,16 @@ func (g *Gateway) releaseLeaseReservation(id string) {
 	defer cancel()
 	if _, err := g.Store.ReleaseReservation(ctx, id); err != nil {
 		g.Logger.Warn("releasing a credit lease failed", zap.String("reservation_id", id), zapErr(err))
+	}
+}
+
+// wakeJanitorIfEmpty lets the janitor return as soon as the last lease is gone. Anything
+// else it does waits for its tick: a settlement drops its own lease when it is the last,
+// so waking the janitor on every settlement would only cost a goroutine switch and a scan
+// of the table per request. Callers hold t.mu.
+func (t *leaseTable) wakeJanitorIfEmpty() {
+	if len(t.all) == 0 {
+		t.wakeJanitor()
 	}
 }
 

@@ -192,6 +192,7 @@ func cpuOf(c *child) time.Duration {
 type latResult struct {
 	Sent       int64  `json:"sent"`
 	P50Us      num    `json:"p50_us"`
+	P90Us      num    `json:"p90_us"`
 	P99Us      num    `json:"p99_us"`
 	Errors     int64  `json:"errors"`
 	Dropped    int64  `json:"dropped"`
@@ -253,7 +254,7 @@ func fixedRate(ctx context.Context, a *arm, rate int, warmup, dur time.Duration,
 	}
 	wg.Wait()
 	return latResult{
-		Sent: sent.Load(), P50Us: num(percentile(lat, 50)), P99Us: num(percentile(lat, 99)),
+		Sent: sent.Load(), P50Us: num(percentile(lat, 50)), P90Us: num(percentile(lat, 90)), P99Us: num(percentile(lat, 99)),
 		Errors: errs.n.Load(), Dropped: dropped.Load(), FirstError: errs.first,
 	}
 }

@@ -77,6 +77,7 @@ type config struct {
 	Credits        string        `json:"credits"`
 	Tests          string        `json:"tests"`
 	Fresh          bool          `json:"fresh"`
+	ProxyCPUs      string        `json:"proxy_cpus,omitempty"`
 
 	caddyBin       string
 	jsonOut        string
@@ -118,6 +119,7 @@ func main() {
 	flag.IntVar(&c.IdleConns, "idle-conns", 1024, "keepalive_idle_conns_per_host of both proxies' upstream transport")
 	flag.BoolVar(&c.Fresh, "fresh", true, "restart the proxy (and warm it) before each memory and capacity measurement, so that its baseline is a fresh process's and not memory kept from earlier tests")
 	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity")
+	flag.StringVar(&c.ProxyCPUs, "proxy-cpus", "", "run both proxies on these CPUs (taskset syntax, e.g. 1) and the load generator and fake upstream on the others, so that they do not compete for a core (needs taskset)")
 	flag.StringVar(&c.Credits, "credits", "1000000", "credits of the benchmark workspace, in USD")
 	flag.StringVar(&c.caddyBin, "caddy", "", "a Caddy binary built with the gateway (default: go build ./cmd/caddy)")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results to this JSON file")
@@ -145,6 +147,13 @@ func main() {
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "gatewaybench:", err)
 		os.Exit(2)
+	}
+
+	if c.ProxyCPUs != "" {
+		if err := pinSelf(c.ProxyCPUs); err != nil {
+			fmt.Fprintln(os.Stderr, "gatewaybench:", err)
+			os.Exit(2)
+		}
 	}
 
 	// A closed stdout (| head) must not kill the benchmark before it stops its children and
@@ -212,6 +221,11 @@ func (c *config) validate() error {
 		return errors.New("stream counts must not be negative")
 	case c.profileSeconds < 1:
 		return errors.New("-profile-seconds must be at least 1")
+	}
+	if c.ProxyCPUs != "" && os.Getenv(pinnedEnv) == "" {
+		if _, _, err := splitCPUs(c.ProxyCPUs, runtime.NumCPU()); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -356,10 +370,12 @@ func (b *bench) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if b.plain, err = startChild("caddy", b.dir, env, bin, "run", "--config", plainCfg, "--adapter", "caddyfile"); err != nil {
+	prog, args := proxyCommand(cfg.ProxyCPUs, bin, "run", "--config", plainCfg, "--adapter", "caddyfile")
+	if b.plain, err = startChild("caddy", b.dir, env, prog, args...); err != nil {
 		return err
 	}
-	if b.gateway, err = startChild("gateway", b.dir, env, bin, "run", "--config", gwCfg, "--adapter", "caddyfile"); err != nil {
+	prog, args = proxyCommand(cfg.ProxyCPUs, bin, "run", "--config", gwCfg, "--adapter", "caddyfile")
+	if b.gateway, err = startChild("gateway", b.dir, env, prog, args...); err != nil {
 		return err
 	}
 	b.adminPorts[b.plain], b.adminPorts[b.gateway] = plainAdmin, gwAdmin
@@ -685,6 +701,12 @@ type machine struct {
 
 func machineInfo() machine {
 	m := machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version()}
+	// Pinned (-proxy-cpus), this process sees only its own share of the CPUs.
+	if data, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		if cpus, err := parseCPUs(strings.TrimSpace(string(data))); err == nil {
+			m.CPUs = len(cpus)
+		}
+	}
 	if out, err := exec.Command("go", "version").Output(); err == nil {
 		m.Go = strings.TrimSpace(string(out))
 	}

@@ -142,6 +142,9 @@ func (rep *report) figureDefs() []figureDef {
 		{key: "latency_p50", test: "latency", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Latency p50 at %d rps, open loop, send to end of body (%s measured)", c.Rate, c.RateDuration),
 			value: func(r roundResult) float64 { return float64(r.Latency.P50Us) }, target: gatewayLimit(atMost, 50)},
+		{key: "latency_p90", test: "latency", unit: "µs", compare: byAdded,
+			title: fmt.Sprintf("Latency p90 at %d rps", c.Rate),
+			value: func(r roundResult) float64 { return float64(r.Latency.P90Us) }},
 		{key: "latency_p99", test: "latency", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Latency p99 at %d rps", c.Rate),
 			value: func(r roundResult) float64 { return float64(r.Latency.P99Us) }, target: gatewayLimit(atMost, 200)},
@@ -307,6 +310,9 @@ func (rep *report) print(w io.Writer) {
 	m := rep.Machine
 	fmt.Fprintf(w, "\ngatewaybench: %d CPUs (%s), %s, kernel %s, source %s; load average %s before, %s after; %.0f s\n",
 		m.CPUs, m.CPU, m.Go, m.Kernel, m.Source, m.LoadBefore, m.LoadAfter, rep.Seconds)
+	if c := rep.Config.ProxyCPUs; c != "" {
+		fmt.Fprintf(w, "both proxies pinned to CPU %s; the load generator and the fake upstream on the others\n", c)
+	}
 	fmt.Fprintf(w, "values are medians of %d round(s); \"vs caddy\" is the median of the per-round ratios or differences to plain Caddy\n", rep.Config.Rounds)
 	defs := map[string]figureDef{}
 	for _, fd := range rep.figureDefs() {

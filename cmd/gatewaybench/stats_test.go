@@ -119,3 +119,19 @@ func same(a, b float64) bool {
 	}
 	return math.Abs(a-b) < 1e-9
 }
+
+func TestSplitCPUs(t *testing.T) {
+	p, r, err := splitCPUs("1", 2)
+	if err != nil || cpuList(p) != "1" || cpuList(r) != "0" {
+		t.Fatalf("1 of 2: %v %v %v", p, r, err)
+	}
+	p, r, err = splitCPUs("2-3,1", 4)
+	if err != nil || cpuList(p) != "1,2,3" || cpuList(r) != "0" {
+		t.Fatalf("2-3,1 of 4: %v %v %v", p, r, err)
+	}
+	for _, bad := range []string{"0,1", "2", "x", "3-1", "-1", ""} {
+		if _, _, err := splitCPUs(bad, 2); err == nil {
+			t.Errorf("%q of 2 accepted", bad)
+		}
+	}
+}
