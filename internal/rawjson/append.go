@@ -1,21 +1,29 @@
 package rawjson
 
 import (
-	"encoding/json"
+	"math"
+	"strconv"
 	"unicode/utf8"
 )
 
 const hexDigits = "0123456789abcdef"
 
-// AppendString appends s as a JSON string, escaping as encoding/json does (invalid UTF-8
-// becomes U+FFFD) without its reflection and allocations.
-func AppendString(b []byte, s string) []byte {
+// AppendString appends s as a JSON string, byte for byte as an encoding/json Encoder with
+// SetEscapeHTML(false) writes it (invalid UTF-8 becomes U+FFFD), without its reflection
+// and allocations.
+func AppendString(b []byte, s string) []byte { return appendString(b, s, false) }
+
+// AppendStringLikeMarshal appends s exactly as json.Marshal quotes it: like AppendString,
+// and also with <, > and & escaped (\u003c, \u003e, \u0026).
+func AppendStringLikeMarshal(b []byte, s string) []byte { return appendString(b, s, true) }
+
+func appendString(b []byte, s string, html bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && (!html || (c != '<' && c != '>' && c != '&')) {
 				i++
 				continue
 			}
@@ -23,6 +31,10 @@ func AppendString(b []byte, s string) []byte {
 			switch c {
 			case '"', '\\':
 				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
 			case '\n':
 				b = append(b, '\\', 'n')
 			case '\r':
@@ -57,17 +69,68 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// AppendStringLikeMarshal appends s exactly as json.Marshal quotes it: like AppendString,
-// and also with <, > and & escaped (\u003c, \u003e, \u0026) and U+2028/U+2029 escaped.
-func AppendStringLikeMarshal(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			// Escapes, HTML-safe characters and UTF-8: leave them to encoding/json.
-			q, _ := json.Marshal(s)
-			return append(b, q...)
+// AppendRawLikeMarshal appends raw exactly as json.Marshal writes a json.RawMessage: nil
+// as null, whitespace between tokens removed, and <, >, &, U+2028 and U+2029 in strings
+// escaped. ok is false, and nothing is appended, when raw is not valid JSON (json.Marshal
+// fails then).
+func AppendRawLikeMarshal(b, raw []byte) (out []byte, ok bool) {
+	if raw == nil {
+		return append(b, "null"...), true
+	}
+	if !Valid(raw) {
+		return b, false
+	}
+	inString := false
+	start := 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if inString {
+			switch {
+			case c == '\\':
+				i++ // the escaped character (for \u, its hex digits are plain)
+			case c == '"':
+				inString = false
+			case c == '<' || c == '>' || c == '&':
+				b = append(b, raw[start:i]...)
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+				start = i + 1
+			case c == 0xE2 && i+2 < len(raw) && raw[i+1] == 0x80 && raw[i+2]&^1 == 0xA8:
+				b = append(b, raw[start:i]...)
+				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[raw[i+2]&0xF])
+				i += 2
+				start = i + 1
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case ' ', '\t', '\n', '\r':
+			b = append(b, raw[start:i]...)
+			start = i + 1
 		}
 	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
+	return append(b, raw[start:]...), true
+}
+
+// AppendFloat64LikeMarshal appends f exactly as json.Marshal writes a float64: the
+// shortest decimal that reads back as f, in exponent form below 1e-6 and from 1e21 on.
+// ok is false, and nothing is appended, for NaN and infinities (json.Marshal fails then).
+func AppendFloat64LikeMarshal(b []byte, f float64) (out []byte, ok bool) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return b, false
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 becomes e-9, as json.Marshal writes it.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, true
 }

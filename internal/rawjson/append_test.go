@@ -1,6 +1,7 @@
 package rawjson
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 )
@@ -37,6 +38,39 @@ func FuzzAppendString(f *testing.F) {
 		_ = json.Unmarshal(want, &wantBack)
 		if back != wantBack {
 			t.Fatalf("%q: got %q want %q", s, back, wantBack)
+		}
+	})
+}
+
+// FuzzAppendLikeMarshal checks the three Like-Marshal appenders byte for byte against
+// encoding/json, and AppendString against an Encoder that does not escape HTML.
+func FuzzAppendLikeMarshal(f *testing.F) {
+	f.Add("hello <b>&amp;</b>\b\f\x00\u2028\u2029 é \xff", []byte(" { \"a\" : [1, 2.5e3 , \"<\\u2028>\u2028\" ] } "), 1e-7)
+	f.Add("", []byte(nil), 1e21)
+	f.Add("plain", []byte("null"), 0.1)
+	f.Fuzz(func(t *testing.T, s string, raw []byte, x float64) {
+		want, _ := json.Marshal(s)
+		if got := AppendStringLikeMarshal([]byte("x"), s); string(got[1:]) != string(want) {
+			t.Fatalf("string %q: got %s want %s", s, got[1:], want)
+		}
+		var enc bytes.Buffer
+		e := json.NewEncoder(&enc)
+		e.SetEscapeHTML(false)
+		_ = e.Encode(s)
+		if got := AppendString(nil, s); string(got)+"\n" != enc.String() {
+			t.Fatalf("string %q without HTML escapes: got %s want %s", s, got, enc.String())
+		}
+
+		want, err := json.Marshal(json.RawMessage(raw))
+		got, ok := AppendRawLikeMarshal([]byte("x"), raw)
+		if ok != (err == nil) || ok && string(got[1:]) != string(want) || !ok && string(got) != "x" {
+			t.Fatalf("raw %q: got %q, %v; want %q, %v", raw, got, ok, want, err)
+		}
+
+		want, err = json.Marshal(x)
+		got, ok = AppendFloat64LikeMarshal([]byte("x"), x)
+		if ok != (err == nil) || ok && string(got[1:]) != string(want) || !ok && string(got) != "x" {
+			t.Fatalf("float %v: got %q, %v; want %q, %v", x, got, ok, want, err)
 		}
 	})
 }
