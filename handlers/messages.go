@@ -124,8 +124,7 @@ var messagesWire = wireFormat{
 
 // upstreamBody sets the route's model id and removes the gateway's own "meta" member.
 func upstreamBody(body []byte, model string) ([]byte, error) {
-	quoted, _ := json.Marshal(model)
-	out, err := rawjson.Set(body, "model", quoted)
+	out, err := rawjson.Set(body, "model", rawjson.AppendStringLikeMarshal(nil, model))
 	if err != nil {
 		return nil, err
 	}

@@ -199,18 +199,61 @@ type latResult struct {
 	FirstError string `json:"first_error,omitempty"`
 }
 
+// latSamples gathers an arm's fixed-rate latencies, possibly over several slots.
+type latSamples struct {
+	mu            sync.Mutex
+	lat           []float64
+	errs          errorLog
+	dropped, sent atomic.Int64
+}
+
+func (s *latSamples) result() latResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return latResult{
+		Sent: s.sent.Load(), P50Us: num(percentile(s.lat, 50)), P90Us: num(percentile(s.lat, 90)), P99Us: num(percentile(s.lat, 99)),
+		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first,
+	}
+}
+
 // fixedRate sends rate requests a second on a fixed schedule, whatever the answers' pace
 // (open loop), and records each one's time from sending to the end of its body. At most
 // maxInFlight requests are outstanding; a send that would exceed it is dropped and counted.
 func fixedRate(ctx context.Context, a *arm, rate int, warmup, dur time.Duration, body []byte) latResult {
+	var s latSamples
+	s.sample(ctx, a, rate, warmup, dur, body)
+	return s.result()
+}
+
+// interleaved runs the fixed-rate test on every arm in turn, slot by slot, until each has
+// been measured for dur: slow changes of the host (other tenants, CPU steal) then fall on
+// all arms alike instead of on whichever arm ran at the time. Each arm is warmed first.
+func interleaved(ctx context.Context, arms []*arm, rate int, warmup, slot, dur time.Duration, body func(*arm) []byte) map[string]latResult {
+	samples := make([]latSamples, len(arms))
+	for i, a := range arms {
+		samples[i].sample(ctx, a, rate, warmup, 0, body(a))
+	}
+	for done := time.Duration(0); done < dur && ctx.Err() == nil; done += slot {
+		d := min(slot, dur-done)
+		for i, a := range arms {
+			samples[i].sample(ctx, a, rate, 0, d, body(a))
+		}
+	}
+	out := make(map[string]latResult, len(arms))
+	for i, a := range arms {
+		out[a.name] = samples[i].result()
+	}
+	return out
+}
+
+// sample adds to s a fixed-rate run of warmup (not recorded) and then dur (recorded); it
+// returns once every request it sent has ended.
+func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur time.Duration, body []byte) {
 	const maxInFlight = 4096
 	period := time.Second / time.Duration(rate)
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
-	var mu sync.Mutex
-	lat := make([]float64, 0, int(float64(rate)*dur.Seconds())+16)
-	var errs errorLog
-	var inFlight, dropped, sent atomic.Int64
+	var inFlight atomic.Int64
 	var wg sync.WaitGroup
 	for i := 0; ctx.Err() == nil; i++ {
 		at := start.Add(time.Duration(i) * period)
@@ -223,13 +266,13 @@ func fixedRate(ctx context.Context, a *arm, rate int, warmup, dur time.Duration,
 		measured := !at.Before(measureFrom)
 		if inFlight.Load() >= maxInFlight {
 			if measured {
-				dropped.Add(1)
+				s.dropped.Add(1)
 			}
 			continue
 		}
 		inFlight.Add(1)
 		if measured {
-			sent.Add(1)
+			s.sent.Add(1)
 		}
 		wg.Add(1)
 		go func() {
@@ -244,19 +287,15 @@ func fixedRate(ctx context.Context, a *arm, rate int, warmup, dur time.Duration,
 				return
 			}
 			if err != nil {
-				errs.add(err)
+				s.errs.add(err)
 				return
 			}
-			mu.Lock()
-			lat = append(lat, micros(d))
-			mu.Unlock()
+			s.mu.Lock()
+			s.lat = append(s.lat, micros(d))
+			s.mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return latResult{
-		Sent: sent.Load(), P50Us: num(percentile(lat, 50)), P90Us: num(percentile(lat, 90)), P99Us: num(percentile(lat, 99)),
-		Errors: errs.n.Load(), Dropped: dropped.Load(), FirstError: errs.first,
-	}
 }
 
 // streamObs is what the client saw of one stream.

@@ -61,6 +61,7 @@ type config struct {
 	Concurrency    int           `json:"concurrency"`
 	Rate           int           `json:"rate"`
 	RateDuration   time.Duration `json:"rate_duration"`
+	LatencySlot    time.Duration `json:"latency_slot"`
 	Streams        int           `json:"streams"`
 	StreamDuration time.Duration `json:"stream_duration"`
 	Chunks         int           `json:"chunks"`
@@ -103,7 +104,8 @@ func main() {
 	flag.DurationVar(&c.Duration, "duration", 1500*time.Millisecond, "measured duration of each saturation test")
 	flag.IntVar(&c.Concurrency, "c", 32, "closed-loop workers of the saturation test")
 	flag.IntVar(&c.Rate, "rate", 1000, "requests per second of the fixed-rate latency test")
-	flag.DurationVar(&c.RateDuration, "rate-duration", 1500*time.Millisecond, "measured duration of each fixed-rate test")
+	flag.DurationVar(&c.RateDuration, "rate-duration", 3*time.Second, "measured duration of each arm's fixed-rate test")
+	flag.DurationVar(&c.LatencySlot, "latency-slot", 250*time.Millisecond, "the fixed-rate test takes turns between the arms in slots of this length until each has its -rate-duration (0: one arm after the other)")
 	flag.IntVar(&c.Streams, "streams", 32, "concurrent streams of the streaming test")
 	flag.DurationVar(&c.StreamDuration, "stream-duration", 1500*time.Millisecond, "duration of each streaming test")
 	flag.IntVar(&c.Chunks, "chunks", 16, "content chunks per stream")
@@ -213,7 +215,7 @@ func (c *config) validate() error {
 		return errors.New("-c, -streams and -open-concurrency must be at least 1")
 	case c.Rate < 1 || c.Rate > 100000:
 		return errors.New("-rate must be between 1 and 100000")
-	case c.Duration <= 0 || c.RateDuration <= 0 || c.StreamDuration <= 0 || c.Warmup < 0:
+	case c.Duration <= 0 || c.RateDuration <= 0 || c.StreamDuration <= 0 || c.Warmup < 0 || c.LatencySlot < 0:
 		return errors.New("durations must be positive")
 	case c.Chunks < 2 || c.HoldChunks < 2:
 		return errors.New("-chunks and -hold-chunks must be at least 2")
@@ -477,13 +479,21 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 		logf("  saturation %-23s %8.0f rps  cpu %6.1f µs/req  errors %d %s", a.name, r.RPS, r.CPUPerReqUs, r.Errors, r.FirstError)
 		update(a, func(rr *roundResult) { rr.Saturation = r })
 	}
-	for _, a := range order {
-		if ctx.Err() != nil || !cfg.runs("latency") {
-			break
+	if ctx.Err() == nil && cfg.runs("latency") {
+		var lat map[string]latResult
+		if cfg.LatencySlot > 0 {
+			lat = interleaved(ctx, order, cfg.Rate, cfg.Warmup, cfg.LatencySlot, cfg.RateDuration, func(a *arm) []byte { return a.body(false, nonStream) })
+		} else {
+			lat = map[string]latResult{}
+			for _, a := range order {
+				lat[a.name] = fixedRate(ctx, a, cfg.Rate, cfg.Warmup, cfg.RateDuration, a.body(false, nonStream))
+			}
 		}
-		r := fixedRate(ctx, a, cfg.Rate, cfg.Warmup, cfg.RateDuration, a.body(false, nonStream))
-		logf("  latency    %-23s p50 %7.0f µs  p99 %7.0f µs  errors %d dropped %d %s", a.name, r.P50Us, r.P99Us, r.Errors, r.Dropped, r.FirstError)
-		update(a, func(rr *roundResult) { rr.Latency = r })
+		for _, a := range order {
+			r := lat[a.name]
+			logf("  latency    %-23s p50 %7.0f µs  p90 %7.0f µs  p99 %7.0f µs  errors %d dropped %d %s", a.name, r.P50Us, r.P90Us, r.P99Us, r.Errors, r.Dropped, r.FirstError)
+			update(a, func(rr *roundResult) { rr.Latency = r })
+		}
 	}
 	sd := directive{n: cfg.Chunks, interval: cfg.ChunkInterval, latency: cfg.Latency}
 	for _, a := range order {

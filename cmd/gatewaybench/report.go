@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // targetKind is the direction of a target.
@@ -140,7 +141,7 @@ func (rep *report) figureDefs() []figureDef {
 			title: "CPU time per request of the fake upstream at saturation (for reference; its fixed costs weigh more at a lower rate)",
 			value: func(r roundResult) float64 { return float64(r.Saturation.UpstreamCPUPerReqUs) }},
 		{key: "latency_p50", test: "latency", unit: "µs", compare: byAdded,
-			title: fmt.Sprintf("Latency p50 at %d rps, open loop, send to end of body (%s measured)", c.Rate, c.RateDuration),
+			title: fmt.Sprintf("Latency p50 at %d rps, open loop, send to end of body (%s measured%s)", c.Rate, c.RateDuration, slotNote(c.LatencySlot)),
 			value: func(r roundResult) float64 { return float64(r.Latency.P50Us) }, target: gatewayLimit(atMost, 50)},
 		{key: "latency_p90", test: "latency", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Latency p90 at %d rps", c.Rate),
@@ -407,4 +408,11 @@ func (rep *report) print(w io.Writer) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d passed, %d failed\n", pass, fail)
+}
+
+func slotNote(slot time.Duration) string {
+	if slot <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", the arms taking turns in %s slots", slot)
 }
