@@ -395,14 +395,52 @@ type streamResult struct {
 	FirstError string `json:"first_error,omitempty"`
 }
 
+// streamSamples gathers an arm's stream observations, possibly over several slots.
+type streamSamples struct {
+	mu         sync.Mutex
+	ttfb, gaps []float64
+	count      atomic.Int64
+	errs       errorLog
+}
+
+func (s *streamSamples) result() streamResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return streamResult{
+		Streams: s.count.Load(), TTFBP50Us: num(percentile(s.ttfb, 50)), TTFBP99Us: num(percentile(s.ttfb, 99)),
+		GapP50Us: num(percentile(s.gaps, 50)), GapP99Us: num(percentile(s.gaps, 99)),
+		Errors: s.errs.n.Load(), FirstError: s.errs.first,
+	}
+}
+
 // streams runs conc workers that open streams back to back for dur.
 func streams(ctx context.Context, a *arm, conc int, dur time.Duration, d directive) streamResult {
+	var s streamSamples
+	s.sample(ctx, a, conc, dur, d)
+	return s.result()
+}
+
+// interleavedStreams runs the streaming test on every arm in turn, slot by slot, until each
+// has had dur (see interleaved).
+func interleavedStreams(ctx context.Context, arms []*arm, conc int, slot, dur time.Duration, d directive) map[string]streamResult {
+	samples := make([]streamSamples, len(arms))
+	for done := time.Duration(0); done < dur && ctx.Err() == nil; done += slot {
+		for i, a := range arms {
+			samples[i].sample(ctx, a, conc, min(slot, dur-done), d)
+		}
+	}
+	out := make(map[string]streamResult, len(arms))
+	for i, a := range arms {
+		out[a.name] = samples[i].result()
+	}
+	return out
+}
+
+// sample adds to s the streams that conc workers open back to back for dur; it returns
+// once every one has ended.
+func (s *streamSamples) sample(ctx context.Context, a *arm, conc int, dur time.Duration, d directive) {
 	body := a.body(true, d)
 	end := time.Now().Add(dur)
-	var mu sync.Mutex
-	var ttfb, gaps []float64
-	var count atomic.Int64
-	var errs errorLog
 	var wg sync.WaitGroup
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
@@ -413,25 +451,20 @@ func streams(ctx context.Context, a *arm, conc int, dur time.Duration, d directi
 				o := a.openStream(rctx, body, nil)
 				cancel()
 				if err := o.check(d.n); err != nil {
-					errs.add(err)
+					s.errs.add(err)
 					continue
 				}
-				count.Add(1)
-				mu.Lock()
-				ttfb = append(ttfb, micros(o.ttfb))
+				s.count.Add(1)
+				s.mu.Lock()
+				s.ttfb = append(s.ttfb, micros(o.ttfb))
 				for i := 1; i < len(o.times); i++ {
-					gaps = append(gaps, micros(o.times[i].Sub(o.times[i-1])))
+					s.gaps = append(s.gaps, micros(o.times[i].Sub(o.times[i-1])))
 				}
-				mu.Unlock()
+				s.mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return streamResult{
-		Streams: count.Load(), TTFBP50Us: num(percentile(ttfb, 50)), TTFBP99Us: num(percentile(ttfb, 99)),
-		GapP50Us: num(percentile(gaps, 50)), GapP99Us: num(percentile(gaps, 99)),
-		Errors: errs.n.Load(), FirstError: errs.first,
-	}
 }
 
 // heldResult is the held-streams test: k streams open at once, the memory they cost, and

@@ -61,7 +61,7 @@ type config struct {
 	Concurrency    int           `json:"concurrency"`
 	Rate           int           `json:"rate"`
 	RateDuration   time.Duration `json:"rate_duration"`
-	LatencySlot    time.Duration `json:"latency_slot"`
+	Slot           time.Duration `json:"slot"`
 	Streams        int           `json:"streams"`
 	StreamDuration time.Duration `json:"stream_duration"`
 	Chunks         int           `json:"chunks"`
@@ -105,9 +105,9 @@ func main() {
 	flag.IntVar(&c.Concurrency, "c", 32, "closed-loop workers of the saturation test")
 	flag.IntVar(&c.Rate, "rate", 1000, "requests per second of the fixed-rate latency test")
 	flag.DurationVar(&c.RateDuration, "rate-duration", 3*time.Second, "measured duration of each arm's fixed-rate test")
-	flag.DurationVar(&c.LatencySlot, "latency-slot", 250*time.Millisecond, "the fixed-rate test takes turns between the arms in slots of this length until each has its -rate-duration (0: one arm after the other)")
+	flag.DurationVar(&c.Slot, "slot", 250*time.Millisecond, "the fixed-rate and streaming tests take turns between the arms in slots of this length until each has its -rate-duration or -stream-duration (0: one arm after the other)")
 	flag.IntVar(&c.Streams, "streams", 32, "concurrent streams of the streaming test")
-	flag.DurationVar(&c.StreamDuration, "stream-duration", 1500*time.Millisecond, "duration of each streaming test")
+	flag.DurationVar(&c.StreamDuration, "stream-duration", 3*time.Second, "duration of each arm's streaming test")
 	flag.IntVar(&c.Chunks, "chunks", 16, "content chunks per stream")
 	flag.DurationVar(&c.ChunkInterval, "chunk-interval", 5*time.Millisecond, "upstream interval between chunks")
 	flag.DurationVar(&c.Latency, "latency", time.Millisecond, "upstream latency before an answer or a stream's first chunk")
@@ -215,7 +215,7 @@ func (c *config) validate() error {
 		return errors.New("-c, -streams and -open-concurrency must be at least 1")
 	case c.Rate < 1 || c.Rate > 100000:
 		return errors.New("-rate must be between 1 and 100000")
-	case c.Duration <= 0 || c.RateDuration <= 0 || c.StreamDuration <= 0 || c.Warmup < 0 || c.LatencySlot < 0:
+	case c.Duration <= 0 || c.RateDuration <= 0 || c.StreamDuration <= 0 || c.Warmup < 0 || c.Slot < 0:
 		return errors.New("durations must be positive")
 	case c.Chunks < 2 || c.HoldChunks < 2:
 		return errors.New("-chunks and -hold-chunks must be at least 2")
@@ -481,8 +481,8 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 	}
 	if ctx.Err() == nil && cfg.runs("latency") {
 		var lat map[string]latResult
-		if cfg.LatencySlot > 0 {
-			lat = interleaved(ctx, order, cfg.Rate, cfg.Warmup, cfg.LatencySlot, cfg.RateDuration, func(a *arm) []byte { return a.body(false, nonStream) })
+		if cfg.Slot > 0 {
+			lat = interleaved(ctx, order, cfg.Rate, cfg.Warmup, cfg.Slot, cfg.RateDuration, func(a *arm) []byte { return a.body(false, nonStream) })
 		} else {
 			lat = map[string]latResult{}
 			for _, a := range order {
@@ -496,14 +496,22 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 		}
 	}
 	sd := directive{n: cfg.Chunks, interval: cfg.ChunkInterval, latency: cfg.Latency}
-	for _, a := range order {
-		if ctx.Err() != nil || !cfg.runs("streams") {
-			break
+	if ctx.Err() == nil && cfg.runs("streams") {
+		var st map[string]streamResult
+		if cfg.Slot > 0 {
+			st = interleavedStreams(ctx, order, cfg.Streams, cfg.Slot, cfg.StreamDuration, sd)
+		} else {
+			st = map[string]streamResult{}
+			for _, a := range order {
+				st[a.name] = streams(ctx, a, cfg.Streams, cfg.StreamDuration, sd)
+			}
 		}
-		r := streams(ctx, a, cfg.Streams, cfg.StreamDuration, sd)
-		logf("  streams    %-23s ttfb p50 %6.0f p99 %6.0f µs  gap p50 %6.0f p99 %6.0f µs  (%d streams, errors %d %s)",
-			a.name, r.TTFBP50Us, r.TTFBP99Us, r.GapP50Us, r.GapP99Us, r.Streams, r.Errors, r.FirstError)
-		update(a, func(rr *roundResult) { rr.Streams = r })
+		for _, a := range order {
+			r := st[a.name]
+			logf("  streams    %-23s ttfb p50 %6.0f p99 %6.0f µs  gap p50 %6.0f p99 %6.0f µs  (%d streams, errors %d %s)",
+				a.name, r.TTFBP50Us, r.TTFBP99Us, r.GapP50Us, r.GapP99Us, r.Streams, r.Errors, r.FirstError)
+			update(a, func(rr *roundResult) { rr.Streams = r })
+		}
 	}
 	if cfg.MemStreams > 0 && cfg.runs("memory") {
 		for _, a := range order {
