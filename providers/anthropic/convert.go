@@ -712,7 +712,7 @@ func encodeRequest(req *providers.Request, defaultMax int64) ([]byte, error) {
 	if req.User != "" {
 		mr.Metadata = &Metadata{UserID: req.User}
 	}
-	return json.Marshal(mr)
+	return marshalRequest(&mr)
 }
 
 // wireMessage is a message being built: its blocks are marshalled at the end.
@@ -796,7 +796,7 @@ func encodeMessages(msgs []providers.Message) ([]MessageParam, error) {
 	}
 	params := make([]MessageParam, len(out))
 	for i, m := range out {
-		content, err := json.Marshal(m.blocks)
+		content, err := marshalBlocks(m.blocks)
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
@@ -883,7 +883,7 @@ func encodeToolResult(m providers.Message) (ContentBlock, error) {
 	case len(blocks) == 1 && blocks[0].Type == "text":
 		b.Content = jsonString(*blocks[0].Text)
 	default:
-		if b.Content, err = json.Marshal(blocks); err != nil {
+		if b.Content, err = marshalBlocks(blocks); err != nil {
 			return b, err
 		}
 	}
@@ -1112,7 +1112,7 @@ func EncodeResponse(resp *providers.Response, id, model string) ([]byte, error) 
 	if stop == "stop_sequence" {
 		m.StopSequence = &resp.StopSequence
 	}
-	return json.Marshal(m)
+	return marshalMessage(&m)
 }
 
 // FinishReason maps an Anthropic stop_reason to the neutral finish reason: end_turn and
