@@ -369,18 +369,7 @@ func encodeChatRequest(req *providers.Request, maxCompletionTokens bool) ([]byte
 	case "auto", "none", "required":
 		cr.ToolChoice = jsonString(req.ToolChoice)
 	default:
-		var choice struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		choice.Type, choice.Function.Name = "function", req.ToolChoice
-		b, err := json.Marshal(choice)
-		if err != nil {
-			return nil, err
-		}
-		cr.ToolChoice = b
+		cr.ToolChoice = appendNamedToolChoice(make([]byte, 0, len(req.ToolChoice)+48), req.ToolChoice)
 	}
 	switch req.ResponseFormat {
 	case "":
@@ -392,6 +381,11 @@ func encodeChatRequest(req *providers.Request, maxCompletionTokens bool) ([]byte
 	default:
 		return nil, fmt.Errorf("unsupported response format %q", req.ResponseFormat)
 	}
+	if b, ok := appendChatRequest(make([]byte, 0, chatRequestSize(&cr)), &cr); ok {
+		return b, nil
+	}
+	// The fast path refuses what json.Marshal fails on (a NaN temperature, a schema that
+	// is not JSON): its error is the one to return.
 	return json.Marshal(cr)
 }
 
@@ -439,7 +433,10 @@ func encodeContent(parts []providers.Part, allowImages bool) (json.RawMessage, e
 			return nil, fmt.Errorf("unsupported content part type %q", p.Type)
 		}
 	}
-	return json.Marshal(out)
+	if b, ok := appendContentParts(make([]byte, 0, contentPartsSize(out)), out); ok {
+		return b, nil
+	}
+	return json.Marshal(out) // not reached today: nothing in a ContentPart can fail to encode
 }
 
 func withoutReasoning(parts []providers.Part) []providers.Part {
@@ -587,14 +584,18 @@ func EncodeChatResponse(resp *providers.Response, id string, created int64) ([]b
 		finish = string(finishReason("", len(resp.ToolCalls) > 0))
 	}
 	usage := chatUsage(resp.Usage)
-	return json.Marshal(ChatResponse{
+	cr := ChatResponse{
 		ID:      id,
 		Object:  "chat.completion",
 		Created: created,
 		Model:   resp.Model,
 		Choices: []ChatChoice{{Index: 0, Message: msg, FinishReason: &finish}},
 		Usage:   &usage,
-	})
+	}
+	if b, ok := appendChatResponse(make([]byte, 0, chatResponseSize(&cr)), &cr); ok {
+		return b, nil
+	}
+	return json.Marshal(cr)
 }
 
 // chatUsage writes neutral usage with the chat names (translation map §2.3).
@@ -659,8 +660,7 @@ func nonNegative(c TokenCount) int64 { return max(int64(c), 0) }
 func isNull(raw []byte) bool { return len(raw) == 0 || string(raw) == "null" }
 
 func jsonString(s string) json.RawMessage {
-	b, _ := json.Marshal(s) // a string always marshals
-	return b
+	return rawjson.AppendStringLikeMarshal(make([]byte, 0, len(s)+2), s)
 }
 
 // orEmptyObject keeps a call's arguments valid JSON for clients that parse them.
