@@ -454,9 +454,10 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		return nil
 	}
 	if final != nil {
-		out.data(final)
+		out.frames([]frame{{data: final}, doneFrame})
+		return nil
 	}
-	out.data([]byte("[DONE]"))
+	out.frames([]frame{doneFrame})
 	return nil
 }
 

@@ -268,9 +268,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		out.event(f.Event, f.Data)
 		return nil
 	}
-	out.event("message_delta", final)
-	out.event("message_stop", []byte(`{"type":"message_stop"}`))
-	out.data(doneFrame.data)
+	out.frames([]frame{{event: "message_delta", data: final}, {event: "message_stop", data: []byte(`{"type":"message_stop"}`)}, doneFrame})
 	return nil
 }
 

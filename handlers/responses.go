@@ -228,8 +228,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		writeFrames(out, (&responsesTailSink{seq: lastSeq}).fail(notRecordedStream))
 		return nil
 	}
-	out.event(terminalName, final)
-	out.data(doneFrame.data)
+	out.frames([]frame{{event: terminalName, data: final}, doneFrame})
 	return nil
 }
 

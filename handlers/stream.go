@@ -64,7 +64,28 @@ func (s *sseWriter) event(name string, payload []byte) {
 	if s.failed {
 		return
 	}
+	s.write(appendEvent(s.buf[:0], name, payload))
+}
+
+// frames writes events that are ready together (those one upstream event became) with a
+// single write and flush: the client reads the same bytes, at the moment it would have read
+// the last of them, for one system call instead of one per event.
+func (s *sseWriter) frames(frames []frame) {
+	if len(frames) == 0 {
+		return
+	}
+	s.commit()
+	if s.failed {
+		return
+	}
 	b := s.buf[:0]
+	for _, f := range frames {
+		b = appendEvent(b, f.event, f.data)
+	}
+	s.write(b)
+}
+
+func appendEvent(b []byte, name string, payload []byte) []byte {
 	if name != "" {
 		b = append(b, "event: "...)
 		b = append(b, name...)
@@ -72,7 +93,7 @@ func (s *sseWriter) event(name string, payload []byte) {
 	}
 	b = append(b, "data: "...)
 	b = append(b, payload...)
-	s.write(append(b, '\n', '\n'))
+	return append(b, '\n', '\n')
 }
 
 // write sends a complete event and flushes.

@@ -39,12 +39,8 @@ type streamSink interface {
 	fail(ue *providers.UpstreamError) []frame
 }
 
-// writeFrames writes frames and flushes each.
-func writeFrames(out *sseWriter, frames []frame) {
-	for _, f := range frames {
-		out.event(f.event, f.data)
-	}
-}
+// writeFrames writes frames that are ready together, with one flush.
+func writeFrames(out *sseWriter, frames []frame) { out.frames(frames) }
 
 var doneFrame = frame{data: []byte("[DONE]")}
 
