@@ -177,8 +177,12 @@ func (s *messagesStream) handle(ev sse.Event) error {
 		return nil
 	}
 	var se streamEvent
-	if json.Unmarshal(data, &se) != nil {
-		return errSkipFrame
+	if !se.fastDecode(data) {
+		// A shape the fast path leaves to encoding/json, malformed frames included.
+		se = streamEvent{}
+		if json.Unmarshal(data, &se) != nil {
+			return errSkipFrame
+		}
 	}
 	typ := se.Type
 	if typ == "" {
@@ -252,9 +256,14 @@ func decodeUsage(raw json.RawMessage) (*Usage, error) {
 	if isNull(bytes.TrimSpace(raw)) {
 		return nil, nil
 	}
+	// raw comes from a decoded event, so it is valid JSON; validJSON keeps the fast path's
+	// precondition local all the same, at little cost for an object this small.
 	var u Usage
-	if err := json.Unmarshal(raw, &u); err != nil {
-		return nil, fmt.Errorf("decoding usage: %w", err)
+	if !validJSON(raw) || !u.fastDecode(raw) {
+		u = Usage{}
+		if err := json.Unmarshal(raw, &u); err != nil {
+			return nil, fmt.Errorf("decoding usage: %w", err)
+		}
 	}
 	return &u, nil
 }

@@ -186,16 +186,19 @@ type ErrorDetail struct {
 
 // streamEvent is the data of any stream event; the fields of its Type are set.
 type streamEvent struct {
-	Type    string `json:"type"`
-	Message *struct {
-		ID    string          `json:"id"`
-		Model string          `json:"model"`
-		Usage json.RawMessage `json:"usage"`
-	} `json:"message"`
+	Type         string          `json:"type"`
+	Message      *streamMessage  `json:"message"`
 	Index        *int            `json:"index"`
 	ContentBlock *ContentBlock   `json:"content_block"`
 	Delta        *streamDelta    `json:"delta"`
 	Usage        json.RawMessage `json:"usage"`
+}
+
+// streamMessage is the message of message_start, as far as the stream reads it.
+type streamMessage struct {
+	ID    string          `json:"id"`
+	Model string          `json:"model"`
+	Usage json.RawMessage `json:"usage"`
 }
 
 // streamDelta is the delta of content_block_delta (Type set) and of message_delta
