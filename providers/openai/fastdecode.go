@@ -6,8 +6,9 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 )
 
-// Hand-written decoders for the two wire types every translated request decodes:
-// reflection-based json.Unmarshal is the largest cost of a translation. Each fastDecode
+// Hand-written decoders for the wire types every translated request decodes, and for the
+// chunk every streamed frame decodes: reflection-based json.Unmarshal is the largest cost
+// of a translation, and of relaying a stream. Each fastDecode
 // fills the zero value of its struct exactly as json.Unmarshal would, or reports false
 // for anything it does not reproduce exactly, and the caller then falls back to
 // json.Unmarshal. What it refuses (any of these returns false):
@@ -155,6 +156,117 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 		}
 		return false, true
 	})
+}
+
+// fastDecode fills c, which must be the zero ChatChunk, from data as json.Unmarshal(data, c)
+// would; false means it did not and c is to be discarded. It runs once per streamed frame.
+func (c *ChatChunk) fastDecode(data []byte) bool {
+	if !validJSON(data) {
+		return false
+	}
+	return rawjson.DecodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "id":
+			return true, rawjson.DecodeString(v, &c.ID)
+		case "model":
+			return true, rawjson.DecodeString(v, &c.Model)
+		case "choices":
+			return true, rawjson.DecodeSlice(&c.Choices, v, (*ChunkChoice).fastDecode)
+		case "usage":
+			return true, decodeRaw(&c.Usage, v)
+		case "error":
+			return true, decodeRaw(&c.Error, v)
+		case "x_groq":
+			return true, rawjson.DecodePtr(&c.XGroq, v, func(g *struct {
+				Usage json.RawMessage `json:"usage"`
+			}, v []byte) bool {
+				return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
+					if string(k) == "usage" {
+						return true, decodeRaw(&g.Usage, v)
+					}
+					return false, true
+				})
+			})
+		}
+		return false, true
+	})
+}
+
+func (ch *ChunkChoice) fastDecode(v []byte) bool {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "index":
+			return true, rawjson.DecodeInt(v, &ch.Index)
+		case "delta":
+			return true, ch.Delta.fastDecode(v)
+		case "finish_reason":
+			return true, rawjson.DecodeStringPtr(v, &ch.FinishReason)
+		}
+		return false, true
+	})
+}
+
+func (d *ChunkDelta) fastDecode(v []byte) bool {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "role":
+			return true, rawjson.DecodeString(v, &d.Role)
+		case "content":
+			return true, decodeRaw(&d.Content, v)
+		case "refusal":
+			return true, rawjson.DecodeStringPtr(v, &d.Refusal)
+		case "tool_calls":
+			return true, rawjson.DecodeSlice(&d.ToolCalls, v, (*ChunkToolCall).fastDecode)
+		case "reasoning_content":
+			return true, decodeRaw(&d.ReasoningContent, v)
+		case "reasoning":
+			return true, decodeRaw(&d.Reasoning, v)
+		}
+		return false, true
+	})
+}
+
+func (tc *ChunkToolCall) fastDecode(v []byte) bool {
+	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
+		switch string(k) {
+		case "index":
+			// As encoding/json: null clears the pointer, a number allocates.
+			return true, rawjson.DecodePtr(&tc.Index, v, func(n *int, v []byte) bool {
+				return rawjson.DecodeInt(v, n)
+			})
+		case "id":
+			return true, rawjson.DecodeString(v, &tc.ID)
+		case "type":
+			return true, rawjson.DecodeString(v, &tc.Type)
+		case "function":
+			f := &tc.Function
+			return true, rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
+				switch string(k) {
+				case "name":
+					return true, rawjson.DecodeString(v, &f.Name)
+				case "arguments":
+					return true, decodeArguments(&f.Arguments, v)
+				}
+				return false, true
+			})
+		}
+		return false, true
+	})
+}
+
+// decodeArguments does what encoding/json does for an Arguments field, which is to call
+// its UnmarshalJSON with the raw value. For a string, the common case (every fragment of
+// a streamed call), that method is json.Unmarshal into a string, which rawjson.String
+// reproduces without the reflective decoder.
+func decodeArguments(dst *Arguments, v []byte) bool {
+	if len(v) > 0 && v[0] == '"' {
+		s, ok := rawjson.String(v)
+		if ok {
+			*dst = Arguments(s)
+		}
+		return ok
+	}
+	return dst.UnmarshalJSON(v) == nil
 }
 
 // fastDecode fills cr, which must be the zero ChatRequest, from data as

@@ -148,15 +148,20 @@ func (s *chatStream) handle(ev sse.Event) error {
 		return nil
 	}
 	var c ChatChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		var probe struct {
-			Error json.RawMessage `json:"error"`
+	if !c.fastDecode(data) {
+		// As in DecodeChatRequest: the fast path (fastdecode.go) takes the usual chunks and
+		// leaves the rest, malformed frames included, to json.Unmarshal from a zero struct.
+		c = ChatChunk{}
+		if err := json.Unmarshal(data, &c); err != nil {
+			var probe struct {
+				Error json.RawMessage `json:"error"`
+			}
+			if ev.Name == "error" || (json.Unmarshal(data, &probe) == nil && !isFalsy(probe.Error)) {
+				return streamError(s.conn.Provider, data)
+			}
+			s.skip()
+			return nil
 		}
-		if ev.Name == "error" || (json.Unmarshal(data, &probe) == nil && !isFalsy(probe.Error)) {
-			return streamError(s.conn.Provider, data)
-		}
-		s.skip()
-		return nil
 	}
 	if ev.Name == "error" || !isFalsy(c.Error) {
 		return streamError(s.conn.Provider, data)
