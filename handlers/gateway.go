@@ -7,7 +7,6 @@ package handlers
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/internal/readall"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -190,7 +190,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *API
 	if r.ContentLength > g.MaxBodyBytes {
 		return nil, g.tooLarge()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxBodyBytes))
+	body, err := readall.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxBodyBytes), r.ContentLength, g.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

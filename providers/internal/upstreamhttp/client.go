@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/readall"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -113,7 +114,7 @@ func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, i
 func (c *Client) ReadBody(ctx context.Context, at *Attempt, resp *http.Response) ([]byte, error) {
 	defer at.cancel()
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody+1))
+	b, err := readall.ReadAll(io.LimitReader(resp.Body, MaxResponseBody+1), resp.ContentLength, MaxResponseBody)
 	if err != nil {
 		return nil, TransportError(c.Provider, ctx, at, err)
 	}
