@@ -386,13 +386,15 @@ func (o *streamObs) check(n int) error {
 
 // streamResult is the streaming test: time to first chunk and gaps between chunks.
 type streamResult struct {
-	Streams    int64  `json:"streams"`
-	TTFBP50Us  num    `json:"ttfb_p50_us"`
-	TTFBP99Us  num    `json:"ttfb_p99_us"`
-	GapP50Us   num    `json:"gap_p50_us"`
-	GapP99Us   num    `json:"gap_p99_us"`
-	Errors     int64  `json:"errors"`
-	FirstError string `json:"first_error,omitempty"`
+	Streams   int64 `json:"streams"`
+	TTFBP50Us num   `json:"ttfb_p50_us"`
+	TTFBP99Us num   `json:"ttfb_p99_us"`
+	GapP50Us  num   `json:"gap_p50_us"`
+	GapP99Us  num   `json:"gap_p99_us"`
+	// CPUPerStreamUs is the proxy process's CPU time per completed stream (NaN for direct).
+	CPUPerStreamUs num    `json:"cpu_per_stream_us"`
+	Errors         int64  `json:"errors"`
+	FirstError     string `json:"first_error,omitempty"`
 }
 
 // streamSamples gathers an arm's stream observations, possibly over several slots.
@@ -401,16 +403,22 @@ type streamSamples struct {
 	ttfb, gaps []float64
 	count      atomic.Int64
 	errs       errorLog
+	// cpu is the proxy's CPU time over the slots, each from its start to its last stream's end.
+	cpu time.Duration
 }
 
 func (s *streamSamples) result() streamResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return streamResult{
+	r := streamResult{
 		Streams: s.count.Load(), TTFBP50Us: num(percentile(s.ttfb, 50)), TTFBP99Us: num(percentile(s.ttfb, 99)),
 		GapP50Us: num(percentile(s.gaps, 50)), GapP99Us: num(percentile(s.gaps, 99)),
-		Errors: s.errs.n.Load(), FirstError: s.errs.first,
+		CPUPerStreamUs: nan, Errors: s.errs.n.Load(), FirstError: s.errs.first,
 	}
+	if n := s.count.Load(); n > 0 && s.cpu > 0 {
+		r.CPUPerStreamUs = num(micros(s.cpu) / float64(n))
+	}
+	return r
 }
 
 // streams runs conc workers that open streams back to back for dur.
@@ -441,6 +449,12 @@ func interleavedStreams(ctx context.Context, arms []*arm, conc int, slot, dur ti
 func (s *streamSamples) sample(ctx context.Context, a *arm, conc int, dur time.Duration, d directive) {
 	body := a.body(true, d)
 	end := time.Now().Add(dur)
+	cpu0 := cpuOf(a.proc)
+	defer func() {
+		if a.proc != nil {
+			s.cpu += cpuOf(a.proc) - cpu0
+		}
+	}()
 	var wg sync.WaitGroup
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
