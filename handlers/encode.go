@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"math"
 	"strconv"
 	"time"
 
@@ -15,21 +14,13 @@ import (
 // appendJSONString appends s as encoding/json quotes it.
 func appendJSONString(b []byte, s string) []byte { return rawjson.AppendStringLikeMarshal(b, s) }
 
-// appendJSONFloat appends a finite f as encoding/json formats a float64.
+// appendJSONFloat appends a finite f as encoding/json formats a float64 (null otherwise,
+// where encoding/json would fail).
 func appendJSONFloat(b []byte, f float64) []byte {
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
+	if out, ok := rawjson.AppendFloat64LikeMarshal(b, f); ok {
+		return out
 	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// Clean up e-09 to e-9, as encoding/json does.
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
+	return append(b, "null"...)
 }
 
 func appendKey(b []byte, comma bool, key string) []byte {

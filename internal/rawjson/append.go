@@ -134,3 +134,45 @@ func AppendFloat64LikeMarshal(b []byte, f float64) (out []byte, ok bool) {
 	}
 	return b, true
 }
+
+// AppendOmitEmptyString appends key (a fragment such as `,"name":`) and s quoted as
+// json.Marshal quotes it, unless s is empty: an omitempty string field.
+func AppendOmitEmptyString(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return AppendStringLikeMarshal(append(b, key...), s)
+}
+
+// AppendOmitEmptyRaw appends key (a fragment such as `,"name":`) and raw as
+// AppendRawLikeMarshal does, unless raw is empty: an omitempty json.RawMessage field. On
+// false (raw is not valid JSON), b may hold the key.
+func AppendOmitEmptyRaw(b []byte, key string, raw []byte) ([]byte, bool) {
+	if len(raw) == 0 {
+		return b, true
+	}
+	return AppendRawLikeMarshal(append(b, key...), raw)
+}
+
+// AppendStringPtrLikeMarshal appends a *string as json.Marshal writes it: null when nil.
+func AppendStringPtrLikeMarshal(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return AppendStringLikeMarshal(b, *s)
+}
+
+// AppendStringsLikeMarshal appends ss as json.Marshal writes a []string: null when nil.
+func AppendStringsLikeMarshal(b []byte, ss []string) []byte {
+	if ss == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendStringLikeMarshal(b, s)
+	}
+	return append(b, ']')
+}

@@ -74,3 +74,31 @@ func FuzzAppendLikeMarshal(f *testing.F) {
 		}
 	})
 }
+
+func TestAppendFieldsLikeMarshal(t *testing.T) {
+	type fields struct {
+		A string          `json:"a"`
+		S string          `json:"s,omitempty"`
+		R json.RawMessage `json:"r,omitempty"`
+		P *string         `json:"p"`
+		L []string        `json:"l"`
+	}
+	str := "x<y"
+	for _, v := range []fields{{}, {S: "é&", R: json.RawMessage(` [1, "<"] `), P: &str, L: []string{"a", "<b>"}}, {L: []string{}}, {R: json.RawMessage(`null`)}} {
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := AppendStringLikeMarshal([]byte(`{"a":`), v.A)
+		b = AppendOmitEmptyString(b, `,"s":`, v.S)
+		b, ok := AppendOmitEmptyRaw(b, `,"r":`, v.R)
+		b = AppendStringPtrLikeMarshal(append(b, `,"p":`...), v.P)
+		b = append(AppendStringsLikeMarshal(append(b, `,"l":`...), v.L), '}')
+		if !ok || string(b) != string(want) {
+			t.Fatalf("got %s (%v), want %s", b, ok, want)
+		}
+	}
+	if _, ok := AppendOmitEmptyRaw(nil, `,"r":`, []byte(`{`)); ok {
+		t.Fatal("invalid raw JSON accepted")
+	}
+}

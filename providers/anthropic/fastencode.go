@@ -58,7 +58,7 @@ func appendMessagesRequest(b []byte, r *MessagesRequest) ([]byte, bool) {
 		}
 		b = append(b, ']')
 	}
-	if b, ok = appendRawField(b, `,"system":`, r.System); !ok {
+	if b, ok = rawjson.AppendOmitEmptyRaw(b, `,"system":`, r.System); !ok {
 		return b[:start], false
 	}
 	if len(r.Tools) > 0 {
@@ -76,7 +76,7 @@ func appendMessagesRequest(b []byte, r *MessagesRequest) ([]byte, bool) {
 	if tc := r.ToolChoice; tc != nil {
 		b = append(b, `,"tool_choice":{"type":`...)
 		b = rawjson.AppendStringLikeMarshal(b, tc.Type)
-		b = appendStringField(b, `,"name":`, tc.Name)
+		b = rawjson.AppendOmitEmptyString(b, `,"name":`, tc.Name)
 		if tc.DisableParallelToolUse != nil {
 			b = append(b, `,"disable_parallel_tool_use":`...)
 			b = strconv.AppendBool(b, *tc.DisableParallelToolUse)
@@ -100,14 +100,7 @@ func appendMessagesRequest(b []byte, r *MessagesRequest) ([]byte, bool) {
 		b = strconv.AppendInt(b, *r.TopK, 10)
 	}
 	if len(r.StopSequences) > 0 {
-		b = append(b, `,"stop_sequences":[`...)
-		for i, s := range r.StopSequences {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = rawjson.AppendStringLikeMarshal(b, s)
-		}
-		b = append(b, ']')
+		b = rawjson.AppendStringsLikeMarshal(append(b, `,"stop_sequences":`...), r.StopSequences)
 	}
 	if r.Stream {
 		b = append(b, `,"stream":true`...)
@@ -142,7 +135,7 @@ func appendMessagesRequest(b []byte, r *MessagesRequest) ([]byte, bool) {
 			b = append(b, sep...)
 			b = append(b, `"format":{"type":`...)
 			b = rawjson.AppendStringLikeMarshal(b, f.Type)
-			if b, ok = appendRawField(b, `,"schema":`, f.Schema); !ok {
+			if b, ok = rawjson.AppendOmitEmptyRaw(b, `,"schema":`, f.Schema); !ok {
 				return b[:start], false
 			}
 			b = append(b, '}')
@@ -161,8 +154,8 @@ func appendTool(b []byte, t *Tool) ([]byte, bool) {
 	}
 	b = append(b, `"name":`...)
 	b = rawjson.AppendStringLikeMarshal(b, t.Name)
-	b = appendStringField(b, `,"description":`, t.Description)
-	b, ok := appendRawField(b, `,"input_schema":`, t.InputSchema)
+	b = rawjson.AppendOmitEmptyString(b, `,"description":`, t.Description)
+	b, ok := rawjson.AppendOmitEmptyRaw(b, `,"input_schema":`, t.InputSchema)
 	return append(b, '}'), ok
 }
 
@@ -184,9 +177,9 @@ func appendMessage(b []byte, m *Message) ([]byte, bool) {
 		return b[:start], false
 	}
 	b = append(b, `,"stop_reason":`...)
-	b = appendStringPtr(b, m.StopReason)
+	b = rawjson.AppendStringPtrLikeMarshal(b, m.StopReason)
 	b = append(b, `,"stop_sequence":`...)
-	b = appendStringPtr(b, m.StopSequence)
+	b = rawjson.AppendStringPtrLikeMarshal(b, m.StopSequence)
 	b = append(b, `,"usage":`...)
 	if b, ok = rawjson.AppendRawLikeMarshal(b, m.Usage); !ok {
 		return b[:start], false
@@ -226,19 +219,19 @@ func appendContentBlock(b []byte, c *ContentBlock) ([]byte, bool) {
 	if s := c.Source; s != nil {
 		b = append(b, `,"source":{"type":`...)
 		b = rawjson.AppendStringLikeMarshal(b, s.Type)
-		b = appendStringField(b, `,"media_type":`, s.MediaType)
-		b = appendStringField(b, `,"data":`, s.Data)
-		b = appendStringField(b, `,"url":`, s.URL)
-		b = appendStringField(b, `,"file_id":`, s.FileID)
+		b = rawjson.AppendOmitEmptyString(b, `,"media_type":`, s.MediaType)
+		b = rawjson.AppendOmitEmptyString(b, `,"data":`, s.Data)
+		b = rawjson.AppendOmitEmptyString(b, `,"url":`, s.URL)
+		b = rawjson.AppendOmitEmptyString(b, `,"file_id":`, s.FileID)
 		b = append(b, '}')
 	}
-	b = appendStringField(b, `,"id":`, c.ID)
-	b = appendStringField(b, `,"name":`, c.Name)
-	if b, ok = appendRawField(b, `,"input":`, c.Input); !ok {
+	b = rawjson.AppendOmitEmptyString(b, `,"id":`, c.ID)
+	b = rawjson.AppendOmitEmptyString(b, `,"name":`, c.Name)
+	if b, ok = rawjson.AppendOmitEmptyRaw(b, `,"input":`, c.Input); !ok {
 		return b, false
 	}
-	b = appendStringField(b, `,"tool_use_id":`, c.ToolUseID)
-	if b, ok = appendRawField(b, `,"content":`, c.Content); !ok {
+	b = rawjson.AppendOmitEmptyString(b, `,"tool_use_id":`, c.ToolUseID)
+	if b, ok = rawjson.AppendOmitEmptyRaw(b, `,"content":`, c.Content); !ok {
 		return b, false
 	}
 	if c.IsError {
@@ -252,36 +245,8 @@ func appendContentBlock(b []byte, c *ContentBlock) ([]byte, bool) {
 		b = append(b, `,"signature":`...)
 		b = rawjson.AppendStringLikeMarshal(b, *c.Signature)
 	}
-	b = appendStringField(b, `,"data":`, c.Data)
+	b = rawjson.AppendOmitEmptyString(b, `,"data":`, c.Data)
 	return append(b, '}'), true
-}
-
-// appendStringField appends key (with its comma and colon) and s, unless s is empty: an
-// omitempty string.
-func appendStringField(b []byte, key, s string) []byte {
-	if s == "" {
-		return b
-	}
-	b = append(b, key...)
-	return rawjson.AppendStringLikeMarshal(b, s)
-}
-
-// appendRawField appends key (with its comma and colon) and raw, unless raw is empty: an
-// omitempty json.RawMessage. On false, b may hold the key.
-func appendRawField(b []byte, key string, raw json.RawMessage) ([]byte, bool) {
-	if len(raw) == 0 {
-		return b, true
-	}
-	b = append(b, key...)
-	return rawjson.AppendRawLikeMarshal(b, raw)
-}
-
-// appendStringPtr appends a *string without omitempty: null when nil.
-func appendStringPtr(b []byte, s *string) []byte {
-	if s == nil {
-		return append(b, "null"...)
-	}
-	return rawjson.AppendStringLikeMarshal(b, *s)
 }
 
 // Sizes to allocate an encoding at once: the variable parts, plus room for keys and

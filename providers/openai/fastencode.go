@@ -63,14 +63,7 @@ func appendChatRequest(b []byte, r *ChatRequest) ([]byte, bool) {
 	}
 	if len(r.Stop) > 0 {
 		// StopList only unmarshals itself: it marshals as the []string it is.
-		b = append(b, `,"stop":[`...)
-		for i, s := range r.Stop {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = rawjson.AppendStringLikeMarshal(b, s)
-		}
-		b = append(b, ']')
+		b = rawjson.AppendStringsLikeMarshal(append(b, `,"stop":`...), r.Stop)
 	}
 	if r.Stream {
 		b = append(b, `,"stream":true`...)
@@ -86,7 +79,7 @@ func appendChatRequest(b []byte, r *ChatRequest) ([]byte, bool) {
 		if s := rf.JSONSchema; s != nil {
 			b = append(b, `,"json_schema":{"name":`...)
 			b = rawjson.AppendStringLikeMarshal(b, s.Name)
-			b = appendOptString(b, `,"description":`, s.Description)
+			b = rawjson.AppendOmitEmptyString(b, `,"description":`, s.Description)
 			if len(s.Schema) > 0 {
 				b = append(b, `,"schema":`...)
 				if b, ok = rawjson.AppendRawLikeMarshal(b, s.Schema); !ok {
@@ -101,9 +94,9 @@ func appendChatRequest(b []byte, r *ChatRequest) ([]byte, bool) {
 		}
 		b = append(b, '}')
 	}
-	b = appendOptString(b, `,"reasoning_effort":`, r.ReasoningEffort)
-	b = appendOptString(b, `,"user":`, r.User)
-	b = appendOptString(b, `,"safety_identifier":`, r.SafetyIdentifier)
+	b = rawjson.AppendOmitEmptyString(b, `,"reasoning_effort":`, r.ReasoningEffort)
+	b = rawjson.AppendOmitEmptyString(b, `,"user":`, r.User)
+	b = rawjson.AppendOmitEmptyString(b, `,"safety_identifier":`, r.SafetyIdentifier)
 	return append(b, '}'), true
 }
 
@@ -115,12 +108,12 @@ func appendChatMessage(b []byte, m *ChatMessage) ([]byte, bool) {
 	if b, ok = rawjson.AppendRawLikeMarshal(b, m.Content); !ok {
 		return b, false
 	}
-	b = appendOptString(b, `,"name":`, m.Name)
+	b = rawjson.AppendOmitEmptyString(b, `,"name":`, m.Name)
 	if len(m.ToolCalls) > 0 {
 		b = append(b, `,"tool_calls":`...)
 		b, _ = appendArray(b, m.ToolCalls, appendChatToolCall)
 	}
-	b = appendOptString(b, `,"tool_call_id":`, m.ToolCallID)
+	b = rawjson.AppendOmitEmptyString(b, `,"tool_call_id":`, m.ToolCallID)
 	return append(b, '}'), true
 }
 
@@ -130,7 +123,7 @@ func appendChatTool(b []byte, t *ChatTool) ([]byte, bool) {
 	b = rawjson.AppendStringLikeMarshal(b, t.Type)
 	b = append(b, `,"function":{"name":`...)
 	b = rawjson.AppendStringLikeMarshal(b, t.Function.Name)
-	b = appendOptString(b, `,"description":`, t.Function.Description)
+	b = rawjson.AppendOmitEmptyString(b, `,"description":`, t.Function.Description)
 	if len(t.Function.Parameters) > 0 {
 		b = append(b, `,"parameters":`...)
 		if b, ok = rawjson.AppendRawLikeMarshal(b, t.Function.Parameters); !ok {
@@ -173,7 +166,7 @@ func appendContentPart(b []byte, p *ContentPart) ([]byte, bool) {
 	if u := p.ImageURL; u != nil {
 		b = append(b, `,"image_url":{"url":`...)
 		b = rawjson.AppendStringLikeMarshal(b, u.URL)
-		b = appendOptString(b, `,"detail":`, u.Detail)
+		b = rawjson.AppendOmitEmptyString(b, `,"detail":`, u.Detail)
 		b = append(b, '}')
 	}
 	if p.Refusal != nil {
@@ -242,7 +235,7 @@ func appendChatChoice(b []byte, c *ChatChoice) ([]byte, bool) {
 		return b, false
 	}
 	b = append(b, `,"refusal":`...)
-	b = appendStringPtr(b, m.Refusal)
+	b = rawjson.AppendStringPtrLikeMarshal(b, m.Refusal)
 	if len(m.ToolCalls) > 0 {
 		b = append(b, `,"tool_calls":`...)
 		b, _ = appendArray(b, m.ToolCalls, appendChatToolCall)
@@ -260,7 +253,7 @@ func appendChatChoice(b []byte, c *ChatChoice) ([]byte, bool) {
 		}
 	}
 	b = append(b, `},"finish_reason":`...)
-	b = appendStringPtr(b, c.FinishReason)
+	b = rawjson.AppendStringPtrLikeMarshal(b, c.FinishReason)
 	b = append(b, `,"logprobs":`...)
 	if b, ok = rawjson.AppendRawLikeMarshal(b, c.Logprobs); !ok {
 		return b, false
@@ -292,23 +285,6 @@ func appendArray[T any](b []byte, s []T, elem func([]byte, *T) ([]byte, bool)) (
 		}
 	}
 	return append(b, ']'), true
-}
-
-// appendOptString appends an omitempty string field, key being `,"name":`.
-func appendOptString(b []byte, key, s string) []byte {
-	if s == "" {
-		return b
-	}
-	b = append(b, key...)
-	return rawjson.AppendStringLikeMarshal(b, s)
-}
-
-// appendStringPtr appends a *string that is not omitempty: null when nil.
-func appendStringPtr(b []byte, s *string) []byte {
-	if s == nil {
-		return append(b, "null"...)
-	}
-	return rawjson.AppendStringLikeMarshal(b, *s)
 }
 
 // chatRequestSize estimates the encoded size of r, so that the buffer is allocated once
