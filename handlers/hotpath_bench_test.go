@@ -15,6 +15,8 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
 	"github.com/modelgateway/caddy-modelgateway/store/sqlite"
 )
@@ -86,7 +88,7 @@ func (s *benchStream) Close() error             { return nil }
 
 // benchGateway is a Gateway over SQLite with one priced model routed to benchProvider, and a
 // funded standard key.
-func benchGateway(b *testing.B) (*Gateway, string) {
+func benchGateway(b *testing.B, provider providers.Provider) (*Gateway, string) {
 	b.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "gateway.db"))
@@ -98,7 +100,7 @@ func benchGateway(b *testing.B) (*Gateway, string) {
 	price.Input, _ = pricing.ParseUSD("0.15")
 	price.Output, _ = pricing.ParseUSD("0.60")
 	price.CachedInput, price.CacheWrite, price.Reasoning = price.Input, price.Input, price.Output
-	reg, err := NewRegistry([]*Model{{Name: "bench-model", Routes: []Route{{ProviderName: "bench", Provider: newBenchProvider(), UpstreamModel: "up-model", Price: price}}}})
+	reg, err := NewRegistry([]*Model{{Name: "bench-model", Routes: []Route{{ProviderName: "bench", Provider: provider, UpstreamModel: "up-model", Price: price}}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +127,11 @@ func benchGateway(b *testing.B) (*Gateway, string) {
 }
 
 func benchServe(b *testing.B, path, body string, check func(*httptest.ResponseRecorder)) {
-	g, key := benchGateway(b)
+	benchServeWith(b, newBenchProvider(), path, body, check)
+}
+
+func benchServeWith(b *testing.B, provider providers.Provider, path, body string, check func(*httptest.ResponseRecorder)) {
+	g, key := benchGateway(b, provider)
 	serve := func() *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "http://gw/v1"+path, strings.NewReader(body))
 		r.Header.Set("Authorization", "Bearer "+key)
@@ -174,6 +180,85 @@ func BenchmarkHotPath(b *testing.B) {
 		benchServe(b, "/messages", `{"model":"bench-model","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"Say hello."}]}`, func(w *httptest.ResponseRecorder) {
 			if !strings.Contains(w.Body.String(), "message_stop") {
 				b.Fatalf("stream incomplete: %s", w.Body.String())
+			}
+		})
+	})
+}
+
+// wireTransport answers every request with a canned upstream body, streamed or not as the
+// request asks, so that the real provider adapters encode the request and decode the answer
+// without a network in between: BenchmarkHotPathAdapters measures translation as served.
+type wireTransport struct {
+	body, stream []byte
+}
+
+func (t wireTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	req, _ := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	body, ct := t.body, "application/json"
+	if bytes.Contains(req, []byte(`"stream":true`)) {
+		body, ct = t.stream, "text/event-stream"
+	}
+	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {ct}}, Body: io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)), Request: r}, nil
+}
+
+func anthropicWire() wireTransport {
+	var st bytes.Buffer
+	ev := func(name, data string) { fmt.Fprintf(&st, "event: %s\ndata: %s\n\n", name, data) }
+	ev("message_start", `{"type":"message_start","message":{"id":"msg_up1","type":"message","role":"assistant","model":"up-model","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}`)
+	ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+	for i := 0; i < 14; i++ {
+		ev("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"word%d "}}`, i))
+	}
+	ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+	ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`)
+	ev("message_stop", `{"type":"message_stop"}`)
+	return wireTransport{
+		body: []byte(`{"id":"msg_up1","type":"message","role":"assistant","model":"up-model","content":[{"type":"text","text":"Hello there, how can I help you today?"}],` +
+			`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":10}}`),
+		stream: st.Bytes(),
+	}
+}
+
+// BenchmarkHotPathAdapters is BenchmarkHotPath through the real adapters: chat completions
+// to an Anthropic-wire provider, and messages to an OpenAI-wire provider.
+func BenchmarkHotPathAdapters(b *testing.B) {
+	an, err := anthropic.New(anthropic.Config{Name: "bench", BaseURL: "http://upstream.invalid", APIKey: "k", Transport: anthropicWire()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fake := newBenchProvider()
+	oa, err := openai.New(openai.Config{Name: "bench", BaseURL: "http://upstream.invalid/v1", APIKey: "k", Transport: wireTransport{body: fake.completion, stream: fake.stream}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("chat_to_anthropic", func(b *testing.B) {
+		benchServeWith(b, an, "/chat/completions", benchChatBody+`}`, func(w *httptest.ResponseRecorder) {
+			if !strings.Contains(w.Body.String(), `"Hello there`) || !strings.Contains(w.Body.String(), `"cost_lines"`) {
+				b.Fatalf("answer: %s", w.Body.String())
+			}
+		})
+	})
+	b.Run("chat_to_anthropic_stream", func(b *testing.B) {
+		benchServeWith(b, an, "/chat/completions", benchChatBody+`,"stream":true}`, func(w *httptest.ResponseRecorder) {
+			if !strings.Contains(w.Body.String(), "word13") || !strings.Contains(w.Body.String(), "[DONE]") {
+				b.Fatalf("stream: %s", w.Body.String())
+			}
+		})
+	})
+	b.Run("messages_to_openai", func(b *testing.B) {
+		benchServeWith(b, oa, "/messages", `{"model":"bench-model","max_tokens":256,"system":"You are terse.","messages":[{"role":"user","content":"Say hello."}]}`, func(w *httptest.ResponseRecorder) {
+			if !strings.Contains(w.Body.String(), `"Hello there`) || !strings.Contains(w.Body.String(), `"cost_lines"`) {
+				b.Fatalf("answer: %s", w.Body.String())
+			}
+		})
+	})
+	b.Run("messages_to_openai_stream", func(b *testing.B) {
+		benchServeWith(b, oa, "/messages", `{"model":"bench-model","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"Say hello."}]}`, func(w *httptest.ResponseRecorder) {
+			if !strings.Contains(w.Body.String(), "word13") || !strings.Contains(w.Body.String(), "message_stop") {
+				b.Fatalf("stream: %s", w.Body.String())
 			}
 		})
 	})
