@@ -511,6 +511,9 @@ func contentText(raw json.RawMessage) (string, error) {
 	}
 	switch raw[0] {
 	case '"':
+		if s, ok := rawjson.String(raw); ok {
+			return s, nil // exactly what json.Unmarshal gives (FuzzString)
+		}
 		var s string
 		err := json.Unmarshal(raw, &s)
 		return s, err
