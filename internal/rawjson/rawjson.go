@@ -173,6 +173,11 @@ func String(raw []byte) (string, bool) {
 	if utf8.Valid(inner) {
 		esc := bytes.IndexByte(inner, '\\')
 		if esc < 0 {
+			if len(inner) <= maxCommon {
+				if s, ok := common(inner); ok {
+					return s, true
+				}
+			}
 			return string(inner), true
 		}
 		return unescape(inner, esc), true
@@ -182,6 +187,78 @@ func String(raw []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// maxCommon is the length of the longest value common knows.
+const maxCommon = len("chat.completion.chunk")
+
+// common returns a constant for the short values that recur in every chunk and answer of
+// the chat and Messages formats (types, roles, reasons), so that decoding them allocates
+// nothing: a stream decodes several of them per chunk.
+func common(b []byte) (string, bool) {
+	switch string(b) {
+	case "":
+		return "", true
+	case "text":
+		return "text", true
+	case "text_delta":
+		return "text_delta", true
+	case "content_block_start":
+		return "content_block_start", true
+	case "content_block_delta":
+		return "content_block_delta", true
+	case "content_block_stop":
+		return "content_block_stop", true
+	case "message_start":
+		return "message_start", true
+	case "message_delta":
+		return "message_delta", true
+	case "message_stop":
+		return "message_stop", true
+	case "message":
+		return "message", true
+	case "ping":
+		return "ping", true
+	case "assistant":
+		return "assistant", true
+	case "user":
+		return "user", true
+	case "system":
+		return "system", true
+	case "tool":
+		return "tool", true
+	case "function":
+		return "function", true
+	case "stop":
+		return "stop", true
+	case "length":
+		return "length", true
+	case "tool_calls":
+		return "tool_calls", true
+	case "end_turn":
+		return "end_turn", true
+	case "max_tokens":
+		return "max_tokens", true
+	case "stop_sequence":
+		return "stop_sequence", true
+	case "tool_use":
+		return "tool_use", true
+	case "tool_result":
+		return "tool_result", true
+	case "input_json_delta":
+		return "input_json_delta", true
+	case "thinking":
+		return "thinking", true
+	case "thinking_delta":
+		return "thinking_delta", true
+	case "signature_delta":
+		return "signature_delta", true
+	case "chat.completion":
+		return "chat.completion", true
+	case "chat.completion.chunk":
+		return "chat.completion.chunk", true
+	}
+	return "", false
 }
 
 // IsNull tells whether raw is absent or the literal null.

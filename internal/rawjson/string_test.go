@@ -32,3 +32,20 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+func TestStringCommonValuesAllocateNothing(t *testing.T) {
+	for _, v := range []string{"text_delta", "content_block_delta", "assistant", "stop", "chat.completion.chunk", ""} {
+		raw := []byte(`"` + v + `"`)
+		var got string
+		if n := testing.AllocsPerRun(100, func() { got, _ = String(raw) }); n != 0 || got != v {
+			t.Errorf("%q: %q with %v allocations", v, got, n)
+		}
+	}
+	// Others are copies: they must not alias the input, which a reader reuses.
+	raw := []byte(`"hello"`)
+	got, _ := String(raw)
+	raw[1] = 'j'
+	if got != "hello" {
+		t.Fatalf("the result aliases its input: %q", got)
+	}
+}
