@@ -67,9 +67,12 @@ type figureRow struct {
 	Rounds  []num  `json:"rounds"`
 	Median  num    `json:"median"`
 	VsCaddy num    `json:"vs_caddy"`
-	Target  string `json:"target,omitempty"`
-	Verdict string `json:"verdict,omitempty"`
-	Note    string `json:"note,omitempty"`
+	// VsCaddyRounds are the per-round ratios or differences whose median VsCaddy is: their
+	// spread shows how much the machine moved the figure.
+	VsCaddyRounds []num  `json:"vs_caddy_rounds"`
+	Target        string `json:"target,omitempty"`
+	Verdict       string `json:"verdict,omitempty"`
+	Note          string `json:"note,omitempty"`
 }
 
 // recordCheck compares the gateway's 200 answers with its generation rows.
@@ -205,10 +208,14 @@ func (rep *report) build() {
 			for _, v := range vals {
 				row.Rounds = append(row.Rounds, num(v))
 			}
+			f := added
 			if fd.compare == byRatio {
-				row.VsCaddy = num(pairwise(vals, ref, ratio))
-			} else {
-				row.VsCaddy = num(pairwise(vals, ref, added))
+				f = ratio
+			}
+			rounds := perRound(vals, ref, f)
+			row.VsCaddy = num(median(rounds))
+			for _, v := range rounds {
+				row.VsCaddyRounds = append(row.VsCaddyRounds, num(v))
 			}
 			if fd.target != nil {
 				if t := fd.target(a); t != nil {
@@ -330,14 +337,22 @@ func (rep *report) print(w io.Writer) {
 		if fd.compare == byAdded {
 			head = "added"
 		}
-		fmt.Fprintf(tw, "arm\t%s\t%s vs caddy\ttarget\t\t\n", fig.Unit, head)
+		fmt.Fprintf(tw, "arm\t%s\t%s vs caddy\ttarget\t\tper round\t\n", fig.Unit, head)
 		notes := false
 		for _, r := range fig.Rows {
 			vs := fmtCompare(fd, float64(r.VsCaddy))
-			if r.Arm == "caddy" {
-				vs = ""
+			var each []string
+			for _, v := range r.VsCaddyRounds {
+				each = append(each, fmtCompare(fd, float64(v)))
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", r.Arm, fmtValue(float64(r.Median)), vs, r.Target, r.Verdict)
+			rounds := strings.Join(each, " ")
+			if r.Arm == "caddy" || len(each) < 2 {
+				vs, rounds = "", ""
+				if r.Arm != "caddy" {
+					vs = fmtCompare(fd, float64(r.VsCaddy))
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Arm, fmtValue(float64(r.Median)), vs, r.Target, r.Verdict, rounds)
 			notes = notes || r.Note != ""
 		}
 		_ = tw.Flush()

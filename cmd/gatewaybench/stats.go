@@ -62,12 +62,17 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 // the median of the results: pairing values measured in the same round cancels most of the
 // drift of a shared machine's load between rounds.
 func pairwise(arm, ref []float64, f func(a, b float64) float64) float64 {
+	return median(perRound(arm, ref, f))
+}
+
+// perRound applies f to the arm's and the reference's values round by round.
+func perRound(arm, ref []float64, f func(a, b float64) float64) []float64 {
 	n := min(len(arm), len(ref))
 	out := make([]float64, 0, n)
 	for i := 0; i < n; i++ {
 		out = append(out, f(arm[i], ref[i]))
 	}
-	return median(out)
+	return out
 }
 
 // num is a figure that may be unknown (NaN); it is null in JSON, which has no NaN.
