@@ -102,6 +102,56 @@ type journal struct {
 	open map[uint64]int
 	// retired are full segments still mapped until their records are applied.
 	retired map[uint64]*mappedSegment
+	// spare is the next segment, created and prefaulted in the background while the current
+	// one fills, so that neither the file's creation nor a page fault per 4 KiB of records
+	// (tens of microseconds each on a busy machine) falls on a request.
+	spare *spareSegment
+}
+
+// spareSegment is a segment being prepared; f, mem and err are set once done is closed.
+type spareSegment struct {
+	seg  uint64
+	done chan struct{}
+	f    *os.File
+	mem  []byte
+	err  error
+}
+
+// prepare starts creating segment seg in the background.
+func (j *journal) prepare(seg uint64) *spareSegment {
+	sp := &spareSegment{seg: seg, done: make(chan struct{})}
+	path, size := j.sparePath(seg), journalSegmentBytes
+	go func() {
+		defer close(sp.done)
+		if sp.f, sp.mem, sp.err = mapSegment(path, size); sp.err == nil {
+			prefault(sp.mem)
+		}
+	}()
+	return sp
+}
+
+// takeSpare waits for the spare segment, if any, and returns it when it is seg; a spare
+// for another segment (none is made so) is dropped. Callers hold j.mu (or own j).
+func (j *journal) takeSpare(seg uint64) (*os.File, []byte, bool) {
+	sp := j.spare
+	if sp == nil {
+		return nil, nil, false
+	}
+	j.spare = nil
+	<-sp.done
+	if sp.err != nil {
+		return nil, nil, false
+	}
+	// Under its own name until now, so that a crash leaves no empty segment to replay.
+	if sp.seg != seg || os.Rename(j.sparePath(sp.seg), j.path(seg)) != nil {
+		(&mappedSegment{f: sp.f, mem: sp.mem}).drop(j.sparePath(sp.seg))
+		return nil, nil, false
+	}
+	return sp.f, sp.mem, true
+}
+
+func (j *journal) sparePath(seg uint64) string {
+	return filepath.Join(j.dir, fmt.Sprintf("%020d.spare", seg))
 }
 
 type mappedSegment struct {
@@ -123,6 +173,12 @@ func openJournal(dir string) (*journal, []journalRecord, []uint64, error) {
 		return nil, nil, nil, err
 	}
 	j := &journal{dir: dir, lock: lock, open: map[uint64]int{}, retired: map[uint64]*mappedSegment{}}
+	// A spare segment left by a crash holds no record.
+	if spares, err := filepath.Glob(filepath.Join(dir, "*.spare")); err == nil {
+		for _, p := range spares {
+			_ = os.Remove(p)
+		}
+	}
 	segs, err := j.segments()
 	if err != nil {
 		j.close()
@@ -202,9 +258,12 @@ func readSegment(path string) ([]journalRecord, error) {
 // startSegment maps a new segment seg and appends to it from now on; the previous one
 // is kept mapped until its records are applied. Callers hold j.mu (or own j).
 func (j *journal) startSegment(seg uint64) error {
-	f, mem, err := mapSegment(j.path(seg), journalSegmentBytes)
-	if err != nil {
-		return fmt.Errorf("settlement journal: %w", err)
+	f, mem, ok := j.takeSpare(seg)
+	if !ok {
+		var err error
+		if f, mem, err = mapSegment(j.path(seg), journalSegmentBytes); err != nil {
+			return fmt.Errorf("settlement journal: %w", err)
+		}
 	}
 	if j.mem != nil {
 		old := &mappedSegment{f: j.f, mem: j.mem}
@@ -216,6 +275,7 @@ func (j *journal) startSegment(seg uint64) error {
 		}
 	}
 	j.f, j.mem, j.seg, j.off = f, mem, seg, 0
+	j.spare = j.prepare(seg + 1)
 	return nil
 }
 
@@ -283,6 +343,14 @@ func (j *journal) forget(segs []uint64) {
 func (j *journal) close() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if sp := j.spare; sp != nil {
+		// The spare holds no record: it goes.
+		j.spare = nil
+		<-sp.done
+		if sp.err == nil {
+			(&mappedSegment{f: sp.f, mem: sp.mem}).drop(j.sparePath(sp.seg))
+		}
+	}
 	if j.mem != nil {
 		cur := &mappedSegment{f: j.f, mem: j.mem}
 		if j.open[j.seg] <= 0 {

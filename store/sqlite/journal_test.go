@@ -470,3 +470,53 @@ func TestUrgentWritesEndTheGathering(t *testing.T) {
 	}
 	wantBalance(t, s, "ws_1", 101*usd-usd/2-3*usd/10, 11*usd-usd/2-3*usd/10)
 }
+
+// TestJournalSpareSegment: the next segment is prepared in the background under a .spare
+// name and renamed when the current one fills; a spare left by a crash is removed at Open
+// and never replayed; Close removes the spare.
+func TestJournalSpareSegment(t *testing.T) {
+	defer func(n int) { journalSegmentBytes = n }(journalSegmentBytes)
+	journalSegmentBytes = 4096
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway.db")
+	jdir := path + "-settlements"
+	if err := os.MkdirAll(jdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(jdir, fmt.Sprintf("%020d.spare", 7))
+	if err := os.WriteFile(leftover, []byte("not a segment"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Fatalf("a crash's spare is still there: %v", err)
+	}
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 50*usd)
+	const n = 40 // several segments of 4 KiB
+	for i := range n {
+		if _, err := leaseSettle(ctx, s, "ws_1", "res_1", i, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantBalance(t, s, "ws_1", 100*usd-usd/2-n*usd/10, 50*usd-usd/2-n*usd/10)
+	s.jr.mu.Lock()
+	cur := s.jr.seg
+	s.jr.mu.Unlock()
+	if cur < 3 {
+		t.Fatalf("still at segment %d after %d records", cur, n)
+	}
+	spares, _ := filepath.Glob(filepath.Join(jdir, "*.spare"))
+	if want := filepath.Join(jdir, fmt.Sprintf("%020d.spare", cur+1)); len(spares) != 1 || spares[0] != want {
+		t.Fatalf("spares %v, want only %s", spares, want)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if spares, _ := filepath.Glob(filepath.Join(jdir, "*.spare")); len(spares) != 0 {
+		t.Fatalf("spares %v left after Close", spares)
+	}
+}
