@@ -17,16 +17,33 @@ func AppendString(b []byte, s string) []byte { return appendString(b, s, false) 
 // and also with <, > and & escaped (\u003c, \u003e, \u0026).
 func AppendStringLikeMarshal(b []byte, s string) []byte { return appendString(b, s, true) }
 
+// plainASCII and plainASCIIHTML tell the bytes a JSON string holds as they are: printable
+// ASCII but the quote and the backslash, and for json.Marshal not <, > and & either. Runs of
+// them are skipped in a tight loop, which is most of model text.
+var plainASCII, plainASCIIHTML = func() (plain, html [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		plain[c] = c != '"' && c != '\\'
+		html[c] = plain[c] && c != '<' && c != '>' && c != '&'
+	}
+	return plain, html
+}()
+
 func appendString(b []byte, s string, html bool) []byte {
+	plain := &plainASCII
+	if html {
+		plain = &plainASCIIHTML
+	}
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && (!html || (c != '<' && c != '>' && c != '&')) {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -83,6 +100,14 @@ func AppendRawLikeMarshal(b, raw []byte) (out []byte, ok bool) {
 	inString := false
 	start := 0
 	for i := 0; i < len(raw); i++ {
+		if inString {
+			for i < len(raw) && !rawStringSpecial[raw[i]] {
+				i++
+			}
+			if i == len(raw) {
+				break
+			}
+		}
 		c := raw[i]
 		if inString {
 			switch {
@@ -112,6 +137,16 @@ func AppendRawLikeMarshal(b, raw []byte) (out []byte, ok bool) {
 	}
 	return append(b, raw[start:]...), true
 }
+
+// rawStringSpecial are the bytes inside a string that AppendRawLikeMarshal must look at:
+// the end of the string, an escape, what json.Marshal escapes for HTML, and the first byte
+// of U+2028 and U+2029.
+var rawStringSpecial = func() (t [256]bool) {
+	for _, c := range []byte{'"', '\\', '<', '>', '&', 0xE2} {
+		t[c] = true
+	}
+	return t
+}()
 
 // AppendFloat64LikeMarshal appends f exactly as json.Marshal writes a float64: the
 // shortest decimal that reads back as f, in exponent form below 1e-6 and from 1e21 on.
