@@ -304,7 +304,7 @@ func upstreamChatBody(body []byte, model string, f chatFields) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	edits := []rawjson.Edit{{Key: "model", Value: appendJSONString(nil, model)}}
+	edits := []rawjson.Edit{{Key: "model", Value: rawjson.AppendStringLikeMarshal(nil, model)}}
 	if f.stream && !f.includeUsage {
 		opts, _ := rawjson.Get(out, "stream_options")
 		if rawjson.IsNull(opts) || opts[0] != '{' {
@@ -362,7 +362,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	defer idle.Stop()
 	out := newSSEWriter(w)
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
-	quotedID := appendJSONString(nil, c.genID)
+	quotedID := rawjson.AppendStringLikeMarshal(nil, c.genID)
 	var usageChunk []byte
 	done := false
 	var streamErr *providers.UpstreamError

@@ -11,9 +11,6 @@ import (
 // The gateway's own JSON additions (cost fields, meta) are appended by hand, byte for byte
 // what encoding/json gives for them, without reflection on the hot path.
 
-// appendJSONString appends s as encoding/json quotes it.
-func appendJSONString(b []byte, s string) []byte { return rawjson.AppendStringLikeMarshal(b, s) }
-
 // appendJSONFloat appends a finite f as encoding/json formats a float64 (null otherwise,
 // where encoding/json would fail).
 func appendJSONFloat(b []byte, f float64) []byte {
@@ -45,7 +42,7 @@ func (c *call) appendMeta(b []byte) []byte {
 			} else {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, d)
+			b = rawjson.AppendStringLikeMarshal(b, d)
 		}
 		b = append(b, ']')
 	}
@@ -58,7 +55,7 @@ func (c *call) appendMeta(b []byte) []byte {
 		b = strconv.AppendInt(appendKey(b, true, "latency_ms"), c.firstByte.Sub(c.start).Milliseconds(), 10)
 	}
 	if c.route != nil {
-		b = appendJSONString(appendKey(b, true, "provider"), c.route.ProviderName)
+		b = rawjson.AppendStringLikeMarshal(appendKey(b, true, "provider"), c.route.ProviderName)
 	}
 	if c.skippedFrames > 0 {
 		b = strconv.AppendInt(appendKey(b, true, "skipped_frames"), int64(c.skippedFrames), 10)
@@ -69,7 +66,7 @@ func (c *call) appendMeta(b []byte) []byte {
 		}
 	}
 	if c.route != nil {
-		b = appendJSONString(appendKey(b, true, "upstream_model"), c.route.UpstreamModel)
+		b = rawjson.AppendStringLikeMarshal(appendKey(b, true, "upstream_model"), c.route.UpstreamModel)
 	}
 	return append(b, '}')
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -42,7 +43,7 @@ func (c *call) metaMap() map[string]any {
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	for _, s := range []string{"", "gen-01ABC", "a\"b\\c", "<tag> & co", "tab\there\n", "é ü 日本", "\u2028\u2029", "bad \xff utf8", "\x7f"} {
 		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
+		if got := rawjson.AppendStringLikeMarshal(nil, s); string(got) != string(want) {
 			t.Errorf("string %q: got %s want %s", s, got, want)
 		}
 	}

@@ -51,7 +51,7 @@ func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.Upst
 	}
 	c.errCode, c.errMessage = CodeUpstream, ue.Error()
 	_ = c.settle(c.reqCtx)
-	writeFrames(out, sink.fail(ue))
+	out.frames(sink.fail(ue))
 }
 
 // failover continues the answer on the routes after broken that accept a prefill. It returns
@@ -147,7 +147,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		case providers.EventToolCall, providers.EventReasoning:
 			continue
 		}
-		writeFrames(out, sink.event(ev))
+		out.frames(sink.event(ev))
 		if out.failed || c.gone() {
 			c.clientGone()
 			_ = c.settle(c.reqCtx)
@@ -168,7 +168,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		c.failures = append(c.failures, failure{route: rt, err: ue})
 		c.errCode, c.errMessage = CodeUpstream, fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
 		_ = c.settle(c.reqCtx)
-		writeFrames(out, sink.fail(ue))
+		out.frames(sink.fail(ue))
 		return true
 	}
 	if !added {
@@ -184,7 +184,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 	if err := c.settle(c.reqCtx); err != nil {
 		final = sink.fail(notRecordedStream)
 	}
-	writeFrames(out, final)
+	out.frames(final)
 	return true
 }
 

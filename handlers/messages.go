@@ -246,7 +246,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			if err := c.settle(r.Context()); err != nil {
 				final = sink.fail(notRecordedStream)
 			}
-			writeFrames(out, final)
+			out.frames(final)
 			return nil
 		case heldDelta == nil:
 			streamErr = c.streamFailure(rt, "the provider's stream ended before it began", nil)

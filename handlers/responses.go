@@ -225,7 +225,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 	c.relayCommit(out, rt, began)
 	final := c.decorateFinal(terminal)
 	if err := c.settle(r.Context()); err != nil {
-		writeFrames(out, (&responsesTailSink{seq: lastSeq}).fail(notRecordedStream))
+		out.frames((&responsesTailSink{seq: lastSeq}).fail(notRecordedStream))
 		return nil
 	}
 	out.frames([]frame{{event: terminalName, data: final}, doneFrame})

@@ -39,9 +39,6 @@ type streamSink interface {
 	fail(ue *providers.UpstreamError) []frame
 }
 
-// writeFrames writes frames that are ready together, with one flush.
-func writeFrames(out *sseWriter, frames []frame) { out.frames(frames) }
-
 var doneFrame = frame{data: []byte("[DONE]")}
 
 // neutral serves a request through a route's ChatProvider and encodes the answer for the
@@ -95,7 +92,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 	commit := func() {
 		if !out.started {
 			c.relayCommit(out, rt, began)
-			writeFrames(out, sink.start())
+			out.frames(sink.start())
 		}
 	}
 	for st.Next() {
@@ -122,7 +119,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 			continue
 		}
 		commit()
-		writeFrames(out, frames)
+		out.frames(frames)
 		if out.failed {
 			break
 		}
@@ -152,7 +149,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 	if err := c.settle(r.Context()); err != nil {
 		final = sink.fail(notRecordedStream)
 	}
-	writeFrames(out, final)
+	out.frames(final)
 	return nil
 }
 
@@ -217,7 +214,7 @@ func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback []byte) 
 	if err != nil {
 		return nil, err
 	}
-	edits := []rawjson.Edit{{Key: idKey, Value: appendJSONString(nil, c.genID)}, {Key: usageKey, Value: usage}}
+	edits := []rawjson.Edit{{Key: idKey, Value: rawjson.AppendStringLikeMarshal(nil, c.genID)}, {Key: usageKey, Value: usage}}
 	if c.wantMeta {
 		edits = append(edits, rawjson.Edit{Key: "meta", Value: c.appendMeta(make([]byte, 0, 320))})
 	}
@@ -226,7 +223,7 @@ func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback []byte) 
 
 // setID replaces a string field (the answer's id) with the generation id.
 func (c *call) setID(obj []byte, path ...string) []byte {
-	quoted := appendJSONString(nil, c.genID)
+	quoted := rawjson.AppendStringLikeMarshal(nil, c.genID)
 	if len(path) == 1 {
 		if out, err := rawjson.Set(obj, path[0], quoted); err == nil {
 			return out

@@ -108,12 +108,12 @@ type journal struct {
 	spare *spareSegment
 }
 
-// spareSegment is a segment being prepared; f, mem and err are set once done is closed.
+// spareSegment is a segment being prepared; the mapping and err are set once done is
+// closed.
 type spareSegment struct {
+	mappedSegment
 	seg  uint64
 	done chan struct{}
-	f    *os.File
-	mem  []byte
 	err  error
 }
 
@@ -144,7 +144,7 @@ func (j *journal) takeSpare(seg uint64) (*os.File, []byte, bool) {
 	}
 	// Under its own name until now, so that a crash leaves no empty segment to replay.
 	if sp.seg != seg || os.Rename(j.sparePath(sp.seg), j.path(seg)) != nil {
-		(&mappedSegment{f: sp.f, mem: sp.mem}).drop(j.sparePath(sp.seg))
+		sp.drop(j.sparePath(sp.seg))
 		return nil, nil, false
 	}
 	return sp.f, sp.mem, true
@@ -348,7 +348,7 @@ func (j *journal) close() {
 		j.spare = nil
 		<-sp.done
 		if sp.err == nil {
-			(&mappedSegment{f: sp.f, mem: sp.mem}).drop(j.sparePath(sp.seg))
+			sp.drop(j.sparePath(sp.seg))
 		}
 	}
 	if j.mem != nil {
