@@ -1,0 +1,53 @@
+package handlers
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// countingWriter counts the writes and flushes that reach the client's connection.
+type countingWriter struct {
+	*httptest.ResponseRecorder
+	writes, flushes int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	w.writes++
+	return w.ResponseRecorder.Write(b)
+}
+
+func (w *countingWriter) Flush() { w.flushes++ }
+
+// TestSSEFramesOneWrite: the events one upstream event becomes reach the client in one
+// write and one flush, byte for byte what writing them one by one gives.
+func TestSSEFramesOneWrite(t *testing.T) {
+	frames := []frame{
+		{event: "message_start", data: []byte(`{"type":"message_start"}`)},
+		{event: "content_block_start", data: []byte(`{"type":"content_block_start","index":0}`)},
+		{event: "content_block_delta", data: []byte(`{"type":"content_block_delta","index":0}`)},
+		doneFrame,
+	}
+	together := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
+	newSSEWriter(together).frames(frames)
+	if together.writes != 1 || together.flushes != 1 {
+		t.Fatalf("%d writes and %d flushes for %d events, want one of each", together.writes, together.flushes, len(frames))
+	}
+	apart := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
+	out := newSSEWriter(apart)
+	for _, f := range frames {
+		out.event(f.event, f.data)
+	}
+	if together.Body.String() != apart.Body.String() {
+		t.Fatalf("together:\n%s\napart:\n%s", together.Body.String(), apart.Body.String())
+	}
+	if together.Code != http.StatusOK || together.Header().Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("status %d, content type %q", together.Code, together.Header().Get("Content-Type"))
+	}
+	// Nothing to write writes nothing, not even the headers.
+	idle := &countingWriter{ResponseRecorder: httptest.NewRecorder()}
+	newSSEWriter(idle).frames(nil)
+	if idle.writes != 0 || idle.flushes != 0 {
+		t.Fatalf("no frames: %d writes, %d flushes", idle.writes, idle.flushes)
+	}
+}
