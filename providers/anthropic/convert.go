@@ -1194,7 +1194,7 @@ func ParseUsage(raw []byte) (providers.Usage, error) {
 		return providers.Usage{}, nil
 	}
 	var u Usage
-	if !validJSON(raw) || !u.fastDecode(raw) {
+	if !rawjson.Valid(raw) || !u.fastDecode(raw) {
 		u = Usage{}
 		if err := json.Unmarshal(raw, &u); err != nil {
 			return providers.Usage{}, fmt.Errorf("decoding usage: %w", err)

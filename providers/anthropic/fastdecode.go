@@ -10,7 +10,7 @@ import (
 // API send. Each fastDecode reports false for input it does not reproduce exactly, and the
 // caller then resets the struct and falls back to json.Unmarshal, so that its result and its
 // errors stay the reference. What is left to encoding/json:
-//   - invalid JSON, which it refuses (validJSON is json.Valid, faster);
+//   - invalid JSON, which it refuses (rawjson.Valid, json.Valid but faster);
 //   - keys with an escape, an upper-case letter or a non-ASCII byte: it matches keys to
 //     fields case-insensitively, with Unicode folding ("ſ" is "s");
 //   - a key repeated within an object: it decodes the second value over the first;
@@ -27,7 +27,7 @@ import (
 // fastDecode fills m from the JSON body data as json.Unmarshal would into a zero Message, or
 // reports false, leaving m partly filled.
 func (m *Message) fastDecode(data []byte) bool {
-	if !validJSON(data) {
+	if !rawjson.Valid(data) {
 		return false
 	}
 	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
@@ -56,7 +56,7 @@ func (m *Message) fastDecode(data []byte) bool {
 // fastDecode fills r from the JSON body data as json.Unmarshal would into a zero
 // MessagesRequest, or reports false, leaving r partly filled.
 func (r *MessagesRequest) fastDecode(data []byte) bool {
-	if !validJSON(data) {
+	if !rawjson.Valid(data) {
 		return false
 	}
 	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
@@ -94,7 +94,7 @@ func (r *MessagesRequest) fastDecode(data []byte) bool {
 	})
 }
 
-// The nested types' decoders take a value of a body validJSON has checked.
+// The nested types' decoders take a value of a body rawjson.Valid has checked.
 
 func (b *ContentBlock) fastDecode(data []byte) bool {
 	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
@@ -250,10 +250,6 @@ func decodeStrings(v []byte, dst *[]string) bool {
 	*dst = out
 	return err == nil && ok
 }
-
-// validJSON is json.Valid, faster (rawjson.Valid): the fast path must refuse what
-// json.Unmarshal refuses, and the rawjson walkers expect well-formed input.
-func validJSON(data []byte) bool { return rawjson.Valid(data) }
 
 // fastDecode reads a usage object, which every answer and the end of every stream carry.
 func (u *Usage) fastDecode(data []byte) bool {

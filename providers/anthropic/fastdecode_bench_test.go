@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"encoding/json"
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"testing"
 )
 
@@ -58,10 +59,10 @@ func BenchmarkDecode(b *testing.B) {
 
 func BenchmarkValidJSON(b *testing.B) {
 	body := []byte(benchResponse)
-	b.Run("validJSON", func(b *testing.B) {
+	b.Run("rawjson.Valid", func(b *testing.B) {
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			validJSON(body)
+			rawjson.Valid(body)
 		}
 	})
 	b.Run("json.Valid", func(b *testing.B) {

@@ -112,18 +112,18 @@ func FuzzValidJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if got, want := validJSON(data), json.Valid(data); got != want {
-			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", data, got, want)
+		if got, want := rawjson.Valid(data), json.Valid(data); got != want {
+			t.Fatalf("rawjson.Valid(%q) = %v, json.Valid says %v", data, got, want)
 		}
 	})
 }
 
-// TestValidJSONDepth checks the depth limit, which validJSON leaves to json.Valid.
+// TestValidJSONDepth checks the depth limit, which rawjson.Valid leaves to json.Valid.
 func TestValidJSONDepth(t *testing.T) {
 	for _, depth := range []int{63, 64, 65, 10000, 10001} {
 		data := []byte(strings.Repeat(`[`, depth) + strings.Repeat(`]`, depth))
-		if got, want := validJSON(data), json.Valid(data); got != want {
-			t.Errorf("depth %d: validJSON %v, json.Valid %v", depth, got, want)
+		if got, want := rawjson.Valid(data), json.Valid(data); got != want {
+			t.Errorf("depth %d: rawjson.Valid %v, json.Valid %v", depth, got, want)
 		}
 	}
 }

@@ -256,10 +256,10 @@ func decodeUsage(raw json.RawMessage) (*Usage, error) {
 	if isNull(bytes.TrimSpace(raw)) {
 		return nil, nil
 	}
-	// raw comes from a decoded event, so it is valid JSON; validJSON keeps the fast path's
+	// raw comes from a decoded event, so it is valid JSON; rawjson.Valid keeps the fast path's
 	// precondition local all the same, at little cost for an object this small.
 	var u Usage
-	if !validJSON(raw) || !u.fastDecode(raw) {
+	if !rawjson.Valid(raw) || !u.fastDecode(raw) {
 		u = Usage{}
 		if err := json.Unmarshal(raw, &u); err != nil {
 			return nil, fmt.Errorf("decoding usage: %w", err)

@@ -17,7 +17,7 @@ import (
 // fastDecode fills e from an event's data as json.Unmarshal would into a zero streamEvent,
 // or reports false, leaving e partly filled.
 func (e *streamEvent) fastDecode(data []byte) bool {
-	if !validJSON(data) {
+	if !rawjson.Valid(data) {
 		return false
 	}
 	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
@@ -39,7 +39,7 @@ func (e *streamEvent) fastDecode(data []byte) bool {
 	})
 }
 
-// The nested types' decoders take a value of data validJSON has checked.
+// The nested types' decoders take a value of data rawjson.Valid has checked.
 
 func (m *streamMessage) fastDecode(data []byte) bool {
 	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
