@@ -36,6 +36,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +45,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,6 +81,7 @@ type config struct {
 	Tests          string        `json:"tests"`
 	Fresh          bool          `json:"fresh"`
 	ProxyCPUs      string        `json:"proxy_cpus,omitempty"`
+	Variant        string        `json:"variant,omitempty"`
 
 	caddyBin       string
 	jsonOut        string
@@ -86,6 +89,7 @@ type config struct {
 	profileDir     string
 	profileArms    string
 	profileSeconds int
+	profileRate    int
 }
 
 func main() {
@@ -121,6 +125,7 @@ func main() {
 	flag.IntVar(&c.IdleConns, "idle-conns", 1024, "keepalive_idle_conns_per_host of both proxies' upstream transport")
 	flag.BoolVar(&c.Fresh, "fresh", true, "restart the proxy (and warm it) before each memory and capacity measurement, so that its baseline is a fresh process's and not memory kept from earlier tests")
 	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity")
+	flag.StringVar(&c.Variant, "variant", "", "also run a second gateway whose process gets these environment variables (space-separated NAME=VALUE, e.g. \"GOGC=400\"), with a twin \""+variantPrefix+"<arm>\" of every gateway arm, so that a runtime setting is compared with the default side by side in the same run")
 	flag.StringVar(&c.ProxyCPUs, "proxy-cpus", "", "run both proxies on these CPUs (taskset syntax, e.g. 1) and the load generator and fake upstream on the others, so that they do not compete for a core (needs taskset)")
 	flag.StringVar(&c.Credits, "credits", "1000000", "credits of the benchmark workspace, in USD")
 	flag.StringVar(&c.caddyBin, "caddy", "", "a Caddy binary built with the gateway (default: go build ./cmd/caddy)")
@@ -129,6 +134,7 @@ func main() {
 	flag.StringVar(&c.profileDir, "profile", "", "after the rounds, profile the proxies under saturation and write the profiles to this directory")
 	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
+	flag.IntVar(&c.profileRate, "profile-rate", 0, "profile at this fixed rate in requests per second, as in the latency test, instead of under saturation (0: saturation)")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
@@ -223,6 +229,11 @@ func (c *config) validate() error {
 		return errors.New("stream counts must not be negative")
 	case c.profileSeconds < 1:
 		return errors.New("-profile-seconds must be at least 1")
+	case c.profileRate < 0:
+		return errors.New("-profile-rate must not be negative")
+	}
+	if _, err := parseVariant(c.Variant); err != nil {
+		return err
 	}
 	if c.ProxyCPUs != "" && os.Getenv(pinnedEnv) == "" {
 		if _, _, err := splitCPUs(c.ProxyCPUs, runtime.NumCPU()); err != nil {
@@ -243,9 +254,11 @@ type bench struct {
 	upstreamURL string
 	plain       *child
 	gateway     *child
+	variant     *child // the -variant gateway, or nil
 	adminPorts  map[*child]int
-	dbPath      string
-	arms        []*arm
+	// dbPaths are the SQLite files of the gateway and, with -variant, of its twin.
+	dbPaths []string
+	arms    []*arm
 }
 
 func run(ctx context.Context, cfg *config) error {
@@ -265,6 +278,7 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	rep := &report{Config: *cfg, Machine: machineInfo(), Rounds: map[string][]roundResult{}}
 	rep.Machine.LoadBefore = loadAvg()
+	cpuTotal0, steal0, cpuOK := cpuTimes()
 	for _, a := range b.arms {
 		rep.Arms = append(rep.Arms, a.name)
 	}
@@ -305,6 +319,7 @@ func run(ctx context.Context, cfg *config) error {
 	}
 	rep.Records = b.waitRecords(ctx, 2*time.Minute)
 	rep.Machine.LoadAfter = loadAvg()
+	rep.Machine.StealPercent = stealSince(cpuTotal0, steal0, cpuOK)
 	rep.Seconds = time.Since(started).Seconds()
 	rep.build()
 	rep.print(os.Stdout)
@@ -360,43 +375,32 @@ func (b *bench) start(ctx context.Context) error {
 	}
 
 	plainCfg := filepath.Join(b.dir, "plain.Caddyfile")
-	gwCfg := filepath.Join(b.dir, "gateway.Caddyfile")
-	b.dbPath = filepath.Join(b.dir, "gateway", "gateway.db")
 	if err := os.WriteFile(plainCfg, []byte(plainCaddyfile(plainPort, upPort, plainAdmin, cfg.IdleConns)), 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(gwCfg, []byte(gatewayCaddyfile(gwPort, upPort, gwAdmin, cfg.IdleConns, b.dbPath)), 0o600); err != nil {
-		return err
-	}
-	key, err := bootstrap(ctx, bin, gwCfg, env, cfg.Credits)
-	if err != nil {
 		return err
 	}
 	prog, args := proxyCommand(cfg.ProxyCPUs, bin, "run", "--config", plainCfg, "--adapter", "caddyfile")
 	if b.plain, err = startChild("caddy", b.dir, env, prog, args...); err != nil {
 		return err
 	}
-	prog, args = proxyCommand(cfg.ProxyCPUs, bin, "run", "--config", gwCfg, "--adapter", "caddyfile")
-	if b.gateway, err = startChild("gateway", b.dir, env, prog, args...); err != nil {
-		return err
-	}
-	b.adminPorts[b.plain], b.adminPorts[b.gateway] = plainAdmin, gwAdmin
-	plainURL, gwURL := fmt.Sprintf("http://127.0.0.1:%d", plainPort), fmt.Sprintf("http://127.0.0.1:%d", gwPort)
-	b.plain.health, b.gateway.health = plainURL+"/bench/ping", gwURL+"/v1/health"
+	b.adminPorts[b.plain] = plainAdmin
+	plainURL := fmt.Sprintf("http://127.0.0.1:%d", plainPort)
+	b.plain.health = plainURL + "/bench/ping"
 	if err := waitHTTP(ctx, b.plain, http.MethodGet, b.plain.health, 30*time.Second); err != nil {
 		return err
 	}
-	if err := waitHTTP(ctx, b.gateway, http.MethodGet, b.gateway.health, 30*time.Second); err != nil {
+	gw, err := b.startGateway(ctx, "gateway", bin, env, gwPort, upPort, gwAdmin)
+	if err != nil {
 		return err
 	}
+	b.gateway = gw.proc
 
 	all := map[string]*arm{
-		"direct":                 {kind: kindDirect, url: b.upstreamURL + "/v1/chat/completions", model: "bench-oa"},
-		"caddy":                  {kind: kindCaddy, url: plainURL + "/v1/chat/completions", model: "bench-oa", proc: b.plain},
-		"gw-chat-passthrough":    {kind: kindGateway, url: gwURL + "/v1/chat/completions", model: "bench-oa", proc: b.gateway},
-		"gw-messages-translated": {kind: kindGateway, url: gwURL + "/v1/messages", messages: true, model: "bench-oa", proc: b.gateway},
-		"gw-chat-translated":     {kind: kindGateway, url: gwURL + "/v1/chat/completions", model: "bench-an", proc: b.gateway},
+		// Direct and Caddy send the same header the gateway arms do, so that every arm
+		// forwards the same request.
+		"direct": {kind: kindDirect, url: b.upstreamURL + "/v1/chat/completions", model: "bench-oa", key: gw.key},
+		"caddy":  {kind: kindCaddy, url: plainURL + "/v1/chat/completions", model: "bench-oa", proc: b.plain, key: gw.key},
 	}
+	maps.Copy(all, gw.arms(""))
 	want := map[string]bool{"caddy": true}
 	for _, n := range strings.Split(cfg.Arms, ",") {
 		n = strings.TrimSpace(n)
@@ -411,15 +415,99 @@ func (b *bench) start(ctx context.Context) error {
 		}
 		want[n] = true
 	}
+	variant, _ := parseVariant(cfg.Variant)
+	var twins map[string]*arm
+	if variant != nil {
+		ports := make([]int, 2)
+		for i := range ports {
+			if ports[i], err = freePort(); err != nil {
+				return err
+			}
+		}
+		admin := 0
+		if cfg.profileDir != "" {
+			admin = ports[1]
+		}
+		vgw, err := b.startGateway(ctx, "gateway-b", bin, append(slices.Clip(env), variant...), ports[0], upPort, admin)
+		if err != nil {
+			return err
+		}
+		b.variant = vgw.proc
+		twins = vgw.arms(variantPrefix)
+		logf("gateway-b pid %d runs with %s", vgw.proc.pid(), strings.Join(variant, " "))
+	}
 	for _, n := range armNames {
-		if want[n] {
-			a := all[n]
-			a.name, a.key, a.client = n, key, newClient()
-			b.arms = append(b.arms, a)
+		if !want[n] {
+			continue
+		}
+		a := all[n]
+		a.name, a.client = n, newClient()
+		b.arms = append(b.arms, a)
+		if t := twins[variantPrefix+n]; t != nil {
+			t.name, t.client = variantPrefix+n, newClient()
+			b.arms = append(b.arms, t)
 		}
 	}
 	logf("upstream pid %d, caddy pid %d, gateway pid %d; workdir %s", b.upstream.pid(), b.plain.pid(), b.gateway.pid(), b.dir)
 	return nil
+}
+
+// variantPrefix starts the names of the arms of the -variant gateway.
+const variantPrefix = "b:"
+
+// parseVariant splits -variant into NAME=VALUE environment entries; nil when empty.
+func parseVariant(s string) ([]string, error) {
+	var env []string
+	for _, f := range strings.Fields(s) {
+		name, _, ok := strings.Cut(f, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("-variant: %q is not NAME=VALUE", f)
+		}
+		env = append(env, f)
+	}
+	return env, nil
+}
+
+// gatewayProc is a running gateway: its process, address and bootstrapped key.
+type gatewayProc struct {
+	proc *child
+	url  string
+	key  string
+}
+
+// startGateway writes a gateway's Caddyfile, bootstraps its database and starts it.
+func (b *bench) startGateway(ctx context.Context, name, bin string, env []string, port, upPort, admin int) (*gatewayProc, error) {
+	cfgPath := filepath.Join(b.dir, name+".Caddyfile")
+	dbPath := filepath.Join(b.dir, name, "gateway.db")
+	if err := os.WriteFile(cfgPath, []byte(gatewayCaddyfile(port, upPort, admin, b.cfg.IdleConns, dbPath)), 0o600); err != nil {
+		return nil, err
+	}
+	key, err := bootstrap(ctx, bin, cfgPath, env, b.cfg.Credits)
+	if err != nil {
+		return nil, err
+	}
+	prog, args := proxyCommand(b.cfg.ProxyCPUs, bin, "run", "--config", cfgPath, "--adapter", "caddyfile")
+	proc, err := startChild(name, b.dir, env, prog, args...)
+	if err != nil {
+		return nil, err
+	}
+	b.adminPorts[proc] = admin
+	b.dbPaths = append(b.dbPaths, dbPath)
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	proc.health = url + "/v1/health"
+	if err := waitHTTP(ctx, proc, http.MethodGet, proc.health, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return &gatewayProc{proc: proc, url: url, key: key}, nil
+}
+
+// arms are the gateway's arms, their names prefixed.
+func (g *gatewayProc) arms(prefix string) map[string]*arm {
+	return map[string]*arm{
+		prefix + "gw-chat-passthrough":    {kind: kindGateway, url: g.url + "/v1/chat/completions", model: "bench-oa", proc: g.proc, key: g.key},
+		prefix + "gw-messages-translated": {kind: kindGateway, url: g.url + "/v1/messages", messages: true, model: "bench-oa", proc: g.proc, key: g.key},
+		prefix + "gw-chat-translated":     {kind: kindGateway, url: g.url + "/v1/chat/completions", model: "bench-an", proc: g.proc, key: g.key},
+	}
 }
 
 // sanity sends one plain and one streamed request on every arm, so that a broken arm stops
@@ -435,7 +523,10 @@ func (b *bench) sanity(ctx context.Context) error {
 		}
 		cancel()
 		if err != nil {
-			for _, c := range []*child{b.upstream, b.plain, b.gateway} {
+			for _, c := range []*child{b.upstream, b.plain, b.gateway, b.variant} {
+				if c == nil {
+					continue
+				}
 				if e := c.exited(); e != nil {
 					return e
 				}
@@ -532,8 +623,8 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 	return res
 }
 
-// profile saturates each chosen arm while fetching a CPU profile from its process's admin
-// endpoint, with heap allocation profiles before and after.
+// profile loads each chosen arm, at saturation or at -profile-rate, while fetching a CPU
+// profile from its process's admin endpoint, with heap allocation profiles before and after.
 func (b *bench) profile(ctx context.Context) error {
 	if err := os.MkdirAll(b.cfg.profileDir, 0o755); err != nil {
 		return err
@@ -554,23 +645,33 @@ func (b *bench) profile(ctx context.Context) error {
 			return err
 		}
 		secs := b.cfg.profileSeconds
-		logf("profiling %s for %ds under saturation", a.name, secs)
-		done := make(chan satResult, 1)
 		body := a.body(false, directive{n: b.cfg.AnswerPieces, latency: b.cfg.Latency})
-		go func() {
-			done <- saturate(ctx, a, b.upstream, b.cfg.Concurrency, 0, time.Duration(secs+2)*time.Second, body)
-		}()
+		load := time.Duration(secs+2) * time.Second
+		done := make(chan string, 1)
+		if rate := b.cfg.profileRate; rate > 0 {
+			logf("profiling %s for %ds at %d rps", a.name, secs, rate)
+			go func() {
+				r := fixedRate(ctx, a, rate, 0, load, body)
+				done <- fmt.Sprintf("p50 %.0f µs, p99 %.0f µs", r.P50Us, r.P99Us)
+			}()
+		} else {
+			logf("profiling %s for %ds under saturation", a.name, secs)
+			go func() {
+				r := saturate(ctx, a, b.upstream, b.cfg.Concurrency, 0, load, body)
+				done <- fmt.Sprintf("%.0f rps", r.RPS)
+			}()
+		}
 		sleepCtx(ctx, time.Second)
 		err := fetch(ctx, fmt.Sprintf("%s/profile?seconds=%d", admin, secs), base+".cpu.pprof", time.Duration(secs)*time.Second+time.Minute)
-		r := <-done
+		loaded := <-done
 		if err != nil {
 			return err
 		}
 		if err := fetch(ctx, admin+"/allocs", base+".allocs.pprof", time.Minute); err != nil {
 			return err
 		}
-		logf("  %.0f rps while profiled; go tool pprof -top %s.cpu.pprof; go tool pprof -top -sample_index=alloc_space -base %s.allocs.before.pprof %s.allocs.pprof",
-			r.RPS, base, base, base)
+		logf("  %s while profiled; go tool pprof -top %s.cpu.pprof; go tool pprof -top -sample_index=alloc_space -base %s.allocs.before.pprof %s.allocs.pprof",
+			loaded, base, base, base)
 	}
 	return nil
 }
@@ -667,26 +768,34 @@ func (b *bench) freshen(ctx context.Context, a *arm) error {
 	return nil
 }
 
-// records counts the gateway's generation rows, reading its SQLite file directly.
+// records counts the generation rows of the gateway (and its -variant twin), reading their
+// SQLite files directly.
 func (b *bench) records() recordCheck {
 	rc := recordCheck{ByStatus: map[string]int64{}}
-	db, err := sql.Open("sqlite3", "file:"+b.dbPath+"?mode=ro&_busy_timeout=10000")
+	for _, path := range b.dbPaths {
+		if err := rc.count(path); err != nil {
+			rc.Error = err.Error()
+			break
+		}
+	}
+	return rc
+}
+
+func (rc *recordCheck) count(dbPath string) error {
+	db, err := sql.Open("sqlite3", "file:"+dbPath+"?mode=ro&_busy_timeout=10000")
 	if err != nil {
-		rc.Error = err.Error()
-		return rc
+		return err
 	}
 	defer db.Close()
 	rows, err := db.Query(`SELECT status, cancelled, COUNT(*) FROM generations GROUP BY status, cancelled`)
 	if err != nil {
-		rc.Error = err.Error()
-		return rc
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var status, cancelled, n int64
 		if err := rows.Scan(&status, &cancelled, &n); err != nil {
-			rc.Error = err.Error()
-			return rc
+			return err
 		}
 		key := fmt.Sprint(status)
 		if cancelled != 0 {
@@ -695,10 +804,7 @@ func (b *bench) records() recordCheck {
 		rc.ByStatus[key] += n
 		rc.Rows += n
 	}
-	if err := rows.Err(); err != nil {
-		rc.Error = err.Error()
-	}
-	return rc
+	return rows.Err()
 }
 
 func logf(format string, args ...any) {
@@ -715,6 +821,42 @@ type machine struct {
 	Source     string `json:"source"`
 	LoadBefore string `json:"load_before"`
 	LoadAfter  string `json:"load_after"`
+	// StealPercent is the share of the machine's CPU time that its hypervisor gave to
+	// others during the run (Linux /proc/stat); -1 when unknown. A virtual machine's
+	// latencies mean little when it is high.
+	StealPercent float64 `json:"steal_percent"`
+}
+
+// cpuTimes reads the machine's total and stolen CPU time in clock ticks from /proc/stat.
+func cpuTimes() (total, steal int64, ok bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	// user nice system idle iowait irq softirq steal (guest time is counted in user).
+	for i := 1; i <= 8; i++ {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += v
+	}
+	steal, _ = strconv.ParseInt(f[8], 10, 64)
+	return total, steal, true
+}
+
+// stealSince is the percentage of CPU time stolen since the cpuTimes reading t0, s0.
+func stealSince(t0, s0 int64, ok0 bool) float64 {
+	t1, s1, ok1 := cpuTimes()
+	if !ok0 || !ok1 || t1 <= t0 {
+		return -1
+	}
+	return 100 * float64(s1-s0) / float64(t1-t0)
 }
 
 func machineInfo() machine {

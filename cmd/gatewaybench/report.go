@@ -321,6 +321,9 @@ func (rep *report) print(w io.Writer) {
 	m := rep.Machine
 	fmt.Fprintf(w, "\ngatewaybench: %d CPUs (%s), %s, kernel %s, source %s; load average %s before, %s after; %.0f s\n",
 		m.CPUs, m.CPU, m.Go, m.Kernel, m.Source, m.LoadBefore, m.LoadAfter, rep.Seconds)
+	if m.StealPercent >= 0 {
+		fmt.Fprintf(w, "CPU time stolen by the hypervisor during the run: %.1f%%\n", m.StealPercent)
+	}
 	if c := rep.Config.ProxyCPUs; c != "" {
 		fmt.Fprintf(w, "both proxies pinned to CPU %s; the load generator and the fake upstream on the others\n", c)
 	}

@@ -135,3 +135,38 @@ func TestSplitCPUs(t *testing.T) {
 		}
 	}
 }
+
+func TestParseVariant(t *testing.T) {
+	env, err := parseVariant("  GOGC=400 GODEBUG=gctrace=1  ")
+	if err != nil || len(env) != 2 || env[0] != "GOGC=400" || env[1] != "GODEBUG=gctrace=1" {
+		t.Fatalf("got %q, %v", env, err)
+	}
+	if env, err := parseVariant(""); err != nil || env != nil {
+		t.Fatalf("empty: %q, %v", env, err)
+	}
+	for _, bad := range []string{"GOGC", "=1", "GOGC=1 X"} {
+		if _, err := parseVariant(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestStealSince(t *testing.T) {
+	total, steal, ok := cpuTimes()
+	if !ok {
+		t.Skip("no /proc/stat")
+	}
+	if steal < 0 || steal > total {
+		t.Fatalf("steal %d of %d", steal, total)
+	}
+	if got := stealSince(total, steal, false); got != -1 {
+		t.Fatalf("unknown start: %v, want -1", got)
+	}
+	// A reading from the future has no interval to measure.
+	if got := stealSince(total+1<<40, steal, true); got != -1 {
+		t.Fatalf("no interval: %v, want -1", got)
+	}
+	if got := stealSince(total-100, steal, true); got < 0 || got > 100 {
+		t.Fatalf("steal %v%% out of range", got)
+	}
+}
