@@ -84,8 +84,12 @@ func TestPragmas(t *testing.T) {
 				{"synchronous", s.w, mode.synchronous},
 				{"foreign_keys", s.w, "1"},
 				{"busy_timeout", s.w, "10000"},
+				// The writer's savepoint sub-journals stay in memory (no temporary file per
+				// batch); readers keep the default (0) so a large sort spills to disk.
+				{"temp_store", s.w, "2"},
 				{"foreign_keys", s.r, "1"},
 				{"query_only", s.r, "1"},
+				{"temp_store", s.r, "0"},
 			}
 			for _, tc := range tests {
 				var got string
