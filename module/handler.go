@@ -28,6 +28,10 @@ type Handler struct {
 	StreamIdleTimeout caddy.Duration `json:"stream_idle_timeout,omitempty"`
 
 	gw *handlers.Gateway
+	// storeKey is the handler's own reference to the app's pooled store (stores): the
+	// store stays open until the handler has returned its leases, whichever of the two is
+	// cleaned up first.
+	storeKey string
 }
 
 // CaddyModule returns the Caddy module information.
@@ -49,6 +53,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("loading the model_gateway app: %w", err)
 	}
 	app := appIface.(*App)
+	if app.storeKey != "" {
+		stores.LoadOrStore(app.storeKey, pooledStore{app.store})
+		h.storeKey = app.storeKey
+	}
 	h.gw = app.gateway(ctx.Logger(), h.MaxBodySize, time.Duration(h.StreamIdleTimeout))
 	return nil
 }
@@ -76,13 +84,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 }
 
 // Cleanup returns the credit this handler's gateway holds in leases, so that a config
-// reload or a shutdown leaves no hold behind. If the store was already closed (the app can
-// be cleaned up first at shutdown), the holds expire and the sweeper frees them.
+// reload or a shutdown leaves no hold behind, then lets go of the store (closed once the
+// app and every handler have let go of it).
 func (h *Handler) Cleanup() error {
-	if h.gw == nil {
-		return nil
+	var err error
+	if h.gw != nil {
+		err = h.gw.Close()
 	}
-	return h.gw.Close()
+	if h.storeKey != "" {
+		if _, derr := stores.Delete(h.storeKey); derr != nil && err == nil {
+			err = fmt.Errorf("closing the store: %w", derr)
+		}
+		h.storeKey = ""
+	}
+	return err
 }
 
 // Interface guards.

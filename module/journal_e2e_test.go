@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -47,5 +49,33 @@ func TestJournaledSettlementsReadBack(t *testing.T) {
 	}
 	if segs, _ := filepath.Glob(env.dbPath + "-settlements/*.log"); len(segs) == 0 {
 		t.Error("no settlement journal next to the database: the answers were not journaled")
+	}
+}
+
+// TestShutdownReturnsLeases: a key's credit lease lingers after its request (2 s by
+// default), holding credit; stopping Caddy returns it before the store closes, whatever
+// order Caddy cleans the app and the handler up in, so a restarted gateway does not start
+// with credit held for a process that is gone (only the sweeper would free it, much later),
+// and the store is closed once nothing uses it.
+func TestShutdownReturnsLeases(t *testing.T) {
+	up := newFakeOpenAI(t, chatOK("ok", 10, 20))
+	env := startGateway(t, providerBlock("primary", up.URL)+pricedModel("gpt-test", pricedRoute("primary", "gpt-4o-mini")), "")
+	ws, key := env.workspace(100 * usd)
+	if status, _, body := env.post(key, "/chat/completions", `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`); status != 200 {
+		t.Fatalf("%d %s", status, body)
+	}
+	if b := env.balance(ws); b.ReservedNanos == 0 {
+		t.Fatal("no credit held after the request: the test needs a lingering lease")
+	}
+	if err := caddy.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if b := env.balance(ws); b.ReservedNanos != 0 || b.BalanceNanos != 100*usd-(10*1000+20*2000) {
+		t.Fatalf("after shutdown: %+v, want nothing reserved and the one charge", b)
+	}
+	count := 0
+	stores.Range(func(key, value any) bool { count++; return true })
+	if count != 0 {
+		t.Fatalf("%d store handles left open after shutdown", count)
 	}
 }
