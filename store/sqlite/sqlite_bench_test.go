@@ -29,17 +29,7 @@ func BenchmarkReserveSettle(b *testing.B) {
 
 func benchReserveSettle(b *testing.B, limit, par int) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(b.TempDir(), "gateway.db"), withBatchLimit(limit))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.CreateWorkspace(ctx, store.Workspace{ID: "ws_bench"}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := s.AddCredits(ctx, "ws_bench", 1_000_000*store.NanosPerUSD, ""); err != nil {
-		b.Fatal(err)
-	}
+	s := openBenchStore(b, withBatchLimit(limit))
 	commits := s.wr.commits.Load()
 	b.SetParallelism(par)
 	b.ResetTimer()
@@ -101,17 +91,7 @@ func BenchmarkSettleLeaseGathered(b *testing.B) {
 
 func benchSettleLease(b *testing.B, par int, opts ...Option) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(b.TempDir(), "gateway.db"), opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.CreateWorkspace(ctx, store.Workspace{ID: "ws_bench"}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := s.AddCredits(ctx, "ws_bench", 1_000_000*store.NanosPerUSD, ""); err != nil {
-		b.Fatal(err)
-	}
+	s := openBenchStore(b, opts...)
 	if _, err := s.Reserve(ctx, store.ReserveParams{ID: "res_lease", WorkspaceID: "ws_bench",
 		AmountNanos: 100_000 * store.NanosPerUSD, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		b.Fatal(err)
@@ -143,4 +123,22 @@ func benchSettleLease(b *testing.B, par int, opts ...Option) {
 	if n := s.wr.commits.Load() - commits; n > 0 {
 		b.ReportMetric(float64(s.wr.ops.Load()-ops)/float64(n), "writes/commit")
 	}
+}
+
+// openBenchStore opens a store in a temporary directory, closed when the benchmark ends,
+// with the workspace ws_bench holding a million dollars.
+func openBenchStore(b *testing.B, opts ...Option) *Store {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(b.TempDir(), "gateway.db"), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	if err := s.CreateWorkspace(ctx, store.Workspace{ID: "ws_bench"}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.AddCredits(ctx, "ws_bench", 1_000_000*store.NanosPerUSD, ""); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
