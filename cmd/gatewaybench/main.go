@@ -13,6 +13,9 @@
 //	gw-chat-passthrough     gateway /v1/chat/completions to the OpenAI-wire provider
 //	gw-messages-translated  gateway /v1/messages to the OpenAI-wire provider
 //	gw-chat-translated      gateway /v1/chat/completions to the Anthropic-wire provider
+//	gw-chat-passthrough-small-wallet
+//	                        gw-chat-passthrough for a workspace under 10 USD, which takes no
+//	                        credit lease (only when named in -arms)
 //
 // Figures: throughput at saturation (closed loop), latency p50/p99 at a fixed rate (open
 // loop), time to first chunk and gaps between chunks on streams, memory per open stream
@@ -244,7 +247,16 @@ func (c *config) validate() error {
 }
 
 // armNames is the order of the arms in every table.
-var armNames = []string{"direct", "caddy", "gw-chat-passthrough", "gw-messages-translated", "gw-chat-translated"}
+var armNames = []string{"direct", "caddy", "gw-chat-passthrough", "gw-messages-translated", "gw-chat-translated", smallWalletArm}
+
+// smallWalletArm is chat passthrough for a key whose workspace holds less than a credit
+// lease needs (10 USD), so that every request reserves and settles through the database:
+// the path of small wallets. "all" leaves it out; name it in -arms.
+const smallWalletArm = "gw-chat-passthrough-small-wallet"
+
+// smallWalletCredits is the small wallet, in USD: under the lease threshold, and enough for
+// any run at the benchmark's prices (about 0.00001 USD a request) to keep its 1 USD preflight.
+const smallWalletCredits = "9"
 
 // bench is the running benchmark: its processes and arms.
 type bench struct {
@@ -406,7 +418,7 @@ func (b *bench) start(ctx context.Context) error {
 		n = strings.TrimSpace(n)
 		if n == "all" {
 			for _, m := range armNames {
-				want[m] = true
+				want[m] = m != smallWalletArm
 			}
 			continue
 		}
@@ -473,6 +485,8 @@ type gatewayProc struct {
 	proc *child
 	url  string
 	key  string
+	// smallKey is a key of a second workspace, holding smallWalletCredits.
+	smallKey string
 }
 
 // startGateway writes a gateway's Caddyfile, bootstraps its database and starts it.
@@ -482,7 +496,11 @@ func (b *bench) startGateway(ctx context.Context, name, bin string, env []string
 	if err := os.WriteFile(cfgPath, []byte(gatewayCaddyfile(port, upPort, admin, b.cfg.IdleConns, dbPath)), 0o600); err != nil {
 		return nil, err
 	}
-	key, err := bootstrap(ctx, bin, cfgPath, env, b.cfg.Credits)
+	key, err := bootstrap(ctx, bin, cfgPath, env, "bench", b.cfg.Credits)
+	if err != nil {
+		return nil, err
+	}
+	smallKey, err := bootstrap(ctx, bin, cfgPath, env, "bench-small-wallet", smallWalletCredits)
 	if err != nil {
 		return nil, err
 	}
@@ -498,7 +516,7 @@ func (b *bench) startGateway(ctx context.Context, name, bin string, env []string
 	if err := waitHTTP(ctx, proc, http.MethodGet, proc.health, 30*time.Second); err != nil {
 		return nil, err
 	}
-	return &gatewayProc{proc: proc, url: url, key: key}, nil
+	return &gatewayProc{proc: proc, url: url, key: key, smallKey: smallKey}, nil
 }
 
 // arms are the gateway's arms, their names prefixed.
@@ -507,6 +525,7 @@ func (g *gatewayProc) arms(prefix string) map[string]*arm {
 		prefix + "gw-chat-passthrough":    {kind: kindGateway, url: g.url + "/v1/chat/completions", model: "bench-oa", proc: g.proc, key: g.key},
 		prefix + "gw-messages-translated": {kind: kindGateway, url: g.url + "/v1/messages", messages: true, model: "bench-oa", proc: g.proc, key: g.key},
 		prefix + "gw-chat-translated":     {kind: kindGateway, url: g.url + "/v1/chat/completions", model: "bench-an", proc: g.proc, key: g.key},
+		prefix + smallWalletArm:           {kind: kindGateway, url: g.url + "/v1/chat/completions", model: "bench-oa", proc: g.proc, key: g.smallKey},
 	}
 }
 

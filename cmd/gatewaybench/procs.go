@@ -323,8 +323,8 @@ var keyPattern = regexp.MustCompile(`gateway_v1_sk_[a-z0-9]+_[a-z0-9]+`)
 
 // bootstrap creates a workspace with credits and a standard key in the gateway's store
 // with "caddy gateway bootstrap", and returns the key.
-func bootstrap(ctx context.Context, caddyBin, config string, env []string, credits string) (string, error) {
-	cmd := exec.CommandContext(ctx, caddyBin, "gateway", "bootstrap", "--config", config, "--adapter", "caddyfile", "--name", "bench", "--credits", credits)
+func bootstrap(ctx context.Context, caddyBin, config string, env []string, name, credits string) (string, error) {
+	cmd := exec.CommandContext(ctx, caddyBin, "gateway", "bootstrap", "--config", config, "--adapter", "caddyfile", "--name", name, "--credits", credits)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -130,7 +130,7 @@ func (rep *report) figureDefs() []figureDef {
 			value: func(r roundResult) float64 { return float64(r.Saturation.RPS) },
 			target: func(a string) *target {
 				switch {
-				case a == "gw-chat-passthrough":
+				case strings.HasPrefix(a, "gw-chat-passthrough"):
 					return &target{atLeast, 0.85}
 				case isGateway(a):
 					return &target{atLeast, 0.70}
