@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -39,10 +40,21 @@ import (
 // available (the Reserve's MinAvailableNanos). The spec's 1.00 USD preflight is therefore
 // checked when a lease is taken, not for each request it admits: a request is admitted
 // only if, when its lease was taken, at least max(L, 10 USD) >= 1 USD was available.
+// Small wallets: when the wallet has less than leaseMinAvailableNanos available, the lease
+// is sized from its balance instead: L = min(the size above, (available − 1 USD) / 2),
+// reserved with MinAvailableNanos = L + 1 USD, and only if L >= 2W. After it, the wallet
+// still has at least the 1.00 USD preflight available besides what the lease holds, so the
+// preflight holds exactly for every request the lease admits (the lease's charges come out
+// of its hold, not out of what is available), and the other keys of the workspace keep the
+// other half. Without it, every request of a small wallet made two writes a caller waits
+// for, and the single writer capped such a workspace at about half of Caddy's throughput.
+// A key found with a small wallet sizes its next leases from the balance for leaseMaxAge
+// without asking for a full lease first.
 // Whenever the store refuses a lease (ErrInsufficientFunds, or the key's limit), the
 // request falls back to a reservation of its own, exactly as before leases (the same
 // 1.00 USD preflight, the same 402 and 429 answers), and the key does not try a lease
-// again for leaseRefusalBackoff. Wallets under 10 USD therefore never see leases.
+// again for leaseRefusalBackoff. Wallets with less than 1 USD + 4W available therefore
+// never see leases.
 //
 // Lifecycle: a lease admits for at most leaseMaxAge. When it cannot admit a request (too
 // little remaining, too old), it is retired: it admits nothing more, a new lease is taken,
@@ -116,7 +128,10 @@ type leaseTable struct {
 	all       map[*lease]struct{}
 	acquiring map[leaseKey]chan struct{}
 	refused   map[leaseKey]time.Time
-	closed    bool
+	// small remembers keys whose wallet was too small for a full lease, until when: their
+	// next lease is sized from the balance without asking for a full one first.
+	small  map[leaseKey]time.Time
+	closed bool
 	// janitor runs while leases exist; wake tells it to look again, janitorDone is closed
 	// when it returns.
 	janitor     bool
@@ -127,7 +142,7 @@ type leaseTable struct {
 func newLeaseTable() *leaseTable {
 	return &leaseTable{
 		cur: map[leaseKey]*lease{}, all: map[*lease]struct{}{}, acquiring: map[leaseKey]chan struct{}{},
-		refused: map[leaseKey]time.Time{}, wake: make(chan struct{}, 1),
+		refused: map[leaseKey]time.Time{}, small: map[leaseKey]time.Time{}, wake: make(chan struct{}, 1),
 	}
 }
 
@@ -198,17 +213,22 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 		}
 		ch := make(chan struct{})
 		t.acquiring[k] = ch
+		knownSmall := now.Before(t.small[k])
+		if !knownSmall {
+			delete(t.small, k)
+		}
 		t.mu.Unlock()
 
-		res, err := g.Store.Reserve(ctx, store.ReserveParams{
-			ID: ids.New("res"), WorkspaceID: workspaceID, KeyID: keyID,
-			AmountNanos: target, MinAvailableNanos: max(MinPreflightNanos, leaseMinAvailableNanos),
-			ExpiresAt: now.Add(leaseMaxAge + g.ReservationTTL),
-		})
+		res, small, err := g.takeLease(ctx, workspaceID, keyID, w, target, now, knownSmall)
 
 		t.mu.Lock()
 		delete(t.acquiring, k)
 		close(ch)
+		if small {
+			t.small[k] = now.Add(leaseMaxAge)
+		} else if err == nil {
+			delete(t.small, k)
+		}
 		if err != nil {
 			if errors.Is(err, store.ErrInsufficientFunds) || errors.Is(err, store.ErrKeyLimitExceeded) {
 				t.refused[k] = now.Add(leaseRefusalBackoff)
@@ -223,7 +243,7 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 			g.releaseLeaseReservation(res.ID)
 			return nil
 		}
-		l := &lease{id: res.ID, k: k, remaining: target - w, unsettled: 1, inflightNanos: w, created: now, lastAdmit: now}
+		l := &lease{id: res.ID, k: k, remaining: res.AmountNanos - w, unsettled: 1, inflightNanos: w, created: now, lastAdmit: now}
 		if old := t.cur[k]; old != nil {
 			t.retire(old)
 		}
@@ -237,6 +257,51 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 		t.mu.Unlock()
 		return l
 	}
+}
+
+// takeLease reserves a lease for a request of worst case w: target nanos from a wallet with
+// at least leaseMinAvailableNanos available, or else, from a smaller wallet, a small lease of
+// at most half of what is available above the 1.00 USD preflight, reserved so that the
+// preflight still holds after it, and only if it admits at least one more request of the
+// same size. The reservation's amount is the lease's. small reports that the wallet was too
+// small for a full lease; knownSmall skips asking for one.
+func (g *Gateway) takeLease(ctx context.Context, workspaceID, keyID string, w, target int64, now time.Time, knownSmall bool) (res store.Reservation, small bool, err error) {
+	params := store.ReserveParams{
+		ID: ids.New("res"), WorkspaceID: workspaceID, KeyID: keyID,
+		AmountNanos: target, MinAvailableNanos: max(MinPreflightNanos, leaseMinAvailableNanos),
+		ExpiresAt: now.Add(leaseMaxAge + g.ReservationTTL),
+	}
+	err = fmt.Errorf("the wallet is too small for a full credit lease: %w", store.ErrInsufficientFunds)
+	if !knownSmall {
+		res, err = g.Store.Reserve(ctx, params)
+		if !errors.Is(err, store.ErrInsufficientFunds) {
+			return res, false, err
+		}
+	}
+	b, berr := g.Store.GetBalance(ctx, workspaceID)
+	if berr != nil {
+		return store.Reservation{}, true, err
+	}
+	l := smallLeaseSize(b.Available(), w, target)
+	if l == 0 {
+		return store.Reservation{}, true, err
+	}
+	params.ID, params.AmountNanos, params.MinAvailableNanos = ids.New("res"), l, l+MinPreflightNanos
+	res, err = g.Store.Reserve(ctx, params)
+	return res, true, err
+}
+
+// smallLeaseSize is the lease a wallet with available nanos available (less than a lease
+// needs) may give a request of worst case w: at most target and half of what is above the
+// 1.00 USD preflight, so that the preflight stays exact for every request the lease admits
+// and the workspace's other keys keep the other half; 0 when that would not admit at least
+// two such requests.
+func smallLeaseSize(available, w, target int64) int64 {
+	l := min(target, (available-MinPreflightNanos)/2)
+	if w <= 0 || l < 2*w {
+		return 0
+	}
+	return l
 }
 
 // settleLease settles a request of worst case w admitted from l, and drops the lease when

@@ -231,27 +231,63 @@ func TestLeaseWalletNeverOverspent(t *testing.T) {
 		len(genIDs), cs.reserves.Load(), cs.leaseSettles.Load(), cs.settles.Load(), cs.releases.Load())
 }
 
-// A small wallet never sees a lease: each request reserves exactly its worst case, as
-// before leases, and the 402 is the precise one.
-func TestLeaseFallbackSmallWallet(t *testing.T) {
+// A wallet under the 10 USD a lease needs takes a small one: at most half of what it has
+// above the 1.00 USD preflight, so the preflight holds for every request the lease admits
+// and other keys keep the rest. A wallet too small even for that reserves per request.
+func TestLeaseSmallWallet(t *testing.T) {
 	a, cs := leaseGateway(t)
-	_, std, _ := a.workspace(5 * usdNanos)
+	a.g.LeaseLinger = time.Minute
+	ws, std, _ := a.workspace(5 * usdNanos)
 	for range 3 {
 		a.mustDo(200, http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	}
-	if cs.leaseSettles.Load() != 0 || cs.settles.Load() != 3 {
-		t.Fatalf("lease settlements %d, exact %d", cs.leaseSettles.Load(), cs.settles.Load())
+	// One lease: the 10 USD lease refused, then the small one; no exact settlement.
+	if cs.reserves.Load() != 2 || cs.leaseSettles.Load() != 3 || cs.settles.Load() != 0 {
+		t.Fatalf("reservations %d, lease settlements %d, exact %d", cs.reserves.Load(), cs.leaseSettles.Load(), cs.settles.Load())
 	}
+	b, err := a.s.GetBalance(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, n := leasedHolds(a.g); n != 1 || held != b.ReservedNanos || held > (5*usdNanos-MinPreflightNanos)/2 {
+		t.Fatalf("%d leases holding %d of %+v", n, held, b)
+	}
+	if b.Available() < MinPreflightNanos+b.ReservedNanos {
+		t.Fatalf("the lease left %d available, want at least the preflight plus as much as it holds", b.Available())
+	}
+
+	// The lease, once retired, is followed by another sized from the balance, without asking
+	// for a full one first.
+	a.g.leases.mu.Lock()
+	for l := range a.g.leases.all {
+		a.g.leases.retire(l)
+	}
+	a.g.leases.mu.Unlock()
+	reserves := cs.reserves.Load()
+	a.mustDo(200, http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if got := cs.reserves.Load() - reserves; got != 1 || cs.settles.Load() != 0 {
+		t.Fatalf("next lease: %d reservations, %d exact settlements", got, cs.settles.Load())
+	}
+
+	// 1.20 USD: half of the 0.20 above the preflight is less than two requests' worst case.
+	_, tiny, _ := a.workspace(MinPreflightNanos + 200_000_000)
+	settles := cs.settles.Load()
+	a.mustDo(200, http.MethodPost, "/chat/completions", tiny, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	if cs.settles.Load() != settles+1 {
+		t.Fatal("a wallet too small for a lease did not reserve for its request alone")
+	}
+
 	// A rich wallet whose key's limit cannot take a lease: exact reservations and the 429.
-	ws, _, _ := a.workspace(100 * usdNanos)
-	limited := a.key(ws, store.KeyStandard, 400_000_000, store.ResetMonthly)
+	rich, _, _ := a.workspace(100 * usdNanos)
+	limited := a.key(rich, store.KeyStandard, 400_000_000, store.ResetMonthly)
+	leaseSettles := cs.leaseSettles.Load()
 	for range 2 {
 		a.mustDo(200, http.MethodPost, "/chat/completions", limited, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	}
 	status, v := a.do(http.MethodPost, "/chat/completions", limited, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	wantError(t, "over the key's limit", status, v, 429, "key_limit_exceeded", "")
-	if cs.leaseSettles.Load() != 0 {
-		t.Fatalf("a limited key settled %d requests on leases", cs.leaseSettles.Load())
+	if n := cs.leaseSettles.Load() - leaseSettles; n != 0 {
+		t.Fatalf("a limited key settled %d requests on leases", n)
 	}
 }
 

@@ -36,6 +36,8 @@ type gatewayEnv struct {
 	baseURL string // http://127.0.0.1:port
 	dbPath  string
 	store   store.Store
+	// mgmt holds a management key per workspace, made by balance.
+	mgmt map[string]string
 }
 
 func freePort(t *testing.T) int {
@@ -49,8 +51,12 @@ func freePort(t *testing.T) int {
 }
 
 // gatewayCaddyfile renders a test Caddyfile: global gateway options (providers, models) and
-// the handler's options.
+// the handler's options. Credit leases do not linger unless gatewayBlock says otherwise, so
+// that a wallet holds nothing once its requests are answered.
 func gatewayCaddyfile(port int, dbPath, gatewayBlock, handlerBlock string) string {
+	if !strings.Contains(gatewayBlock, "credit_lease_linger") {
+		gatewayBlock = "\t\tcredit_lease_linger 0\n" + gatewayBlock
+	}
 	return fmt.Sprintf(`{
 	admin off
 	persist_config off
@@ -141,13 +147,23 @@ func (e *gatewayEnv) key(wsID string, kind store.KeyKind) string {
 	return plain
 }
 
+// balance reads a workspace's wallet through the gateway (GET /credits, with a management
+// key made for it on first use), which waits for the gateway's settlement journal: the
+// test's own store would see journaled settlements only once the writer has applied them.
 func (e *gatewayEnv) balance(wsID string) store.Balance {
 	e.t.Helper()
-	b, err := e.store.GetBalance(context.Background(), wsID)
-	if err != nil {
-		e.t.Fatal(err)
+	key, ok := e.mgmt[wsID]
+	if !ok {
+		key = e.key(wsID, store.KeyManagement)
+		if e.mgmt == nil {
+			e.mgmt = map[string]string{}
+		}
+		e.mgmt[wsID] = key
 	}
-	return b
+	v := e.expect(http.StatusOK, http.MethodGet, key, "/credits", "")["data"].(map[string]any)
+	balance, _ := v["balance_nanos"].(float64)
+	reserved, _ := v["reserved_nanos"].(float64)
+	return store.Balance{WorkspaceID: wsID, BalanceNanos: int64(balance), ReservedNanos: int64(reserved)}
 }
 
 // generation waits briefly for a generation record. The test's store is a second store on

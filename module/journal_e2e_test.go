@@ -59,7 +59,7 @@ func TestJournaledSettlementsReadBack(t *testing.T) {
 // and the store is closed once nothing uses it.
 func TestShutdownReturnsLeases(t *testing.T) {
 	up := newFakeOpenAI(t, chatOK("ok", 10, 20))
-	env := startGateway(t, providerBlock("primary", up.URL)+pricedModel("gpt-test", pricedRoute("primary", "gpt-4o-mini")), "")
+	env := startGateway(t, "\t\tcredit_lease_linger 2s\n"+providerBlock("primary", up.URL)+pricedModel("gpt-test", pricedRoute("primary", "gpt-4o-mini")), "")
 	ws, key := env.workspace(100 * usd)
 	if status, _, body := env.post(key, "/chat/completions", `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`); status != 200 {
 		t.Fatalf("%d %s", status, body)
@@ -70,7 +70,12 @@ func TestShutdownReturnsLeases(t *testing.T) {
 	if err := caddy.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if b := env.balance(ws); b.ReservedNanos != 0 || b.BalanceNanos != 100*usd-(10*1000+20*2000) {
+	// Caddy is gone: read the file.
+	b, err := env.store.GetBalance(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ReservedNanos != 0 || b.BalanceNanos != 100*usd-(10*1000+20*2000) {
 		t.Fatalf("after shutdown: %+v, want nothing reserved and the one charge", b)
 	}
 	count := 0

@@ -57,6 +57,7 @@ func TestGatewayOnPostgres(t *testing.T) {
 	grace_period 1ns
 	model_gateway {
 		store postgres {env.GATEWAY_TEST_PG_DSN}
+		credit_lease_linger 0
 %s
 %s
 	}
