@@ -282,13 +282,15 @@ func (g *Gateway) takeLease(ctx context.Context, workspaceID, keyID string, w, t
 	if berr != nil {
 		return store.Reservation{}, true, err
 	}
+	// A wallet topped up since is no longer small: its next lease asks for a full one.
+	small = b.Available() < params.MinAvailableNanos
 	l := smallLeaseSize(b.Available(), w, target)
 	if l == 0 {
-		return store.Reservation{}, true, err
+		return store.Reservation{}, small, err
 	}
 	params.ID, params.AmountNanos, params.MinAvailableNanos = ids.New("res"), l, l+MinPreflightNanos
 	res, err = g.Store.Reserve(ctx, params)
-	return res, true, err
+	return res, small, err
 }
 
 // smallLeaseSize is the lease a wallet with available nanos available (less than a lease

@@ -269,6 +269,24 @@ func TestLeaseSmallWallet(t *testing.T) {
 		t.Fatalf("next lease: %d reservations, %d exact settlements", got, cs.settles.Load())
 	}
 
+	// Topped up, the wallet is no longer small: the next lease is sized as usual and the key
+	// is forgotten as small.
+	if _, err := a.s.AddCredits(context.Background(), ws, 100*usdNanos, "top-up"); err != nil {
+		t.Fatal(err)
+	}
+	a.g.leases.mu.Lock()
+	for l := range a.g.leases.all {
+		a.g.leases.retire(l)
+	}
+	a.g.leases.mu.Unlock()
+	a.mustDo(200, http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	a.g.leases.mu.Lock()
+	small := len(a.g.leases.small)
+	a.g.leases.mu.Unlock()
+	if small != 0 {
+		t.Fatal("a topped-up wallet is still taken for a small one")
+	}
+
 	// 1.20 USD: half of the 0.20 above the preflight is less than two requests' worst case.
 	_, tiny, _ := a.workspace(MinPreflightNanos + 200_000_000)
 	settles := cs.settles.Load()
