@@ -265,33 +265,38 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 // preflight still holds after it, and only if it admits at least one more request of the
 // same size. The reservation's amount is the lease's. small reports that the wallet was too
 // small for a full lease; knownSmall skips asking for one.
-func (g *Gateway) takeLease(ctx context.Context, workspaceID, keyID string, w, target int64, now time.Time, knownSmall bool) (res store.Reservation, small bool, err error) {
+func (g *Gateway) takeLease(ctx context.Context, workspaceID, keyID string, w, target int64, now time.Time, knownSmall bool) (store.Reservation, bool, error) {
 	params := store.ReserveParams{
 		ID: ids.New("res"), WorkspaceID: workspaceID, KeyID: keyID,
 		AmountNanos: target, MinAvailableNanos: max(MinPreflightNanos, leaseMinAvailableNanos),
 		ExpiresAt: now.Add(leaseMaxAge + g.ReservationTTL),
 	}
-	err = fmt.Errorf("the wallet is too small for a full credit lease: %w", store.ErrInsufficientFunds)
+	refused := errSmallWallet
 	if !knownSmall {
-		res, err = g.Store.Reserve(ctx, params)
+		res, err := g.Store.Reserve(ctx, params)
 		if !errors.Is(err, store.ErrInsufficientFunds) {
 			return res, false, err
 		}
+		refused = err
 	}
-	b, berr := g.Store.GetBalance(ctx, workspaceID)
-	if berr != nil {
+	b, err := g.Store.GetBalance(ctx, workspaceID)
+	if err != nil {
 		return store.Reservation{}, true, err
 	}
 	// A wallet topped up since is no longer small: its next lease asks for a full one.
-	small = b.Available() < params.MinAvailableNanos
+	small := b.Available() < params.MinAvailableNanos
 	l := smallLeaseSize(b.Available(), w, target)
 	if l == 0 {
-		return store.Reservation{}, small, err
+		return store.Reservation{}, small, refused
 	}
 	params.ID, params.AmountNanos, params.MinAvailableNanos = ids.New("res"), l, l+MinPreflightNanos
-	res, err = g.Store.Reserve(ctx, params)
+	res, err := g.Store.Reserve(ctx, params)
 	return res, small, err
 }
+
+// errSmallWallet refuses a lease to a wallet known to be too small for a full one and found
+// too small for a small one.
+var errSmallWallet = fmt.Errorf("the wallet is too small for a credit lease: %w", store.ErrInsufficientFunds)
 
 // smallLeaseSize is the lease a wallet with available nanos available (less than a lease
 // needs) may give a request of worst case w: at most target and half of what is above the

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -22,12 +23,18 @@ import (
 type countingStore struct {
 	store.Store
 	reserves, settles, leaseSettles, releases atomic.Int64
-	failLeaseSettle, failRelease              atomic.Bool
+	// smallLeases counts small-wallet leases granted (reserved leaving the preflight).
+	smallLeases                  atomic.Int64
+	failLeaseSettle, failRelease atomic.Bool
 }
 
 func (s *countingStore) Reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
 	s.reserves.Add(1)
-	return s.Store.Reserve(ctx, p)
+	res, err := s.Store.Reserve(ctx, p)
+	if err == nil && p.MinAvailableNanos == p.AmountNanos+MinPreflightNanos {
+		s.smallLeases.Add(1)
+	}
+	return res, err
 }
 
 func (s *countingStore) Settle(ctx context.Context, p store.SettleParams) (store.Generation, error) {
@@ -175,12 +182,28 @@ func TestLeaseInvariantUnderConcurrency(t *testing.T) {
 	}
 }
 
-// Through the API, concurrent requests run a wallet dry: leases while it is rich, exact
-// reservations below 10 USD, and the 1.00 USD preflight at the end. The balance never goes
+// Through the API, concurrent requests run a wallet dry: full leases while it is rich, small
+// leases or exact reservations below 10 USD, and the 1.00 USD preflight at the end. The balance never goes
 // below zero and always equals the initial credit minus the recorded charges.
+//
+// From 40 USD the key's full leases soon hold what is left, so it falls back to
+// reservations of its own; from 9 USD it takes small leases (at most half of what is above
+// the preflight) until even those no longer fit.
 func TestLeaseWalletNeverOverspent(t *testing.T) {
+	for _, initial := range []int64{40 * usdNanos, 9 * usdNanos} {
+		t.Run(fmt.Sprintf("%d USD", initial/usdNanos), func(t *testing.T) {
+			cs := drainWallet(t, initial)
+			if initial < leaseMinAvailableNanos && cs.smallLeases.Load() == 0 {
+				t.Fatal("a small wallet drained without a small-wallet lease")
+			}
+		})
+	}
+}
+
+// drainWallet sends requests from 16 clients until every one gets a 402, and checks the
+// wallet against the recorded charges.
+func drainWallet(t *testing.T, initial int64) *countingStore {
 	a, cs := leaseGateway(t)
-	const initial = 40 * usdNanos
 	ws, std, _ := a.workspace(initial)
 	var mu sync.Mutex
 	var genIDs []string
@@ -227,8 +250,9 @@ func TestLeaseWalletNeverOverspent(t *testing.T) {
 	if cs.leaseSettles.Load() == 0 || cs.settles.Load() == 0 {
 		t.Fatalf("want both lease and exact settlements: %d and %d", cs.leaseSettles.Load(), cs.settles.Load())
 	}
-	t.Logf("%d requests: %d reservations, %d lease settlements, %d exact settlements, %d releases",
-		len(genIDs), cs.reserves.Load(), cs.leaseSettles.Load(), cs.settles.Load(), cs.releases.Load())
+	t.Logf("%d requests: %d reservations (%d small leases), %d lease settlements, %d exact settlements, %d releases",
+		len(genIDs), cs.reserves.Load(), cs.smallLeases.Load(), cs.leaseSettles.Load(), cs.settles.Load(), cs.releases.Load())
+	return cs
 }
 
 // A wallet under the 10 USD a lease needs takes a small one: at most half of what it has

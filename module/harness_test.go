@@ -168,7 +168,7 @@ func (e *gatewayEnv) balance(wsID string) store.Balance {
 
 // generation waits briefly for a generation record. The test's store is a second store on
 // the gateway's database: the gateway's own reads wait for its settlement journal, this one
-// sees a journaled settlement once the gateway's writer has applied it (within the 25 ms it
+// sees a journaled settlement once the gateway's writer has applied it (within the 100 ms it
 // gathers them, plus the commit).
 func (e *gatewayEnv) generation(wsID, id string) store.Generation {
 	e.t.Helper()

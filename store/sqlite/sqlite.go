@@ -49,7 +49,7 @@ var migrationFiles embed.FS
 // memory. The writer runs every run of settlements inside a savepoint (settlebatch.go), and
 // SQLite keeps a savepoint's copies of the pages it changes in a sub-journal that spills to
 // a temporary file beyond 64 KiB: at temp_store=FILE, nearly every batch created, wrote and
-// deleted a file (a quarter of the writer's time per settlement at 27 per transaction).
+// deleted a file (a fifth of the writer's time per settlement at 27 per transaction).
 // Readers keep the default, so that a large sort cannot take the process's memory.
 const writerDriver = "sqlite3_gateway_writer"
 
