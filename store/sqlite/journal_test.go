@@ -471,6 +471,37 @@ func TestUrgentWritesEndTheGathering(t *testing.T) {
 	wantBalance(t, s, "ws_1", 101*usd-usd/2-3*usd/10, 11*usd-usd/2-3*usd/10)
 }
 
+// TestFullBatchEndsTheGathering: journaled settlements that fill a batch are applied at
+// once, not after the gathering delay, so that a busy gateway's queue stays one batch long.
+// With the gathering stretched to an hour, they would wait that hour without it.
+func TestFullBatchEndsTheGathering(t *testing.T) {
+	const limit = 4
+	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"), withBatchLimit(limit))
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 10*usd)
+	s.wr.mu.Lock()
+	s.wr.gatherFor = time.Hour
+	s.wr.mu.Unlock()
+	// leaseFixture made the first settlement, committed before it was answered (journal.go):
+	// these are journaled. The first one alone sets the writer gathering; the others fill the
+	// batch while it waits.
+	for i := range limit {
+		if _, err := leaseSettle(ctx, s, "ws_1", "res_1", i, false); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.pending.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d journaled settlements of a full batch still wait for the gathering", s.pending.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestJournalSpareSegment: the next segment is prepared in the background under a .spare
 // name and renamed when the current one fills; a spare left by a crash is removed at Open
 // and never replayed; Close removes the spare.
