@@ -535,11 +535,15 @@ func TestJournalSpareSegment(t *testing.T) {
 	}
 	wantBalance(t, s, "ws_1", 100*usd-usd/2-n*usd/10, 50*usd-usd/2-n*usd/10)
 	s.jr.mu.Lock()
-	cur := s.jr.seg
+	cur, sp := s.jr.seg, s.jr.spare
 	s.jr.mu.Unlock()
 	if cur < 3 {
 		t.Fatalf("still at segment %d after %d records", cur, n)
 	}
+	if sp == nil {
+		t.Fatal("no spare segment is being prepared")
+	}
+	<-sp.done // its file is made in the background
 	spares, _ := filepath.Glob(filepath.Join(jdir, "*.spare"))
 	if want := filepath.Join(jdir, fmt.Sprintf("%020d.spare", cur+1)); len(spares) != 1 || spares[0] != want {
 		t.Fatalf("spares %v, want only %s", spares, want)
