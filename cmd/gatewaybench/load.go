@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -127,6 +128,10 @@ type satResult struct {
 	// CPUPerReqUs is the proxy's CPU time per request; UpstreamCPUPerReqUs the fake's.
 	CPUPerReqUs         num `json:"cpu_per_request_us"`
 	UpstreamCPUPerReqUs num `json:"upstream_cpu_per_request_us"`
+	// AllocPerReqKiB is what the proxy's Go heap allocated per request, GCPer1kReq the
+	// garbage collections it ran per 1,000 requests (the runtime's own counters).
+	AllocPerReqKiB num `json:"alloc_per_request_kib"`
+	GCPer1kReq     num `json:"gc_per_1000_requests"`
 }
 
 // saturate runs conc workers back to back for warmup+dur and counts the requests that
@@ -165,19 +170,57 @@ func saturate(ctx context.Context, a *arm, upstream *child, conc int, warmup, du
 	var cpu0, cpu1, up0, up1 time.Duration
 	sleepCtx(ctx, time.Until(measureFrom))
 	cpu0, up0 = cpuOf(a.proc), cpuOf(upstream)
+	mem0, mem0ok := memOf(ctx, a.proc)
 	sleepCtx(ctx, time.Until(end))
 	cpu1, up1 = cpuOf(a.proc), cpuOf(upstream)
+	mem1, mem1ok := memOf(ctx, a.proc)
 	wg.Wait()
 	r := satResult{Requests: counted.Load(), Errors: errs.n.Load(), FirstError: errs.first}
 	r.RPS = num(float64(r.Requests) / dur.Seconds())
-	r.CPUPerReqUs, r.UpstreamCPUPerReqUs = nan, nan
-	if r.Requests > 0 {
+	r.CPUPerReqUs, r.UpstreamCPUPerReqUs, r.AllocPerReqKiB, r.GCPer1kReq = nan, nan, nan, nan
+	if n := float64(r.Requests); n > 0 {
 		if a.proc != nil {
-			r.CPUPerReqUs = num(micros(cpu1-cpu0) / float64(r.Requests))
+			r.CPUPerReqUs = num(micros(cpu1-cpu0) / n)
 		}
-		r.UpstreamCPUPerReqUs = num(micros(up1-up0) / float64(r.Requests))
+		r.UpstreamCPUPerReqUs = num(micros(up1-up0) / n)
+		if mem0ok && mem1ok {
+			r.AllocPerReqKiB = num(float64(mem1.TotalAlloc-mem0.TotalAlloc) / 1024 / n)
+			r.GCPer1kReq = num(float64(mem1.NumGC-mem0.NumGC) * 1000 / n)
+		}
 	}
 	return r
+}
+
+// goMem holds the counters of a proxy's Go runtime that the saturation test reads.
+type goMem struct {
+	TotalAlloc uint64 // bytes allocated on the heap since the process started
+	NumGC      uint32 // garbage collections completed
+}
+
+// memOf reads the Go runtime's counters of c from its admin endpoint (expvar's memstats);
+// false when c has none or it does not answer.
+func memOf(ctx context.Context, c *child) (goMem, bool) {
+	if c == nil || c.admin == 0 {
+		return goMem{}, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://localhost:%d/debug/vars", c.admin), nil)
+	if err != nil {
+		return goMem{}, false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return goMem{}, false
+	}
+	defer resp.Body.Close()
+	var v struct {
+		MemStats *goMem `json:"memstats"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil || v.MemStats == nil {
+		return goMem{}, false
+	}
+	return *v.MemStats, true
 }
 
 func cpuOf(c *child) time.Duration {

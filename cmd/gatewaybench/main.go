@@ -267,7 +267,6 @@ type bench struct {
 	plain       *child
 	gateway     *child
 	variant     *child // the -variant gateway, or nil
-	adminPorts  map[*child]int
 	// dbPaths are the SQLite files of the gateway and, with -variant, of its twin.
 	dbPaths []string
 	arms    []*arm
@@ -284,7 +283,7 @@ func run(ctx context.Context, cfg *config) error {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	b := &bench{cfg: cfg, dir: dir, adminPorts: map[*child]int{}}
+	b := &bench{cfg: cfg, dir: dir}
 	if err := b.start(ctx); err != nil {
 		return err
 	}
@@ -372,10 +371,9 @@ func (b *bench) start(ctx context.Context) error {
 		}
 	}
 	upPort, plainPort, gwPort := ports[0], ports[1], ports[2]
-	plainAdmin, gwAdmin := 0, 0
-	if cfg.profileDir != "" {
-		plainAdmin, gwAdmin = ports[3], ports[4]
-	}
+	// The admin endpoints serve the profiles and the runtime's memory statistics
+	// (allocations and collections per request); they cost nothing while unused.
+	plainAdmin, gwAdmin := ports[3], ports[4]
 
 	b.upstreamURL = fmt.Sprintf("http://127.0.0.1:%d", upPort)
 	if b.upstream, err = startChild("upstream", b.dir, env, self, "upstream", "-addr", fmt.Sprintf("127.0.0.1:%d", upPort)); err != nil {
@@ -394,7 +392,7 @@ func (b *bench) start(ctx context.Context) error {
 	if b.plain, err = startChild("caddy", b.dir, env, prog, args...); err != nil {
 		return err
 	}
-	b.adminPorts[b.plain] = plainAdmin
+	b.plain.admin = plainAdmin
 	plainURL := fmt.Sprintf("http://127.0.0.1:%d", plainPort)
 	b.plain.health = plainURL + "/bench/ping"
 	if err := waitHTTP(ctx, b.plain, http.MethodGet, b.plain.health, 30*time.Second); err != nil {
@@ -436,11 +434,7 @@ func (b *bench) start(ctx context.Context) error {
 				return err
 			}
 		}
-		admin := 0
-		if cfg.profileDir != "" {
-			admin = ports[1]
-		}
-		vgw, err := b.startGateway(ctx, "gateway-b", bin, append(slices.Clip(env), variant...), ports[0], upPort, admin)
+		vgw, err := b.startGateway(ctx, "gateway-b", bin, append(slices.Clip(env), variant...), ports[0], upPort, ports[1])
 		if err != nil {
 			return err
 		}
@@ -509,7 +503,7 @@ func (b *bench) startGateway(ctx context.Context, name, bin string, env []string
 	if err != nil {
 		return nil, err
 	}
-	b.adminPorts[proc] = admin
+	proc.admin = admin
 	b.dbPaths = append(b.dbPaths, dbPath)
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	proc.health = url + "/v1/health"
@@ -658,7 +652,7 @@ func (b *bench) profile(ctx context.Context) error {
 		if a == nil || a.proc == nil {
 			return fmt.Errorf("cannot profile arm %q", name)
 		}
-		admin := fmt.Sprintf("http://localhost:%d/debug/pprof", b.adminPorts[a.proc])
+		admin := fmt.Sprintf("http://localhost:%d/debug/pprof", a.proc.admin)
 		base := filepath.Join(b.cfg.profileDir, a.name)
 		if err := fetch(ctx, admin+"/allocs", base+".allocs.before.pprof", time.Minute); err != nil {
 			return err

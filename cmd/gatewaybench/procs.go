@@ -27,6 +27,8 @@ type child struct {
 	log  string
 	// health is a URL that answers once the process serves.
 	health string
+	// admin is the port of the proxy's admin endpoint (0: none).
+	admin int
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -235,7 +237,7 @@ func buildCaddy(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// adminLine is the global admin option: off, unless the process is to be profiled.
+// adminLine is the global admin option: on localhost at port, or off for port 0.
 func adminLine(port int) string {
 	if port == 0 {
 		return "admin off"
