@@ -11,13 +11,13 @@ type chatSurface struct {
 	includeUsage bool
 }
 
-func (s chatSurface) response(c *call, resp *providers.Response, model string) ([]byte, error) {
+func (s chatSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	resp.Model = model
 	data, err := openai.EncodeChatResponse(resp, c.genID, c.start.Unix())
 	if err != nil {
 		return nil, err
 	}
-	return c.decorate(data)
+	return c.appendDecorated(dst, data, "id", "usage", openai.AppendChatUsage(nil, c.usage))
 }
 
 func (s chatSurface) sink(c *call, model string) streamSink {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/internal/readall"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -35,7 +37,12 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	if stream {
 		return relay(began, resp)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	// The answer is read into, and decorated into, buffers reused across requests: nothing
+	// keeps a slice of either once it is written (what is kept of it, its id and finish
+	// reason, is copied out).
+	in, outBuf := getAnswerBuf(), getAnswerBuf()
+	data, err := readall.Append((*in)[:0], io.LimitReader(resp.Body, maxUpstreamBody), announcedLength(resp.Header), maxUpstreamBody)
+	defer putAnswerBuf(in, data)
 	_ = resp.Body.Close()
 	if err == nil && !rawjson.Valid(data) {
 		err = errors.New("the provider answered with invalid JSON")
@@ -57,7 +64,8 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 		c.upstreamID, _ = rawjson.String(raw)
 	}
 	c.finish = wf.finish(data)
-	out, err := c.decorateTop(data, "id", "usage", wf.appendUsage(nil, c.usage))
+	out, err := c.appendDecorated((*outBuf)[:0], data, "id", "usage", wf.appendUsage(nil, c.usage))
+	defer putAnswerBuf(outBuf, out)
 	if err != nil {
 		return fmt.Errorf("decorating the response: %w", err)
 	}
@@ -69,4 +77,13 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	}
 	writeRawJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// announcedLength is the Content-Length of h, or -1 when it has none that parses.
+func announcedLength(h http.Header) int64 {
+	n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }

@@ -28,15 +28,12 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, caller *Calle
 // anthropicSurface writes neutral answers as Anthropic messages.
 type anthropicSurface struct{}
 
-func (anthropicSurface) response(c *call, resp *providers.Response, model string) ([]byte, error) {
+func (anthropicSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	data, err := anthropic.EncodeResponse(resp, c.genID, model)
 	if err != nil {
 		return nil, err
 	}
-	if data, err = c.decorateUsage(data, anthropic.EncodeUsage(c.usage), "usage"); err != nil {
-		return nil, err
-	}
-	return c.withMeta(data)
+	return c.appendDecorated(dst, data, "", "usage", anthropic.EncodeUsage(c.usage))
 }
 
 func (anthropicSurface) sink(c *call, model string) streamSink {

@@ -45,15 +45,12 @@ func statelessCheck(body []byte) error {
 
 type responsesEncoder struct{}
 
-func (responsesEncoder) response(c *call, resp *providers.Response, model string) ([]byte, error) {
+func (responsesEncoder) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	data, err := openai.EncodeResponsesResponse(resp, c.genID, c.start.Unix(), model)
 	if err != nil {
 		return nil, err
 	}
-	if data, err = c.decorateUsage(data, openai.AppendResponsesUsage(nil, c.usage), "usage"); err != nil {
-		return nil, err
-	}
-	return c.withMeta(data)
+	return c.appendDecorated(dst, data, "", "usage", openai.AppendResponsesUsage(nil, c.usage))
 }
 
 func (responsesEncoder) sink(c *call, model string) streamSink {

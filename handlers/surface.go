@@ -21,8 +21,9 @@ type frame struct {
 // neutralSurface writes neutral answers in a client surface's own wire format. Each surface
 // (chat completions, messages, responses) has one; adapters never see it.
 type neutralSurface interface {
-	// response encodes a complete answer, decorated with the gateway's id, cost and meta.
-	response(c *call, resp *providers.Response, model string) ([]byte, error)
+	// response encodes a complete answer, decorated with the gateway's id, cost and meta,
+	// appending it to dst.
+	response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error)
 	// sink starts the encoding of one streamed answer.
 	sink(c *call, model string) streamSink
 }
@@ -64,7 +65,10 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 		c.route = &rt
 		c.usage, c.usageKnown = resp.Usage, true
 		c.upstreamID, c.finish = resp.ID, string(resp.FinishReason)
-		out, err := s.response(c, resp, rt.UpstreamModel)
+		// Built in a buffer reused across requests: nothing keeps it once written.
+		buf := getAnswerBuf()
+		out, err := s.response((*buf)[:0], c, resp, rt.UpstreamModel)
+		defer putAnswerBuf(buf, out)
 		if err != nil {
 			return err
 		}
@@ -210,15 +214,25 @@ func (c *call) costedUsage(obj []byte, key string, fallback []byte) ([]byte, err
 // decorateTop sets the gateway's id under idKey, adds cost to the usage object under
 // usageKey (fallback when absent) and adds meta when asked, in one copy of obj.
 func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback []byte) ([]byte, error) {
+	return c.appendDecorated(nil, obj, idKey, usageKey, fallback)
+}
+
+// appendDecorated appends what decorateTop returns to dst; with no idKey, the id is left
+// as it is.
+func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback []byte) ([]byte, error) {
 	usage, err := c.costedUsage(obj, usageKey, fallback)
 	if err != nil {
 		return nil, err
 	}
-	edits := []rawjson.Edit{{Key: idKey, Value: rawjson.AppendStringLikeMarshal(nil, c.genID)}, {Key: usageKey, Value: usage}}
+	edits := make([]rawjson.Edit, 0, 3)
+	if idKey != "" {
+		edits = append(edits, rawjson.Edit{Key: idKey, Value: rawjson.AppendStringLikeMarshal(nil, c.genID)})
+	}
+	edits = append(edits, rawjson.Edit{Key: usageKey, Value: usage})
 	if c.wantMeta {
 		edits = append(edits, rawjson.Edit{Key: "meta", Value: c.appendMeta(make([]byte, 0, 320))})
 	}
-	return rawjson.SetMany(obj, edits...)
+	return rawjson.AppendSetMany(dst, obj, edits...)
 }
 
 // setID replaces a string field (the answer's id) with the generation id.

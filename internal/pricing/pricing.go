@@ -71,7 +71,15 @@ func addSat(a, b int64) int64 {
 // fee when there is one). Each line is rounded up to the nanodollar, so the wallet is never
 // charged less than the listed prices.
 func Cost(u providers.Usage, p Price) ([]store.CostLine, int64) {
-	lines := make([]store.CostLine, 0, 6)
+	// Sized to the lines there will be (usually input and output): the lines go into the
+	// generation record and are made on every request.
+	n := 0
+	for _, q := range [...]int64{u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning, p.PerRequest} {
+		if q > 0 {
+			n++
+		}
+	}
+	lines := make([]store.CostLine, 0, n)
 	var total int64
 	add := func(dim string, qty, unit int64) {
 		if qty <= 0 {

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -375,6 +376,13 @@ type Edit struct {
 // given. When an edit names a key an earlier edit named, the later one wins. The result
 // equals that of calling Set for each edit in turn. data is not modified.
 func SetMany(data []byte, edits ...Edit) ([]byte, error) {
+	return AppendSetMany(nil, data, edits...)
+}
+
+// AppendSetMany appends what SetMany(data, edits...) returns to dst and returns the
+// extended slice, so that a caller can build the result in a buffer it reuses. dst must not
+// overlap data.
+func AppendSetMany(dst, data []byte, edits ...Edit) ([]byte, error) {
 	const maxEdits = 8
 	if len(edits) > maxEdits {
 		var err error
@@ -383,7 +391,7 @@ func SetMany(data []byte, edits ...Edit) ([]byte, error) {
 				return nil, err
 			}
 		}
-		return data, nil
+		return append(dst, data...), nil
 	}
 	// found[i] is where edit i's key sits in data; ok[i] whether it does.
 	var found [maxEdits]Field
@@ -425,7 +433,7 @@ func SetMany(data []byte, edits ...Edit) ([]byte, error) {
 			return nil, ErrMalformed
 		}
 	}
-	out := make([]byte, 0, size)
+	out := slices.Grow(dst, size)
 	// Replacements in the order they appear in data.
 	last := 0
 	for {

@@ -1,7 +1,10 @@
 // Package readall reads a body whose length is usually announced, in one allocation.
 package readall
 
-import "io"
+import (
+	"io"
+	"slices"
+)
 
 // ReadAll reads r to its end, like io.ReadAll. When hint (a Content-Length) is positive and
 // at most limit, the buffer is made to hold hint bytes at once, and one more so that the end
@@ -11,18 +14,29 @@ func ReadAll(r io.Reader, hint, limit int64) ([]byte, error) {
 	if hint <= 0 || hint > limit {
 		return io.ReadAll(r)
 	}
-	b := make([]byte, 0, hint+1)
+	return Append(nil, r, hint, limit)
+}
+
+// Append reads r to its end, appending to dst, and returns the extended slice: ReadAll into
+// a buffer the caller reuses. With a positive hint of at most limit, dst grows once to hold
+// hint bytes and one more.
+func Append(dst []byte, r io.Reader, hint, limit int64) ([]byte, error) {
+	if hint > 0 && hint <= limit {
+		dst = slices.Grow(dst, int(hint)+1)
+	} else if cap(dst)-len(dst) < 512 {
+		dst = slices.Grow(dst, 512)
+	}
 	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
 		if err == io.EOF {
-			return b, nil
+			return dst, nil
 		}
 		if err != nil {
-			return b, err
+			return dst, err
 		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow as append does
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)] // grow as append does
 		}
 	}
 }

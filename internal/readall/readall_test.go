@@ -52,3 +52,38 @@ func TestReadAllOneAllocation(t *testing.T) {
 		t.Fatalf("%v allocations, want the buffer only", allocs)
 	}
 }
+
+func TestAppend(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789"), 100)
+	for _, hint := range []int64{1000, -1, 10, 5000} {
+		for name, r := range map[string]func() io.Reader{
+			"whole":    func() io.Reader { return bytes.NewReader(data) },
+			"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(data)) },
+			"data+EOF": func() io.Reader { return iotest.DataErrReader(bytes.NewReader(data)) },
+		} {
+			for _, dst := range [][]byte{nil, []byte("prefix"), make([]byte, 0, 4096)} {
+				want := append(append([]byte(nil), dst...), data...)
+				got, err := Append(dst, r(), hint, 1<<20)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("hint %d, %s, dst %d/%d: %d bytes, %v", hint, name, len(dst), cap(dst), len(got), err)
+				}
+			}
+		}
+	}
+}
+
+func TestAppendReusesItsBuffer(t *testing.T) {
+	data := bytes.Repeat([]byte("x"), 3000)
+	buf := make([]byte, 0, 8192)
+	r := bytes.NewReader(data)
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset(data)
+		got, err := Append(buf[:0], r, int64(len(data)), 1<<20)
+		if err != nil || len(got) != len(data) || &got[0] != &buf[:1][0] {
+			t.Fatalf("%d bytes, %v, or not in the buffer", len(got), err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations, want none with room in the buffer", allocs)
+	}
+}

@@ -297,7 +297,11 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 	now := s.now()
 	cost := g.CostNanos
 
-	req := &settleReq{g: &g, cost: cost, reservationID: p.ReservationID, lease: true, held: p.HeldNanos, release: p.Release, now: now}
+	// The writer's copy of the generation: it fills in the charge. g stays the caller's, so
+	// that a journaled settlement's answer does not race with the writer applying it.
+	gen := new(store.Generation)
+	*gen = g
+	req := &settleReq{g: gen, cost: cost, reservationID: p.ReservationID, lease: true, held: p.HeldNanos, release: p.Release, now: now}
 	deferrable := s.jr != nil && cost <= p.HeldNanos && s.known.has(p.ReservationID, g.WorkspaceID)
 	if p.Release {
 		s.known.forget(p.ReservationID)
@@ -305,13 +309,12 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 	if deferrable {
 		// See journal.go: the lease holds HeldNanos for this request, so the charge is the cost.
 		g.CostNanos, g.UnbilledNanos = cost, 0
-		deferred := *req
-		gen := g
-		deferred.g = &gen
-		if err := s.deferSettle(&deferred); err == nil {
+		gen.CostNanos, gen.UnbilledNanos = cost, 0
+		if err := s.deferSettle(req); err == nil {
 			return g, nil
 		}
 		// The journal could not take it: settle synchronously.
+		req.deferred = false
 	}
 	err := s.write(ctx, &writeOp{settle: req, fn: req.apply})
 	if err == nil && !p.Release {
@@ -320,7 +323,7 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 	if err != nil {
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
 	}
-	return g, nil
+	return *gen, nil
 }
 
 // ReleaseReservation drops a reservation and gives its credit back.
