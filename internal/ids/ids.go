@@ -3,9 +3,11 @@
 package ids
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -24,6 +26,11 @@ func ulid(out *[26]byte, t time.Time) {
 	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
 	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
 	_, _ = rand.Read(b[6:])
+	encode(out, &b)
+}
+
+// encode writes the 128 bits of b as 26 base-32 digits.
+func encode(out *[26]byte, b *[16]byte) {
 	// 128 bits as 26 base-32 digits, most significant first (the first digit holds 3 bits).
 	hi := binary.BigEndian.Uint64(b[0:8])
 	lo := binary.BigEndian.Uint64(b[8:16])
@@ -34,10 +41,42 @@ func ulid(out *[26]byte, t time.Time) {
 	}
 }
 
-// New returns prefix + "_" + a ULID of now, in one allocation.
+// last is the newest ULID New made: the ones it makes in the same millisecond count up
+// from it, so that ids made one after the other in this process sort in that order (lists
+// are ordered by creation time, then id, at millisecond precision).
+var last struct {
+	sync.Mutex
+	b [16]byte
+}
+
+// monotonic fills out with a ULID of t greater than every one it made before.
+func monotonic(out *[26]byte, t time.Time) {
+	var b [16]byte
+	ms := uint64(t.UnixMilli())
+	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
+	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
+	_, _ = rand.Read(b[6:])
+	last.Lock()
+	if bytes.Compare(b[:6], last.b[:6]) <= 0 {
+		// The same millisecond (or a clock stepped back): one more than the last.
+		b = last.b
+		for i := 15; i >= 0; i-- {
+			b[i]++
+			if b[i] != 0 {
+				break
+			}
+		}
+	}
+	last.b = b
+	last.Unlock()
+	encode(out, &b)
+}
+
+// New returns prefix + "_" + a ULID of now, in one allocation. Ids New makes in this
+// process increase strictly in the order it makes them.
 func New(prefix string) string {
 	var u [26]byte
-	ulid(&u, time.Now())
+	monotonic(&u, time.Now())
 	var sb strings.Builder
 	sb.Grow(len(prefix) + 1 + len(u))
 	sb.WriteString(prefix)

@@ -2,6 +2,7 @@ package ids
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -47,5 +48,47 @@ func TestNewShape(t *testing.T) {
 	id := New("gen")
 	if len(id) != len("gen_")+26 || !strings.HasPrefix(id, "gen_") || strings.Trim(id[4:], crockford) != "" {
 		t.Fatalf("bad id %q", id)
+	}
+}
+
+func TestNewIncreasesWithinAMillisecond(t *testing.T) {
+	// Thousands of ids fall in the same millisecond: each must sort after the one before,
+	// from every goroutine's point of view.
+	const goroutines, each = 4, 2000
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prev := New("ws")
+			for range each {
+				id := New("ws")
+				if id <= prev {
+					t.Errorf("%s after %s", id, prev)
+					return
+				}
+				prev = id
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestMonotonicCarriesAndSurvivesAClockStepBack(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	var a, b, c [26]byte
+	monotonic(&a, now)
+	// The random part at its maximum: the next id carries into the time part.
+	last.Lock()
+	for i := 6; i < 16; i++ {
+		last.b[i] = 0xff
+	}
+	last.Unlock()
+	var maxed [26]byte
+	encode(&maxed, &last.b)
+	monotonic(&b, now)
+	monotonic(&c, now.Add(-time.Hour))
+	if string(b[:]) <= string(maxed[:]) || string(c[:]) <= string(b[:]) {
+		t.Fatalf("%s, %s, %s after %s", a, b, c, maxed)
 	}
 }
