@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,9 @@ func init() {
 		return err
 	}})
 }
+
+// busyTimeout is how long a connection waits for another one's lock.
+const busyTimeout = 10 * time.Second
 
 // Store is a store.Store over one SQLite file. It is safe for concurrent use.
 type Store struct {
@@ -138,7 +142,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// _stmt_cache_size: the same few statements run on every request; preparing them each
 	// time was a quarter of the writer's CPU.
 	common := url.Values{
-		"_busy_timeout":    {"10000"},
+		"_busy_timeout":    {strconv.FormatInt(busyTimeout.Milliseconds(), 10)},
 		"_foreign_keys":    {"1"},
 		"_stmt_cache_size": {"64"},
 	}
@@ -154,7 +158,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := w.PingContext(ctx); err != nil {
+	if err := connect(ctx, w); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
 	}
@@ -183,6 +187,26 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// connect makes w's first connection. Turning a new file to WAL takes an exclusive lock, and
+// SQLite answers SQLITE_BUSY at once, without waiting, to a connection that would deadlock
+// waiting for it: when several processes (or stores) open one new file together, the losers
+// try again until the busy timeout.
+func connect(ctx context.Context, w *sql.DB) error {
+	deadline := time.Now().Add(busyTimeout)
+	for {
+		err := w.PingContext(ctx)
+		var se sqlite3.Error
+		if err == nil || !errors.As(err, &se) || se.Code != sqlite3.ErrBusy || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (s *Store) synchronous() string {
