@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ func (w *writer) applySettleRun(tx *sql.Tx, run []*writeOp) (int, error) {
 		if _, err := tx.ExecContext(bg, `SAVEPOINT run`); err != nil {
 			return 0, fmt.Errorf("opening savepoint: %w", err)
 		}
-		if err := settleTogether(bg, tx, run); err == nil {
+		if err := settleTogether(bg, tx, &w.raw, run); err == nil {
 			if _, err := tx.ExecContext(bg, `RELEASE run`); err != nil {
 				return 0, fmt.Errorf("releasing savepoint: %w", err)
 			}
@@ -102,7 +103,7 @@ type walletState struct {
 // settleTogether works out and writes a run of settlements. It sets each op's err for a
 // settlement that fails on its own (nothing of it is written); a returned error means the
 // run as a whole could not be written and the caller must roll it back.
-func settleTogether(ctx context.Context, tx *sql.Tx, run []*writeOp) (err error) {
+func settleTogether(ctx context.Context, tx *sql.Tx, raw *rawExec, run []*writeOp) (err error) {
 	defer func() {
 		// A bug here must not take the writer goroutine down: the caller falls back to the
 		// closures, whose own recover hands a panic to its caller.
@@ -181,11 +182,11 @@ func settleTogether(ctx context.Context, tx *sql.Tx, run []*writeOp) (err error)
 		settled = append(settled, o)
 	}
 
-	if err := insertGenerations(ctx, tx, settled); err != nil {
+	if err := insertGenerations(raw, settled); err != nil {
 		return err
 	}
 	if charges > 0 {
-		if err := insertCharges(ctx, tx, settled, charges); err != nil {
+		if err := insertCharges(raw, settled, charges); err != nil {
 			return err
 		}
 	}
@@ -283,31 +284,34 @@ func queryIn(ctx context.Context, tx *sql.Tx, prefix string, ids []string, scan 
 // generationValues is the number of columns of generationColumns.
 const generationValues = 27
 
-func insertGenerations(ctx context.Context, tx *sql.Tx, ops []*writeOp) error {
+func insertGenerations(raw *rawExec, ops []*writeOp) error {
 	var scratch []byte
 	for chunk := range chunks(ops) {
-		args := make([]any, 0, generationValues*len(chunk))
+		args := raw.start()
 		for _, o := range chunk {
 			g := o.settle.g
 			scratch = store.AppendCostLinesJSON(scratch[:0], g.CostLines)
 			lines := string(scratch)
 			scratch = store.AppendAttemptsJSON(scratch[:0], g.Attempts)
 			attempts := string(scratch)
-			args = append(args,
+			for _, v := range [...]driver.Value{
 				g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,
-				g.Streamed, g.Cancelled, g.Status, g.FinishReason, g.ErrorCode, g.ErrorMessage,
+				g.Streamed, g.Cancelled, int64(g.Status), g.FinishReason, g.ErrorCode, g.ErrorMessage,
 				g.InputTokens, g.CacheReadTokens, g.CacheWriteTokens, g.OutputTokens, g.ReasoningTokens,
 				g.CostNanos, g.UnbilledNanos, lines, attempts,
-				g.LatencyMs, g.GenerationMs, g.EndToEndMs, millis(g.CreatedAt))
+				g.LatencyMs, g.GenerationMs, g.EndToEndMs, millis(g.CreatedAt),
+			} {
+				args = arg(args, v)
+			}
 		}
-		if _, err := tx.ExecContext(ctx, insertStatement(`INSERT INTO generations (`+generationColumns+`) VALUES `, generationValues, len(chunk)), args...); err != nil {
+		if err := raw.exec(insertStatement(`INSERT INTO generations (`+generationColumns+`) VALUES `, generationValues, len(chunk)), args); err != nil {
 			return fmt.Errorf("inserting generations: %w", err)
 		}
 	}
 	return nil
 }
 
-func insertCharges(ctx context.Context, tx *sql.Tx, ops []*writeOp, n int) error {
+func insertCharges(raw *rawExec, ops []*writeOp, n int) error {
 	charged := make([]*writeOp, 0, n)
 	for _, o := range ops {
 		if o.settle.g.CostNanos > 0 {
@@ -315,12 +319,14 @@ func insertCharges(ctx context.Context, tx *sql.Tx, ops []*writeOp, n int) error
 		}
 	}
 	for chunk := range chunks(charged) {
-		args := make([]any, 0, 6*len(chunk))
+		args := raw.start()
 		for _, o := range chunk {
 			g := o.settle.g
-			args = append(args, g.WorkspaceID, -g.CostNanos, "charge", g.ID, g.KeyID, millis(o.settle.now))
+			for _, v := range [...]driver.Value{g.WorkspaceID, -g.CostNanos, "charge", g.ID, g.KeyID, millis(o.settle.now)} {
+				args = arg(args, v)
+			}
 		}
-		if _, err := tx.ExecContext(ctx, insertStatement(`INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at) VALUES `, 6, len(chunk)), args...); err != nil {
+		if err := raw.exec(insertStatement(`INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at) VALUES `, 6, len(chunk)), args); err != nil {
 			return fmt.Errorf("appending to ledger: %w", err)
 		}
 	}

@@ -228,3 +228,62 @@ func TestSettleRunMatchesOneByOne(t *testing.T) {
 		})
 	}
 }
+
+// TestRawStatementsFollowTheConnection: runs of settlements insert through statements
+// prepared on the driver's connection (rawexec.go). They are prepared again on another
+// connection, give the same rows, and are finalized when the store closes.
+func TestRawStatementsFollowTheConnection(t *testing.T) {
+	ctx := context.Background()
+	steps := settleScript(7, 30, false)
+	settleRun := func(s *Store, steps []settleStep) {
+		t.Helper()
+		together := s.wr.together.Load()
+		p := holdWriter(t, s)
+		errs := make(chan error, len(steps))
+		for i, st := range steps {
+			go func() { _, err := st.call(ctx, s); errs <- err }()
+			waitQueued(t, s, i+1)
+		}
+		p.release()
+		if err := <-p.done; err != nil {
+			t.Fatalf("plug: %v", err)
+		}
+		for range steps {
+			<-errs
+		}
+		if s.wr.together.Load() == together {
+			t.Fatal("the settlements were not applied together")
+		}
+	}
+
+	s := openScripted(t)
+	settleRun(s, steps[:15])
+	prepared := len(s.wr.raw.stmts)
+	if prepared == 0 || s.wr.raw.owner == nil {
+		t.Fatalf("%d statements prepared on %v, want the INSERTs", prepared, s.wr.raw.owner)
+	}
+	// As if database/sql had replaced the connection: the statements belong to the old one.
+	s.wr.mu.Lock()
+	s.wr.raw.owner = "a connection since closed"
+	s.wr.mu.Unlock()
+	settleRun(s, steps[15:])
+	if s.wr.raw.owner == "a connection since closed" || len(s.wr.raw.stmts) == 0 {
+		t.Fatalf("statements not prepared again on the new connection (owner %v)", s.wr.raw.owner)
+	}
+
+	// The same rows as one call at a time.
+	one := openScripted(t)
+	for _, st := range steps {
+		_, _ = st.call(ctx, one)
+	}
+	if a, b := dumpState(t, one), dumpState(t, s); !reflect.DeepEqual(a, b) {
+		t.Fatalf("state differs:\n one by one %v\n    batched %v", a, b)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.wr.raw.stmts); n != 0 {
+		t.Fatalf("%d statements left unfinalized after Close", n)
+	}
+}

@@ -108,6 +108,9 @@ type writer struct {
 	together, oneByOne atomic.Int64
 	// flushes counts checkpoints run for onDisk ops.
 	flushes atomic.Int64
+
+	// raw runs settlements' INSERTs on the batch's connection (writer goroutine only).
+	raw rawExec
 }
 
 // gatherDelay is how long the writer lets journaled settlements gather into one
@@ -246,6 +249,7 @@ func (s *Store) write(ctx context.Context, o *writeOp) error {
 // runWriter is the writer goroutine: it commits batches until the store closes.
 func (s *Store) runWriter() {
 	defer close(s.wr.stopped)
+	defer s.closeRawStmts()
 	var batch []*writeOp
 	for {
 		var ok bool
@@ -260,6 +264,23 @@ func (s *Store) runWriter() {
 		}
 		clear(batch)
 	}
+}
+
+// closeRawStmts finalizes the statements the writer prepared on the driver's connection,
+// before the store closes it.
+func (s *Store) closeRawStmts() {
+	if len(s.wr.raw.stmts) == 0 {
+		return
+	}
+	conn, err := s.w.Conn(context.Background())
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_ = conn.Raw(func(any) error {
+		s.wr.raw.closeStmts()
+		return nil
+	})
 }
 
 // commitBatch runs batch in one transaction and answers every op it claims; false when
@@ -286,11 +307,22 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 		failure error // set once the transaction cannot go on; no later op runs
 		applied int
 	)
-	// The batch's transaction belongs to no caller: no one's cancellation may end it.
-	tx, err := s.w.BeginTx(context.Background(), nil)
-	if err != nil {
-		failure = fmt.Errorf("beginning transaction: %w", err)
+	// The batch's transaction belongs to no caller: no one's cancellation may end it. It
+	// runs on a connection the batch holds, so that settlements can reach the driver's
+	// connection inside it (rawexec.go); the connection goes back to the pool (of one) when
+	// the transaction ends.
+	var tx *sql.Tx
+	conn, err := s.w.Conn(context.Background())
+	if err == nil {
+		if tx, err = conn.BeginTx(context.Background(), nil); err != nil {
+			_ = conn.Close()
+		}
 	}
+	if err != nil {
+		conn, failure = nil, fmt.Errorf("beginning transaction: %w", err)
+	}
+	s.wr.raw.conn = conn
+	defer func() { s.wr.raw.conn = nil }()
 	for i := 0; i < len(claimed) && failure == nil; {
 		if claimed[i].settle != nil {
 			j := i + 1
@@ -313,6 +345,7 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 		}
 	}
 
+	committed := false
 	switch {
 	case failure != nil:
 		if tx != nil {
@@ -335,10 +368,16 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 				}
 			}
 		} else {
+			committed = true
 			s.wr.commits.Add(1)
 			s.wr.ops.Add(int64(applied))
-			s.flushIfAsked(claimed)
 		}
+	}
+	if conn != nil {
+		_ = conn.Close()
+	}
+	if committed {
+		s.flushIfAsked(claimed)
 	}
 	for _, o := range claimed {
 		if o.async {
