@@ -414,7 +414,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if hasDeltaContent(data) {
 			c.gotToken()
 		}
-		c.relayCommit(out, rt, began)
+		c.relayCommit(out, &rt, began)
 		switch {
 		case chunkOK && cf.id.ok:
 			// The gateway's id in place of the upstream's, spliced as the frame is written.
@@ -441,7 +441,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	if streamErr != nil {
 		return c.relayFailed(out, rt, began, streamErr, &chatSink{c: c, enc: openai.NewChunkEncoder(c.genID, rt.UpstreamModel, c.start.Unix()), includeUsage: f.includeUsage})
 	}
-	c.relayCommit(out, rt, began)
+	c.relayCommit(out, &rt, began)
 	var final []byte
 	if f.includeUsage || c.wantMeta {
 		if usageChunk == nil {

@@ -28,13 +28,16 @@ type chatSink struct {
 	c            *call
 	enc          *openai.ChunkEncoder
 	includeUsage bool
+	one          [1]frame
 }
 
 func (s *chatSink) start() []frame { return nil }
 
 func (s *chatSink) event(ev providers.Event) []frame {
 	if chunk, ok := s.enc.Encode(ev); ok {
-		return []frame{{data: chunk}}
+		// The frames are written before the next event: one slice serves them all.
+		s.one[0] = frame{data: chunk}
+		return s.one[:]
 	}
 	return nil
 }

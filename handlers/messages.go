@@ -223,7 +223,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		if streamErr != nil || stopped {
 			break
 		}
-		c.relayCommit(out, rt, began)
+		c.relayCommit(out, &rt, began)
 		out.event(name, data)
 		if out.failed {
 			break
@@ -237,7 +237,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		switch {
 		case heldDelta == nil && out.started:
 			// Ended cleanly without its message_delta: finish it for the client, with usage.
-			c.relayCommit(out, rt, began)
+			c.relayCommit(out, &rt, began)
 			sink := &anthropicTailSink{blocks: blocks}
 			final := sink.finish(c)
 			if err := c.settle(r.Context()); err != nil {
@@ -252,7 +252,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 	if streamErr != nil {
 		return c.relayFailed(out, rt, began, streamErr, &anthropicTailSink{blocks: blocks})
 	}
-	c.relayCommit(out, rt, began)
+	c.relayCommit(out, &rt, began)
 	final, err := c.decorateUsage(heldDelta, anthropic.EncodeUsage(c.usage), "usage")
 	if err == nil {
 		final, err = c.withMeta(final)

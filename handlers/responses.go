@@ -203,7 +203,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		if streamErr != nil {
 			break
 		}
-		c.relayCommit(out, rt, began)
+		c.relayCommit(out, &rt, began)
 		out.event(name, data)
 		if out.failed {
 			break
@@ -219,7 +219,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 	if streamErr != nil {
 		return c.relayFailed(out, rt, began, streamErr, &responsesTailSink{seq: lastSeq})
 	}
-	c.relayCommit(out, rt, began)
+	c.relayCommit(out, &rt, began)
 	final := c.decorateFinal(terminal)
 	if err := c.settle(r.Context()); err != nil {
 		out.frames((&responsesTailSink{seq: lastSeq}).fail(notRecordedStream))

@@ -169,10 +169,14 @@ func relayResult(err error) error {
 
 // relayCommit makes rt the route that answers, once, as the first frame is written: from
 // then on a failure can no longer fall back silently.
-func (c *call) relayCommit(out *sseWriter, rt Route, began time.Time) {
+//
+// rt is a pointer: relayCommit is called for every frame, and a Route passed by value
+// whose address is kept was copied to the heap on every call (once per chunk of every
+// stream), even though only the first call keeps it.
+func (c *call) relayCommit(out *sseWriter, rt *Route, began time.Time) {
 	if !out.started {
-		c.recordAttempt(rt, began, nil)
-		c.route = &rt
+		c.recordAttempt(*rt, began, nil)
+		c.route = rt
 		c.status = http.StatusOK
 	}
 }

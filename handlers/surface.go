@@ -95,7 +95,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 	out := newSSEWriter(w)
 	commit := func() {
 		if !out.started {
-			c.relayCommit(out, rt, began)
+			c.relayCommit(out, &rt, began)
 			out.frames(sink.start())
 		}
 	}

@@ -178,11 +178,14 @@ func (s *messagesStream) handle(ev sse.Event) error {
 	}
 	var se streamEvent
 	if !se.fastDecode(data) {
-		// A shape the fast path leaves to encoding/json, malformed frames included.
-		se = streamEvent{}
-		if json.Unmarshal(data, &se) != nil {
+		// A shape the fast path leaves to encoding/json, malformed frames included. Decoded
+		// into a variable of its own: one whose address goes to encoding/json lives on the
+		// heap, and se would then be allocated for every event.
+		var slow streamEvent
+		if json.Unmarshal(data, &slow) != nil {
 			return errSkipFrame
 		}
+		se = slow
 	}
 	typ := se.Type
 	if typ == "" {
