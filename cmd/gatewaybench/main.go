@@ -93,6 +93,7 @@ type config struct {
 	profileArms    string
 	profileSeconds int
 	profileRate    int
+	profileStreams bool
 }
 
 func main() {
@@ -137,6 +138,7 @@ func main() {
 	flag.StringVar(&c.profileDir, "profile", "", "after the rounds, profile the proxies under saturation and write the profiles to this directory")
 	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
+	flag.BoolVar(&c.profileStreams, "profile-streams", false, "profile under the streaming test's load (-streams concurrent streams) instead of under saturation")
 	flag.IntVar(&c.profileRate, "profile-rate", 0, "profile at this fixed rate in requests per second, as in the latency test, instead of under saturation (0: saturation)")
 	flag.Parse()
 	if *quick {
@@ -661,13 +663,20 @@ func (b *bench) profile(ctx context.Context) error {
 		body := a.body(false, directive{n: b.cfg.AnswerPieces, latency: b.cfg.Latency})
 		load := time.Duration(secs+2) * time.Second
 		done := make(chan string, 1)
-		if rate := b.cfg.profileRate; rate > 0 {
+		switch rate := b.cfg.profileRate; {
+		case b.cfg.profileStreams:
+			logf("profiling %s for %ds under %d concurrent streams", a.name, secs, b.cfg.Streams)
+			go func() {
+				r := streams(ctx, a, b.cfg.Streams, load, directive{n: b.cfg.Chunks, interval: b.cfg.ChunkInterval, latency: b.cfg.Latency})
+				done <- fmt.Sprintf("ttfb p50 %.0f µs, p99 %.0f µs, %d streams", r.TTFBP50Us, r.TTFBP99Us, r.Streams)
+			}()
+		case rate > 0:
 			logf("profiling %s for %ds at %d rps", a.name, secs, rate)
 			go func() {
 				r := fixedRate(ctx, a, rate, 0, load, body)
 				done <- fmt.Sprintf("p50 %.0f µs, p99 %.0f µs", r.P50Us, r.P99Us)
 			}()
-		} else {
+		default:
 			logf("profiling %s for %ds under saturation", a.name, secs)
 			go func() {
 				r := saturate(ctx, a, b.upstream, b.cfg.Concurrency, 0, load, body)
