@@ -111,20 +111,7 @@ type writer struct {
 
 	// raw runs settlements' INSERTs on the batch's connection (writer goroutine only).
 	raw rawExec
-	// tid is the OS thread the writer runs on at a lower priority (0: not set apart).
-	tid atomic.Int64
 }
-
-// writerNice is the niceness of the writer's thread with the settlement journal on
-// (DurableProcess). Nobody waits for most of its work there (journaled settlements), but its
-// transactions come in bursts of about a hundred settlements, and a burst on one of a small
-// machine's cores slowed down the requests in flight: in gatewaybench at 1,000 rps, the
-// gateway's p99 over plain Caddy was +521 µs with the writer against +10 µs without it
-// (10 rounds), and nice 10 brought it from +214 to +67 µs (10 rounds, -variant), without
-// lowering throughput at saturation. A niced thread still gets its share when the machine is
-// busy (about a tenth against one ordinary thread). With DurablePower every answer waits for
-// a commit, and the writer keeps the usual priority.
-const writerNice = 10
 
 // gatherDelay is how long the writer lets journaled settlements gather into one
 // transaction when nothing else is queued: nobody waits for them (every read of what they
@@ -259,17 +246,8 @@ func (s *Store) write(ctx context.Context, o *writeOp) error {
 	return o.err
 }
 
-// runWriter is the writer goroutine: it commits batches until the store closes, with the
-// settlement journal on a thread of lower priority (writerNice).
+// runWriter is the writer goroutine: it commits batches until the store closes.
 func (s *Store) runWriter() {
-	if s.durability == DurableProcess {
-		runLowered(&s.wr.tid, s.writeLoop)
-		return
-	}
-	s.writeLoop()
-}
-
-func (s *Store) writeLoop() {
 	defer close(s.wr.stopped)
 	defer s.closeRawStmts()
 	var batch []*writeOp
