@@ -21,12 +21,18 @@ func ULID(t time.Time) string {
 }
 
 func ulid(out *[26]byte, t time.Time) {
+	b := random(t)
+	encode(out, &b)
+}
+
+// random is the 128 bits of a ULID of t: its milliseconds, then 80 random bits.
+func random(t time.Time) [16]byte {
 	var b [16]byte
 	ms := uint64(t.UnixMilli())
 	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
 	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
 	_, _ = rand.Read(b[6:])
-	encode(out, &b)
+	return b
 }
 
 // encode writes the 128 bits of b as 26 base-32 digits.
@@ -51,11 +57,7 @@ var last struct {
 
 // monotonic fills out with a ULID of t greater than every one it made before.
 func monotonic(out *[26]byte, t time.Time) {
-	var b [16]byte
-	ms := uint64(t.UnixMilli())
-	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
-	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
-	_, _ = rand.Read(b[6:])
+	b := random(t)
 	last.Lock()
 	if bytes.Compare(b[:6], last.b[:6]) <= 0 {
 		// The same millisecond (or a clock stepped back): one more than the last.
