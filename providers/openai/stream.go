@@ -150,9 +150,13 @@ func (s *chatStream) handle(ev sse.Event) error {
 	var c ChatChunk
 	if !c.fastDecode(data) {
 		// As in DecodeChatRequest: the fast path (fastdecode.go) takes the usual chunks and
-		// leaves the rest, malformed frames included, to json.Unmarshal from a zero struct.
-		c = ChatChunk{}
-		if err := json.Unmarshal(data, &c); err != nil {
+		// leaves the rest, malformed frames included, to json.Unmarshal from a zero struct:
+		// one of its own, since a variable whose address goes to encoding/json lives on the
+		// heap, and c would then be allocated for every chunk.
+		var slow ChatChunk
+		err := json.Unmarshal(data, &slow)
+		c = slow
+		if err != nil {
 			var probe struct {
 				Error json.RawMessage `json:"error"`
 			}
