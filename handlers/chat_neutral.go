@@ -13,7 +13,10 @@ type chatSurface struct {
 
 func (s chatSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	resp.Model = model
-	data, err := openai.EncodeChatResponse(resp, c.genID, c.start.Unix())
+	// Encoded into a pooled buffer too: it is garbage once decorated into dst.
+	tmp := getAnswerBuf()
+	data, err := openai.AppendChatResponse((*tmp)[:0], resp, c.genID, c.start.Unix())
+	defer putAnswerBuf(tmp, data)
 	if err != nil {
 		return nil, err
 	}

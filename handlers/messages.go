@@ -29,7 +29,10 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, caller *Calle
 type anthropicSurface struct{}
 
 func (anthropicSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
-	data, err := anthropic.EncodeResponse(resp, c.genID, model)
+	// Encoded into a pooled buffer too: it is garbage once decorated into dst.
+	tmp := getAnswerBuf()
+	data, err := anthropic.AppendResponse((*tmp)[:0], resp, c.genID, model)
+	defer putAnswerBuf(tmp, data)
 	if err != nil {
 		return nil, err
 	}

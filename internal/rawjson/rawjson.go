@@ -10,8 +10,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"slices"
 	"unicode/utf8"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 )
 
 // ErrMalformed is returned for input that is not a JSON object.
@@ -433,7 +434,7 @@ func AppendSetMany(dst, data []byte, edits ...Edit) ([]byte, error) {
 			return nil, ErrMalformed
 		}
 	}
-	out := slices.Grow(dst, size)
+	out := bufs.Grow(dst, size)
 	// Replacements in the order they appear in data.
 	last := 0
 	for {

@@ -1,7 +1,11 @@
 // Package readall reads a body whose length is usually announced, in one allocation.
 package readall
 
-import "io"
+import (
+	"io"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
+)
 
 // ReadAll reads r to its end, like io.ReadAll. When hint (a Content-Length) is positive and
 // at most limit, the buffer is made to hold hint bytes at once, and one more so that the end
@@ -19,9 +23,9 @@ func ReadAll(r io.Reader, hint, limit int64) ([]byte, error) {
 // hint bytes and one more.
 func Append(dst []byte, r io.Reader, hint, limit int64) ([]byte, error) {
 	if hint > 0 && hint <= limit {
-		dst = grow(dst, int(hint)+1)
+		dst = bufs.Grow(dst, int(hint)+1)
 	} else {
-		dst = grow(dst, 512)
+		dst = bufs.Grow(dst, 512)
 	}
 	for {
 		n, err := r.Read(dst[len(dst):cap(dst)])
@@ -36,15 +40,4 @@ func Append(dst []byte, r io.Reader, hint, limit int64) ([]byte, error) {
 			dst = append(dst, 0)[:len(dst)] // grow as append does
 		}
 	}
-}
-
-// grow makes room for n more bytes in dst, in one allocation when it has not (slices.Grow
-// makes a second, temporary one under the race detector).
-func grow(dst []byte, n int) []byte {
-	if cap(dst)-len(dst) >= n {
-		return dst
-	}
-	b := make([]byte, len(dst), len(dst)+n)
-	copy(b, dst)
-	return b
 }

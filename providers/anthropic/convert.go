@@ -1078,6 +1078,12 @@ func DecodeResponse(body []byte) (*providers.Response, error) {
 // empty text makes no block. Tool arguments become input objects ({} when they are not a
 // JSON object).
 func EncodeResponse(resp *providers.Response, id, model string) ([]byte, error) {
+	return AppendResponse(nil, resp, id, model)
+}
+
+// AppendResponse appends what EncodeResponse returns to dst, so that a caller can encode
+// into a buffer it reuses.
+func AppendResponse(dst []byte, resp *providers.Response, id, model string) ([]byte, error) {
 	if id == "" {
 		id = resp.ID
 	}
@@ -1112,7 +1118,7 @@ func EncodeResponse(resp *providers.Response, id, model string) ([]byte, error) 
 	if stop == "stop_sequence" {
 		m.StopSequence = &resp.StopSequence
 	}
-	return marshalMessage(&m)
+	return appendMarshalMessage(dst, &m)
 }
 
 // FinishReason maps an Anthropic stop_reason to the neutral finish reason: end_turn and

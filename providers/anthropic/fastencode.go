@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 )
 
@@ -301,11 +302,15 @@ func marshalRequest(r *MessagesRequest) ([]byte, error) {
 }
 
 // marshalMessage is json.Marshal(m), on the fast path when it can.
-func marshalMessage(m *Message) ([]byte, error) {
-	if b, ok := appendMessage(make([]byte, 0, messageSize(m)), m); ok {
+func marshalMessage(m *Message) ([]byte, error) { return appendMarshalMessage(nil, m) }
+
+// appendMarshalMessage appends what marshalMessage returns to dst.
+func appendMarshalMessage(dst []byte, m *Message) ([]byte, error) {
+	if b, ok := appendMessage(bufs.Grow(dst, messageSize(m)), m); ok {
 		return b, nil
 	}
-	return json.Marshal(m)
+	b, err := json.Marshal(m)
+	return append(dst, b...), err
 }
 
 // marshalBlocks is json.Marshal(blocks), on the fast path when it can.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -568,6 +569,12 @@ func finishReason(s string, sawToolCall bool) providers.FinishReason {
 // EncodeChatResponse writes a neutral response as a chat.completion object with the given
 // id (resp.ID when empty) and creation time in Unix seconds.
 func EncodeChatResponse(resp *providers.Response, id string, created int64) ([]byte, error) {
+	return AppendChatResponse(nil, resp, id, created)
+}
+
+// AppendChatResponse appends what EncodeChatResponse returns to dst, so that a caller can
+// encode into a buffer it reuses.
+func AppendChatResponse(dst []byte, resp *providers.Response, id string, created int64) ([]byte, error) {
 	if id == "" {
 		id = resp.ID
 	}
@@ -595,10 +602,11 @@ func EncodeChatResponse(resp *providers.Response, id string, created int64) ([]b
 		Choices: []ChatChoice{{Index: 0, Message: msg, FinishReason: &finish}},
 		Usage:   &usage,
 	}
-	if b, ok := appendChatResponse(make([]byte, 0, chatResponseSize(&cr)), &cr); ok {
+	if b, ok := appendChatResponse(bufs.Grow(dst, chatResponseSize(&cr)), &cr); ok {
 		return b, nil
 	}
-	return json.Marshal(cr)
+	b, err := json.Marshal(cr)
+	return append(dst, b...), err
 }
 
 // chatUsage writes neutral usage with the chat names (translation map §2.3).
