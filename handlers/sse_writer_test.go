@@ -3,7 +3,9 @@ package handlers
 import (
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // countingWriter counts the writes and flushes that reach the client's connection.
@@ -49,5 +51,37 @@ func TestSSEFramesOneWrite(t *testing.T) {
 	newSSEWriter(idle).frames(nil)
 	if idle.writes != 0 || idle.flushes != 0 {
 		t.Fatalf("no frames: %d writes, %d flushes", idle.writes, idle.flushes)
+	}
+}
+
+// TestIdleTimer: events closer together than d keep the wait going however long the stream
+// lasts; silence for d ends it once; Stop prevents it.
+func TestIdleTimer(t *testing.T) {
+	const d = 100 * time.Millisecond
+	var stops atomic.Int32
+	it := newIdleTimer(d, func() { stops.Add(1) })
+	for end := time.Now().Add(4 * d); time.Now().Before(end); time.Sleep(d / 5) {
+		it.kick()
+	}
+	if it.fired.Load() || stops.Load() != 0 {
+		t.Fatal("fired while events kept coming")
+	}
+	deadline := time.Now().Add(10 * d)
+	for !it.fired.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("did not fire after the events stopped")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(2 * d)
+	if n := stops.Load(); n != 1 {
+		t.Fatalf("stop called %d times", n)
+	}
+
+	quiet := newIdleTimer(d, func() { stops.Add(1) })
+	quiet.Stop()
+	time.Sleep(2 * d)
+	if quiet.fired.Load() || stops.Load() != 1 {
+		t.Fatal("fired after Stop")
 	}
 }
