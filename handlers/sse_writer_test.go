@@ -57,10 +57,13 @@ func TestSSEFramesOneWrite(t *testing.T) {
 // TestIdleTimer: events closer together than d keep the wait going however long the stream
 // lasts; silence for d ends it once; Stop prevents it.
 func TestIdleTimer(t *testing.T) {
-	const d = 100 * time.Millisecond
+	t.Parallel()
+	// Kicks d/10 apart: a loaded machine oversleeping one of them by nine tenths of d is
+	// what it would take to fire early.
+	const d = 300 * time.Millisecond
 	var stops atomic.Int32
 	it := newIdleTimer(d, func() { stops.Add(1) })
-	for end := time.Now().Add(4 * d); time.Now().Before(end); time.Sleep(d / 5) {
+	for end := time.Now().Add(3 * d); time.Now().Before(end); time.Sleep(d / 10) {
 		it.kick()
 	}
 	if it.fired.Load() || stops.Load() != 0 {
