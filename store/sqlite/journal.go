@@ -433,16 +433,18 @@ const maxPending = 8192
 
 var errJournalBacklog = errors.New("settlement journal: backlog full")
 
-// deferSettle journals r and queues it for the writer without waiting for it.
+// deferSettle journals r and queues it for the writer without waiting for it. r is marked
+// deferred only once the journal holds it: when deferSettle fails, the caller settles the
+// same r synchronously.
 func (s *Store) deferSettle(r *settleReq) error {
 	if s.pending.Load() >= maxPending {
 		return errJournalBacklog
 	}
-	r.deferred = true
 	seg, err := s.jr.append(r)
 	if err != nil {
 		return err
 	}
+	r.deferred = true
 	o := &writeOp{ctx: context.Background(), settle: r, fn: r.apply, async: true, seg: seg, done: make(chan struct{})}
 	s.pending.Add(1)
 	if err := s.wr.enqueue(o); err != nil {

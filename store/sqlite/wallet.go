@@ -314,7 +314,6 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 			return g, nil
 		}
 		// The journal could not take it: settle synchronously.
-		req.deferred = false
 	}
 	err := s.write(ctx, &writeOp{settle: req, fn: req.apply})
 	if err == nil && !p.Release {
