@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 )
 
@@ -18,8 +17,7 @@ import (
 // lets sql.Conn.Raw reach that connection while the transaction is open, and every statement
 // run through it is part of the transaction, as through tx.
 type rawExec struct {
-	conn  *sql.Conn // the batch's connection (set per batch)
-	owner any       // the driver connection the statements were prepared on
+	owner any // the driver connection the statements were prepared on
 	stmts map[string]driver.Stmt
 	args  []driver.NamedValue
 }
@@ -35,13 +33,11 @@ func arg(args []driver.NamedValue, v driver.Value) []driver.NamedValue {
 	return append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
 }
 
-// exec runs query with args, which start returned and the caller filled.
-func (r *rawExec) exec(query string, args []driver.NamedValue) error {
+// exec runs query with args, which start returned and the caller filled, on conn, the
+// connection of the batch's transaction.
+func (r *rawExec) exec(conn *sql.Conn, query string, args []driver.NamedValue) error {
 	r.args = args // keep what the slice grew to
-	if r.conn == nil {
-		return errors.New("raw exec outside a batch")
-	}
-	return r.conn.Raw(func(dc any) error {
+	return conn.Raw(func(dc any) error {
 		if dc != r.owner {
 			// A new connection (the first, or one database/sql reopened): statements are
 			// per connection.

@@ -47,13 +47,13 @@ type settleReq struct {
 // applySettleRun applies a run of consecutive settlements (see above), leaving each op's
 // result in it, and returns how many succeeded. An error is the transaction's, as for
 // applyOp: the batch must be abandoned.
-func (w *writer) applySettleRun(tx *sql.Tx, run []*writeOp) (int, error) {
+func (w *writer) applySettleRun(tx *sql.Tx, conn *sql.Conn, run []*writeOp) (int, error) {
 	if len(run) > 1 {
 		bg := context.Background()
 		if _, err := tx.ExecContext(bg, `SAVEPOINT run`); err != nil {
 			return 0, fmt.Errorf("opening savepoint: %w", err)
 		}
-		if err := settleTogether(bg, tx, &w.raw, run); err == nil {
+		if err := settleTogether(bg, tx, conn, &w.raw, run); err == nil {
 			if _, err := tx.ExecContext(bg, `RELEASE run`); err != nil {
 				return 0, fmt.Errorf("releasing savepoint: %w", err)
 			}
@@ -103,7 +103,7 @@ type walletState struct {
 // settleTogether works out and writes a run of settlements. It sets each op's err for a
 // settlement that fails on its own (nothing of it is written); a returned error means the
 // run as a whole could not be written and the caller must roll it back.
-func settleTogether(ctx context.Context, tx *sql.Tx, raw *rawExec, run []*writeOp) (err error) {
+func settleTogether(ctx context.Context, tx *sql.Tx, conn *sql.Conn, raw *rawExec, run []*writeOp) (err error) {
 	defer func() {
 		// A bug here must not take the writer goroutine down: the caller falls back to the
 		// closures, whose own recover hands a panic to its caller.
@@ -182,11 +182,11 @@ func settleTogether(ctx context.Context, tx *sql.Tx, raw *rawExec, run []*writeO
 		settled = append(settled, o)
 	}
 
-	if err := insertGenerations(raw, settled); err != nil {
+	if err := insertGenerations(raw, conn, settled); err != nil {
 		return err
 	}
 	if charges > 0 {
-		if err := insertCharges(raw, settled, charges); err != nil {
+		if err := insertCharges(raw, conn, settled, charges); err != nil {
 			return err
 		}
 	}
@@ -284,7 +284,7 @@ func queryIn(ctx context.Context, tx *sql.Tx, prefix string, ids []string, scan 
 // generationValues is the number of columns of generationColumns.
 const generationValues = 27
 
-func insertGenerations(raw *rawExec, ops []*writeOp) error {
+func insertGenerations(raw *rawExec, conn *sql.Conn, ops []*writeOp) error {
 	var scratch []byte
 	for chunk := range chunks(ops) {
 		args := raw.start()
@@ -304,14 +304,14 @@ func insertGenerations(raw *rawExec, ops []*writeOp) error {
 				args = arg(args, v)
 			}
 		}
-		if err := raw.exec(insertStatement(`INSERT INTO generations (`+generationColumns+`) VALUES `, generationValues, len(chunk)), args); err != nil {
+		if err := raw.exec(conn, insertStatement(`INSERT INTO generations (`+generationColumns+`) VALUES `, generationValues, len(chunk)), args); err != nil {
 			return fmt.Errorf("inserting generations: %w", err)
 		}
 	}
 	return nil
 }
 
-func insertCharges(raw *rawExec, ops []*writeOp, n int) error {
+func insertCharges(raw *rawExec, conn *sql.Conn, ops []*writeOp, n int) error {
 	charged := make([]*writeOp, 0, n)
 	for _, o := range ops {
 		if o.settle.g.CostNanos > 0 {
@@ -326,7 +326,7 @@ func insertCharges(raw *rawExec, ops []*writeOp, n int) error {
 				args = arg(args, v)
 			}
 		}
-		if err := raw.exec(insertStatement(`INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at) VALUES `, 6, len(chunk)), args); err != nil {
+		if err := raw.exec(conn, insertStatement(`INSERT INTO ledger (workspace_id, amount_nanos, kind, generation_id, key_id, created_at) VALUES `, 6, len(chunk)), args); err != nil {
 			return fmt.Errorf("appending to ledger: %w", err)
 		}
 	}

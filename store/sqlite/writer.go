@@ -109,15 +109,15 @@ type writer struct {
 	// flushes counts checkpoints run for onDisk ops.
 	flushes atomic.Int64
 
-	// raw runs settlements' INSERTs on the batch's connection (writer goroutine only).
+	// raw holds the statements settlements' INSERTs run through (writer goroutine only).
 	raw rawExec
 }
 
 // gatherDelay is how long the writer lets journaled settlements gather into one
 // transaction when nothing else is queued: nobody waits for them (every read of what they
 // change waits for them first, journal.go), and the fewer the transactions, the less each
-// settlement costs the writer: 37 µs at 27 a transaction, 26 µs at 100, 22 µs at 250
-// (BenchmarkSettleLeaseGathered). At 1,000 requests a second, the writer's work took
+// settlement costs the writer (BenchmarkSettleLeaseGathered, when this was chosen: 37 µs
+// at 27 a transaction, 26 µs at 100, 22 µs at 250; a commit's cost is shared by all). At 1,000 requests a second, the writer's work took
 // turns with the requests' on the same cores, so its cost was in their latency. Anything
 // a caller waits for (a read's barrier included) ends the wait at once, and a full batch
 // (batchLimit) does not wait.
@@ -321,8 +321,6 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 	if err != nil {
 		conn, failure = nil, fmt.Errorf("beginning transaction: %w", err)
 	}
-	s.wr.raw.conn = conn
-	defer func() { s.wr.raw.conn = nil }()
 	for i := 0; i < len(claimed) && failure == nil; {
 		if claimed[i].settle != nil {
 			j := i + 1
@@ -330,7 +328,7 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 				j++
 			}
 			var n int
-			n, failure = s.wr.applySettleRun(tx, claimed[i:j])
+			n, failure = s.wr.applySettleRun(tx, conn, claimed[i:j])
 			applied += n
 			i = j
 			continue
