@@ -14,8 +14,8 @@
 //	gw-messages-translated  gateway /v1/messages to the OpenAI-wire provider
 //	gw-chat-translated      gateway /v1/chat/completions to the Anthropic-wire provider
 //	gw-chat-passthrough-small-wallet
-//	                        gw-chat-passthrough for a workspace under 10 USD, which takes no
-//	                        credit lease (only when named in -arms)
+//	                        gw-chat-passthrough for a workspace under 10 USD, too small for a
+//	                        full credit lease (only when named in -arms)
 //
 // Figures: throughput at saturation (closed loop), latency p50/p99 at a fixed rate (open
 // loop), time to first chunk and gaps between chunks on streams, memory per open stream
@@ -94,6 +94,10 @@ type config struct {
 	profileSeconds int
 	profileRate    int
 	profileStreams bool
+
+	// Set by validate: the arms to run (caddy always) and -variant's environment entries.
+	want       map[string]bool
+	variantEnv []string
 }
 
 func main() {
@@ -237,7 +241,11 @@ func (c *config) validate() error {
 	case c.profileRate < 0:
 		return errors.New("-profile-rate must not be negative")
 	}
-	if _, err := parseVariant(c.Variant); err != nil {
+	var err error
+	if c.variantEnv, err = parseVariant(c.Variant); err != nil {
+		return err
+	}
+	if c.want, err = parseArms(c.Arms); err != nil {
 		return err
 	}
 	if c.ProxyCPUs != "" && os.Getenv(pinnedEnv) == "" {
@@ -251,9 +259,9 @@ func (c *config) validate() error {
 // armNames is the order of the arms in every table.
 var armNames = []string{"direct", "caddy", "gw-chat-passthrough", "gw-messages-translated", "gw-chat-translated", smallWalletArm}
 
-// smallWalletArm is chat passthrough for a key whose workspace holds less than a credit
-// lease needs (10 USD), so that every request reserves and settles through the database:
-// the path of small wallets. "all" leaves it out; name it in -arms.
+// smallWalletArm is chat passthrough for a key whose workspace holds less than a full
+// credit lease needs (10 USD): the path of small wallets, which take small leases sized
+// from their balance (handlers/lease.go). "all" leaves it out; name it in -arms.
 const smallWalletArm = "gw-chat-passthrough-small-wallet"
 
 // smallWalletCredits is the small wallet, in USD: under the lease threshold, and enough for
@@ -400,7 +408,8 @@ func (b *bench) start(ctx context.Context) error {
 	if err := waitHTTP(ctx, b.plain, http.MethodGet, b.plain.health, 30*time.Second); err != nil {
 		return err
 	}
-	gw, err := b.startGateway(ctx, "gateway", bin, env, gwPort, upPort, gwAdmin)
+	small := cfg.want[smallWalletArm]
+	gw, err := b.startGateway(ctx, "gateway", bin, env, gwPort, upPort, gwAdmin, small)
 	if err != nil {
 		return err
 	}
@@ -413,21 +422,7 @@ func (b *bench) start(ctx context.Context) error {
 		"caddy":  {kind: kindCaddy, url: plainURL + "/v1/chat/completions", model: "bench-oa", proc: b.plain, key: gw.key},
 	}
 	maps.Copy(all, gw.arms(""))
-	want := map[string]bool{"caddy": true}
-	for _, n := range strings.Split(cfg.Arms, ",") {
-		n = strings.TrimSpace(n)
-		if n == "all" {
-			for _, m := range armNames {
-				want[m] = m != smallWalletArm
-			}
-			continue
-		}
-		if _, ok := all[n]; !ok {
-			return fmt.Errorf("unknown arm %q (arms: %s)", n, strings.Join(armNames, ", "))
-		}
-		want[n] = true
-	}
-	variant, _ := parseVariant(cfg.Variant)
+	variant := cfg.variantEnv
 	var twins map[string]*arm
 	if variant != nil {
 		ports := make([]int, 2)
@@ -436,7 +431,7 @@ func (b *bench) start(ctx context.Context) error {
 				return err
 			}
 		}
-		vgw, err := b.startGateway(ctx, "gateway-b", bin, append(slices.Clip(env), variant...), ports[0], upPort, ports[1])
+		vgw, err := b.startGateway(ctx, "gateway-b", bin, append(slices.Clip(env), variant...), ports[0], upPort, ports[1], small)
 		if err != nil {
 			return err
 		}
@@ -445,7 +440,7 @@ func (b *bench) start(ctx context.Context) error {
 		logf("gateway-b pid %d runs with %s", vgw.proc.pid(), strings.Join(variant, " "))
 	}
 	for _, n := range armNames {
-		if !want[n] {
+		if !cfg.want[n] {
 			continue
 		}
 		a := all[n]
@@ -462,6 +457,26 @@ func (b *bench) start(ctx context.Context) error {
 
 // variantPrefix starts the names of the arms of the -variant gateway.
 const variantPrefix = "b:"
+
+// parseArms reads -arms: the arms named, every one but the small-wallet arm for "all", and
+// caddy, the reference, always.
+func parseArms(s string) (map[string]bool, error) {
+	want := map[string]bool{"caddy": true}
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "all":
+			for _, m := range armNames {
+				want[m] = want[m] || m != smallWalletArm
+			}
+		case slices.Contains(armNames, n):
+			want[n] = true
+		default:
+			return nil, fmt.Errorf("unknown arm %q (arms: %s)", n, strings.Join(armNames, ", "))
+		}
+	}
+	return want, nil
+}
 
 // parseVariant splits -variant into NAME=VALUE environment entries; nil when empty.
 func parseVariant(s string) ([]string, error) {
@@ -481,12 +496,14 @@ type gatewayProc struct {
 	proc *child
 	url  string
 	key  string
-	// smallKey is a key of a second workspace, holding smallWalletCredits.
+	// smallKey is a key of a second workspace, holding smallWalletCredits ("" unless the
+	// small-wallet arm runs).
 	smallKey string
 }
 
-// startGateway writes a gateway's Caddyfile, bootstraps its database and starts it.
-func (b *bench) startGateway(ctx context.Context, name, bin string, env []string, port, upPort, admin int) (*gatewayProc, error) {
+// startGateway writes a gateway's Caddyfile, bootstraps its database (and, with small, the
+// small wallet's workspace) and starts it.
+func (b *bench) startGateway(ctx context.Context, name, bin string, env []string, port, upPort, admin int, small bool) (*gatewayProc, error) {
 	cfgPath := filepath.Join(b.dir, name+".Caddyfile")
 	dbPath := filepath.Join(b.dir, name, "gateway.db")
 	if err := os.WriteFile(cfgPath, []byte(gatewayCaddyfile(port, upPort, admin, b.cfg.IdleConns, dbPath)), 0o600); err != nil {
@@ -496,9 +513,11 @@ func (b *bench) startGateway(ctx context.Context, name, bin string, env []string
 	if err != nil {
 		return nil, err
 	}
-	smallKey, err := bootstrap(ctx, bin, cfgPath, env, "bench-small-wallet", smallWalletCredits)
-	if err != nil {
-		return nil, err
+	var smallKey string
+	if small {
+		if smallKey, err = bootstrap(ctx, bin, cfgPath, env, "bench-small-wallet", smallWalletCredits); err != nil {
+			return nil, err
+		}
 	}
 	prog, args := proxyCommand(b.cfg.ProxyCPUs, bin, "run", "--config", cfgPath, "--adapter", "caddyfile")
 	proc, err := startChild(name, b.dir, env, prog, args...)

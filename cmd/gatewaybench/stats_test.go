@@ -170,3 +170,20 @@ func TestStealSince(t *testing.T) {
 		t.Fatalf("steal %v%% out of range", got)
 	}
 }
+
+func TestParseArms(t *testing.T) {
+	want, err := parseArms("all")
+	if err != nil || want[smallWalletArm] || !want["caddy"] || !want["direct"] || !want["gw-chat-translated"] {
+		t.Fatalf("all: %v, %v", want, err)
+	}
+	want, err = parseArms(" gw-chat-passthrough , " + smallWalletArm)
+	if err != nil || !want["caddy"] || !want["gw-chat-passthrough"] || !want[smallWalletArm] || want["direct"] {
+		t.Fatalf("named: %v, %v", want, err)
+	}
+	if want, err = parseArms(smallWalletArm + ",all"); err != nil || !want[smallWalletArm] || !want["direct"] {
+		t.Fatalf("all after a named arm keeps it: %v, %v", want, err)
+	}
+	if _, err := parseArms("gw-chat-passthru"); err == nil {
+		t.Fatal("an unknown arm is accepted")
+	}
+}
