@@ -88,7 +88,7 @@ func (s *benchStream) Close() error             { return nil }
 
 // benchGateway is a Gateway over SQLite with one priced model routed to benchProvider, and a
 // funded standard key.
-func benchGateway(b *testing.B, provider providers.Provider) (*Gateway, string) {
+func benchGateway(b testing.TB, provider providers.Provider) (*Gateway, string) {
 	b.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "gateway.db"))

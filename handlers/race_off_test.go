@@ -1,0 +1,5 @@
+//go:build !race
+
+package handlers
+
+const raceEnabled = false
