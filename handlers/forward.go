@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
@@ -41,7 +40,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	// keeps a slice of either once it is written (what is kept of it, its id and finish
 	// reason, is copied out).
 	in, outBuf := getAnswerBuf(), getAnswerBuf()
-	data, err := readall.Append((*in)[:0], io.LimitReader(resp.Body, maxUpstreamBody), announcedLength(resp.Header), maxUpstreamBody)
+	data, err := readall.Append((*in)[:0], io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
 	defer putAnswerBuf(in, data)
 	_ = resp.Body.Close()
 	if err == nil && !rawjson.Valid(data) {
@@ -77,13 +76,4 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	}
 	writeRawJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// announcedLength is the Content-Length of h, or -1 when it has none that parses.
-func announcedLength(h http.Header) int64 {
-	n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
 }

@@ -70,6 +70,8 @@ type RawResponse struct {
 	Status int
 	Header http.Header
 	Body   io.ReadCloser
+	// ContentLength is the body's announced length; 0 or less when unknown.
+	ContentLength int64
 }
 
 // Request is the neutral text-generation request.

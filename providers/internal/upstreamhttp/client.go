@@ -161,9 +161,10 @@ func (c *Client) RawResponse(ctx context.Context, at *Attempt, resp *http.Respon
 		body = NewIdleBody(body, idle, c.Provider)
 	}
 	return &providers.RawResponse{
-		Status: resp.StatusCode,
-		Header: resp.Header,
-		Body:   &attemptBody{rc: body, provider: c.Provider, ctx: ctx, at: at},
+		Status:        resp.StatusCode,
+		Header:        resp.Header,
+		Body:          &attemptBody{rc: body, provider: c.Provider, ctx: ctx, at: at},
+		ContentLength: resp.ContentLength,
 	}
 }
 

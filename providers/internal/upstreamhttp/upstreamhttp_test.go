@@ -603,12 +603,12 @@ func TestRawResponse(t *testing.T) {
 	var got parsed
 	c := testClient(nil, &got)
 	resp := func(body io.ReadCloser) *http.Response {
-		return &http.Response{StatusCode: 200, Header: http.Header{"X-Up": {"1"}}, Body: body}
+		return &http.Response{StatusCode: 200, Header: http.Header{"X-Up": {"1"}}, Body: body, ContentLength: 4}
 	}
 
 	at := NewAttempt(bg, time.Hour)
 	raw := c.RawResponse(bg, at, resp(&failingBody{data: "part", err: io.EOF}), false, 0)
-	if raw.Status != 200 || raw.Header.Get("X-Up") != "1" {
+	if raw.Status != 200 || raw.Header.Get("X-Up") != "1" || raw.ContentLength != 4 {
 		t.Fatalf("got %+v", raw)
 	}
 	if b, err := io.ReadAll(raw.Body); err != nil || string(b) != "part" {
