@@ -39,7 +39,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	// The answer is read into, and decorated into, buffers reused across requests: nothing
 	// keeps a slice of either once it is written (what is kept of it, its id and finish
 	// reason, is copied out).
-	in, outBuf := getAnswerBuf(), getAnswerBuf()
+	in := getAnswerBuf()
 	data, err := readall.Append((*in)[:0], io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
 	defer putAnswerBuf(in, data)
 	_ = resp.Body.Close()
@@ -63,6 +63,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 		c.upstreamID, _ = rawjson.String(raw)
 	}
 	c.finish = wf.finish(data)
+	outBuf := getAnswerBuf()
 	out, err := c.appendDecorated((*outBuf)[:0], data, "id", "usage", wf.appendUsage(nil, c.usage))
 	defer putAnswerBuf(outBuf, out)
 	if err != nil {
