@@ -465,19 +465,43 @@ func (s *streamSamples) result() streamResult {
 }
 
 // streams runs conc workers that open streams back to back for dur.
-func streams(ctx context.Context, a *arm, conc int, dur time.Duration, d directive) streamResult {
+func streams(ctx context.Context, a *arm, load streamLoad, dur time.Duration, d directive) streamResult {
 	var s streamSamples
-	s.sample(ctx, a, conc, dur, d)
+	s.sample(ctx, a, load, dur, d)
 	return s.result()
+}
+
+// streamLoad is how the streaming test opens streams: conc of them open on average.
+// Paced, a new stream opens every period (open loop, as in the latency test), the period
+// being one stream's length divided by conc. Back to back, conc workers each open the next
+// stream as soon as the last one ended: streams of equal length then stay in step, so conc
+// requests arrive within the same instant, every chunk interval, and the time to first
+// chunk measures the queue of that burst more than the proxy.
+type streamLoad struct {
+	conc       int
+	backToBack bool
+}
+
+// period is the pacing interval for streams shaped by d.
+func (l streamLoad) period(d directive) time.Duration {
+	length := d.latency + time.Duration(max(d.n-1, 0))*d.interval
+	return max(length/time.Duration(max(l.conc, 1)), time.Microsecond)
+}
+
+func (l streamLoad) String() string {
+	if l.backToBack {
+		return fmt.Sprintf("%d concurrent streams, opened back to back", l.conc)
+	}
+	return fmt.Sprintf("%d concurrent streams on average, opened at a fixed pace", l.conc)
 }
 
 // interleavedStreams runs the streaming test on every arm in turn, slot by slot, until each
 // has had dur (see interleaved).
-func interleavedStreams(ctx context.Context, arms []*arm, conc int, slot, dur time.Duration, d directive) map[string]streamResult {
+func interleavedStreams(ctx context.Context, arms []*arm, load streamLoad, slot, dur time.Duration, d directive) map[string]streamResult {
 	samples := make([]streamSamples, len(arms))
 	for done := time.Duration(0); done < dur && ctx.Err() == nil; done += slot {
 		for i, a := range arms {
-			samples[i].sample(ctx, a, conc, min(slot, dur-done), d)
+			samples[i].sample(ctx, a, load, min(slot, dur-done), d)
 		}
 	}
 	out := make(map[string]streamResult, len(arms))
@@ -487,39 +511,56 @@ func interleavedStreams(ctx context.Context, arms []*arm, conc int, slot, dur ti
 	return out
 }
 
-// sample adds to s the streams that conc workers open back to back for dur; it returns
-// once every one has ended.
-func (s *streamSamples) sample(ctx context.Context, a *arm, conc int, dur time.Duration, d directive) {
+// sample adds to s the streams opened for dur (see streamLoad); it returns once every one
+// has ended.
+func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur time.Duration, d directive) {
 	body := a.body(true, d)
-	end := time.Now().Add(dur)
+	start := time.Now()
+	end := start.Add(dur)
 	cpu0 := cpuOf(a.proc)
 	defer func() {
 		if a.proc != nil {
 			s.cpu += cpuOf(a.proc) - cpu0
 		}
 	}()
+	one := func() {
+		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		o := a.openStream(rctx, body, nil)
+		cancel()
+		if err := o.check(d.n); err != nil {
+			s.errs.add(err)
+			return
+		}
+		s.count.Add(1)
+		s.mu.Lock()
+		s.ttfb = append(s.ttfb, micros(o.ttfb))
+		for i := 1; i < len(o.times); i++ {
+			s.gaps = append(s.gaps, micros(o.times[i].Sub(o.times[i-1])))
+		}
+		s.mu.Unlock()
+	}
 	var wg sync.WaitGroup
-	for w := 0; w < conc; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && time.Now().Before(end) {
-				rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-				o := a.openStream(rctx, body, nil)
-				cancel()
-				if err := o.check(d.n); err != nil {
-					s.errs.add(err)
-					continue
-				}
-				s.count.Add(1)
-				s.mu.Lock()
-				s.ttfb = append(s.ttfb, micros(o.ttfb))
-				for i := 1; i < len(o.times); i++ {
-					s.gaps = append(s.gaps, micros(o.times[i].Sub(o.times[i-1])))
-				}
-				s.mu.Unlock()
+	if !load.backToBack {
+		period := load.period(d)
+		for i := 0; ctx.Err() == nil; i++ {
+			at := start.Add(time.Duration(i) * period)
+			if !at.Before(end) {
+				break
 			}
-		}()
+			if w := time.Until(at); w > 0 {
+				time.Sleep(w)
+			}
+			wg.Go(one)
+		}
+		wg.Wait()
+		return
+	}
+	for w := 0; w < load.conc; w++ {
+		wg.Go(func() {
+			for ctx.Err() == nil && time.Now().Before(end) {
+				one()
+			}
+		})
 	}
 	wg.Wait()
 }

@@ -5,8 +5,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestMemOf reads the runtime counters from an admin endpoint's /debug/vars, and reports
@@ -44,5 +47,76 @@ func TestMemOf(t *testing.T) {
 	body, status = `{"memstats":{"TotalAlloc":1}}`, http.StatusInternalServerError
 	if _, ok := memOf(ctx, &child{admin: port}); ok {
 		t.Fatal("counters read from an error answer")
+	}
+}
+
+// TestStreamLoad checks how the streaming test opens streams against the fake upstream:
+// paced, one every period, so that no two arrive together; back to back, in bursts of conc
+// that stay in step. Both record every stream's chunks.
+func TestStreamLoad(t *testing.T) {
+	d := directive{n: 4, interval: 10 * time.Millisecond, latency: 2 * time.Millisecond}
+	paced := streamLoad{conc: 8}
+	if got, want := paced.period(d), 4*time.Millisecond; got != want {
+		t.Fatalf("period = %v, want %v (32 ms streams, 8 open on average)", got, want)
+	}
+	if got := (streamLoad{conc: 1 << 30}).period(directive{}); got != time.Microsecond {
+		t.Fatalf("period of instant streams = %v, want the 1 µs floor", got)
+	}
+
+	u := &fakeUpstream{holds: map[string]chan struct{}{}}
+	var mu sync.Mutex
+	var arrivals []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+		u.serve("chat")(w, r)
+	}))
+	defer srv.Close()
+	a := &arm{name: "direct", kind: kindDirect, url: srv.URL, model: "m", client: newClient()}
+
+	// taken returns the arrivals so far, in order, and forgets them; close is the share of
+	// arrivals less than 1 ms after the one before.
+	taken := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		out := arrivals
+		arrivals = nil
+		slices.SortFunc(out, func(x, y time.Time) int { return x.Compare(y) })
+		return out
+	}
+	closeShare := func(ts []time.Time) float64 {
+		n := 0
+		for i := 1; i < len(ts); i++ {
+			if ts[i].Sub(ts[i-1]) < time.Millisecond {
+				n++
+			}
+		}
+		return float64(n) / float64(max(len(ts)-1, 1))
+	}
+
+	var s streamSamples
+	s.sample(context.Background(), a, paced, 200*time.Millisecond, d)
+	r := s.result()
+	got := taken()
+	if r.Errors != 0 || r.Streams != int64(len(got)) || r.Streams < 40 || r.Streams > 50 {
+		t.Fatalf("paced: %d streams, %d arrivals, %d errors (%s); want 50 opened, one every 4 ms", r.Streams, len(got), r.Errors, r.FirstError)
+	}
+	if c := closeShare(got); c > 0.2 {
+		t.Errorf("paced: %.0f%% of the streams arrived within 1 ms of the one before; they are due 4 ms apart", 100*c)
+	}
+
+	var b streamSamples
+	b.sample(context.Background(), a, streamLoad{conc: 8, backToBack: true}, 100*time.Millisecond, d)
+	r = b.result()
+	got = taken()
+	if r.Errors != 0 || r.Streams != int64(len(got)) || r.Streams%8 != 0 || r.Streams < 16 {
+		t.Fatalf("back to back: %d streams, %d arrivals, %d errors (%s); want whole bursts of 8", r.Streams, len(got), r.Errors, r.FirstError)
+	}
+	if c := closeShare(got); c < 0.5 {
+		t.Errorf("back to back: only %.0f%% of the streams arrived within 1 ms of the one before; 8 workers open them in step", 100*c)
+	}
+	if g := float64(r.GapP50Us); g < 5000 || g > 50000 {
+		t.Errorf("back to back: gap p50 %.0f µs, want about 10 ms", g)
 	}
 }

@@ -18,7 +18,8 @@
 //	                        full credit lease (only when named in -arms)
 //
 // Figures: throughput at saturation (closed loop), latency p50/p99 at a fixed rate (open
-// loop), time to first chunk and gaps between chunks on streams, memory per open stream
+// loop), time to first chunk and gaps between chunks on streams opened at a fixed pace (or
+// back to back, -back-to-back), memory per open stream
 // (proxy RSS growth with K held streams), CPU time per request (/proc of the proxy
 // process), a capacity run of many concurrent streams checked for stalls, errors, and the
 // gateway's generation records counted against its successful answers.
@@ -57,6 +58,11 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 )
 
+// streamLoad is how the streaming test opens its streams.
+func (c *config) streamLoad() streamLoad {
+	return streamLoad{conc: c.Streams, backToBack: c.BackToBack}
+}
+
 // config holds every number of the run; each has a flag.
 type config struct {
 	Rounds         int           `json:"rounds"`
@@ -68,6 +74,7 @@ type config struct {
 	RateDuration   time.Duration `json:"rate_duration"`
 	Slot           time.Duration `json:"slot"`
 	Streams        int           `json:"streams"`
+	BackToBack     bool          `json:"streams_back_to_back,omitempty"`
 	StreamDuration time.Duration `json:"stream_duration"`
 	Chunks         int           `json:"chunks"`
 	ChunkInterval  time.Duration `json:"chunk_interval"`
@@ -118,7 +125,8 @@ func main() {
 	flag.IntVar(&c.Rate, "rate", 1000, "requests per second of the fixed-rate latency test")
 	flag.DurationVar(&c.RateDuration, "rate-duration", 3*time.Second, "measured duration of each arm's fixed-rate test")
 	flag.DurationVar(&c.Slot, "slot", 250*time.Millisecond, "the fixed-rate and streaming tests take turns between the arms in slots of this length until each has its -rate-duration or -stream-duration (0: one arm after the other)")
-	flag.IntVar(&c.Streams, "streams", 32, "concurrent streams of the streaming test")
+	flag.IntVar(&c.Streams, "streams", 32, "concurrent streams of the streaming test: on average, opened at a fixed pace (one every stream length / streams), or with -back-to-back by that many workers")
+	flag.BoolVar(&c.BackToBack, "back-to-back", false, "open the streaming test's streams back to back, each of -streams workers opening its next stream when its last one ended (closed loop: equal streams stay in step and arrive in bursts of -streams)")
 	flag.DurationVar(&c.StreamDuration, "stream-duration", 3*time.Second, "duration of each arm's streaming test")
 	flag.IntVar(&c.Chunks, "chunks", 16, "content chunks per stream")
 	flag.DurationVar(&c.ChunkInterval, "chunk-interval", 5*time.Millisecond, "upstream interval between chunks")
@@ -142,7 +150,7 @@ func main() {
 	flag.StringVar(&c.profileDir, "profile", "", "after the rounds, profile the proxies under saturation and write the profiles to this directory")
 	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
-	flag.BoolVar(&c.profileStreams, "profile-streams", false, "profile under the streaming test's load (-streams concurrent streams) instead of under saturation")
+	flag.BoolVar(&c.profileStreams, "profile-streams", false, "profile under the streaming test's load (-streams, -back-to-back) instead of under saturation")
 	flag.IntVar(&c.profileRate, "profile-rate", 0, "profile at this fixed rate in requests per second, as in the latency test, instead of under saturation (0: saturation)")
 	flag.Parse()
 	if *quick {
@@ -624,11 +632,11 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 	if ctx.Err() == nil && cfg.runs("streams") {
 		var st map[string]streamResult
 		if cfg.Slot > 0 {
-			st = interleavedStreams(ctx, order, cfg.Streams, cfg.Slot, cfg.StreamDuration, sd)
+			st = interleavedStreams(ctx, order, cfg.streamLoad(), cfg.Slot, cfg.StreamDuration, sd)
 		} else {
 			st = map[string]streamResult{}
 			for _, a := range order {
-				st[a.name] = streams(ctx, a, cfg.Streams, cfg.StreamDuration, sd)
+				st[a.name] = streams(ctx, a, cfg.streamLoad(), cfg.StreamDuration, sd)
 			}
 		}
 		for _, a := range order {
@@ -684,9 +692,9 @@ func (b *bench) profile(ctx context.Context) error {
 		done := make(chan string, 1)
 		switch rate := b.cfg.profileRate; {
 		case b.cfg.profileStreams:
-			logf("profiling %s for %ds under %d concurrent streams", a.name, secs, b.cfg.Streams)
+			logf("profiling %s for %ds under %s", a.name, secs, b.cfg.streamLoad())
 			go func() {
-				r := streams(ctx, a, b.cfg.Streams, load, directive{n: b.cfg.Chunks, interval: b.cfg.ChunkInterval, latency: b.cfg.Latency})
+				r := streams(ctx, a, b.cfg.streamLoad(), load, directive{n: b.cfg.Chunks, interval: b.cfg.ChunkInterval, latency: b.cfg.Latency})
 				done <- fmt.Sprintf("ttfb p50 %.0f µs, p99 %.0f µs, %d streams", r.TTFBP50Us, r.TTFBP99Us, r.Streams)
 			}()
 		case rate > 0:

@@ -159,7 +159,7 @@ func (rep *report) figureDefs() []figureDef {
 			title: fmt.Sprintf("Latency p99 at %d rps", c.Rate),
 			value: func(r roundResult) float64 { return float64(r.Latency.P99Us) }, target: gatewayLimit(atMost, 200)},
 		{key: "ttfb_p50", test: "streams", unit: "µs", compare: byAdded,
-			title: fmt.Sprintf("Stream time to first content chunk p50 (%d concurrent streams, %d chunks %s apart, upstream latency %s, %s measured%s)", c.Streams, c.Chunks, c.ChunkInterval, c.Latency, c.StreamDuration, slotNote(c.Slot)),
+			title: fmt.Sprintf("Stream time to first content chunk p50 (%s, %d chunks %s apart, upstream latency %s, %s measured%s)", c.streamLoad(), c.Chunks, c.ChunkInterval, c.Latency, c.StreamDuration, slotNote(c.Slot)),
 			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP50Us) }},
 		{key: "ttfb_p99", test: "streams", unit: "µs", compare: byAdded,
 			title: "Stream time to first content chunk p99",
