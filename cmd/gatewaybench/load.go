@@ -240,12 +240,15 @@ type latResult struct {
 	Errors     int64  `json:"errors"`
 	Dropped    int64  `json:"dropped"`
 	FirstError string `json:"first_error,omitempty"`
+	// slots are the latencies slot by slot, for the pooled comparison (not in the JSON).
+	slots [][]float64
 }
 
 // latSamples gathers an arm's fixed-rate latencies, possibly over several slots.
 type latSamples struct {
 	mu            sync.Mutex
 	lat           []float64
+	slots         [][]float64
 	errs          errorLog
 	dropped, sent atomic.Int64
 }
@@ -255,7 +258,7 @@ func (s *latSamples) result() latResult {
 	defer s.mu.Unlock()
 	return latResult{
 		Sent: s.sent.Load(), P50Us: num(percentile(s.lat, 50)), P90Us: num(percentile(s.lat, 90)), P99Us: num(percentile(s.lat, 99)),
-		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first,
+		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.slots,
 	}
 }
 
@@ -298,6 +301,13 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
 	var inFlight atomic.Int64
 	var wg sync.WaitGroup
+	// Every measured slot is kept, empty or not, so that slot i of each arm stays a pair.
+	var slot []float64
+	defer func() {
+		if dur > 0 {
+			s.slots = append(s.slots, slot)
+		}
+	}()
 	for i := 0; ctx.Err() == nil; i++ {
 		at := start.Add(time.Duration(i) * period)
 		if !at.Before(end) {
@@ -335,6 +345,7 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 			}
 			s.mu.Lock()
 			s.lat = append(s.lat, micros(d))
+			slot = append(slot, micros(d))
 			s.mu.Unlock()
 		}()
 	}
@@ -438,14 +449,17 @@ type streamResult struct {
 	CPUPerStreamUs num    `json:"cpu_per_stream_us"`
 	Errors         int64  `json:"errors"`
 	FirstError     string `json:"first_error,omitempty"`
+	// ttfbSlots and gapSlots are the samples slot by slot (not in the JSON).
+	ttfbSlots, gapSlots [][]float64
 }
 
 // streamSamples gathers an arm's stream observations, possibly over several slots.
 type streamSamples struct {
-	mu         sync.Mutex
-	ttfb, gaps []float64
-	count      atomic.Int64
-	errs       errorLog
+	mu                  sync.Mutex
+	ttfb, gaps          []float64
+	ttfbSlots, gapSlots [][]float64
+	count               atomic.Int64
+	errs                errorLog
 	// cpu is the proxy's CPU time over the slots, each from its start to its last stream's end.
 	cpu time.Duration
 }
@@ -457,6 +471,7 @@ func (s *streamSamples) result() streamResult {
 		Streams: s.count.Load(), TTFBP50Us: num(percentile(s.ttfb, 50)), TTFBP99Us: num(percentile(s.ttfb, 99)),
 		GapP50Us: num(percentile(s.gaps, 50)), GapP99Us: num(percentile(s.gaps, 99)),
 		CPUPerStreamUs: nan, Errors: s.errs.n.Load(), FirstError: s.errs.first,
+		ttfbSlots: s.ttfbSlots, gapSlots: s.gapSlots,
 	}
 	if n := s.count.Load(); n > 0 && s.cpu > 0 {
 		r.CPUPerStreamUs = num(micros(s.cpu) / float64(n))
@@ -518,10 +533,12 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 	start := time.Now()
 	end := start.Add(dur)
 	cpu0 := cpuOf(a.proc)
+	var ttfb, gaps []float64
 	defer func() {
 		if a.proc != nil {
 			s.cpu += cpuOf(a.proc) - cpu0
 		}
+		s.ttfbSlots, s.gapSlots = append(s.ttfbSlots, ttfb), append(s.gapSlots, gaps)
 	}()
 	one := func() {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -534,8 +551,11 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 		s.count.Add(1)
 		s.mu.Lock()
 		s.ttfb = append(s.ttfb, micros(o.ttfb))
+		ttfb = append(ttfb, micros(o.ttfb))
 		for i := 1; i < len(o.times); i++ {
-			s.gaps = append(s.gaps, micros(o.times[i].Sub(o.times[i-1])))
+			g := micros(o.times[i].Sub(o.times[i-1]))
+			s.gaps = append(s.gaps, g)
+			gaps = append(gaps, g)
 		}
 		s.mu.Unlock()
 	}

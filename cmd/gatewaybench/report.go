@@ -34,6 +34,19 @@ func (t target) verdict(v float64) string {
 	return "FAIL"
 }
 
+// verdictWithin judges a value known only to lie between lo and hi: "unsure" when the
+// target holds at one end and not at the other.
+func (t target) verdictWithin(lo, hi float64) string {
+	a, b := t.verdict(lo), t.verdict(hi)
+	if a == b {
+		return a
+	}
+	return "unsure"
+}
+
+// bootstrapDraws is how many resamples pooledInterval draws.
+const bootstrapDraws = 400
+
 // compareKind is how an arm is compared with plain Caddy.
 type compareKind int
 
@@ -51,6 +64,10 @@ type figureDef struct {
 	value            func(r roundResult) float64
 	// target is the limit that applies to an arm, if any.
 	target func(a string) *target
+	// For a percentile (pct) of samples taken in slots: the slots of a round, for the
+	// pooled comparison with plain Caddy.
+	pct   float64
+	slots func(r roundResult) [][]float64
 }
 
 // figure is one table of the report.
@@ -69,10 +86,17 @@ type figureRow struct {
 	VsCaddy num    `json:"vs_caddy"`
 	// VsCaddyRounds are the per-round ratios or differences whose median VsCaddy is: their
 	// spread shows how much the machine moved the figure.
-	VsCaddyRounds []num  `json:"vs_caddy_rounds"`
-	Target        string `json:"target,omitempty"`
-	Verdict       string `json:"verdict,omitempty"`
-	Note          string `json:"note,omitempty"`
+	VsCaddyRounds []num `json:"vs_caddy_rounds"`
+	// Pooled is the arm's percentile minus Caddy's over the samples of every slot of every
+	// round; Low and High bound its 95% interval (pooledInterval). The verdict of a target
+	// on such a figure is theirs: pass only if all of the interval is within the target,
+	// FAIL only if none of it is, unsure otherwise.
+	Pooled  *num   `json:"pooled_vs_caddy,omitempty"`
+	Low     *num   `json:"pooled_low95,omitempty"`
+	High    *num   `json:"pooled_high95,omitempty"`
+	Target  string `json:"target,omitempty"`
+	Verdict string `json:"verdict,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
 
 // recordCheck compares the gateway's 200 answers with its generation rows.
@@ -151,28 +175,35 @@ func (rep *report) figureDefs() []figureDef {
 			value: func(r roundResult) float64 { return float64(r.Saturation.UpstreamCPUPerReqUs) }},
 		{key: "latency_p50", test: "latency", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Latency p50 at %d rps, open loop, send to end of body (%s measured%s)", c.Rate, c.RateDuration, slotNote(c.Slot)),
-			value: func(r roundResult) float64 { return float64(r.Latency.P50Us) }, target: gatewayLimit(atMost, 50)},
+			value: func(r roundResult) float64 { return float64(r.Latency.P50Us) }, target: gatewayLimit(atMost, 50),
+			pct: 50, slots: func(r roundResult) [][]float64 { return r.Latency.slots }},
 		{key: "latency_p90", test: "latency", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Latency p90 at %d rps", c.Rate),
-			value: func(r roundResult) float64 { return float64(r.Latency.P90Us) }},
+			value: func(r roundResult) float64 { return float64(r.Latency.P90Us) },
+			pct:   90, slots: func(r roundResult) [][]float64 { return r.Latency.slots }},
 		{key: "latency_p99", test: "latency", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Latency p99 at %d rps", c.Rate),
-			value: func(r roundResult) float64 { return float64(r.Latency.P99Us) }, target: gatewayLimit(atMost, 200)},
+			value: func(r roundResult) float64 { return float64(r.Latency.P99Us) }, target: gatewayLimit(atMost, 200),
+			pct: 99, slots: func(r roundResult) [][]float64 { return r.Latency.slots }},
 		{key: "ttfb_p50", test: "streams", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Stream time to first content chunk p50 (%s, %d chunks %s apart, upstream latency %s, %s measured%s)", c.streamLoad(), c.Chunks, c.ChunkInterval, c.Latency, c.StreamDuration, slotNote(c.Slot)),
-			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP50Us) }},
+			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP50Us) },
+			pct:   50, slots: func(r roundResult) [][]float64 { return r.Streams.ttfbSlots }},
 		{key: "ttfb_p99", test: "streams", unit: "µs", compare: byAdded,
 			title: "Stream time to first content chunk p99",
-			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP99Us) }, target: gatewayLimit(atMost, 300)},
+			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP99Us) }, target: gatewayLimit(atMost, 300),
+			pct: 99, slots: func(r roundResult) [][]float64 { return r.Streams.ttfbSlots }},
 		{key: "cpu_per_stream", test: "streams", unit: "µs", compare: byRatio, proxiesOnly: true,
 			title: "CPU time per stream of the proxy process in the streaming test (/proc utime+stime)",
 			value: func(r roundResult) float64 { return float64(r.Streams.CPUPerStreamUs) }},
 		{key: "gap_p50", test: "streams", unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Gap between content chunks p50 (upstream sends them %s apart)", c.ChunkInterval),
-			value: func(r roundResult) float64 { return float64(r.Streams.GapP50Us) }, target: gatewayLimit(atMost, 50)},
+			value: func(r roundResult) float64 { return float64(r.Streams.GapP50Us) }, target: gatewayLimit(atMost, 50),
+			pct: 50, slots: func(r roundResult) [][]float64 { return r.Streams.gapSlots }},
 		{key: "gap_p99", test: "streams", unit: "µs", compare: byAdded,
 			title: "Gap between content chunks p99",
-			value: func(r roundResult) float64 { return float64(r.Streams.GapP99Us) }},
+			value: func(r roundResult) float64 { return float64(r.Streams.GapP99Us) },
+			pct:   99, slots: func(r roundResult) [][]float64 { return r.Streams.gapSlots }},
 		{key: "memory_per_stream", test: "memory", unit: "KiB", compare: byRatio, proxiesOnly: true,
 			title: fmt.Sprintf("Memory per open stream: proxy RSS growth with %d streams held open, divided by %d", c.MemStreams, c.MemStreams),
 			value: func(r roundResult) float64 {
@@ -223,11 +254,25 @@ func (rep *report) build() {
 			for _, v := range rounds {
 				row.VsCaddyRounds = append(row.VsCaddyRounds, num(v))
 			}
+			pooled := false
+			if fd.slots != nil && a != "caddy" {
+				est, lo, hi, ok := pooledInterval(rep.allSlots(a, fd.slots), rep.allSlots("caddy", fd.slots), fd.pct, bootstrapDraws, 1)
+				if ok {
+					pooled = true
+					e, l, h := num(est), num(lo), num(hi)
+					row.Pooled, row.Low, row.High = &e, &l, &h
+				}
+			}
 			if fd.target != nil {
 				if t := fd.target(a); t != nil {
 					row.Target = t.label(fd)
+					value := fmtCompare(fd, float64(row.VsCaddy))
 					row.Verdict = t.verdict(float64(row.VsCaddy))
-					rep.Targets = append(rep.Targets, targetLine{Target: fd.key + " " + row.Target, Arm: a, Value: fmtCompare(fd, float64(row.VsCaddy)), Verdict: row.Verdict})
+					if pooled {
+						row.Verdict = t.verdictWithin(float64(*row.Low), float64(*row.High))
+						value += fmt.Sprintf(" (pooled %s, 95%% %s)", fmtCompare(fd, float64(*row.Pooled)), fmtInterval(fd, float64(*row.Low), float64(*row.High)))
+					}
+					rep.Targets = append(rep.Targets, targetLine{Target: fd.key + " " + row.Target, Arm: a, Value: value, Verdict: row.Verdict})
 				}
 			}
 			if fd.test == "latency" && rep.Config.runs("saturation") {
@@ -290,6 +335,20 @@ func (rep *report) build() {
 		Value: fmt.Sprintf("%d (%d answers, %d rows)", rep.Records.Lost, rep.Records.Answered, rep.Records.Rows), Verdict: v})
 }
 
+// allSlots strings together an arm's slots of every round, in round order: slot i of two
+// arms is a pair measured moments apart as long as both have every slot.
+func (rep *report) allSlots(a string, slots func(roundResult) [][]float64) [][]float64 {
+	var out [][]float64
+	for _, r := range rep.Rounds[a] {
+		out = append(out, slots(r)...)
+	}
+	return out
+}
+
+func fmtInterval(fd figureDef, lo, hi float64) string {
+	return fmt.Sprintf("%+.0f…%+.0f %s", lo, hi, fd.unit)
+}
+
 func (t target) label(fd figureDef) string {
 	op := ">="
 	if t.kind == atMost {
@@ -333,7 +392,8 @@ func (rep *report) print(w io.Writer) {
 	if c := rep.Config.ProxyCPUs; c != "" {
 		fmt.Fprintf(w, "both proxies pinned to CPU %s; the load generator and the fake upstream on the others\n", c)
 	}
-	fmt.Fprintf(w, "values are medians of %d round(s); \"vs caddy\" is the median of the per-round ratios or differences to plain Caddy\n", rep.Config.Rounds)
+	fmt.Fprintf(w, "values are medians of %d round(s); \"vs caddy\" is the median of the per-round ratios or differences to plain Caddy;\n", rep.Config.Rounds)
+	fmt.Fprintf(w, "\"pooled\" is the percentile of all slots' samples minus Caddy's, with a 95%% interval from resampling slot pairs (targets on these figures are judged on that interval)\n")
 	defs := map[string]figureDef{}
 	for _, fd := range rep.figureDefs() {
 		defs[fd.key] = fd
@@ -346,7 +406,11 @@ func (rep *report) print(w io.Writer) {
 		if fd.compare == byAdded {
 			head = "added"
 		}
-		fmt.Fprintf(tw, "arm\t%s\t%s vs caddy\ttarget\t\tper round\t\n", fig.Unit, head)
+		pooledHead := ""
+		if fd.slots != nil {
+			pooledHead = "pooled, 95% interval\t"
+		}
+		fmt.Fprintf(tw, "arm\t%s\t%s vs caddy\t%starget\t\tper round\t\n", fig.Unit, head, pooledHead)
 		notes := false
 		for _, r := range fig.Rows {
 			vs := fmtCompare(fd, float64(r.VsCaddy))
@@ -361,7 +425,14 @@ func (rep *report) print(w io.Writer) {
 					vs = fmtCompare(fd, float64(r.VsCaddy))
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Arm, fmtValue(float64(r.Median)), vs, r.Target, r.Verdict, rounds)
+			pooled := ""
+			if fd.slots != nil {
+				if r.Pooled != nil {
+					pooled = fmt.Sprintf("%s (%s)", fmtCompare(fd, float64(*r.Pooled)), fmtInterval(fd, float64(*r.Low), float64(*r.High)))
+				}
+				pooled += "\t"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s%s\t%s\t%s\t\n", r.Arm, fmtValue(float64(r.Median)), vs, pooled, r.Target, r.Verdict, rounds)
 			notes = notes || r.Note != ""
 		}
 		_ = tw.Flush()
@@ -423,7 +494,7 @@ func (rep *report) print(w io.Writer) {
 
 	fmt.Fprintf(w, "\nTargets\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	pass, fail := 0, 0
+	pass, fail, unsure := 0, 0, 0
 	for _, t := range rep.Targets {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Verdict, t.Target, t.Arm, t.Value)
 		switch t.Verdict {
@@ -431,10 +502,16 @@ func (rep *report) print(w io.Writer) {
 			pass++
 		case "FAIL":
 			fail++
+		case "unsure":
+			unsure++
 		}
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "%d passed, %d failed\n", pass, fail)
+	fmt.Fprintf(w, "%d passed, %d failed", pass, fail)
+	if unsure > 0 {
+		fmt.Fprintf(w, ", %d unsure (the 95%% interval of the pooled difference holds both sides of the target: this run's noise cannot tell)", unsure)
+	}
+	fmt.Fprintln(w)
 }
 
 func slotNote(slot time.Duration) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -86,4 +87,48 @@ func (n num) MarshalJSON() ([]byte, error) {
 		return []byte("null"), nil
 	}
 	return strconv.AppendFloat(nil, math.Round(f*1000)/1000, 'f', -1, 64), nil
+}
+
+// pooledInterval compares an arm with the reference at percentile p, over their slots
+// pooled: the arms take turns in slots, so slot i of the two ran moments apart, on the same
+// state of the machine, and each slot holds that moment's samples. est is the percentile of
+// the arm's pooled samples minus the reference's; lo and hi bound a 95% interval of that
+// difference, from draws resamples of the slot pairs with replacement (a paired bootstrap:
+// a host stall spoils a pair, and a resample holds it as often as chance draws it). Pairs
+// where either slot is empty are left out; ok is false with fewer than minPairs left, too
+// few for a resample to stand for the run.
+// minPairs is the fewest slot pairs pooledInterval bounds a difference from (a default run
+// has 36: 3 rounds of 12 slots).
+const minPairs = 10
+
+func pooledInterval(arm, ref [][]float64, p float64, draws int, seed uint64) (est, lo, hi float64, ok bool) {
+	type pair struct{ a, r []float64 }
+	var pairs []pair
+	for i := range min(len(arm), len(ref)) {
+		if len(arm[i]) > 0 && len(ref[i]) > 0 {
+			pairs = append(pairs, pair{arm[i], ref[i]})
+		}
+	}
+	if len(pairs) < minPairs || draws < 1 {
+		return math.NaN(), math.NaN(), math.NaN(), false
+	}
+	var a, r []float64
+	diff := func(pick func(int) int) float64 {
+		a, r = a[:0], r[:0]
+		for i := range pairs {
+			pr := pairs[pick(i)]
+			a = append(a, pr.a...)
+			r = append(r, pr.r...)
+		}
+		return percentile(a, p) - percentile(r, p)
+	}
+	est = diff(func(i int) int { return i })
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	ds := make([]float64, draws)
+	for k := range ds {
+		ds[k] = diff(func(int) int { return rng.IntN(len(pairs)) })
+	}
+	slices.Sort(ds)
+	at := func(q float64) float64 { return ds[min(int(q*float64(draws)), draws-1)] }
+	return est, at(0.025), at(0.975), true
 }

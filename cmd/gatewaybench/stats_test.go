@@ -187,3 +187,110 @@ func TestParseArms(t *testing.T) {
 		t.Fatal("an unknown arm is accepted")
 	}
 }
+
+func TestVerdictWithin(t *testing.T) {
+	tg := target{kind: atMost, limit: 200}
+	for _, tc := range []struct {
+		lo, hi float64
+		want   string
+	}{
+		{-50, 150, "pass"}, {250, 900, "FAIL"}, {100, 300, "unsure"}, {math.NaN(), math.NaN(), "n/a"},
+	} {
+		if got := tg.verdictWithin(tc.lo, tc.hi); got != tc.want {
+			t.Errorf("verdictWithin(%v, %v) = %q, want %q", tc.lo, tc.hi, got, tc.want)
+		}
+	}
+}
+
+// slotsOf makes n slots of k samples each: base plus a spread of 0..99 µs, and, in the
+// slots stalled marks, a tail of stall µs (a host hiccup: it spoils a slot, not a sample).
+func slotsOf(n, k int, base float64, stalled map[int]bool, stall float64) [][]float64 {
+	out := make([][]float64, n)
+	for i := range out {
+		for j := range k {
+			v := base + float64(j%100)
+			if stalled[i] && j%10 == 0 {
+				v += stall
+			}
+			out[i] = append(out[i], v)
+		}
+	}
+	return out
+}
+
+func TestPooledInterval(t *testing.T) {
+	ref := slotsOf(36, 250, 2000, nil, 0)
+
+	// A steady 500 µs more: found, and tightly bounded.
+	est, lo, hi, ok := pooledInterval(slotsOf(36, 250, 2500, nil, 0), ref, 99, 400, 1)
+	if !ok || est != 500 || lo != 500 || hi != 500 {
+		t.Fatalf("shifted by 500: %v (%v…%v) ok=%v", est, lo, hi, ok)
+	}
+
+	// The same machine noise in both: the p99 difference is zero within its interval.
+	noisy := func(seedSlots ...int) map[int]bool {
+		m := map[int]bool{}
+		for _, i := range seedSlots {
+			m[i] = true
+		}
+		return m
+	}
+	armN := slotsOf(36, 250, 2000, noisy(3, 17, 30), 8000)
+	refN := slotsOf(36, 250, 2000, noisy(5, 11, 28), 8000)
+	est, lo, hi, ok = pooledInterval(armN, refN, 99, 400, 1)
+	if !ok || lo > 0 || hi < 0 || est != 0 {
+		t.Fatalf("equal noise: %v (%v…%v), want 0 inside the interval", est, lo, hi)
+	}
+	// ...but a stall in a few of one arm's slots makes the interval wide: one run cannot
+	// tell a p99 within a 200 µs target from one far above it.
+	armS := slotsOf(36, 250, 2000, noisy(3, 17), 8000)
+	est, lo, hi, ok = pooledInterval(armS, ref, 99, 400, 1)
+	if !ok || hi-lo < 1000 || (target{atMost, 200}).verdictWithin(lo, hi) != "unsure" {
+		t.Fatalf("stalled slots: %v (%v…%v), want an interval across the 200 µs target", est, lo, hi)
+	}
+
+	// Deterministic for a seed; pairs with an empty side are left out; too few pairs fail.
+	e2, l2, h2, _ := pooledInterval(armS, ref, 99, 400, 1)
+	if e2 != est || l2 != lo || h2 != hi {
+		t.Fatal("the same seed gave another interval")
+	}
+	withEmpty := append(slotsOf(minPairs, 10, 100, nil, 0), nil)
+	if _, _, _, ok := pooledInterval(withEmpty, slotsOf(minPairs+1, 10, 100, nil, 0), 50, 10, 1); !ok {
+		t.Fatal("enough full pairs and an empty slot: no interval")
+	}
+	withEmpty[0] = nil
+	if _, _, _, ok := pooledInterval(withEmpty, slotsOf(minPairs+1, 10, 100, nil, 0), 50, 10, 1); ok {
+		t.Fatal("an interval from too few pairs, an empty slot counted as one")
+	}
+}
+
+// TestBuildJudgesOnThePooledInterval: a latency target is judged on the pooled interval of
+// the slots, not on the median of the rounds.
+func TestBuildJudgesOnThePooledInterval(t *testing.T) {
+	round := func(base float64, stalled map[int]bool) roundResult {
+		s := slotsOf(12, 250, base, stalled, 8000)
+		return roundResult{Latency: latResult{P50Us: num(base + 50), P99Us: num(base + 99), slots: s}}
+	}
+	rep := &report{Config: config{Tests: "latency", Rounds: 3, Rate: 1000}, Arms: []string{"caddy", "gw-chat-passthrough", "gw-chat-translated"},
+		Rounds: map[string][]roundResult{
+			"caddy":               {round(2000, nil), round(2000, nil), round(2000, nil)},
+			"gw-chat-passthrough": {round(2030, nil), round(2030, nil), round(2030, nil)},
+			// The rounds' p99 says +99 µs, but two slots had a stall.
+			"gw-chat-translated": {round(2000, map[int]bool{4: true}), round(2000, nil), round(2000, map[int]bool{9: true})},
+		}}
+	rep.build()
+	got := map[string]string{}
+	for _, tl := range rep.Targets {
+		got[tl.Target+" "+tl.Arm] = tl.Verdict
+	}
+	for k, want := range map[string]string{
+		"latency_p50 <= +50 µs gw-chat-passthrough":  "pass",
+		"latency_p99 <= +200 µs gw-chat-passthrough": "pass",
+		"latency_p50 <= +50 µs gw-chat-translated":   "pass",
+		"latency_p99 <= +200 µs gw-chat-translated":  "unsure",
+	} {
+		if got[k] != want {
+			t.Errorf("%s: %q, want %q (all: %v)", k, got[k], want, got)
+		}
+	}
+}
