@@ -286,7 +286,7 @@ const generationValues = 27
 
 func insertGenerations(raw *rawExec, conn *sql.Conn, ops []*writeOp) error {
 	var scratch []byte
-	for chunk := range chunks(ops) {
+	for chunk := range chunksOf(ops, raw.rows()) {
 		args := raw.start()
 		for _, o := range chunk {
 			g := o.settle.g
@@ -318,7 +318,7 @@ func insertCharges(raw *rawExec, conn *sql.Conn, ops []*writeOp, n int) error {
 			charged = append(charged, o)
 		}
 	}
-	for chunk := range chunks(charged) {
+	for chunk := range chunksOf(charged, raw.rows()) {
 		args := raw.start()
 		for _, o := range chunk {
 			g := o.settle.g
@@ -338,10 +338,14 @@ func insertCharges(raw *rawExec, conn *sql.Conn, ops []*writeOp, n int) error {
 const maxChunk = 64
 
 // chunks cuts s into pieces whose lengths are powers of two, largest first.
-func chunks[T any](s []T) func(yield func([]T) bool) {
+func chunks[T any](s []T) func(yield func([]T) bool) { return chunksOf(s, maxChunk) }
+
+// chunksOf cuts s into pieces whose lengths are powers of two up to most (a power of two),
+// largest first.
+func chunksOf[T any](s []T, most int) func(yield func([]T) bool) {
 	return func(yield func([]T) bool) {
 		for len(s) > 0 {
-			n := maxChunk
+			n := most
 			for n > len(s) {
 				n /= 2
 			}

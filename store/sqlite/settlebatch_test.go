@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,8 +163,11 @@ func TestSettleRunMatchesOneByOne(t *testing.T) {
 		n        int
 		dup      bool
 		together bool
-	}{{1, 40, false, true}, {2, 90, false, true}, {3, 7, false, true}, {4, 40, true, false}, {5, 200, false, true}} {
-		t.Run(fmt.Sprintf("seed%d_n%d_dup%v", tc.seed, tc.n, tc.dup), func(t *testing.T) {
+		unpaused bool
+	}{{1, 40, false, true, false}, {2, 90, false, true, false}, {3, 7, false, true, false}, {4, 40, true, false, false}, {5, 200, false, true, false},
+		// Without the writer's pauses: 64-row INSERTs.
+		{2, 90, false, true, true}, {4, 40, true, false, true}, {5, 200, false, true, true}} {
+		t.Run(fmt.Sprintf("seed%d_n%d_dup%v_unpaused%v", tc.seed, tc.n, tc.dup, tc.unpaused), func(t *testing.T) {
 			steps := settleScript(tc.seed, tc.n, tc.dup)
 
 			one := openScripted(t)
@@ -172,6 +177,9 @@ func TestSettleRunMatchesOneByOne(t *testing.T) {
 			}
 
 			batched := openScripted(t)
+			if tc.unpaused {
+				batched.wr.raw.pause = nil
+			}
 			together, oneByOne := batched.wr.together.Load(), batched.wr.oneByOne.Load()
 			p := holdWriter(t, batched)
 			type result struct {
@@ -285,5 +293,72 @@ func TestRawStatementsFollowTheConnection(t *testing.T) {
 	}
 	if n := len(s.wr.raw.stmts); n != 0 {
 		t.Fatalf("%d statements left unfinalized after Close", n)
+	}
+}
+
+// TestWriterPausesBetweenStatements: a transaction of settlements runs as statements of at
+// most pausedRows rows with a pause after each, and other goroutines read the store during
+// the pauses (they see it as it was before the transaction, which commits whole).
+func TestWriterPausesBetweenStatements(t *testing.T) {
+	ctx := context.Background()
+	s := openScripted(t)
+	before, err := s.GetBalance(ctx, "ws_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauses := 0
+	s.wr.raw.pause = func() {
+		pauses++
+		if pauses == 3 {
+			// A reader mid-transaction: it is not blocked, and sees nothing of it yet.
+			var n int
+			if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM generations`).Scan(&n); err != nil || n != 0 {
+				t.Errorf("reader during a pause: %d generations, %v; want 0 and no error", n, err)
+			}
+		}
+	}
+	const n = 100
+	batch := make([]*writeOp, n)
+	now := time.Now()
+	for i := range batch {
+		g := &store.Generation{ID: fmt.Sprintf("gen_%03d", i), WorkspaceID: "ws_a", KeyID: "key_a", Endpoint: "/v1/chat/completions",
+			Model: "m", Provider: "p", UpstreamModel: "m", Status: 200, CostNanos: 10, CreatedAt: now}
+		req := &settleReq{g: g, cost: 10, now: now}
+		batch[i] = &writeOp{ctx: ctx, settle: req, fn: req.apply, done: make(chan struct{})}
+	}
+	if !s.commitBatch(batch) {
+		t.Fatal("the transaction failed")
+	}
+	for _, o := range batch {
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+	}
+	// 100 rows in INSERTs of at most 16: 7 for the generations and 7 for the charges, a pause
+	// after each and one after the run.
+	if want := 2*((n+pausedRows-1)/pausedRows) + 1; pauses != want {
+		t.Errorf("%d pauses, want %d", pauses, want)
+	}
+	after, err := s.GetBalance(ctx, "ws_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := before.BalanceNanos - after.BalanceNanos; got != n*10 {
+		t.Errorf("charged %d, want %d", got, n*10)
+	}
+}
+
+// TestPauseYieldsToWaitingGoroutines: the writer's pause lets a goroutine that waits for the
+// only processor run.
+func TestPauseYieldsToWaitingGoroutines(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	pause := newPause()
+	for range 20 {
+		var ran atomic.Bool
+		go ran.Store(true)
+		pause()
+		if !ran.Load() {
+			t.Fatal("a runnable goroutine did not run during the pause")
+		}
 	}
 }

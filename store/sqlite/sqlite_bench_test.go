@@ -146,11 +146,26 @@ func openBenchStore(b *testing.B, opts ...Option) *Store {
 
 // BenchmarkWriterSettleRun is the writer's own cost per settlement, on one goroutine and
 // without the journal: transactions of 100 lease settlements, as the writer gathers them at
-// 1,000 requests a second, applied by commitBatch directly.
+// 1,000 requests a second, applied by commitBatch directly; paused as the writer runs them
+// (pausedRows rows an INSERT, a yield after each statement), and unpaused (64 rows, no
+// yield), for what the pauses cost.
 func BenchmarkWriterSettleRun(b *testing.B) {
+	for _, paused := range []bool{true, false} {
+		name := "paused"
+		if !paused {
+			name = "unpaused"
+		}
+		b.Run(name, func(b *testing.B) { benchWriterSettleRun(b, paused) })
+	}
+}
+
+func benchWriterSettleRun(b *testing.B, paused bool) {
 	const perTx = 100
 	ctx := context.Background()
 	s := openBenchStore(b)
+	if !paused {
+		s.wr.raw.pause = nil
+	}
 	if _, err := s.Reserve(ctx, store.ReserveParams{ID: "res_lease", WorkspaceID: "ws_bench",
 		AmountNanos: 100_000 * store.NanosPerUSD, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
 		b.Fatal(err)
