@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -67,13 +66,7 @@ func BenchmarkWriterHoldsAProcessor(b *testing.B) {
 	for range b.N {
 		for mode := range 3 {
 			now := time.Now()
-			for j := range batch {
-				g := &store.Generation{ID: ids.New("gen"), WorkspaceID: "ws_bench", KeyID: "key_bench", Endpoint: "/v1/chat/completions",
-					Model: "bench-model", Provider: "openai", UpstreamModel: "bench-model-1", Status: 200, CostNanos: 1000, CreatedAt: now,
-					CostLines: []store.CostLine{{Dimension: "input", Quantity: 20, UnitPriceNanos: 150_000_000, Nanos: 3000}}}
-				req := &settleReq{g: g, cost: 1000, reservationID: "res_lease", lease: true, held: 10_000, now: now}
-				batch[j] = &writeOp{ctx: ctx, settle: req, fn: req.apply, done: make(chan struct{})}
-			}
+			fillLeaseSettlements(ctx, batch, now)
 			s.wr.raw.pause = pauseFn
 			if mode == unpaused {
 				s.wr.raw.pause = nil

@@ -174,17 +174,7 @@ func benchWriterSettleRun(b *testing.B, paused bool) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i += perTx {
 		b.StopTimer()
-		now := time.Now()
-		for j := range batch {
-			g := &store.Generation{ID: ids.New("gen"), WorkspaceID: "ws_bench", KeyID: "key_bench", Endpoint: "/v1/chat/completions",
-				Model: "bench-model", Provider: "openai", UpstreamModel: "bench-model-1", UpstreamID: "chatcmpl-0123456789abcdef", Status: 200,
-				FinishReason: "stop", InputTokens: 20, OutputTokens: 16, CostNanos: 1000, CreatedAt: now,
-				CostLines: []store.CostLine{{Dimension: "input", Quantity: 20, UnitPriceNanos: 150_000_000, Nanos: 3000},
-					{Dimension: "output", Quantity: 16, UnitPriceNanos: 600_000_000, Nanos: 9600}},
-				Attempts: []store.Attempt{{Provider: "openai", UpstreamModel: "bench-model-1", Status: 200, DurationMs: 2}}}
-			req := &settleReq{g: g, cost: 1000, reservationID: "res_lease", lease: true, held: 10_000, now: now}
-			batch[j] = &writeOp{ctx: ctx, settle: req, fn: req.apply, done: make(chan struct{})}
-		}
+		fillLeaseSettlements(ctx, batch, time.Now())
 		b.StartTimer()
 		if !s.commitBatch(batch) {
 			b.Fatal("the batch's transaction failed")
@@ -194,5 +184,20 @@ func benchWriterSettleRun(b *testing.B, paused bool) {
 				b.Fatal(o.err)
 			}
 		}
+	}
+}
+
+// fillLeaseSettlements fills batch with lease settlements of res_lease in ws_bench, of
+// generations shaped like a chat answer's, for commitBatch to apply.
+func fillLeaseSettlements(ctx context.Context, batch []*writeOp, now time.Time) {
+	for j := range batch {
+		g := &store.Generation{ID: ids.New("gen"), WorkspaceID: "ws_bench", KeyID: "key_bench", Endpoint: "/v1/chat/completions",
+			Model: "bench-model", Provider: "openai", UpstreamModel: "bench-model-1", UpstreamID: "chatcmpl-0123456789abcdef", Status: 200,
+			FinishReason: "stop", InputTokens: 20, OutputTokens: 16, CostNanos: 1000, CreatedAt: now,
+			CostLines: []store.CostLine{{Dimension: "input", Quantity: 20, UnitPriceNanos: 150_000_000, Nanos: 3000},
+				{Dimension: "output", Quantity: 16, UnitPriceNanos: 600_000_000, Nanos: 9600}},
+			Attempts: []store.Attempt{{Provider: "openai", UpstreamModel: "bench-model-1", Status: 200, DurationMs: 2}}}
+		req := &settleReq{g: g, cost: 1000, reservationID: "res_lease", lease: true, held: 10_000, now: now}
+		batch[j] = &writeOp{ctx: ctx, settle: req, fn: req.apply, done: make(chan struct{})}
 	}
 }
