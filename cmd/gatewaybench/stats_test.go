@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -291,6 +293,34 @@ func TestBuildJudgesOnThePooledInterval(t *testing.T) {
 	} {
 		if got[k] != want {
 			t.Errorf("%s: %q, want %q (all: %v)", k, got[k], want, got)
+		}
+	}
+}
+
+// TestPooledPercentile: the percentile of a resample of slots is the percentile of their
+// samples put together, repeated slots and ties included.
+func TestPooledPercentile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	slots := make([]sortedSlot, 9)
+	for i := range slots {
+		xs := make([]float64, 1+rng.IntN(40))
+		for j := range xs {
+			xs[j] = float64(rng.IntN(50)) // ties on purpose
+		}
+		slots[i] = sortSlot(xs)
+	}
+	pl := newPooled(slots)
+	for range 200 {
+		pick := make([]int, 1+rng.IntN(12))
+		var cat []float64
+		for i := range pick {
+			pick[i] = rng.IntN(len(slots))
+			cat = append(cat, slots[pick[i]]...)
+		}
+		for _, p := range []float64{1, 50, 90, 99, 100} {
+			if got, want := pl.percentile(pick, p), percentile(slices.Clone(cat), p); got != want {
+				t.Fatalf("p%v of %v: %v, want %v", p, pick, got, want)
+			}
 		}
 	}
 }
