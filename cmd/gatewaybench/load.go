@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -195,6 +196,52 @@ func saturate(ctx context.Context, a *arm, upstream *child, conc int, warmup, du
 type goMem struct {
 	TotalAlloc uint64 // bytes allocated on the heap since the process started
 	NumGC      uint32 // garbage collections completed
+	// Sched is how long goroutines waited for a processor since the process started (the
+	// module's "sched_latencies"); nil from a build without it.
+	Sched *schedHist
+}
+
+// schedHist is the runtime's /sched/latencies histogram as the module publishes it:
+// Counts[i] waits of at most UpperUs[i] µs.
+type schedHist struct {
+	UpperUs []float64 `json:"upper_us"`
+	Counts  []uint64  `json:"counts"`
+}
+
+// add adds to h what b2 counted beyond b1 (the same process read twice).
+func (h *schedHist) add(b1, b2 *schedHist) {
+	if b1 == nil || b2 == nil || len(b1.Counts) != len(b2.Counts) {
+		return
+	}
+	if h.Counts == nil {
+		h.UpperUs, h.Counts = b2.UpperUs, make([]uint64, len(b2.Counts))
+	}
+	if len(h.Counts) != len(b2.Counts) {
+		return
+	}
+	for i := range h.Counts {
+		h.Counts[i] += b2.Counts[i] - b1.Counts[i]
+	}
+}
+
+// percentile is the upper bound of the bucket holding the p-th percentile wait, in µs; NaN
+// when nothing was counted.
+func (h *schedHist) percentile(p float64) float64 {
+	var total uint64
+	for _, c := range h.Counts {
+		total += c
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := uint64(math.Ceil(p / 100 * float64(total)))
+	var seen uint64
+	for i, c := range h.Counts {
+		if seen += c; seen >= rank {
+			return h.UpperUs[i]
+		}
+	}
+	return h.UpperUs[len(h.UpperUs)-1]
 }
 
 // memOf reads the Go runtime's counters of c from its admin endpoint (expvar's memstats);
@@ -215,12 +262,15 @@ func memOf(ctx context.Context, c *child) (goMem, bool) {
 	}
 	defer resp.Body.Close()
 	var v struct {
-		MemStats *goMem `json:"memstats"`
+		MemStats *goMem     `json:"memstats"`
+		Sched    *schedHist `json:"sched_latencies"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil || v.MemStats == nil {
 		return goMem{}, false
 	}
-	return *v.MemStats, true
+	m := *v.MemStats
+	m.Sched = v.Sched
+	return m, true
 }
 
 func cpuOf(c *child) time.Duration {
@@ -240,6 +290,9 @@ type latResult struct {
 	Errors     int64  `json:"errors"`
 	Dropped    int64  `json:"dropped"`
 	FirstError string `json:"first_error,omitempty"`
+	// SchedWaitP99Us is the proxy's p99 wait of a runnable goroutine for a processor over
+	// the measured slots (the runtime's /sched/latencies; a bucket bound, NaN for direct).
+	SchedWaitP99Us num `json:"sched_wait_p99_us"`
 	// slots are the latencies slot by slot, for the pooled comparison (not in the JSON).
 	slots [][]float64
 }
@@ -249,6 +302,7 @@ type latSamples struct {
 	mu            sync.Mutex
 	lat           []float64
 	slots         [][]float64
+	sched         schedHist
 	errs          errorLog
 	dropped, sent atomic.Int64
 }
@@ -259,6 +313,7 @@ func (s *latSamples) result() latResult {
 	return latResult{
 		Sent: s.sent.Load(), P50Us: num(percentile(s.lat, 50)), P90Us: num(percentile(s.lat, 90)), P99Us: num(percentile(s.lat, 99)),
 		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.slots,
+		SchedWaitP99Us: num(s.sched.percentile(99)),
 	}
 }
 
@@ -297,6 +352,12 @@ func interleaved(ctx context.Context, arms []*arm, rate int, warmup, slot, dur t
 func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur time.Duration, body []byte) {
 	const maxInFlight = 4096
 	period := time.Second / time.Duration(rate)
+	// The proxy's scheduling waits are read around the slot (with -slot 0, around its
+	// warm-up too), before the schedule starts: a read takes a few milliseconds.
+	var mem0 goMem
+	if dur > 0 {
+		mem0, _ = memOf(ctx, a.proc)
+	}
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
 	var inFlight atomic.Int64
@@ -306,6 +367,9 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 	defer func() {
 		if dur > 0 {
 			s.slots = append(s.slots, slot)
+			if mem1, ok := memOf(ctx, a.proc); ok {
+				s.sched.add(mem0.Sched, mem1.Sched)
+			}
 		}
 	}()
 	for i := 0; ctx.Err() == nil; i++ {

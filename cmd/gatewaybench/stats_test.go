@@ -324,3 +324,21 @@ func TestPooledPercentile(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedHist: waits are added up as differences between two reads of one process, and
+// the percentile is the bound of the bucket that holds it.
+func TestSchedHist(t *testing.T) {
+	up := []float64{1, 10, 100, 1000, math.MaxFloat64}
+	var h schedHist
+	if !math.IsNaN(h.percentile(99)) {
+		t.Fatal("a percentile of nothing")
+	}
+	h.add(&schedHist{up, []uint64{5, 5, 0, 0, 0}}, &schedHist{up, []uint64{95, 7, 1, 1, 0}})       // +90 +2 +1 +1
+	h.add(nil, &schedHist{up, []uint64{1, 1, 1, 1, 1}})                                            // no first read: ignored
+	h.add(&schedHist{up[:2], []uint64{0, 0}}, &schedHist{up, []uint64{9, 9, 9, 9, 9}})             // another histogram: ignored
+	for p, want := range map[float64]float64{50: 1, 95: 1, 97: 10, 98: 100, 99: 1000, 100: 1000} { // of 94 waits
+		if got := h.percentile(p); got != want {
+			t.Errorf("p%v = %v, want %v (counts %v)", p, got, want, h.Counts)
+		}
+	}
+}

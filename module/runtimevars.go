@@ -1,0 +1,44 @@
+package module
+
+import (
+	"expvar"
+	"math"
+	"runtime/metrics"
+)
+
+// The process's scheduling latencies are published next to the Go runtime's memstats on
+// the admin endpoint's /debug/vars, as "sched_latencies": how long goroutines waited,
+// runnable, for a processor (the runtime's /sched/latencies histogram, counted since the
+// process started). gatewaybench reads them before and after each slot of its latency test
+// for plain Caddy and the gateway alike (the same binary): a processor held away from the
+// requests, by a cgo call or the garbage collector, shows there directly, where the
+// latency figures of a shared machine drown it in noise.
+func init() {
+	expvar.Publish("sched_latencies", expvar.Func(schedLatencies))
+}
+
+// schedHistogram is a histogram with finite bucket bounds, so that it encodes as JSON:
+// Counts[i] goroutines waited at most UpperUs[i] microseconds (and more than the bound
+// before); the last bound, infinite in the runtime's histogram, is the largest float.
+type schedHistogram struct {
+	UpperUs []float64 `json:"upper_us"`
+	Counts  []uint64  `json:"counts"`
+}
+
+func schedLatencies() any {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	h := s[0].Value.Float64Histogram()
+	out := schedHistogram{UpperUs: make([]float64, len(h.Counts)), Counts: h.Counts}
+	for i := range h.Counts {
+		up := h.Buckets[i+1] * 1e6
+		if math.IsInf(up, 1) {
+			up = math.MaxFloat64
+		}
+		out.UpperUs[i] = up
+	}
+	return out
+}
