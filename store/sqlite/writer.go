@@ -128,20 +128,20 @@ type writer struct {
 //
 // The writer's statements are cgo calls, and a goroutine in a cgo call keeps its processor
 // (P): the runtime hands it to another thread only once sysmon sees the call outlast a tick,
-// and sysmon, idle, sleeps up to 10 ms between looks. A transaction of 100 settlements,
-// 1-2 ms of SQLite, so took one of the process's two Ps away from the requests for all of it
-// (the Go scheduler's own /sched/latencies p99 went from about 0.06 to 1.0-1.3 ms with it,
-// BenchmarkWriterHoldsAProcessor), and that was most of the gateway's latency p99 over
-// plain Caddy at 1,000 requests a second. So the writer cuts its work into statements of
-// well under 100 µs (pausedRows rows an INSERT) and, between them, yields if goroutines
-// wait: requests wait for one statement, not for the transaction. The statements are the
-// same transaction, and nobody else writes meanwhile, so nothing else changes. A yield
-// nobody waits for is skipped: it moved the writer between threads for nothing, 13% more
-// writer time per settlement (BenchmarkWriterSettleRun); the look costs about 85 ns, and the
-// pauses in all about 1 µs (7%) of writer time per settlement. With them, the p99 wait was
-// 160-230 µs. What still holds the processor whole is
-// the COMMIT (writing the transaction's pages to the WAL) and, every thousand pages or so,
-// the checkpoint that runs inside it.
+// and sysmon, idle, sleeps up to 10 ms between looks. A transaction of 100 settlements, 1-2 ms
+// of SQLite, so took one of the process's two Ps away from the requests for all of it: the Go
+// scheduler's own /sched/latencies p99 went from about 0.06 to 1.0-1.3 ms next to it
+// (BenchmarkWriterHoldsAProcessor, whose load keeps both Ps busy, as saturation does).
+//
+// So the writer cuts its work into statements of well under 100 µs (pausedRows rows an
+// INSERT) and, between them, yields if goroutines wait: they wait for one statement, not
+// for the transaction. The statements are the same transaction, and nobody else writes
+// meanwhile, so nothing else changes. A yield nobody waits for is skipped: it moved the
+// writer between threads for nothing, 13% more writer time per settlement
+// (BenchmarkWriterSettleRun); the look costs about 85 ns, and the pauses in all about 1 µs
+// (7%) of writer time per settlement. With them, the p99 wait was 160-230 µs. What still
+// holds the processor whole is the COMMIT (writing the transaction's pages to the WAL) and,
+// every thousand pages or so, the checkpoint that runs inside it.
 func newPause() func() {
 	runnable := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
 	return func() {
