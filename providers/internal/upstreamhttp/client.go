@@ -27,6 +27,25 @@ func NewHTTPClient(transport http.RoundTripper) *http.Client {
 	}
 }
 
+// roundTrip sends req through the client's transport itself rather than http.Client.Do.
+// The client follows no redirects and has no cookie jar or timeout (an attempt's context
+// bounds it), so Do would only add its bookkeeping: a header copier for redirects, the
+// request's cancellation plumbing and a url.Error around failures, 0.6 KB and 6 allocations
+// a request (BenchmarkHotPathAdapters). A 3xx comes back as it is, as with
+// ErrUseLastResponse, and credentials in the base URL still become basic authentication
+// unless the adapter sent an Authorization header, as Do does.
+func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
+	if u := req.URL.User; u != nil && req.Header.Get("Authorization") == "" {
+		pass, _ := u.Password()
+		req.SetBasicAuth(u.Username(), pass)
+	}
+	t := c.HTTP.Transport
+	if t == nil {
+		t = http.DefaultTransport
+	}
+	return t.RoundTrip(req)
+}
+
 // ParseBaseURL checks that raw is an absolute http or https URL.
 func ParseBaseURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
@@ -91,7 +110,7 @@ func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, i
 	} else {
 		req.Header.Set("Accept", "application/json")
 	}
-	resp, err := c.HTTP.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		at.cancel()
 		return nil, nil, TransportError(c.Provider, ctx, at, err)

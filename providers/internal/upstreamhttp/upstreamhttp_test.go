@@ -505,6 +505,20 @@ func TestClientSend(t *testing.T) {
 	if err != nil || status != 200 || string(b) != `{"ok":true}` {
 		t.Fatalf("Call: %d %q %v", status, b, err)
 	}
+
+	// Credentials in the base URL are basic authentication, unless the adapter sends its own
+	// Authorization.
+	withUser := strings.Replace(srv.URL, "http://", "http://proxy-user:proxy%20pass@", 1)
+	if _, _, err := c.Call(context.Background(), withUser+"/ok", []byte(`{}`)); err != nil || seen.Get("Authorization") != "Bearer sk-secret" {
+		t.Fatalf("adapter's own Authorization: %q, %v", seen.Get("Authorization"), err)
+	}
+	c.Header = http.Header{"Content-Type": {"application/json"}}
+	if _, _, err := c.Call(context.Background(), withUser+"/ok", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if user, pass, ok := (&http.Request{Header: seen}).BasicAuth(); !ok || user != "proxy-user" || pass != "proxy pass" {
+		t.Fatalf("basic authentication from the URL: %q %q %v", user, pass, ok)
+	}
 }
 
 func TestClientSendFailures(t *testing.T) {
