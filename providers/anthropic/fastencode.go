@@ -309,7 +309,8 @@ func appendMarshalMessage(dst []byte, m *Message) ([]byte, error) {
 	if b, ok := appendMessage(bufs.Grow(dst, messageSize(m)), m); ok {
 		return b, nil
 	}
-	b, err := json.Marshal(m)
+	// By value: a pointer would move every caller's Message to the heap for this rare path.
+	b, err := json.Marshal(*m)
 	return append(dst, b...), err
 }
 
