@@ -333,7 +333,7 @@ var chatWire = wireFormat{format: providers.FormatOpenAIChat, parseUsage: openai
 
 // decorate sets the gateway's id, adds cost to the usage object and meta when asked.
 func (c *call) decorate(obj []byte) ([]byte, error) {
-	return c.decorateTop(obj, "id", "usage", openai.AppendChatUsage(nil, c.usage))
+	return c.decorateTop(obj, "id", "usage", openai.AppendChatUsage)
 }
 
 func firstFinishReason(resp []byte) string {

@@ -20,7 +20,7 @@ func (s chatSurface) response(dst []byte, c *call, resp *providers.Response, mod
 	if err != nil {
 		return nil, err
 	}
-	return c.appendDecorated(dst, data, "id", "usage", openai.AppendChatUsage(nil, c.usage))
+	return c.appendDecorated(dst, data, "id", "usage", openai.AppendChatUsage)
 }
 
 func (s chatSurface) sink(c *call, model string) streamSink {

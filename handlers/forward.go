@@ -17,7 +17,7 @@ import (
 type wireFormat struct {
 	format      providers.WireFormat
 	parseUsage  func(raw []byte) (providers.Usage, error)
-	appendUsage func(b []byte, u providers.Usage) []byte
+	appendUsage usageEncoder
 	finish      func(answer []byte) string
 }
 
@@ -64,7 +64,7 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	}
 	c.finish = wf.finish(data)
 	outBuf := getAnswerBuf()
-	out, err := c.appendDecorated((*outBuf)[:0], data, "id", "usage", wf.appendUsage(nil, c.usage))
+	out, err := c.appendDecorated((*outBuf)[:0], data, "id", "usage", wf.appendUsage)
 	defer putAnswerBuf(outBuf, out)
 	if err != nil {
 		return fmt.Errorf("decorating the response: %w", err)

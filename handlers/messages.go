@@ -36,7 +36,7 @@ func (anthropicSurface) response(dst []byte, c *call, resp *providers.Response, 
 	if err != nil {
 		return nil, err
 	}
-	return c.appendDecorated(dst, data, "", "usage", anthropic.EncodeUsage(c.usage))
+	return c.appendDecorated(dst, data, "", "usage", appendAnthropicUsage)
 }
 
 func (anthropicSurface) sink(c *call, model string) streamSink {
@@ -71,7 +71,7 @@ func (s *anthropicSink) finish(c *call) []frame {
 	frames := fromAnthropic(s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))
 	for i, f := range frames {
 		if f.event == "message_delta" {
-			if dec, err := c.decorateUsage(f.data, anthropic.EncodeUsage(c.usage), "usage"); err == nil {
+			if dec, err := c.decorateUsage(f.data, appendAnthropicUsage, "usage"); err == nil {
 				frames[i].data = dec
 			}
 			if dec, err := c.withMeta(frames[i].data); err == nil {
@@ -112,9 +112,14 @@ func (c *call) messagesForward(w http.ResponseWriter, r *http.Request, rt Route,
 	})
 }
 
+// appendAnthropicUsage appends usage as a Messages answer carries it.
+func appendAnthropicUsage(b []byte, u providers.Usage) []byte {
+	return append(b, anthropic.EncodeUsage(u)...)
+}
+
 var messagesWire = wireFormat{
 	format: providers.FormatAnthropic, parseUsage: anthropic.ParseUsage,
-	appendUsage: func(b []byte, u providers.Usage) []byte { return append(b, anthropic.EncodeUsage(u)...) },
+	appendUsage: appendAnthropicUsage,
 	finish: func(answer []byte) string {
 		raw, _ := rawjson.Get(answer, "stop_reason")
 		sr, _ := rawjson.String(raw)
@@ -256,7 +261,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		return c.relayFailed(out, rt, began, streamErr, &anthropicTailSink{blocks: blocks})
 	}
 	c.relayCommit(out, &rt, began)
-	final, err := c.decorateUsage(heldDelta, anthropic.EncodeUsage(c.usage), "usage")
+	final, err := c.decorateUsage(heldDelta, appendAnthropicUsage, "usage")
 	if err == nil {
 		final, err = c.withMeta(final)
 	}
@@ -341,7 +346,7 @@ func (s *anthropicTailSink) finish(c *call) []frame {
 	}
 	stopJSON, _ := json.Marshal(stop)
 	delta := []byte(`{"type":"message_delta","delta":{"stop_reason":` + string(stopJSON) + `,"stop_sequence":null},"usage":null}`)
-	if dec, err := c.decorateUsage(delta, anthropic.EncodeUsage(c.usage), "usage"); err == nil {
+	if dec, err := c.decorateUsage(delta, appendAnthropicUsage, "usage"); err == nil {
 		delta = dec
 	}
 	if dec, err := c.withMeta(delta); err == nil {

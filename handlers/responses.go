@@ -50,7 +50,7 @@ func (responsesEncoder) response(dst []byte, c *call, resp *providers.Response, 
 	if err != nil {
 		return nil, err
 	}
-	return c.appendDecorated(dst, data, "", "usage", openai.AppendResponsesUsage(nil, c.usage))
+	return c.appendDecorated(dst, data, "", "usage", openai.AppendResponsesUsage)
 }
 
 func (responsesEncoder) sink(c *call, model string) streamSink {
@@ -95,7 +95,7 @@ func inBandCode(ue *providers.UpstreamError) string {
 
 // decorateFinal adds cost to response.usage of a terminal Responses event, and meta.
 func (c *call) decorateFinal(data []byte) []byte {
-	if dec, err := c.decorateUsage(data, openai.AppendResponsesUsage(nil, c.usage), "response", "usage"); err == nil {
+	if dec, err := c.decorateUsage(data, openai.AppendResponsesUsage, "response", "usage"); err == nil {
 		data = dec
 	}
 	if dec, err := c.withMeta(data); err == nil {

@@ -168,9 +168,13 @@ func unsupported(p providers.Provider, req *providers.Request) []string {
 	return nil
 }
 
-// decorateUsage adds cost fields to the usage object at path inside obj (creating it from
+// usageEncoder appends usage in a surface's wire format (openai.AppendChatUsage...): the
+// usage object an answer gets when it came without one. It runs only then.
+type usageEncoder func(b []byte, u providers.Usage) []byte
+
+// decorateUsage adds cost fields to the usage object at path inside obj (creating it with
 // fallback when absent) and returns the new object.
-func (c *call) decorateUsage(obj []byte, fallback []byte, path ...string) ([]byte, error) {
+func (c *call) decorateUsage(obj []byte, fallback usageEncoder, path ...string) ([]byte, error) {
 	if len(path) == 0 {
 		return obj, nil
 	}
@@ -196,13 +200,13 @@ func (c *call) decorateUsage(obj []byte, fallback []byte, path ...string) ([]byt
 
 // costedUsage is the usage object under key in obj (fallback when absent) with the cost
 // fields added.
-func (c *call) costedUsage(obj []byte, key string, fallback []byte) ([]byte, error) {
+func (c *call) costedUsage(obj []byte, key string, fallback usageEncoder) ([]byte, error) {
 	usage, err := rawjson.Get(obj, key)
 	if err != nil {
 		return nil, err
 	}
 	if rawjson.IsNull(usage) {
-		usage = fallback
+		usage = fallback(nil, c.usage)
 	}
 	lines, total := c.cost()
 	return rawjson.SetMany(usage,
@@ -213,13 +217,13 @@ func (c *call) costedUsage(obj []byte, key string, fallback []byte) ([]byte, err
 
 // decorateTop sets the gateway's id under idKey, adds cost to the usage object under
 // usageKey (fallback when absent) and adds meta when asked, in one copy of obj.
-func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback []byte) ([]byte, error) {
+func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback usageEncoder) ([]byte, error) {
 	return c.appendDecorated(nil, obj, idKey, usageKey, fallback)
 }
 
 // appendDecorated appends what decorateTop returns to dst; with no idKey, the id is left
 // as it is.
-func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback []byte) ([]byte, error) {
+func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback usageEncoder) ([]byte, error) {
 	usage, err := c.costedUsage(obj, usageKey, fallback)
 	if err != nil {
 		return nil, err
