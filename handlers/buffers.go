@@ -27,3 +27,24 @@ func putAnswerBuf(b *[]byte, used []byte) {
 	*b = used[:0]
 	answerBufs.Put(b)
 }
+
+// decorationBufs hold the values decoration sets in an answer (costed usage, id, meta), a
+// few hundred bytes, garbage once copied in. A pool of their own: sharing answerBufs, their
+// small buffers would take the place of answers' large ones (and under the race detector's
+// pool drops, make answers' buffers grow again).
+var decorationBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func getDecorationBuf() *[]byte { return decorationBufs.Get().(*[]byte) }
+
+// putDecorationBuf returns b, whose contents used now holds, to the pool; a rare large one
+// (a long meta) is left to the collector.
+func putDecorationBuf(b *[]byte, used []byte) {
+	if used == nil {
+		used = *b
+	}
+	if cap(used) > 16<<10 {
+		return
+	}
+	*b = used[:0]
+	decorationBufs.Put(b)
+}

@@ -201,6 +201,11 @@ func (c *call) decorateUsage(obj []byte, fallback usageEncoder, path ...string) 
 // costedUsage is the usage object under key in obj (fallback when absent) with the cost
 // fields added.
 func (c *call) costedUsage(obj []byte, key string, fallback usageEncoder) ([]byte, error) {
+	return c.appendCostedUsage(nil, obj, key, fallback)
+}
+
+// appendCostedUsage appends what costedUsage returns to dst, which must not overlap obj.
+func (c *call) appendCostedUsage(dst, obj []byte, key string, fallback usageEncoder) ([]byte, error) {
 	usage, err := rawjson.Get(obj, key)
 	if err != nil {
 		return nil, err
@@ -209,10 +214,13 @@ func (c *call) costedUsage(obj []byte, key string, fallback usageEncoder) ([]byt
 		usage = fallback(nil, c.usage)
 	}
 	lines, total := c.cost()
-	return rawjson.SetMany(usage,
-		rawjson.Edit{Key: "cost", Value: pricing.AppendUSD(nil, total)},
-		rawjson.Edit{Key: "cost_nanos", Value: strconv.AppendInt(nil, total, 10)},
-		rawjson.Edit{Key: "cost_lines", Value: store.AppendCostLinesJSON(make([]byte, 0, 2+80*len(lines)), nonNilLines(lines))})
+	// The values live on the stack: they are copied into dst and dropped.
+	var costBuf, nanosBuf [24]byte
+	var linesBuf [256]byte
+	return rawjson.AppendSetMany(dst, usage,
+		rawjson.Edit{Key: "cost", Value: pricing.AppendUSD(costBuf[:0], total)},
+		rawjson.Edit{Key: "cost_nanos", Value: strconv.AppendInt(nanosBuf[:0], total, 10)},
+		rawjson.Edit{Key: "cost_lines", Value: store.AppendCostLinesJSON(linesBuf[:0], nonNilLines(lines))})
 }
 
 // decorateTop sets the gateway's id under idKey, adds cost to the usage object under
@@ -222,21 +230,34 @@ func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback usageEnc
 }
 
 // appendDecorated appends what decorateTop returns to dst; with no idKey, the id is left
-// as it is.
+// as it is. The values it sets are built in a pooled buffer, garbage once copied into dst.
 func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback usageEncoder) ([]byte, error) {
-	usage, err := c.costedUsage(obj, usageKey, fallback)
+	scratch := getDecorationBuf()
+	b, err := c.appendCostedUsage((*scratch)[:0], obj, usageKey, fallback)
 	if err != nil {
+		putDecorationBuf(scratch, nil)
 		return nil, err
 	}
+	usageEnd := len(b)
+	if idKey != "" {
+		b = rawjson.AppendStringLikeMarshal(b, c.genID)
+	}
+	idEnd := len(b)
+	if c.wantMeta {
+		b = c.appendMeta(b)
+	}
+	// Sliced once b no longer grows.
 	edits := make([]rawjson.Edit, 0, 3)
 	if idKey != "" {
-		edits = append(edits, rawjson.Edit{Key: idKey, Value: rawjson.AppendStringLikeMarshal(nil, c.genID)})
+		edits = append(edits, rawjson.Edit{Key: idKey, Value: b[usageEnd:idEnd]})
 	}
-	edits = append(edits, rawjson.Edit{Key: usageKey, Value: usage})
+	edits = append(edits, rawjson.Edit{Key: usageKey, Value: b[:usageEnd]})
 	if c.wantMeta {
-		edits = append(edits, rawjson.Edit{Key: "meta", Value: c.appendMeta(make([]byte, 0, 320))})
+		edits = append(edits, rawjson.Edit{Key: "meta", Value: b[idEnd:]})
 	}
-	return rawjson.AppendSetMany(dst, obj, edits...)
+	out, err := rawjson.AppendSetMany(dst, obj, edits...)
+	putDecorationBuf(scratch, b)
+	return out, err
 }
 
 // setID replaces a string field (the answer's id) with the generation id.
