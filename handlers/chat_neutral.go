@@ -14,9 +14,9 @@ type chatSurface struct {
 func (s chatSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	resp.Model = model
 	// Encoded into a pooled buffer too: it is garbage once decorated into dst.
-	tmp := getAnswerBuf()
+	tmp := answerBufs.get()
 	data, err := openai.AppendChatResponse((*tmp)[:0], resp, c.genID, c.start.Unix())
-	defer putAnswerBuf(tmp, data)
+	defer answerBufs.put(tmp, data)
 	if err != nil {
 		return nil, err
 	}

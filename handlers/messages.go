@@ -30,9 +30,9 @@ type anthropicSurface struct{}
 
 func (anthropicSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	// Encoded into a pooled buffer too: it is garbage once decorated into dst.
-	tmp := getAnswerBuf()
+	tmp := answerBufs.get()
 	data, err := anthropic.AppendResponse((*tmp)[:0], resp, c.genID, model)
-	defer putAnswerBuf(tmp, data)
+	defer answerBufs.put(tmp, data)
 	if err != nil {
 		return nil, err
 	}

@@ -66,9 +66,9 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 		c.usage, c.usageKnown = resp.Usage, true
 		c.upstreamID, c.finish = resp.ID, string(resp.FinishReason)
 		// Built in a buffer reused across requests: nothing keeps it once written.
-		buf := getAnswerBuf()
+		buf := answerBufs.get()
 		out, err := s.response((*buf)[:0], c, resp, rt.UpstreamModel)
-		defer putAnswerBuf(buf, out)
+		defer answerBufs.put(buf, out)
 		if err != nil {
 			return err
 		}
@@ -232,10 +232,10 @@ func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback usageEnc
 // appendDecorated appends what decorateTop returns to dst; with no idKey, the id is left
 // as it is. The values it sets are built in a pooled buffer, garbage once copied into dst.
 func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback usageEncoder) ([]byte, error) {
-	scratch := getDecorationBuf()
+	scratch := decorationBufs.get()
 	b, err := c.appendCostedUsage((*scratch)[:0], obj, usageKey, fallback)
 	if err != nil {
-		putDecorationBuf(scratch, nil)
+		decorationBufs.put(scratch, nil)
 		return nil, err
 	}
 	usageEnd := len(b)
@@ -256,7 +256,7 @@ func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback
 		edits = append(edits, rawjson.Edit{Key: "meta", Value: b[idEnd:]})
 	}
 	out, err := rawjson.AppendSetMany(dst, obj, edits...)
-	putDecorationBuf(scratch, b)
+	decorationBufs.put(scratch, b)
 	return out, err
 }
 
