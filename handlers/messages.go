@@ -36,7 +36,7 @@ func (anthropicSurface) response(dst []byte, c *call, resp *providers.Response, 
 	if err != nil {
 		return nil, err
 	}
-	return c.appendDecorated(dst, data, "", "usage", appendAnthropicUsage)
+	return c.appendDecorated(dst, data, "", "usage", anthropic.AppendUsage)
 }
 
 func (anthropicSurface) sink(c *call, model string) streamSink {
@@ -71,7 +71,7 @@ func (s *anthropicSink) finish(c *call) []frame {
 	frames := fromAnthropic(s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))
 	for i, f := range frames {
 		if f.event == "message_delta" {
-			if dec, err := c.decorateUsage(f.data, appendAnthropicUsage, "usage"); err == nil {
+			if dec, err := c.decorateUsage(f.data, anthropic.AppendUsage, "usage"); err == nil {
 				frames[i].data = dec
 			}
 			if dec, err := c.withMeta(frames[i].data); err == nil {
@@ -112,14 +112,9 @@ func (c *call) messagesForward(w http.ResponseWriter, r *http.Request, rt Route,
 	})
 }
 
-// appendAnthropicUsage appends usage as a Messages answer carries it.
-func appendAnthropicUsage(b []byte, u providers.Usage) []byte {
-	return append(b, anthropic.EncodeUsage(u)...)
-}
-
 var messagesWire = wireFormat{
 	format: providers.FormatAnthropic, parseUsage: anthropic.ParseUsage,
-	appendUsage: appendAnthropicUsage,
+	appendUsage: anthropic.AppendUsage,
 	finish: func(answer []byte) string {
 		raw, _ := rawjson.Get(answer, "stop_reason")
 		sr, _ := rawjson.String(raw)
@@ -261,7 +256,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		return c.relayFailed(out, rt, began, streamErr, &anthropicTailSink{blocks: blocks})
 	}
 	c.relayCommit(out, &rt, began)
-	final, err := c.decorateUsage(heldDelta, appendAnthropicUsage, "usage")
+	final, err := c.decorateUsage(heldDelta, anthropic.AppendUsage, "usage")
 	if err == nil {
 		final, err = c.withMeta(final)
 	}
@@ -346,7 +341,7 @@ func (s *anthropicTailSink) finish(c *call) []frame {
 	}
 	stopJSON, _ := json.Marshal(stop)
 	delta := []byte(`{"type":"message_delta","delta":{"stop_reason":` + string(stopJSON) + `,"stop_sequence":null},"usage":null}`)
-	if dec, err := c.decorateUsage(delta, appendAnthropicUsage, "usage"); err == nil {
+	if dec, err := c.decorateUsage(delta, anthropic.AppendUsage, "usage"); err == nil {
 		delta = dec
 	}
 	if dec, err := c.withMeta(delta); err == nil {

@@ -1215,8 +1215,11 @@ func ParseUsage(raw []byte) (providers.Usage, error) {
 // input_tokens is Input, the cache counters are CacheWrite and CacheRead, output_tokens is
 // Output + Reasoning with Reasoning in output_tokens_details.thinking_tokens.
 func EncodeUsage(u providers.Usage) []byte {
-	return appendUsage(make([]byte, 0, 160), u, true)
+	return AppendUsage(make([]byte, 0, 160), u)
 }
+
+// AppendUsage appends what EncodeUsage returns to b.
+func AppendUsage(b []byte, u providers.Usage) []byte { return appendUsage(b, u, true) }
 
 // appendUsage appends the usage object; withDetails adds output_tokens_details.
 func appendUsage(b []byte, u providers.Usage, withDetails bool) []byte {

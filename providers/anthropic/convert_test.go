@@ -675,6 +675,9 @@ func TestUsage(t *testing.T) {
 	if back, _ := ParseUsage(enc); back != u {
 		t.Errorf("round trip %+v", back)
 	}
+	if got := AppendUsage([]byte(`"usage":`), u); string(got) != `"usage":`+string(enc) {
+		t.Errorf("AppendUsage = %s", got)
+	}
 }
 
 func TestFinishReasons(t *testing.T) {
