@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"net"
 	"net/http"
@@ -347,6 +348,26 @@ func interleaved(ctx context.Context, arms []*arm, rate int, warmup, slot, dur t
 	return out
 }
 
+// schedule yields start, start+period... before end, each once its time has come: an open
+// loop, where a tick the caller is late for comes at once, not skipped. It stops early when
+// ctx ends.
+func schedule(ctx context.Context, start, end time.Time, period time.Duration) iter.Seq[time.Time] {
+	return func(yield func(time.Time) bool) {
+		for i := 0; ctx.Err() == nil; i++ {
+			at := start.Add(time.Duration(i) * period)
+			if !at.Before(end) {
+				return
+			}
+			if d := time.Until(at); d > 0 {
+				time.Sleep(d)
+			}
+			if !yield(at) {
+				return
+			}
+		}
+	}
+}
+
 // sample adds to s a fixed-rate run of warmup (not recorded) and then dur (recorded); it
 // returns once every request it sent has ended.
 func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur time.Duration, body []byte) {
@@ -372,14 +393,7 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 			}
 		}
 	}()
-	for i := 0; ctx.Err() == nil; i++ {
-		at := start.Add(time.Duration(i) * period)
-		if !at.Before(end) {
-			break
-		}
-		if d := time.Until(at); d > 0 {
-			time.Sleep(d)
-		}
+	for at := range schedule(ctx, start, end, period) {
 		measured := !at.Before(measureFrom)
 		if inFlight.Load() >= maxInFlight {
 			if measured {
@@ -625,15 +639,7 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 	}
 	var wg sync.WaitGroup
 	if !load.backToBack {
-		period := load.period(d)
-		for i := 0; ctx.Err() == nil; i++ {
-			at := start.Add(time.Duration(i) * period)
-			if !at.Before(end) {
-				break
-			}
-			if w := time.Until(at); w > 0 {
-				time.Sleep(w)
-			}
+		for range schedule(ctx, start, end, load.period(d)) {
 			wg.Go(one)
 		}
 		wg.Wait()

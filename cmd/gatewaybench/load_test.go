@@ -120,3 +120,25 @@ func TestStreamLoad(t *testing.T) {
 		t.Errorf("back to back: gap p50 %.0f µs, want about 10 ms", g)
 	}
 }
+
+// TestSchedule: ticks every period from start, none at or after end, each not before its
+// time, and late ones at once rather than skipped; a cancelled context stops it.
+func TestSchedule(t *testing.T) {
+	start := time.Now().Add(-25 * time.Millisecond) // the first three ticks are already late
+	end := start.Add(60 * time.Millisecond)
+	var got []time.Time
+	for at := range schedule(context.Background(), start, end, 10*time.Millisecond) {
+		if now := time.Now(); now.Before(at) {
+			t.Fatalf("tick %v came %v early", at.Sub(start), at.Sub(now))
+		}
+		got = append(got, at)
+	}
+	if len(got) != 6 || !got[0].Equal(start) || !got[5].Equal(start.Add(50*time.Millisecond)) {
+		t.Fatalf("%d ticks, first %v, last %v after start", len(got), got[0].Sub(start), got[len(got)-1].Sub(start))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range schedule(ctx, time.Now(), time.Now().Add(time.Hour), time.Millisecond) {
+		t.Fatal("a tick after the context ended")
+	}
+}
