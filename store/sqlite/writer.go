@@ -155,11 +155,12 @@ func newPause() func() {
 // gatherDelay is how long the writer lets journaled settlements gather into one
 // transaction when nothing else is queued: nobody waits for them (every read of what they
 // change waits for them first, journal.go), and the fewer the transactions, the less each
-// settlement costs the writer (BenchmarkSettleLeaseGathered, when this was chosen: 37 µs
-// at 27 a transaction, 26 µs at 100, 22 µs at 250; a commit's cost is shared by all). At 1,000 requests a second, the writer's work took
-// turns with the requests' on the same cores, so its cost was in their latency. Anything
-// a caller waits for (a read's barrier included) ends the wait at once, and a full batch
-// (batchLimit) does not wait.
+// settlement costs the writer, a commit's cost being shared by all
+// (BenchmarkSettleLeaseGathered, when this was chosen: 37 µs at 27 a transaction, 26 µs at
+// 100, 22 µs at 250). At 1,000 requests a second, the writer's work took turns with the
+// requests' on the same cores, so its cost was in their latency. Anything a caller waits
+// for (a read's barrier included) ends the wait at once, and a full batch (batchLimit) does
+// not wait.
 const gatherDelay = 100 * time.Millisecond
 
 func newWriter(limit int, gather time.Duration) *writer {
