@@ -349,14 +349,21 @@ func TestWriterPausesBetweenStatements(t *testing.T) {
 }
 
 // TestPauseYieldsToWaitingGoroutines: the writer's pause lets a goroutine that waits for the
-// only processor run.
+// only processor run. Within three pauses: one yield in 61 resumes the yielding goroutine
+// first (the scheduler then serves its global queue before the local one), and other
+// goroutines of the test binary may be waiting too; without the yield, only a preemption,
+// 10 ms away, would run it.
 func TestPauseYieldsToWaitingGoroutines(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	pause := newPause()
 	for range 20 {
 		var ran atomic.Bool
 		go ran.Store(true)
-		pause()
+		for range 3 {
+			if pause(); ran.Load() {
+				break
+			}
+		}
 		if !ran.Load() {
 			t.Fatal("a runnable goroutine did not run during the pause")
 		}
