@@ -434,6 +434,7 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 type streamObs struct {
 	ttfb    time.Duration // from sending to the first content chunk
 	times   []time.Time   // arrival of each content chunk
+	sent    []time.Time   // the upstream's stamp of each (zero if it had none)
 	done    bool          // [DONE] or message_stop arrived
 	errored bool          // an error event arrived
 	status  int
@@ -483,6 +484,8 @@ func (a *arm) openStream(ctx context.Context, body []byte, first func(ok bool)) 
 						o.ttfb = now.Sub(t0)
 					}
 					o.times = append(o.times, now)
+					sent, _ := readStamp(data)
+					o.sent = append(o.sent, sent)
 					if len(o.times) == 1 {
 						signal()
 					}
@@ -523,21 +526,27 @@ type streamResult struct {
 	TTFBP99Us num   `json:"ttfb_p99_us"`
 	GapP50Us  num   `json:"gap_p50_us"`
 	GapP99Us  num   `json:"gap_p99_us"`
+	// RelayP50Us and RelayP99Us are the time from the upstream's write of a content chunk
+	// (its stamp) to the chunk's arrival; UpstreamGapP50Us the gap between the stamps of
+	// consecutive chunks, the upstream's own pacing.
+	RelayP50Us       num `json:"relay_p50_us"`
+	RelayP99Us       num `json:"relay_p99_us"`
+	UpstreamGapP50Us num `json:"upstream_gap_p50_us"`
 	// CPUPerStreamUs is the proxy process's CPU time per completed stream (NaN for direct).
 	CPUPerStreamUs num    `json:"cpu_per_stream_us"`
 	Errors         int64  `json:"errors"`
 	FirstError     string `json:"first_error,omitempty"`
-	// ttfbSlots and gapSlots are the samples slot by slot (not in the JSON).
-	ttfbSlots, gapSlots [][]float64
+	// The samples slot by slot (not in the JSON).
+	ttfbSlots, gapSlots, relaySlots, upGapSlots [][]float64
 }
 
 // streamSamples gathers an arm's stream observations, possibly over several slots.
 type streamSamples struct {
-	mu                  sync.Mutex
-	ttfb, gaps          []float64
-	ttfbSlots, gapSlots [][]float64
-	count               atomic.Int64
-	errs                errorLog
+	mu                                          sync.Mutex
+	ttfb, gaps, relays, upGaps                  []float64
+	ttfbSlots, gapSlots, relaySlots, upGapSlots [][]float64
+	count                                       atomic.Int64
+	errs                                        errorLog
 	// cpu is the proxy's CPU time over the slots, each from its start to its last stream's end.
 	cpu time.Duration
 }
@@ -548,8 +557,10 @@ func (s *streamSamples) result() streamResult {
 	r := streamResult{
 		Streams: s.count.Load(), TTFBP50Us: num(percentile(s.ttfb, 50)), TTFBP99Us: num(percentile(s.ttfb, 99)),
 		GapP50Us: num(percentile(s.gaps, 50)), GapP99Us: num(percentile(s.gaps, 99)),
-		CPUPerStreamUs: nan, Errors: s.errs.n.Load(), FirstError: s.errs.first,
-		ttfbSlots: s.ttfbSlots, gapSlots: s.gapSlots,
+		RelayP50Us: num(percentile(s.relays, 50)), RelayP99Us: num(percentile(s.relays, 99)),
+		UpstreamGapP50Us: num(percentile(s.upGaps, 50)),
+		CPUPerStreamUs:   nan, Errors: s.errs.n.Load(), FirstError: s.errs.first,
+		ttfbSlots: s.ttfbSlots, gapSlots: s.gapSlots, relaySlots: s.relaySlots, upGapSlots: s.upGapSlots,
 	}
 	if n := s.count.Load(); n > 0 && s.cpu > 0 {
 		r.CPUPerStreamUs = num(micros(s.cpu) / float64(n))
@@ -611,12 +622,13 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 	start := time.Now()
 	end := start.Add(dur)
 	cpu0 := cpuOf(a.proc)
-	var ttfb, gaps []float64
+	var ttfb, gaps, relays, upGaps []float64
 	defer func() {
 		if a.proc != nil {
 			s.cpu += cpuOf(a.proc) - cpu0
 		}
 		s.ttfbSlots, s.gapSlots = append(s.ttfbSlots, ttfb), append(s.gapSlots, gaps)
+		s.relaySlots, s.upGapSlots = append(s.relaySlots, relays), append(s.upGapSlots, upGaps)
 	}()
 	one := func() {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -634,6 +646,18 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 			g := micros(o.times[i].Sub(o.times[i-1]))
 			s.gaps = append(s.gaps, g)
 			gaps = append(gaps, g)
+			if !o.sent[i].IsZero() && !o.sent[i-1].IsZero() {
+				g := micros(o.sent[i].Sub(o.sent[i-1]))
+				s.upGaps = append(s.upGaps, g)
+				upGaps = append(upGaps, g)
+			}
+		}
+		for i, t := range o.sent {
+			if !t.IsZero() {
+				r := micros(o.times[i].Sub(t))
+				s.relays = append(s.relays, r)
+				relays = append(relays, r)
+			}
 		}
 		s.mu.Unlock()
 	}

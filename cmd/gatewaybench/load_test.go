@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -105,6 +106,17 @@ func TestStreamLoad(t *testing.T) {
 	if c := closeShare(got); c > 0.2 {
 		t.Errorf("paced: %.0f%% of the streams arrived within 1 ms of the one before; they are due 4 ms apart", 100*c)
 	}
+	// Every chunk carries the upstream's stamp: its pacing (10 ms, a timer's lateness on
+	// top) and each chunk's way over loopback, which cannot be negative nor take long.
+	if g := float64(r.UpstreamGapP50Us); g < 10000 || g > 30000 {
+		t.Errorf("paced: upstream gap p50 %.0f µs, want about 10 ms", g)
+	}
+	if p50, p99 := float64(r.RelayP50Us), float64(r.RelayP99Us); !(p50 >= 0 && p50 <= p99 && p99 < 50000) {
+		t.Errorf("paced: relay p50 %.0f µs, p99 %.0f µs; want 0 <= p50 <= p99 < 50 ms", p50, p99)
+	}
+	if n := len(s.relays); n != 4*int(r.Streams) {
+		t.Errorf("paced: %d relay samples of %d streams of 4 chunks", n, r.Streams)
+	}
 
 	var b streamSamples
 	b.sample(context.Background(), a, streamLoad{conc: 8, backToBack: true}, 100*time.Millisecond, d)
@@ -140,5 +152,51 @@ func TestSchedule(t *testing.T) {
 	cancel()
 	for range schedule(ctx, time.Now(), time.Now().Add(time.Hour), time.Millisecond) {
 		t.Fatal("a tick after the context ended")
+	}
+}
+
+// TestStamps: a stamp written into a rendered chunk is read back from the text a proxy
+// passes on, in either wire format; a piece without one, or with a zero or broken one, has
+// none.
+func TestStamps(t *testing.T) {
+	u := &fakeUpstream{holds: map[string]chan struct{}{}}
+	when := time.Unix(1795000000, 123456789)
+	for _, format := range []string{"chat", "messages"} {
+		r := u.frames(answerKey{format: format, stream: true, n: 3})
+		var stamped int
+		for i, f := range r.frames {
+			at := r.stampAt[i]
+			if at < 0 {
+				if _, ok := readStamp(f); ok {
+					t.Errorf("%s frame %d: a stamp read from a frame without one: %s", format, i, f)
+				}
+				continue
+			}
+			stamped++
+			if _, ok := readStamp(f); ok {
+				t.Errorf("%s frame %d: the rendered frame's zero stamp read as a time", format, i)
+			}
+			b := slices.Clone(f)
+			putStamp(b[at:], when)
+			got, ok := readStamp(b)
+			if !ok || !got.Equal(when) {
+				t.Errorf("%s frame %d: read %v, %v from %s; want %v", format, i, got, ok, b, when)
+			}
+		}
+		if stamped != 3 {
+			t.Errorf("%s: %d stamped frames, want one per content chunk (3)", format, stamped)
+		}
+		if plain := u.frames(answerKey{format: format, n: 3}).frames[0]; bytes.Contains(plain, []byte("@")) {
+			t.Errorf("%s: a non-streamed answer carries stamps: %s", format, plain)
+		}
+	}
+	// As the gateway passes a piece on in the other format.
+	if got, ok := readStamp([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"~t12@1795000000123456789 "}}`)); !ok || !got.Equal(when) {
+		t.Errorf("translated: read %v, %v", got, ok)
+	}
+	for _, bad := range []string{`"~t1 "`, `"~t1@00000000000000000000 "`, `"~t1@17950000001234 "`, `"~t1@179500000012345678x "`} {
+		if got, ok := readStamp([]byte(bad)); ok {
+			t.Errorf("readStamp(%s) = %v, want none", bad, got)
+		}
 	}
 }

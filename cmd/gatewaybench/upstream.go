@@ -31,7 +31,8 @@ import (
 //   - h: after the first chunk, wait until POST /bench/release?id=<h> (at most maxHold),
 //     so that the load generator can hold thousands of streams open at once.
 //
-// Every content piece is "~t<k> ", which the load generator recognises on every surface.
+// Every content piece is "~t<k> ", which the load generator recognises on every surface;
+// a streamed one is "~t<k>@<send time> " (see piece).
 
 // maxHold bounds how long a held stream waits for its release.
 const maxHold = 3 * time.Minute
@@ -143,19 +144,70 @@ func (u *fakeUpstream) release(id string) {
 	}
 }
 
-func piece(k int) string { return "~t" + strconv.Itoa(k) + " " }
+// piece is the text of content piece k. A streamed piece carries a stamp: "@" and
+// stampDigits digits, zeros in the rendered frame, overwritten with the Unix time in
+// nanoseconds as the chunk goes out. The load generator reads it back from the text the
+// proxy passes on (both processes read the same host's clock), which tells the upstream's own
+// pacing apart from what the proxy adds to a chunk's way.
+func piece(k int, stamped bool) string {
+	if stamped {
+		return "~t" + strconv.Itoa(k) + "@" + strings.Repeat("0", stampDigits) + " "
+	}
+	return "~t" + strconv.Itoa(k) + " "
+}
+
+const stampDigits = 19
+
+// putStamp writes t, in Unix nanoseconds, over the stampDigits digits at b[0:].
+func putStamp(b []byte, t time.Time) {
+	n := t.UnixNano()
+	for j := stampDigits - 1; j >= 0; j-- {
+		b[j] = byte('0' + n%10)
+		n /= 10
+	}
+}
+
+// readStamp returns the stamp of a content chunk's text, and false if it has none (a
+// non-streamed piece, or a zero stamp).
+func readStamp(data []byte) (time.Time, bool) {
+	i := bytes.Index(data, []byte("~t"))
+	if i < 0 {
+		return time.Time{}, false
+	}
+	j := bytes.IndexByte(data[i:], '@')
+	if j < 0 || len(data) < i+j+1+stampDigits {
+		return time.Time{}, false
+	}
+	var n int64
+	for _, c := range data[i+j+1 : i+j+1+stampDigits] {
+		if c < '0' || c > '9' {
+			return time.Time{}, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if n == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
+}
+
+// rendered is an answer's frames and, for each, the offset of its stamp's digits (-1: none).
+type rendered struct {
+	frames  [][]byte
+	stampAt []int
+}
 
 // frames renders an answer: one element for a JSON body, one per SSE event for a stream,
 // content chunk k being frames[k+skip] where skip is the number of frames before the first
 // piece (0 for chat, 2 for messages).
-func (u *fakeUpstream) frames(k answerKey) [][]byte {
+func (u *fakeUpstream) frames(k answerKey) rendered {
 	if v, ok := u.cache.Load(k); ok {
-		return v.([][]byte)
+		return v.(rendered)
 	}
 	var out [][]byte
 	var text strings.Builder
 	for i := 0; i < k.n; i++ {
-		text.WriteString(piece(i))
+		text.WriteString(piece(i, false))
 	}
 	const promptTokens = 24
 	switch {
@@ -169,7 +221,7 @@ func (u *fakeUpstream) frames(k answerKey) [][]byte {
 			if i == 0 {
 				role = `"role":"assistant",`
 			}
-			out = append(out, fmt.Appendf(nil, "%s\"choices\":[{\"index\":0,\"delta\":{%s\"content\":%q},\"logprobs\":null,\"finish_reason\":null}]}\n\n", head, role, piece(i)))
+			out = append(out, fmt.Appendf(nil, "%s\"choices\":[{\"index\":0,\"delta\":{%s\"content\":%q},\"logprobs\":null,\"finish_reason\":null}]}\n\n", head, role, piece(i, true)))
 		}
 		out = append(out, []byte(head+`"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}`+"\n\n"))
 		if k.usage {
@@ -184,15 +236,22 @@ func (u *fakeUpstream) frames(k answerKey) [][]byte {
 			fmt.Appendf(nil, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_bench\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"up-model\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":%d,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,\"output_tokens\":1}}}\n\n", promptTokens),
 			[]byte("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"))
 		for i := 0; i < k.n; i++ {
-			out = append(out, fmt.Appendf(nil, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%q}}\n\n", piece(i)))
+			out = append(out, fmt.Appendf(nil, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%q}}\n\n", piece(i, true)))
 		}
 		out = append(out,
 			[]byte("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"),
 			fmt.Appendf(nil, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":%d}}\n\n", k.n),
 			[]byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
 	}
-	u.cache.Store(k, out)
-	return out
+	r := rendered{frames: out, stampAt: make([]int, len(out))}
+	for i, f := range out {
+		r.stampAt[i] = -1
+		if at := bytes.Index(f, []byte("@"+strings.Repeat("0", stampDigits))); at >= 0 {
+			r.stampAt[i] = at + 1
+		}
+	}
+	u.cache.Store(k, r)
+	return r
 }
 
 func (u *fakeUpstream) serve(format string) http.HandlerFunc {
@@ -212,8 +271,8 @@ func (u *fakeUpstream) serve(format string) http.HandlerFunc {
 		if !k.stream {
 			h := w.Header()
 			h.Set("Content-Type", "application/json")
-			h.Set("Content-Length", strconv.Itoa(len(frames[0])))
-			_, _ = w.Write(frames[0])
+			h.Set("Content-Length", strconv.Itoa(len(frames.frames[0])))
+			_, _ = w.Write(frames.frames[0])
 			return
 		}
 		h := w.Header()
@@ -228,10 +287,16 @@ func (u *fakeUpstream) serve(format string) http.HandlerFunc {
 		if d.hold != "" {
 			hold = u.holdChan(d.hold)
 		}
-		for i, f := range frames {
+		var stamped []byte
+		for i, f := range frames.frames {
 			piece := i - skip
 			if piece > 0 && piece < d.n && !sleepCtx(r.Context(), d.interval) {
 				return
+			}
+			if at := frames.stampAt[i]; at >= 0 {
+				stamped = append(stamped[:0], f...)
+				putStamp(stamped[at:], time.Now())
+				f = stamped
 			}
 			if _, err := w.Write(f); err != nil {
 				return
