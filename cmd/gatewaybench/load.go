@@ -529,41 +529,73 @@ type streamResult struct {
 	// RelayP50Us and RelayP99Us are the time from the upstream's write of a content chunk
 	// (its stamp) to the chunk's arrival; UpstreamGapP50Us the gap between the stamps of
 	// consecutive chunks, the upstream's own pacing.
+	// TransitGapP99Us is the gap between two chunks at arrival minus the gap between their
+	// stamps: what the way through the proxy added to it.
 	RelayP50Us       num `json:"relay_p50_us"`
 	RelayP99Us       num `json:"relay_p99_us"`
 	UpstreamGapP50Us num `json:"upstream_gap_p50_us"`
-	// CPUPerStreamUs is the proxy process's CPU time per completed stream (NaN for direct).
-	CPUPerStreamUs num    `json:"cpu_per_stream_us"`
-	Errors         int64  `json:"errors"`
-	FirstError     string `json:"first_error,omitempty"`
+	TransitGapP99Us  num `json:"transit_gap_p99_us"`
+	// CPUPerStreamUs is the proxy process's CPU time per completed stream (NaN for direct),
+	// AllocPerStreamKiB what its Go heap allocated per stream.
+	CPUPerStreamUs    num    `json:"cpu_per_stream_us"`
+	AllocPerStreamKiB num    `json:"alloc_per_stream_kib"`
+	Errors            int64  `json:"errors"`
+	FirstError        string `json:"first_error,omitempty"`
 	// The samples slot by slot (not in the JSON).
-	ttfbSlots, gapSlots, relaySlots, upGapSlots [][]float64
+	ttfbSlots, gapSlots, relaySlots, upGapSlots, transitSlots [][]float64
 }
+
+// series is one kind of observation: all of an arm's samples, and its slots' (the ones of
+// the slot in progress in cur).
+type series struct {
+	all, cur []float64
+	slots    [][]float64
+}
+
+func (x *series) add(v float64) {
+	x.all = append(x.all, v)
+	x.cur = append(x.cur, v)
+}
+
+func (x *series) endSlot() {
+	x.slots = append(x.slots, x.cur)
+	x.cur = nil
+}
+
+func (x *series) pct(p float64) num { return num(percentile(x.all, p)) }
 
 // streamSamples gathers an arm's stream observations, possibly over several slots.
 type streamSamples struct {
-	mu                                          sync.Mutex
-	ttfb, gaps, relays, upGaps                  []float64
-	ttfbSlots, gapSlots, relaySlots, upGapSlots [][]float64
-	count                                       atomic.Int64
-	errs                                        errorLog
-	// cpu is the proxy's CPU time over the slots, each from its start to its last stream's end.
-	cpu time.Duration
+	mu                                   sync.Mutex
+	ttfb, gaps, relays, upGaps, transits series
+	count                                atomic.Int64
+	errs                                 errorLog
+	// cpu is the proxy's CPU time over the slots, each from its start to its last stream's
+	// end, alloc the bytes its heap allocated meanwhile (unless some slot's could not be
+	// read: allocMissed).
+	cpu         time.Duration
+	alloc       uint64
+	allocMissed bool
 }
 
 func (s *streamSamples) result() streamResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := streamResult{
-		Streams: s.count.Load(), TTFBP50Us: num(percentile(s.ttfb, 50)), TTFBP99Us: num(percentile(s.ttfb, 99)),
-		GapP50Us: num(percentile(s.gaps, 50)), GapP99Us: num(percentile(s.gaps, 99)),
-		RelayP50Us: num(percentile(s.relays, 50)), RelayP99Us: num(percentile(s.relays, 99)),
-		UpstreamGapP50Us: num(percentile(s.upGaps, 50)),
-		CPUPerStreamUs:   nan, Errors: s.errs.n.Load(), FirstError: s.errs.first,
-		ttfbSlots: s.ttfbSlots, gapSlots: s.gapSlots, relaySlots: s.relaySlots, upGapSlots: s.upGapSlots,
+		Streams: s.count.Load(), TTFBP50Us: s.ttfb.pct(50), TTFBP99Us: s.ttfb.pct(99),
+		GapP50Us: s.gaps.pct(50), GapP99Us: s.gaps.pct(99),
+		RelayP50Us: s.relays.pct(50), RelayP99Us: s.relays.pct(99),
+		UpstreamGapP50Us: s.upGaps.pct(50), TransitGapP99Us: s.transits.pct(99),
+		CPUPerStreamUs: nan, Errors: s.errs.n.Load(), FirstError: s.errs.first,
+		ttfbSlots: s.ttfb.slots, gapSlots: s.gaps.slots, relaySlots: s.relays.slots,
+		upGapSlots: s.upGaps.slots, transitSlots: s.transits.slots,
 	}
+	r.AllocPerStreamKiB = nan
 	if n := s.count.Load(); n > 0 && s.cpu > 0 {
 		r.CPUPerStreamUs = num(micros(s.cpu) / float64(n))
+	}
+	if n := s.count.Load(); n > 0 && s.alloc > 0 && !s.allocMissed {
+		r.AllocPerStreamKiB = num(float64(s.alloc) / 1024 / float64(n))
 	}
 	return r
 }
@@ -622,13 +654,20 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 	start := time.Now()
 	end := start.Add(dur)
 	cpu0 := cpuOf(a.proc)
-	var ttfb, gaps, relays, upGaps []float64
+	mem0, mem0ok := memOf(ctx, a.proc)
 	defer func() {
 		if a.proc != nil {
 			s.cpu += cpuOf(a.proc) - cpu0
 		}
-		s.ttfbSlots, s.gapSlots = append(s.ttfbSlots, ttfb), append(s.gapSlots, gaps)
-		s.relaySlots, s.upGapSlots = append(s.relaySlots, relays), append(s.upGapSlots, upGaps)
+		mem1, mem1ok := memOf(ctx, a.proc)
+		if mem0ok && mem1ok {
+			s.alloc += mem1.TotalAlloc - mem0.TotalAlloc
+		} else {
+			s.allocMissed = true
+		}
+		for _, x := range []*series{&s.ttfb, &s.gaps, &s.relays, &s.upGaps, &s.transits} {
+			x.endSlot()
+		}
 	}()
 	one := func() {
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -640,26 +679,22 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 		}
 		s.count.Add(1)
 		s.mu.Lock()
-		s.ttfb = append(s.ttfb, micros(o.ttfb))
-		ttfb = append(ttfb, micros(o.ttfb))
+		defer s.mu.Unlock()
+		s.ttfb.add(micros(o.ttfb))
 		for i := 1; i < len(o.times); i++ {
 			g := micros(o.times[i].Sub(o.times[i-1]))
-			s.gaps = append(s.gaps, g)
-			gaps = append(gaps, g)
+			s.gaps.add(g)
 			if !o.sent[i].IsZero() && !o.sent[i-1].IsZero() {
-				g := micros(o.sent[i].Sub(o.sent[i-1]))
-				s.upGaps = append(s.upGaps, g)
-				upGaps = append(upGaps, g)
+				up := micros(o.sent[i].Sub(o.sent[i-1]))
+				s.upGaps.add(up)
+				s.transits.add(g - up)
 			}
 		}
 		for i, t := range o.sent {
 			if !t.IsZero() {
-				r := micros(o.times[i].Sub(t))
-				s.relays = append(s.relays, r)
-				relays = append(relays, r)
+				s.relays.add(micros(o.times[i].Sub(t)))
 			}
 		}
-		s.mu.Unlock()
 	}
 	var wg sync.WaitGroup
 	if !load.backToBack {

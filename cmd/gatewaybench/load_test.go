@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -114,8 +115,27 @@ func TestStreamLoad(t *testing.T) {
 	if p50, p99 := float64(r.RelayP50Us), float64(r.RelayP99Us); !(p50 >= 0 && p50 <= p99 && p99 < 50000) {
 		t.Errorf("paced: relay p50 %.0f µs, p99 %.0f µs; want 0 <= p50 <= p99 < 50 ms", p50, p99)
 	}
-	if n := len(s.relays); n != 4*int(r.Streams) {
-		t.Errorf("paced: %d relay samples of %d streams of 4 chunks", n, r.Streams)
+	if n := len(s.relays.all); n != 4*int(r.Streams) || len(r.relaySlots) != 1 || len(r.relaySlots[0]) != n {
+		t.Errorf("paced: %d relay samples of %d streams of 4 chunks, slots %d", n, r.Streams, len(r.relaySlots))
+	}
+	if n := len(r.transitSlots[0]); n != 3*int(r.Streams) || len(r.upGapSlots[0]) != n {
+		t.Errorf("paced: %d transit gaps of %d streams of 4 chunks", n, r.Streams)
+	}
+	if g := float64(r.TransitGapP99Us); !(g > -10000 && g < 10000) {
+		t.Errorf("paced: the way over loopback added %.0f µs to a gap at p99", g)
+	}
+	if a := float64(r.AllocPerStreamKiB); !math.IsNaN(a) {
+		t.Errorf("paced: %.1f KiB allocated per stream by no proxy at all", a)
+	}
+	var counted streamSamples
+	counted.count.Store(4)
+	counted.alloc = 40 << 10
+	if a := float64(counted.result().AllocPerStreamKiB); a != 10 {
+		t.Errorf("40 KiB over 4 streams: %.1f KiB per stream", a)
+	}
+	counted.allocMissed = true
+	if a := float64(counted.result().AllocPerStreamKiB); !math.IsNaN(a) {
+		t.Errorf("a slot's counters unread, yet %.1f KiB per stream", a)
 	}
 
 	var b streamSamples
