@@ -362,6 +362,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	defer idle.Stop()
 	out := newSSEWriter(w)
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
+	defer rd.Release()
 	quotedID := rawjson.AppendStringLikeMarshal(nil, c.genID)
 	var usageChunk []byte
 	done := false

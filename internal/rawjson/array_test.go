@@ -50,3 +50,46 @@ func FuzzEachElement(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeSliceReusesRoom: decoding into a slice with room reuses it, every element zeroed
+// first (a field the new element lacks does not keep the old one's value), allocating
+// nothing; into a nil slice, it gives what encoding/json gives.
+func TestDecodeSliceReusesRoom(t *testing.T) {
+	type item struct {
+		A int `json:"a"`
+		B int `json:"b"`
+	}
+	decodeItem := func(it *item, v []byte) bool {
+		return DecodeFields(v, func(k, v []byte) (bool, bool) {
+			switch string(k) {
+			case "a":
+				return true, DecodeInt(v, &it.A)
+			case "b":
+				return true, DecodeInt(v, &it.B)
+			}
+			return false, true
+		})
+	}
+	for _, in := range []string{`[{"a":1,"b":2},{"a":3}]`, `[]`, `null`, `[null,{"b":4}]`} {
+		var got, want []item
+		if !DecodeSlice(&got, []byte(in), decodeItem) || json.Unmarshal([]byte(in), &want) != nil {
+			t.Fatalf("%s: not decoded", in)
+		}
+		if !reflect.DeepEqual(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("%s: %#v, encoding/json %#v", in, got, want)
+		}
+	}
+
+	s := []item{{A: 7, B: 8}, {A: 9, B: 10}, {A: 11, B: 12}}
+	first := &s[0]
+	if !DecodeSlice(&s, []byte(`[{"a":1},{"b":2}]`), decodeItem) {
+		t.Fatal("not decoded")
+	}
+	if want := []item{{A: 1}, {B: 2}}; !reflect.DeepEqual(s, want) || &s[0] != first {
+		t.Errorf("got %v (same array %v), want %v in the same array", s, &s[0] == first, want)
+	}
+	in := []byte(`[{"a":1,"b":2},{"a":3,"b":4}]`)
+	if n := testing.AllocsPerRun(100, func() { DecodeSlice(&s, in, decodeItem) }); n != 0 {
+		t.Errorf("decoding into a slice with room allocated %v times", n)
+	}
+}

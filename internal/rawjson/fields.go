@@ -69,8 +69,11 @@ func plainKey(k []byte) bool {
 	return true
 }
 
-// DecodeSlice decodes the array v into *dst as encoding/json does: null clears the slice,
-// [] makes it empty but not nil, a null element stays zero.
+// DecodeSlice decodes the array v into *dst as encoding/json does into a nil slice: null
+// clears the slice, [] makes it empty but not nil, a null element stays zero. It reuses the
+// capacity of *dst, each element zeroed before it is decoded (encoding/json would decode into
+// what the old element held), so that a caller decoding one array after another, a stream's
+// chunks, allocates its elements once.
 func DecodeSlice[T any](dst *[]T, v []byte, elem func(*T, []byte) bool) bool {
 	if IsNull(v) {
 		*dst = nil
@@ -79,7 +82,10 @@ func DecodeSlice[T any](dst *[]T, v []byte, elem func(*T, []byte) bool) bool {
 	if len(v) == 0 || v[0] != '[' {
 		return false
 	}
-	s := make([]T, 0)
+	s := (*dst)[:0]
+	if s == nil {
+		s = make([]T, 0)
+	}
 	ok := true
 	err := EachElement(v, func(e []byte) bool {
 		var zero T

@@ -86,15 +86,18 @@ func FuzzStreamDecode(f *testing.F) {
 func TestStreamEncoderNeverBreaksFraming(t *testing.T) {
 	enc := NewStreamEncoder("msg\n1", "m\"x")
 	evil := "a\nevent: error\ndata: {}\r\n\n\x00\xff\u2028"
-	var frames []Frame
-	frames = append(frames, enc.Encode(providers.Event{Type: providers.EventText, Text: evil})...)
-	frames = append(frames, enc.Encode(providers.Event{Type: providers.EventReasoning, Text: evil, Signature: evil})...)
-	frames = append(frames, enc.Encode(providers.Event{Type: providers.EventToolCall, ToolCall: providers.ToolCall{Name: evil, Arguments: evil}})...)
-	frames = append(frames, enc.Finish(providers.FinishStop, evil, providers.Usage{Input: -1})...)
-	frames = append(frames, ErrorFrame(evil, evil))
-	for _, f := range frames {
-		if !json.Valid(f.Data) || bytes.ContainsAny(f.Data, "\r\n") {
-			t.Fatalf("frame %s: %q", f.Event, f.Data)
+	check := func(frames []Frame) {
+		t.Helper()
+		for _, f := range frames {
+			if !json.Valid(f.Data) || bytes.ContainsAny(f.Data, "\r\n") {
+				t.Fatalf("frame %s: %q", f.Event, f.Data)
+			}
 		}
 	}
+	// Encode's frames are valid until its next call: each call's are checked before it.
+	check(enc.Encode(providers.Event{Type: providers.EventText, Text: evil}))
+	check(enc.Encode(providers.Event{Type: providers.EventReasoning, Text: evil, Signature: evil}))
+	check(enc.Encode(providers.Event{Type: providers.EventToolCall, ToolCall: providers.ToolCall{Name: evil, Arguments: evil}}))
+	check(enc.Finish(providers.FinishStop, evil, providers.Usage{Input: -1}))
+	check([]Frame{ErrorFrame(evil, evil)})
 }

@@ -145,6 +145,7 @@ func (s *messagesStream) end(err error) {
 	s.ended = true
 	s.err = err
 	s.conn.Body.Stop()
+	s.rd.Release()
 }
 
 // Current implements providers.Stream.
@@ -397,8 +398,10 @@ type Frame struct {
 // closes when the kind or the tool call changes, with one exception: a tool_use block whose
 // arguments are not yet complete JSON stays open until Finish, so that a late piece of an
 // interleaved call still reaches its block (the Go SDK resets the input of a block stopped
-// with incomplete JSON). The encoder is not safe for concurrent use; each Frame's Data is
-// its own.
+// with incomplete JSON). The encoder is not safe for concurrent use. The frames of Start and
+// Finish are the caller's; those of Encode, the one call per upstream event, are valid only
+// until the next call to Encode: write them out first (the encoder reuses its buffers, so a
+// stream's deltas allocate nothing).
 type StreamEncoder struct {
 	id, model string
 
@@ -412,6 +415,10 @@ type StreamEncoder struct {
 	lingering         []int     // tool blocks left open with incomplete arguments
 	tools             map[int]int
 	sawTool           bool
+
+	// frames and buf are what Encode returns, reused from one call to the next.
+	frames []Frame
+	buf    []byte
 }
 
 // NewStreamEncoder returns an encoder of the message with this id and model.
@@ -449,13 +456,15 @@ func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
 	if e.finished {
 		return nil
 	}
-	var frames []Frame
+	frames := e.frames[:0]
+	e.buf = e.buf[:0]
+	defer func() { e.frames = frames[:0] }()
 	switch ev.Type {
 	case providers.EventText:
 		if ev.Text == "" {
 			return nil
 		}
-		frames = e.Start(providers.Usage{})
+		frames = append(frames, e.Start(providers.Usage{})...)
 		if e.cur != blockText {
 			frames = e.switchBlock(frames)
 			frames = e.openBlock(frames, blockText, textBlock)
@@ -465,7 +474,7 @@ func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
 		if ev.Text == "" && ev.Signature == "" {
 			return nil
 		}
-		frames = e.Start(providers.Usage{})
+		frames = append(frames, e.Start(providers.Usage{})...)
 		if ev.Text != "" {
 			if e.cur != blockThinking || e.signed {
 				frames = e.switchBlock(frames)
@@ -482,7 +491,7 @@ func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
 			e.signed = true
 		}
 	case providers.EventToolCall:
-		frames = e.Start(providers.Usage{})
+		frames = append(frames, e.Start(providers.Usage{})...)
 		e.sawTool = true
 		var index int
 		switch idx, seen := e.tools[ev.Index]; {
@@ -599,9 +608,11 @@ func appendStop(frames []Frame, index int) []Frame {
 	return append(frames, Frame{Event: "content_block_stop", Data: b})
 }
 
+// delta appends a content_block_delta frame whose data is written in e.buf: capped, so that
+// nothing appended to it reaches the next frame's, and still valid if e.buf moves on growing.
 func (e *StreamEncoder) delta(frames []Frame, index int, typ, field, value string) []Frame {
-	b := make([]byte, 0, 96+len(value))
-	b = append(b, `{"type":"content_block_delta","index":`...)
+	start := len(e.buf)
+	b := append(e.buf, `{"type":"content_block_delta","index":`...)
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"delta":{"type":"`...)
 	b = append(b, typ...)
@@ -610,5 +621,6 @@ func (e *StreamEncoder) delta(frames []Frame, index int, typ, field, value strin
 	b = append(b, `":`...)
 	b = rawjson.AppendString(b, value)
 	b = append(b, "}}"...)
-	return append(frames, Frame{Event: "content_block_delta", Data: b})
+	e.buf = b
+	return append(frames, Frame{Event: "content_block_delta", Data: b[start:len(b):len(b)]})
 }

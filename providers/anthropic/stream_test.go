@@ -865,3 +865,39 @@ func TestUpstreamThroughEncoder(t *testing.T) {
 		t.Errorf("message %+v", m)
 	}
 }
+
+// TestStreamEncoderReusesItsBuffers: once a block is open, a delta allocates nothing (the
+// frames and their data are reused from one Encode to the next), and the frames of one call
+// do not overlap: appending to one's data leaves the next one's as it was.
+func TestStreamEncoderReusesItsBuffers(t *testing.T) {
+	enc := NewStreamEncoder("msg_1", "m")
+	enc.Encode(providers.Event{Type: providers.EventText, Text: "first"})
+	ev := providers.Event{Type: providers.EventText, Text: "a token"}
+	if n := testing.AllocsPerRun(100, func() { enc.Encode(ev) }); n != 0 {
+		t.Errorf("a text delta allocated %v times", n)
+	}
+	got := enc.Encode(ev)
+	if len(got) != 1 || string(got[0].Data) != `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a token"}}` {
+		t.Fatalf("frames %q", got)
+	}
+
+	enc.Encode(providers.Event{Type: providers.EventText, Text: strings.Repeat("x", 1000)}) // room for both below
+	frames := enc.Encode(providers.Event{Type: providers.EventReasoning, Text: "hmm", Signature: "sig"})
+	var deltas []Frame
+	for _, f := range frames {
+		if f.Event == "content_block_delta" {
+			deltas = append(deltas, f)
+		}
+	}
+	if len(deltas) != 2 {
+		t.Fatalf("frames %q, want a thinking and a signature delta", frames)
+	}
+	second := string(deltas[1].Data)
+	_ = append(deltas[0].Data, "XXXXXXXXXXXXXXXX"...)
+	if string(deltas[1].Data) != second {
+		t.Errorf("appending to the first delta's data changed the second's: %s", deltas[1].Data)
+	}
+	if !json.Valid(deltas[0].Data) || !strings.Contains(string(deltas[0].Data), `"thinking":"hmm"`) {
+		t.Errorf("first delta %s", deltas[0].Data)
+	}
+}

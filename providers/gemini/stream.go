@@ -242,6 +242,9 @@ func (s *stream) end(err error) {
 	s.ended = true
 	s.err = err
 	s.release()
+	if s.rd != nil {
+		s.rd.Release()
+	}
 }
 
 // handle turns one GenerateContentResponse frame into pending events. A frame that is not

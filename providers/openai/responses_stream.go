@@ -432,6 +432,7 @@ func (s *responsesStream) end(err error) {
 	s.ended = true
 	s.err = err
 	s.conn.Body.Stop()
+	s.rd.Release()
 }
 
 // Current implements providers.Stream.

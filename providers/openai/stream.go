@@ -40,6 +40,9 @@ type chatStream struct {
 	usageLast              bool            // the last event sent was EventUsage with usage
 	calls                  []callIndex
 	skipped                atomic.Int64 // frames skipped as malformed
+	// choices is the last chunk's choices, whose room the next chunk's are decoded in: its
+	// events hold nothing of them.
+	choices []ChunkChoice
 }
 
 // callIndex maps an upstream tool call to its neutral index.
@@ -115,6 +118,7 @@ func (s *chatStream) end(err error) {
 	s.ended = true
 	s.err = err
 	s.conn.Body.Stop()
+	s.rd.Release()
 }
 
 // Current implements providers.Stream.
@@ -148,7 +152,10 @@ func (s *chatStream) handle(ev sse.Event) error {
 		return nil
 	}
 	var c ChatChunk
-	if !c.fastDecode(data) {
+	c.Choices = s.choices[:0]
+	ok := c.fastDecode(data)
+	s.choices = c.Choices
+	if !ok {
 		// As in DecodeChatRequest: the fast path (fastdecode.go) takes the usual chunks and
 		// leaves the rest, malformed frames included, to json.Unmarshal from a zero struct:
 		// one of its own, since a variable whose address goes to encoding/json lives on the

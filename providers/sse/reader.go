@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // DefaultMaxEventBytes is the limit on an event's data used when NewReader is given zero or
@@ -65,7 +66,28 @@ func NewReader(r io.Reader, maxEventBytes int) *Reader {
 	if maxEventBytes <= 0 {
 		maxEventBytes = DefaultMaxEventBytes
 	}
-	return &Reader{br: bufio.NewReaderSize(r, 4096), max: maxEventBytes}
+	br := readBufs.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &Reader{br: br, max: maxEventBytes}
+}
+
+// readBufs holds the 4 KiB read buffers of readers that are done, for the next streams:
+// every streamed answer has a reader, and its buffer was most of what relaying a stream
+// allocated beyond plain Caddy's.
+var readBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+
+// Release gives the reader's buffer back for other readers; Next reports false after it,
+// and Event and Err still return what they did. A reader releases its buffer by itself
+// once the stream ends or fails; Release is for one left before that (after a [DONE], a
+// failure of the caller's own). Call it from the goroutine that calls Next, or once that
+// goroutine is done with the reader: never while a Next may be running.
+func (r *Reader) Release() {
+	r.finished = true
+	if r.br != nil {
+		r.br.Reset(nil)
+		readBufs.Put(r.br)
+		r.br = nil
+	}
 }
 
 // Next reads up to the next event and reports whether there is one. It returns false at the
@@ -80,7 +102,7 @@ func (r *Reader) Next() bool {
 	for {
 		line, err := r.readLine()
 		if err != nil {
-			r.finished = true
+			r.Release()
 			if err != io.EOF {
 				r.err = err
 				return false
@@ -118,7 +140,7 @@ func (r *Reader) Next() bool {
 				extra++
 			}
 			if len(r.data)+extra > r.max {
-				r.finished = true
+				r.Release()
 				r.err = ErrEventTooLarge
 				return false
 			}
