@@ -101,11 +101,24 @@ func DecodeSlice[T any](dst *[]T, v []byte, elem func(*T, []byte) bool) bool {
 // it nil, anything else allocates. The struct being zero and no key repeating, *dst is
 // nil here.
 func DecodePtr[T any](dst **T, v []byte, decode func(*T, []byte) bool) bool {
+	return DecodePtrIn(dst, nil, v, decode)
+}
+
+// DecodePtrIn is DecodePtr decoding into room, zeroed first, instead of a new T when room
+// is not nil: for a caller that decodes one value after another (a stream's events) and is
+// done with each before the next.
+func DecodePtrIn[T any](dst **T, room *T, v []byte, decode func(*T, []byte) bool) bool {
 	if IsNull(v) {
 		*dst = nil
 		return true
 	}
-	p := new(T)
+	p := room
+	if p == nil {
+		p = new(T)
+	} else {
+		var zero T
+		*p = zero
+	}
 	*dst = p
 	return decode(p, v)
 }

@@ -71,6 +71,8 @@ type messagesStream struct {
 	sawFinish, sawToolCall bool
 	usageLast              bool         // the last event sent was EventUsage with usage
 	skipped                atomic.Int64 // frames skipped as malformed
+	// room is where each event's index and delta are decoded (streamEvent.room).
+	room eventRoom
 }
 
 func newMessagesStream(ctx context.Context, provider string, at *upstreamhttp.Attempt, body *upstreamhttp.IdleBody) *messagesStream {
@@ -177,7 +179,7 @@ func (s *messagesStream) handle(ev sse.Event) error {
 	if len(data) == 0 {
 		return nil
 	}
-	var se streamEvent
+	se := streamEvent{room: &s.room}
 	if !se.fastDecode(data) {
 		// A shape the fast path leaves to encoding/json, malformed frames included. Decoded
 		// into a variable of its own: one whose address goes to encoding/json lives on the

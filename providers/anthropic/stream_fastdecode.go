@@ -27,11 +27,19 @@ func (e *streamEvent) fastDecode(data []byte) bool {
 		case "message":
 			return true, rawjson.DecodePtr(&e.Message, v, (*streamMessage).fastDecode)
 		case "index":
-			return true, decodeIntPtr(v, &e.Index)
+			var room *int
+			if e.room != nil {
+				room = &e.room.index
+			}
+			return true, decodeIntPtr(v, &e.Index, room)
 		case "content_block":
 			return true, rawjson.DecodePtr(&e.ContentBlock, v, (*ContentBlock).fastDecode)
 		case "delta":
-			return true, rawjson.DecodePtr(&e.Delta, v, (*streamDelta).fastDecode)
+			var room *streamDelta
+			if e.room != nil {
+				room = &e.room.delta
+			}
+			return true, rawjson.DecodePtrIn(&e.Delta, room, v, (*streamDelta).fastDecode)
 		case "usage":
 			return true, e.Usage.UnmarshalJSON(v) == nil
 		}
@@ -78,8 +86,9 @@ func (d *streamDelta) fastDecode(data []byte) bool {
 }
 
 // decodeIntPtr decodes an *int field: null makes it nil, an integer literal that fits an int
-// allocates it; anything else (1.0, 1e3, "1") is left to encoding/json.
-func decodeIntPtr(v []byte, dst **int) bool {
+// goes to room, or to a new int when room is nil; anything else (1.0, 1e3, "1") is left to
+// encoding/json.
+func decodeIntPtr(v []byte, dst **int, room *int) bool {
 	if rawjson.IsNull(v) {
 		*dst = nil
 		return true
@@ -88,6 +97,10 @@ func decodeIntPtr(v []byte, dst **int) bool {
 	if !rawjson.DecodeInt(v, &n) {
 		return false
 	}
-	*dst = &n
+	if room == nil {
+		room = new(int)
+	}
+	*room = n
+	*dst = room
 	return true
 }

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"reflect"
@@ -93,7 +94,31 @@ func FuzzStreamEventFastDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkFastDecode(t, data, newStreamEvent)
+		checkFastDecodeInRoom(t, data)
 	})
+}
+
+// checkFastDecodeInRoom decodes data into an event whose room holds an earlier event's
+// values: what comes out must be what json.Unmarshal makes of it in a zero event.
+func checkFastDecodeInRoom(t *testing.T, data []byte) {
+	t.Helper()
+	stop, seq := "end_turn", "X"
+	room := &eventRoom{index: 7, delta: streamDelta{Type: "text_delta", Text: "old", PartialJSON: "{", Thinking: "t", Signature: "s", StopReason: &stop, StopSequence: &seq}}
+	fast := streamEvent{room: room}
+	if !fast.fastDecode(bytes.Clone(data)) {
+		return
+	}
+	fast.room = nil
+	var want streamEvent
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatalf("fast path took %q, which json.Unmarshal rejects: %v", data, err)
+	}
+	if !reflect.DeepEqual(fast, want) {
+		t.Fatalf("%q, decoded in a used room:\nfast path %s\nUnmarshal %s", data, dump(fast), dump(want))
+	}
+	if fast.Delta != nil && fast.Delta != &room.delta || fast.Index != nil && fast.Index != &room.index {
+		t.Fatalf("%q: decoded outside the room", data)
+	}
 }
 
 // TestStreamEventFastDecodeTakesRealisticEvents keeps the fast path from turning into dead
@@ -101,6 +126,7 @@ func FuzzStreamEventFastDecode(f *testing.F) {
 func TestStreamEventFastDecodeTakesRealisticEvents(t *testing.T) {
 	for i, s := range fastStreamEvents {
 		checkFastDecode(t, []byte(s), newStreamEvent)
+		checkFastDecodeInRoom(t, []byte(s))
 		if !new(streamEvent).fastDecode([]byte(s)) {
 			t.Errorf("event %d fell back to json.Unmarshal: %s", i, s)
 		}
@@ -112,6 +138,7 @@ func TestStreamEventFastDecodeTakesRealisticEvents(t *testing.T) {
 func TestStreamEventFastDecodeEdges(t *testing.T) {
 	for _, s := range edgeStreamEvents {
 		checkFastDecode(t, []byte(s), newStreamEvent)
+		checkFastDecodeInRoom(t, []byte(s))
 	}
 	for _, s := range []string{
 		`{"Type":"message_stop"}`,

@@ -192,6 +192,15 @@ type streamEvent struct {
 	ContentBlock *ContentBlock   `json:"content_block"`
 	Delta        *streamDelta    `json:"delta"`
 	Usage        json.RawMessage `json:"usage"`
+
+	// room, when set, is where fastDecode puts the index and the delta instead of new
+	// values: a stream decodes one event per token, and is done with each before the next.
+	room *eventRoom
+}
+
+type eventRoom struct {
+	index int
+	delta streamDelta
 }
 
 // streamMessage is the message of message_start, as far as the stream reads it.

@@ -326,7 +326,8 @@ type sentCall struct {
 // NewChunkEncoder returns an encoder of chunks with this id, model and creation time (Unix
 // seconds).
 func NewChunkEncoder(id, model string, created int64) *ChunkEncoder {
-	p := []byte(`{"id":`)
+	p := make([]byte, 0, 64+len(id)+len(model)) // room for both quoted, and the rest
+	p = append(p, `{"id":`...)
 	p = rawjson.AppendString(p, id)
 	p = append(p, `,"object":"chat.completion.chunk","created":`...)
 	p = strconv.AppendInt(p, created, 10)
