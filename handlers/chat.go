@@ -361,6 +361,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	idle := newIdleTimer(c.g.StreamIdleTimeout, func() { _ = resp.Body.Close() })
 	defer idle.Stop()
 	out := newSSEWriter(w)
+	defer out.release()
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
 	defer rd.Release()
 	quotedID := rawjson.AppendStringLikeMarshal(nil, c.genID)

@@ -140,7 +140,9 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 	idle := newIdleTimer(c.g.StreamIdleTimeout, func() { _ = resp.Body.Close() })
 	defer idle.Stop()
 	out := newSSEWriter(w)
+	defer out.release()
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
+	defer rd.Release()
 	usage := map[string]json.RawMessage{}
 	blocks := &openBlock{index: -1}
 	var heldDelta []byte

@@ -147,7 +147,9 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 	idle := newIdleTimer(c.g.StreamIdleTimeout, func() { _ = resp.Body.Close() })
 	defer idle.Stop()
 	out := newSSEWriter(w)
+	defer out.release()
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
+	defer rd.Release()
 	var terminal []byte
 	var terminalName string
 	lastSeq := -1

@@ -19,11 +19,26 @@ type sseWriter struct {
 	started bool
 	// failed is set once a write to the client failed (the client left).
 	failed bool
+	// buf is where events are built, from eventBufs (pooled) until release.
 	buf    []byte
+	pooled *[]byte
 }
 
+// eventBufs hold what a stream's events are built in before each write.
+var eventBufs = &bufPool{size: 2048, max: 64 << 10}
+
+// newSSEWriter returns a writer to w; release it once the stream is over.
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	p := eventBufs.get()
+	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: *p, pooled: p}
+}
+
+// release gives the writer's buffer back; nothing may be written after it.
+func (s *sseWriter) release() {
+	if s.pooled != nil {
+		eventBufs.put(s.pooled, s.buf)
+		s.pooled, s.buf = nil, nil
+	}
 }
 
 func (s *sseWriter) commit() {

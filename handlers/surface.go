@@ -93,6 +93,7 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 // upstream event, so an early failure can still fall back.
 func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, st providers.Stream, sink streamSink) error {
 	out := newSSEWriter(w)
+	defer out.release()
 	commit := func() {
 		if !out.started {
 			c.relayCommit(out, &rt, began)
