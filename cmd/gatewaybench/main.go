@@ -92,6 +92,7 @@ type config struct {
 	Fresh          bool          `json:"fresh"`
 	ProxyCPUs      string        `json:"proxy_cpus,omitempty"`
 	Variant        string        `json:"variant,omitempty"`
+	VariantCaddy   string        `json:"variant_caddy,omitempty"`
 
 	caddyBin       string
 	jsonOut        string
@@ -142,6 +143,7 @@ func main() {
 	flag.BoolVar(&c.Fresh, "fresh", true, "restart the proxy (and warm it) before each memory and capacity measurement, so that its baseline is a fresh process's and not memory kept from earlier tests")
 	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity")
 	flag.StringVar(&c.Variant, "variant", "", "also run a second gateway whose process gets these environment variables (space-separated NAME=VALUE, e.g. \"GOGC=400\"), with a twin \""+variantPrefix+"<arm>\" of every gateway arm, so that a runtime setting is compared with the default side by side in the same run")
+	flag.StringVar(&c.VariantCaddy, "variant-caddy", "", "run the second gateway (see -variant, which it needs no more) from this Caddy binary instead: two builds side by side in the same run, each arm of the one taking turns with the other's")
 	flag.StringVar(&c.ProxyCPUs, "proxy-cpus", "", "run both proxies on these CPUs (taskset syntax, e.g. 1) and the load generator and fake upstream on the others, so that they do not compete for a core (needs taskset)")
 	flag.StringVar(&c.Credits, "credits", "1000000", "credits of the benchmark workspace, in USD")
 	flag.StringVar(&c.caddyBin, "caddy", "", "a Caddy binary built with the gateway (default: go build ./cmd/caddy)")
@@ -432,20 +434,24 @@ func (b *bench) start(ctx context.Context) error {
 	maps.Copy(all, gw.arms(""))
 	variant := cfg.variantEnv
 	var twins map[string]*arm
-	if variant != nil {
+	if variant != nil || cfg.VariantCaddy != "" {
+		vbin := bin
+		if cfg.VariantCaddy != "" {
+			vbin = cfg.VariantCaddy
+		}
 		ports := make([]int, 2)
 		for i := range ports {
 			if ports[i], err = freePort(); err != nil {
 				return err
 			}
 		}
-		vgw, err := b.startGateway(ctx, "gateway-b", bin, append(slices.Clip(env), variant...), ports[0], upPort, ports[1], small)
+		vgw, err := b.startGateway(ctx, "gateway-b", vbin, append(slices.Clip(env), variant...), ports[0], upPort, ports[1], small)
 		if err != nil {
 			return err
 		}
 		b.variant = vgw.proc
 		twins = vgw.arms(variantPrefix)
-		logf("gateway-b pid %d runs with %s", vgw.proc.pid(), strings.Join(variant, " "))
+		logf("gateway-b pid %d runs %s with %s", vgw.proc.pid(), vbin, strings.Join(variant, " "))
 	}
 	for _, n := range armNames {
 		if !cfg.want[n] {
