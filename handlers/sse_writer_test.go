@@ -3,7 +3,6 @@ package handlers
 import (
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,15 +81,8 @@ func TestSSEWriterBufferIsPooled(t *testing.T) {
 		}
 	}
 	stream()
-	const runs = 400
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for range runs {
-		stream()
-	}
-	runtime.ReadMemStats(&after)
-	if per := (after.TotalAlloc - before.TotalAlloc) / runs; per > 1024 {
-		t.Errorf("%d bytes allocated per stream; the event buffer is not reused", per)
+	if per := bytesPerCall(400, stream); per > 1024 {
+		t.Errorf("%.0f bytes allocated per stream; the event buffer is not reused", per)
 	}
 }
 

@@ -70,6 +70,21 @@ type figureDef struct {
 	slots func(r roundResult) [][]float64
 }
 
+// percentileDef is a percentile of samples taken in slots, in µs: compared with plain Caddy
+// by the difference, and pooled over the slots of the run (pooledInterval).
+func percentileDef(key, test string, pct float64, title string, value func(roundResult) num, slots func(roundResult) [][]float64, target func(string) *target) figureDef {
+	return figureDef{key: key, test: test, unit: "µs", compare: byAdded, title: title,
+		value: func(r roundResult) float64 { return float64(value(r)) }, target: target, pct: pct, slots: slots}
+}
+
+// The slots of each kind of sample, for percentileDef.
+func latencySlots(r roundResult) [][]float64 { return r.Latency.slots }
+func ttfbSlots(r roundResult) [][]float64    { return r.Streams.ttfbSlots }
+func gapSlots(r roundResult) [][]float64     { return r.Streams.gapSlots }
+func upGapSlots(r roundResult) [][]float64   { return r.Streams.upGapSlots }
+func relaySlots(r roundResult) [][]float64   { return r.Streams.relaySlots }
+func transitSlots(r roundResult) [][]float64 { return r.Streams.transitSlots }
+
 // figure is one table of the report.
 type figure struct {
 	Key     string      `json:"key"`
@@ -173,59 +188,37 @@ func (rep *report) figureDefs() []figureDef {
 		{key: "upstream_cpu_per_request", test: "saturation", unit: "µs", compare: byRatio,
 			title: "CPU time per request of the fake upstream at saturation (for reference; its fixed costs weigh more at a lower rate)",
 			value: func(r roundResult) float64 { return float64(r.Saturation.UpstreamCPUPerReqUs) }},
-		{key: "latency_p50", test: "latency", unit: "µs", compare: byAdded,
-			title: fmt.Sprintf("Latency p50 at %d rps, open loop, send to end of body (%s measured%s)", c.Rate, c.RateDuration, slotNote(c.Slot)),
-			value: func(r roundResult) float64 { return float64(r.Latency.P50Us) }, target: gatewayLimit(atMost, 50),
-			pct: 50, slots: func(r roundResult) [][]float64 { return r.Latency.slots }},
-		{key: "latency_p90", test: "latency", unit: "µs", compare: byAdded,
-			title: fmt.Sprintf("Latency p90 at %d rps", c.Rate),
-			value: func(r roundResult) float64 { return float64(r.Latency.P90Us) },
-			pct:   90, slots: func(r roundResult) [][]float64 { return r.Latency.slots }},
-		{key: "latency_p99", test: "latency", unit: "µs", compare: byAdded,
-			title: fmt.Sprintf("Latency p99 at %d rps", c.Rate),
-			value: func(r roundResult) float64 { return float64(r.Latency.P99Us) }, target: gatewayLimit(atMost, 200),
-			pct: 99, slots: func(r roundResult) [][]float64 { return r.Latency.slots }},
+		percentileDef("latency_p50", "latency", 50, fmt.Sprintf("Latency p50 at %d rps, open loop, send to end of body (%s measured%s)", c.Rate, c.RateDuration, slotNote(c.Slot)),
+			func(r roundResult) num { return r.Latency.P50Us }, latencySlots, gatewayLimit(atMost, 50)),
+		percentileDef("latency_p90", "latency", 90, fmt.Sprintf("Latency p90 at %d rps", c.Rate),
+			func(r roundResult) num { return r.Latency.P90Us }, latencySlots, nil),
+		percentileDef("latency_p99", "latency", 99, fmt.Sprintf("Latency p99 at %d rps", c.Rate),
+			func(r roundResult) num { return r.Latency.P99Us }, latencySlots, gatewayLimit(atMost, 200)),
 		{key: "sched_wait_p99", test: "latency", unit: "µs", compare: byAdded, proxiesOnly: true,
 			title: "Scheduling wait p99 of the proxy process at the fixed rate: how long a runnable goroutine waited for a processor (the Go runtime's /sched/latencies, a bucket's upper bound)",
 			value: func(r roundResult) float64 { return float64(r.Latency.SchedWaitP99Us) }},
-		{key: "ttfb_p50", test: "streams", unit: "µs", compare: byAdded,
-			title: fmt.Sprintf("Stream time to first content chunk p50 (%s, %d chunks %s apart, upstream latency %s, %s measured%s)", c.streamLoad(), c.Chunks, c.ChunkInterval, c.Latency, c.StreamDuration, slotNote(c.Slot)),
-			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP50Us) },
-			pct:   50, slots: func(r roundResult) [][]float64 { return r.Streams.ttfbSlots }},
-		{key: "ttfb_p99", test: "streams", unit: "µs", compare: byAdded,
-			title: "Stream time to first content chunk p99",
-			value: func(r roundResult) float64 { return float64(r.Streams.TTFBP99Us) }, target: gatewayLimit(atMost, 300),
-			pct: 99, slots: func(r roundResult) [][]float64 { return r.Streams.ttfbSlots }},
+		percentileDef("ttfb_p50", "streams", 50, fmt.Sprintf("Stream time to first content chunk p50 (%s, %d chunks %s apart, upstream latency %s, %s measured%s)", c.streamLoad(), c.Chunks, c.ChunkInterval, c.Latency, c.StreamDuration, slotNote(c.Slot)),
+			func(r roundResult) num { return r.Streams.TTFBP50Us }, ttfbSlots, nil),
+		percentileDef("ttfb_p99", "streams", 99, "Stream time to first content chunk p99",
+			func(r roundResult) num { return r.Streams.TTFBP99Us }, ttfbSlots, gatewayLimit(atMost, 300)),
 		{key: "cpu_per_stream", test: "streams", unit: "µs", compare: byRatio, proxiesOnly: true,
 			title: "CPU time per stream of the proxy process in the streaming test (/proc utime+stime)",
 			value: func(r roundResult) float64 { return float64(r.Streams.CPUPerStreamUs) }},
 		{key: "alloc_per_stream", test: "streams", unit: "KiB", compare: byRatio, proxiesOnly: true,
 			title: "Heap allocated per stream by the proxy process in the streaming test (Go runtime's TotalAlloc)",
 			value: func(r roundResult) float64 { return float64(r.Streams.AllocPerStreamKiB) }},
-		{key: "gap_p50", test: "streams", unit: "µs", compare: byAdded,
-			title: fmt.Sprintf("Gap between content chunks p50 at arrival (upstream sends them %s apart; the fake's own pacing is in it, see the upstream's gap below)", c.ChunkInterval),
-			value: func(r roundResult) float64 { return float64(r.Streams.GapP50Us) },
-			pct:   50, slots: func(r roundResult) [][]float64 { return r.Streams.gapSlots }},
-		{key: "gap_p99", test: "streams", unit: "µs", compare: byAdded,
-			title: "Gap between content chunks p99 at arrival",
-			value: func(r roundResult) float64 { return float64(r.Streams.GapP99Us) },
-			pct:   99, slots: func(r roundResult) [][]float64 { return r.Streams.gapSlots }},
-		{key: "upstream_gap_p50", test: "streams", unit: "µs", compare: byAdded,
-			title: "Gap the upstream made between content chunks p50 (their send stamps): the fake's own pacing, on the cores it shares with the proxy",
-			value: func(r roundResult) float64 { return float64(r.Streams.UpstreamGapP50Us) },
-			pct:   50, slots: func(r roundResult) [][]float64 { return r.Streams.upGapSlots }},
-		{key: "relay_p50", test: "streams", unit: "µs", compare: byAdded,
-			title: "Chunk relay time p50: from the upstream's write of a content chunk (its send stamp) to its arrival; what the proxy adds to each chunk's way, with the upstream's pacing taken out (the gap target is judged here)",
-			value: func(r roundResult) float64 { return float64(r.Streams.RelayP50Us) }, target: gatewayLimit(atMost, 50),
-			pct: 50, slots: func(r roundResult) [][]float64 { return r.Streams.relaySlots }},
-		{key: "relay_p99", test: "streams", unit: "µs", compare: byAdded,
-			title: "Chunk relay time p99",
-			value: func(r roundResult) float64 { return float64(r.Streams.RelayP99Us) },
-			pct:   99, slots: func(r roundResult) [][]float64 { return r.Streams.relaySlots }},
-		{key: "transit_gap_p99", test: "streams", unit: "µs", compare: byAdded,
-			title: "Gap the way through the proxy added between two chunks p99: their gap at arrival minus the gap between their stamps",
-			value: func(r roundResult) float64 { return float64(r.Streams.TransitGapP99Us) },
-			pct:   99, slots: func(r roundResult) [][]float64 { return r.Streams.transitSlots }},
+		percentileDef("gap_p50", "streams", 50, fmt.Sprintf("Gap between content chunks p50 at arrival (upstream sends them %s apart; the fake's own pacing is in it, see the upstream's gap below)", c.ChunkInterval),
+			func(r roundResult) num { return r.Streams.GapP50Us }, gapSlots, nil),
+		percentileDef("gap_p99", "streams", 99, "Gap between content chunks p99 at arrival",
+			func(r roundResult) num { return r.Streams.GapP99Us }, gapSlots, nil),
+		percentileDef("upstream_gap_p50", "streams", 50, "Gap the upstream made between content chunks p50 (their send stamps): the fake's own pacing, on the cores it shares with the proxy",
+			func(r roundResult) num { return r.Streams.UpstreamGapP50Us }, upGapSlots, nil),
+		percentileDef("relay_p50", "streams", 50, "Chunk relay time p50: from the upstream's write of a content chunk (its send stamp) to its arrival; what the proxy adds to each chunk's way, with the upstream's pacing taken out (the gap target is judged here)",
+			func(r roundResult) num { return r.Streams.RelayP50Us }, relaySlots, gatewayLimit(atMost, 50)),
+		percentileDef("relay_p99", "streams", 99, "Chunk relay time p99",
+			func(r roundResult) num { return r.Streams.RelayP99Us }, relaySlots, nil),
+		percentileDef("transit_gap_p99", "streams", 99, "Gap the way through the proxy added between two chunks p99: their gap at arrival minus the gap between their stamps",
+			func(r roundResult) num { return r.Streams.TransitGapP99Us }, transitSlots, nil),
 		{key: "memory_per_stream", test: "memory", unit: "KiB", compare: byRatio, proxiesOnly: true,
 			title: fmt.Sprintf("Memory per open stream: proxy RSS growth with %d streams held open, divided by %d", c.MemStreams, c.MemStreams),
 			value: func(r roundResult) float64 {
