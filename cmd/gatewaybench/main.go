@@ -16,6 +16,9 @@
 //	gw-chat-passthrough-small-wallet
 //	                        gw-chat-passthrough for a workspace under 10 USD, too small for a
 //	                        full credit lease (only when named in -arms)
+//	gw-chat-translated-cheap
+//	                        gw-chat-translated to a model priced like the OpenAI-wire one
+//	                        (only when named in -arms)
 //
 // Figures: throughput at saturation (closed loop), latency p50/p99 at a fixed rate (open
 // loop), time to first chunk and gaps between chunks on streams opened at a fixed pace (or
@@ -267,7 +270,16 @@ func (c *config) validate() error {
 }
 
 // armNames is the order of the arms in every table.
-var armNames = []string{"direct", "caddy", "gw-chat-passthrough", "gw-messages-translated", "gw-chat-translated", smallWalletArm}
+var armNames = []string{"direct", "caddy", "gw-chat-passthrough", "gw-messages-translated", "gw-chat-translated", smallWalletArm, cheapTranslatedArm}
+
+// optionalArms run only when -arms names them ("all" leaves them out).
+var optionalArms = []string{smallWalletArm, cheapTranslatedArm}
+
+// cheapTranslatedArm is gw-chat-translated to a model of the Anthropic-wire provider priced
+// as the OpenAI-wire one (0.15 and 0.60 USD per million tokens, against 3 and 15): at the
+// dearer prices a key's 1 USD credit lease lasts about 5,000 requests, at these about 100,000,
+// so the two arms side by side tell what the price (the lease's renewals) does to a latency.
+const cheapTranslatedArm = "gw-chat-translated-cheap"
 
 // smallWalletArm is chat passthrough for a key whose workspace holds less than a full
 // credit lease needs (10 USD): the path of small wallets, which take small leases sized
@@ -472,7 +484,7 @@ func (b *bench) start(ctx context.Context) error {
 // variantPrefix starts the names of the arms of the -variant gateway.
 const variantPrefix = "b:"
 
-// parseArms reads -arms: the arms named, every one but the small-wallet arm for "all", and
+// parseArms reads -arms: the arms named, every one but the optional arms for "all", and
 // caddy, the reference, always.
 func parseArms(s string) (map[string]bool, error) {
 	want := map[string]bool{"caddy": true}
@@ -481,7 +493,7 @@ func parseArms(s string) (map[string]bool, error) {
 		switch {
 		case n == "all":
 			for _, m := range armNames {
-				want[m] = want[m] || m != smallWalletArm
+				want[m] = want[m] || !slices.Contains(optionalArms, m)
 			}
 		case slices.Contains(armNames, n):
 			want[n] = true
@@ -555,6 +567,7 @@ func (g *gatewayProc) arms(prefix string) map[string]*arm {
 		prefix + "gw-messages-translated": {kind: kindGateway, url: g.url + "/v1/messages", messages: true, model: "bench-oa", proc: g.proc, key: g.key},
 		prefix + "gw-chat-translated":     {kind: kindGateway, url: g.url + "/v1/chat/completions", model: "bench-an", proc: g.proc, key: g.key},
 		prefix + smallWalletArm:           {kind: kindGateway, url: g.url + "/v1/chat/completions", model: "bench-oa", proc: g.proc, key: g.smallKey},
+		prefix + cheapTranslatedArm:       {kind: kindGateway, url: g.url + "/v1/chat/completions", model: "bench-an-cheap", proc: g.proc, key: g.key},
 	}
 }
 

@@ -308,6 +308,13 @@ func gatewayCaddyfile(port, upstreamPort, adminPort, idleConns int, dbPath strin
 				output 15.00
 			}
 		}
+		model bench-an-cheap {
+			owned_by bench
+			route an up-model {
+				input 0.15
+				output 0.60
+			}
+		}
 	}
 }
 

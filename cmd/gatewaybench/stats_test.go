@@ -175,7 +175,7 @@ func TestStealSince(t *testing.T) {
 
 func TestParseArms(t *testing.T) {
 	want, err := parseArms("all")
-	if err != nil || want[smallWalletArm] || !want["caddy"] || !want["direct"] || !want["gw-chat-translated"] {
+	if err != nil || want[smallWalletArm] || want[cheapTranslatedArm] || !want["caddy"] || !want["direct"] || !want["gw-chat-translated"] {
 		t.Fatalf("all: %v, %v", want, err)
 	}
 	want, err = parseArms(" gw-chat-passthrough , " + smallWalletArm)
