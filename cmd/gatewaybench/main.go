@@ -893,6 +893,20 @@ type machine struct {
 	// others during the run (Linux /proc/stat); -1 when unknown. A virtual machine's
 	// latencies mean little when it is high.
 	StealPercent float64 `json:"steal_percent"`
+	// RuntimeEnv holds the Go runtime's settings in the environment (GOGC, GOMEMLIMIT,
+	// GOMAXPROCS, GODEBUG), which every process of the run inherits, plain Caddy's too.
+	RuntimeEnv []string `json:"runtime_env,omitempty"`
+}
+
+// runtimeEnv lists the Go runtime settings set in the environment.
+func runtimeEnv() []string {
+	var out []string
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
 }
 
 // cpuTimes reads the machine's total and stolen CPU time in clock ticks from /proc/stat.
@@ -928,7 +942,7 @@ func stealSince(t0, s0 int64, ok0 bool) float64 {
 }
 
 func machineInfo() machine {
-	m := machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version()}
+	m := machine{CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(), RuntimeEnv: runtimeEnv()}
 	// Pinned (-proxy-cpus), this process sees only its own share of the CPUs.
 	if data, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
 		if cpus, err := parseCPUs(strings.TrimSpace(string(data))); err == nil {

@@ -404,6 +404,9 @@ func (rep *report) print(w io.Writer) {
 	if m.StealPercent >= 0 {
 		fmt.Fprintf(w, "CPU time stolen by the hypervisor during the run: %.1f%%\n", m.StealPercent)
 	}
+	if len(m.RuntimeEnv) > 0 {
+		fmt.Fprintf(w, "every process of the run, plain Caddy's included, ran with %s\n", strings.Join(m.RuntimeEnv, " "))
+	}
 	if c := rep.Config.ProxyCPUs; c != "" {
 		fmt.Fprintf(w, "both proxies pinned to CPU %s; the load generator and the fake upstream on the others\n", c)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 )
@@ -340,5 +341,24 @@ func TestSchedHist(t *testing.T) {
 		if got := h.percentile(p); got != want {
 			t.Errorf("p%v = %v, want %v (counts %v)", p, got, want, h.Counts)
 		}
+	}
+}
+
+// TestRuntimeEnv: the Go runtime settings in the environment, which every process of a run
+// inherits, are named in the report; others are not.
+func TestRuntimeEnv(t *testing.T) {
+	for _, k := range []string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			t.Setenv(k, v) // restored afterwards
+			os.Unsetenv(k)
+		}
+	}
+	if got := runtimeEnv(); len(got) != 0 {
+		t.Fatalf("runtimeEnv() = %v with none set", got)
+	}
+	t.Setenv("GOGC", "200")
+	t.Setenv("GOFLAGS", "-count=1")
+	if got := runtimeEnv(); !slices.Equal(got, []string{"GOGC=200"}) {
+		t.Fatalf("runtimeEnv() = %v, want [GOGC=200]", got)
 	}
 }
