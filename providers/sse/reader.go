@@ -44,6 +44,8 @@ type Event struct {
 
 // Reader reads events from an event stream. It is not safe for concurrent use.
 type Reader struct {
+	// br is nil once the reader is done (Release): at the end of the stream, on an error,
+	// or when its caller leaves it.
 	br  *bufio.Reader
 	max int
 
@@ -53,11 +55,10 @@ type Reader struct {
 	name    string
 	ev      Event
 
-	skipLF   bool // the previous line ended with CR: a following LF belongs to it
-	started  bool // the first line was read (the BOM check is done)
-	eof      bool
-	err      error
-	finished bool
+	skipLF  bool // the previous line ended with CR: a following LF belongs to it
+	started bool // the first line was read (the BOM check is done)
+	eof     bool
+	err     error
 }
 
 // NewReader returns a Reader of r that fails with ErrEventTooLarge on events whose data is
@@ -82,7 +83,6 @@ var readBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096)
 // failure of the caller's own). Call it from the goroutine that calls Next, or once that
 // goroutine is done with the reader: never while a Next may be running.
 func (r *Reader) Release() {
-	r.finished = true
 	if r.br != nil {
 		r.br.Reset(nil)
 		readBufs.Put(r.br)
@@ -93,7 +93,7 @@ func (r *Reader) Release() {
 // Next reads up to the next event and reports whether there is one. It returns false at the
 // end of the stream or on an error, which Err then returns.
 func (r *Reader) Next() bool {
-	if r.finished {
+	if r.br == nil {
 		return false
 	}
 	r.data = r.data[:0]
