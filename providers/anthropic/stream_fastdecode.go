@@ -27,19 +27,11 @@ func (e *streamEvent) fastDecode(data []byte) bool {
 		case "message":
 			return true, rawjson.DecodePtr(&e.Message, v, (*streamMessage).fastDecode)
 		case "index":
-			var room *int
-			if e.room != nil {
-				room = &e.room.index
-			}
-			return true, decodeIntPtr(v, &e.Index, room)
+			return true, decodeIntPtr(v, &e.Index, e.room.indexRoom())
 		case "content_block":
 			return true, rawjson.DecodePtr(&e.ContentBlock, v, (*ContentBlock).fastDecode)
 		case "delta":
-			var room *streamDelta
-			if e.room != nil {
-				room = &e.room.delta
-			}
-			return true, rawjson.DecodePtrIn(&e.Delta, room, v, (*streamDelta).fastDecode)
+			return true, rawjson.DecodePtrIn(&e.Delta, e.room.deltaRoom(), v, (*streamDelta).fastDecode)
 		case "usage":
 			return true, e.Usage.UnmarshalJSON(v) == nil
 		}

@@ -203,6 +203,21 @@ type eventRoom struct {
 	delta streamDelta
 }
 
+// indexRoom and deltaRoom are where an event's index and delta go: nil without a room.
+func (r *eventRoom) indexRoom() *int {
+	if r == nil {
+		return nil
+	}
+	return &r.index
+}
+
+func (r *eventRoom) deltaRoom() *streamDelta {
+	if r == nil {
+		return nil
+	}
+	return &r.delta
+}
+
 // streamMessage is the message of message_start, as far as the stream reads it.
 type streamMessage struct {
 	ID    string          `json:"id"`
