@@ -301,8 +301,7 @@ type latResult struct {
 // latSamples gathers an arm's fixed-rate latencies, possibly over several slots.
 type latSamples struct {
 	mu            sync.Mutex
-	lat           []float64
-	slots         [][]float64
+	lat           series
 	sched         schedHist
 	errs          errorLog
 	dropped, sent atomic.Int64
@@ -312,8 +311,8 @@ func (s *latSamples) result() latResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return latResult{
-		Sent: s.sent.Load(), P50Us: num(percentile(s.lat, 50)), P90Us: num(percentile(s.lat, 90)), P99Us: num(percentile(s.lat, 99)),
-		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.slots,
+		Sent: s.sent.Load(), P50Us: s.lat.pct(50), P90Us: s.lat.pct(90), P99Us: s.lat.pct(99),
+		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.lat.slots,
 		SchedWaitP99Us: num(s.sched.percentile(99)),
 	}
 }
@@ -384,10 +383,9 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 	var inFlight atomic.Int64
 	var wg sync.WaitGroup
 	// Every measured slot is kept, empty or not, so that slot i of each arm stays a pair.
-	var slot []float64
 	defer func() {
 		if dur > 0 {
-			s.slots = append(s.slots, slot)
+			s.lat.endSlot()
 			if mem1, ok := memOf(ctx, a.proc); ok {
 				s.sched.add(mem0.Sched, mem1.Sched)
 			}
@@ -422,8 +420,7 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 				return
 			}
 			s.mu.Lock()
-			s.lat = append(s.lat, micros(d))
-			slot = append(slot, micros(d))
+			s.lat.add(micros(d))
 			s.mu.Unlock()
 		}()
 	}

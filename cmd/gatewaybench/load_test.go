@@ -220,3 +220,31 @@ func TestStamps(t *testing.T) {
 		}
 	}
 }
+
+// TestFixedRateSlots: each measured slot of the fixed-rate test keeps its own samples, in
+// order, the warm-up none, and together they are all the arm's samples.
+func TestFixedRateSlots(t *testing.T) {
+	u := &fakeUpstream{holds: map[string]chan struct{}{}}
+	srv := httptest.NewServer(u.serve("chat"))
+	defer srv.Close()
+	a := &arm{name: "direct", kind: kindDirect, url: srv.URL, model: "m", client: newClient()}
+	body := a.body(false, directive{n: 2})
+
+	var s latSamples
+	s.sample(context.Background(), a, 200, 50*time.Millisecond, 100*time.Millisecond, body)
+	s.sample(context.Background(), a, 200, 0, 100*time.Millisecond, body)
+	r := s.result()
+	if r.Errors != 0 || len(r.slots) != 2 {
+		t.Fatalf("%d slots, %d errors (%s); want 2 slots", len(r.slots), r.Errors, r.FirstError)
+	}
+	total := 0
+	for i, slot := range r.slots {
+		if len(slot) < 10 || len(slot) > 21 {
+			t.Errorf("slot %d holds %d samples; 100 ms at 200 a second is 20", i, len(slot))
+		}
+		total += len(slot)
+	}
+	if total != len(s.lat.all) || int64(total) != r.Sent {
+		t.Errorf("slots hold %d samples, the arm %d, sent %d", total, len(s.lat.all), r.Sent)
+	}
+}
