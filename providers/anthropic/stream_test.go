@@ -901,3 +901,18 @@ func TestStreamEncoderReusesItsBuffers(t *testing.T) {
 		t.Errorf("first delta %s", deltas[0].Data)
 	}
 }
+
+// TestStreamReleasesItsReaderAtStop: a stream that ends at message_stop, before its body
+// does, gives its SSE reader's buffer back (sse.Reader.Release): the reader reads nothing
+// more, though the body still holds an event.
+func TestStreamReleasesItsReaderAtStop(t *testing.T) {
+	s := rawStream([]byte(upstreamStream + "event: ping\ndata: {\"type\":\"ping\"}\n\n"))
+	for s.Next() {
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if s.rd.Next() {
+		t.Fatal("the reader read on after message_stop: its buffer was not released")
+	}
+}

@@ -951,3 +951,18 @@ func TestMaxTokensField(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamReleasesItsReaderAtDone: a stream that ends at [DONE], before its body does,
+// gives its SSE reader's buffer back (sse.Reader.Release): the reader reads nothing more,
+// though the body still holds a frame.
+func TestStreamReleasesItsReaderAtDone(t *testing.T) {
+	s := bodyStream("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\ndata: {\"choices\":[]}\n\n")
+	for s.Next() {
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if s.rd.Next() {
+		t.Fatal("the reader read on after [DONE]: its buffer was not released")
+	}
+}
