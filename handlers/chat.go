@@ -364,6 +364,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	defer out.release()
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
 	defer rd.Release()
+	out.holdFor(rd)
 	quotedID := rawjson.AppendStringLikeMarshal(nil, c.genID)
 	var usageChunk []byte
 	done := false

@@ -143,6 +143,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 	defer out.release()
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
 	defer rd.Release()
+	out.holdFor(rd)
 	usage := map[string]json.RawMessage{}
 	blocks := &openBlock{index: -1}
 	var heldDelta []byte

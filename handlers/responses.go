@@ -150,6 +150,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 	defer out.release()
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
 	defer rd.Release()
+	out.holdFor(rd)
 	var terminal []byte
 	var terminalName string
 	lastSeq := -1

@@ -22,6 +22,10 @@ type sseWriter struct {
 	// buf is where events are built, from eventBufs (pooled) until release.
 	buf    []byte
 	pooled *[]byte
+	// hold, set by holdFor, keeps writes unflushed until the upstream reader waits for
+	// more (unflushed says a write is waiting for that flush).
+	hold      bool
+	unflushed bool
 }
 
 // eventBufs hold what a stream's events are built in before each write.
@@ -33,8 +37,10 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: *p, pooled: p}
 }
 
-// release gives the writer's buffer back; nothing may be written after it.
+// release flushes what is held and gives the writer's buffer back; nothing may be written
+// after it.
 func (s *sseWriter) release() {
+	s.flushHeld()
 	if s.pooled != nil {
 		eventBufs.put(s.pooled, s.buf)
 		s.pooled, s.buf = nil, nil
@@ -111,16 +117,52 @@ func appendEvent(b []byte, name string, payload []byte) []byte {
 	return append(b, '\n', '\n')
 }
 
-// write sends a complete event and flushes.
+// write sends a complete event and flushes, unless flushes are held.
 func (s *sseWriter) write(b []byte) {
 	s.buf = b
 	if _, err := s.w.Write(b); err != nil {
 		s.failed = true
 		return
 	}
+	if s.hold {
+		s.unflushed = true
+		return
+	}
 	if err := s.rc.Flush(); err != nil {
 		s.failed = true
 	}
+}
+
+// holdFor holds the writer's flushes until rd is about to wait for the upstream: the
+// events that one read brought (a chunk with the finish and usage chunks and [DONE] after
+// it, an Anthropic message_start with its first delta) reach the client in one write, as
+// a proxy that copies bytes sends them, for one system call and one wake-up of the client
+// instead of one per event. Nothing is held while the reader waits. What is written after
+// the reader's last read (the stream's final frames) is flushed by release, or by endHold
+// before anything else that may wait (a failover to another route).
+func (s *sseWriter) holdFor(rd providers.Waiter) {
+	s.hold = true
+	rd.OnWait(s.flushHeld)
+}
+
+// flushHeld flushes the writes that hold kept.
+func (s *sseWriter) flushHeld() {
+	if !s.unflushed {
+		return
+	}
+	s.unflushed = false
+	if s.failed {
+		return
+	}
+	if err := s.rc.Flush(); err != nil {
+		s.failed = true
+	}
+}
+
+// endHold flushes what is held and every write after it.
+func (s *sseWriter) endHold() {
+	s.flushHeld()
+	s.hold = false
 }
 
 // idleTimer calls stop when no event arrived for d; kick restarts the wait. It spares a
@@ -200,6 +242,8 @@ func (c *call) relayCommit(out *sseWriter, rt *Route, began time.Time) {
 // error (the next try or route may still answer); after, the stream is continued elsewhere
 // or ends with the surface's in-band error through sink.
 func (c *call) relayFailed(out *sseWriter, rt Route, began time.Time, ue *providers.UpstreamError, sink streamSink) error {
+	// What the broken stream brought reaches the client before another route is asked.
+	out.endHold()
 	if !out.started {
 		c.recordAttempt(rt, began, ue)
 		return ue

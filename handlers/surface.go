@@ -94,6 +94,9 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, st providers.Stream, sink streamSink) error {
 	out := newSSEWriter(w)
 	defer out.release()
+	if wt, ok := st.(providers.Waiter); ok {
+		out.holdFor(wt)
+	}
 	commit := func() {
 		if !out.started {
 			c.relayCommit(out, &rt, began)

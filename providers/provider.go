@@ -248,3 +248,11 @@ type Stream interface {
 	Err() error
 	Close() error
 }
+
+// Waiter is what a Stream may also implement: OnWait(f) has f called each time Next is
+// about to wait for more of the upstream's stream (after it has given out every event of
+// what it already read). A relay that holds its flushes flushes there, so that events the
+// upstream sent together reach the client together (see sse.Reader.OnWait).
+type Waiter interface {
+	OnWait(f func())
+}

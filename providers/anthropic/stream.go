@@ -83,6 +83,11 @@ func newMessagesStream(ctx context.Context, provider string, at *upstreamhttp.At
 	}
 }
 
+var _ providers.Waiter = (*messagesStream)(nil)
+
+// OnWait implements providers.Waiter.
+func (s *messagesStream) OnWait(f func()) { s.rd.OnWait(f) }
+
 // Next implements providers.Stream.
 func (s *messagesStream) Next() bool {
 	if s.conn.Closed() {

@@ -92,6 +92,16 @@ func newReplayStream(ctx context.Context, provider string, frames []json.RawMess
 	}
 }
 
+var _ providers.Waiter = (*stream)(nil)
+
+// OnWait implements providers.Waiter. A stream read from a whole JSON array (no reader)
+// never waits.
+func (s *stream) OnWait(f func()) {
+	if s.rd != nil {
+		s.rd.OnWait(f)
+	}
+}
+
 // Next implements providers.Stream.
 func (s *stream) Next() bool {
 	for {

@@ -400,6 +400,11 @@ func newResponsesStream(ctx context.Context, provider string, at *upstreamhttp.A
 	return &responsesStream{conn: upstreamhttp.NewStreamConn(ctx, provider, at, body), rd: sse.NewReader(body, 0), items: make(map[string]*streamedItem)}
 }
 
+var _ providers.Waiter = (*responsesStream)(nil)
+
+// OnWait implements providers.Waiter.
+func (s *responsesStream) OnWait(f func()) { s.rd.OnWait(f) }
+
 // Next implements providers.Stream.
 func (s *responsesStream) Next() bool {
 	for {

@@ -56,6 +56,11 @@ func newChatStream(ctx context.Context, provider string, at *upstreamhttp.Attemp
 	return &chatStream{conn: upstreamhttp.NewStreamConn(ctx, provider, at, body), rd: sse.NewReader(body, 0)}
 }
 
+var _ providers.Waiter = (*chatStream)(nil)
+
+// OnWait implements providers.Waiter.
+func (s *chatStream) OnWait(f func()) { s.rd.OnWait(f) }
+
 // Next implements providers.Stream.
 func (s *chatStream) Next() bool {
 	for {

@@ -59,6 +59,8 @@ type Reader struct {
 	started bool // the first line was read (the BOM check is done)
 	eof     bool
 	err     error
+
+	onWait func()
 }
 
 // NewReader returns a Reader of r that fails with ErrEventTooLarge on events whose data is
@@ -89,6 +91,13 @@ func (r *Reader) Release() {
 		r.br = nil
 	}
 }
+
+// OnWait sets f to be called each time the reader is about to wait for more of the stream:
+// before every read from the underlying reader, which it makes only once what it holds is
+// used up. A relay that writes events without flushing them flushes in f, so that events
+// that arrived together leave together, in one write, and none is held while the reader
+// waits.
+func (r *Reader) OnWait(f func()) { r.onWait = f }
 
 // Next reads up to the next event and reports whether there is one. It returns false at the
 // end of the stream or on an error, which Err then returns.
@@ -228,6 +237,9 @@ func (r *Reader) readLine() ([]byte, error) {
 func (r *Reader) fill() ([]byte, error) {
 	n := r.br.Buffered()
 	if n == 0 {
+		if r.onWait != nil {
+			r.onWait()
+		}
 		if _, err := r.br.Peek(1); err != nil {
 			return nil, err
 		}

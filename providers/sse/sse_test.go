@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -125,6 +126,56 @@ func TestReaderStopsAfterEnd(t *testing.T) {
 	}
 	if rd.Err() != nil {
 		t.Fatal(rd.Err())
+	}
+}
+
+// chunkReader gives its chunks one per Read, counting the reads.
+type chunkReader struct {
+	chunks []string
+	reads  int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	c.reads++
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	if c.chunks[0] = c.chunks[0][n:]; c.chunks[0] == "" {
+		c.chunks = c.chunks[1:]
+	}
+	return n, nil
+}
+
+// OnWait is called before every read of the underlying reader and at no other time: the
+// events one read brought are given out without a call, and a line split across two reads
+// calls it before the second.
+func TestReaderOnWait(t *testing.T) {
+	src := &chunkReader{chunks: []string{"data: 1\n\nevent: e\ndata: 2\n\n", "data: 3\n\ndata: 4", "\n\n"}}
+	rd := NewReader(src, 0)
+	waits := 0
+	rd.OnWait(func() {
+		waits++
+		if waits != src.reads+1 {
+			t.Fatalf("wait %d before read %d", waits, src.reads+1)
+		}
+	})
+	var got []string
+	var waitsAt []int
+	for rd.Next() {
+		got = append(got, string(rd.Event().Data))
+		waitsAt = append(waitsAt, waits)
+	}
+	if rd.Err() != nil {
+		t.Fatal(rd.Err())
+	}
+	if strings.Join(got, ",") != "1,2,3,4" {
+		t.Fatalf("events %q", got)
+	}
+	// 1 and 2 came with the first read, 3 with the second, 4 needed the third; the fourth
+	// read found the end.
+	if want := []int{1, 1, 2, 3}; !slices.Equal(waitsAt, want) || waits != 4 || src.reads != 4 {
+		t.Fatalf("waits before each event %v (want %v), %d waits, %d reads", waitsAt, want, waits, src.reads)
 	}
 }
 

@@ -1,0 +1,159 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
+)
+
+// flushWatch is a client connection that records what was written and what of it was
+// flushed.
+type flushWatch struct {
+	h                 http.Header
+	body              bytes.Buffer
+	flushes, flushedN int
+}
+
+func (w *flushWatch) Header() http.Header { return w.h }
+func (w *flushWatch) WriteHeader(int)     {}
+func (w *flushWatch) Write(b []byte) (int, error) {
+	return w.body.Write(b)
+}
+func (w *flushWatch) Flush() {
+	if w.flushedN < w.body.Len() {
+		w.flushes++
+	}
+	w.flushedN = w.body.Len()
+}
+
+// piecesBody is an upstream body that arrives in pieces, one per Read, as packets do; before
+// giving the next piece it checks that the client has everything written so far: a relay
+// may hold events that arrived together, never while it waits for more.
+type piecesBody struct {
+	t      *testing.T
+	w      *flushWatch
+	pieces []string
+	reads  int
+}
+
+func (b *piecesBody) Read(p []byte) (int, error) {
+	if b.w.flushedN != b.w.body.Len() {
+		b.t.Errorf("read %d: waiting for the upstream with %d bytes written but not flushed:\n%s",
+			b.reads, b.w.body.Len()-b.w.flushedN, b.w.body.String()[b.w.flushedN:])
+	}
+	if len(b.pieces) == 0 {
+		return 0, io.EOF
+	}
+	b.reads++
+	n := copy(p, b.pieces[0])
+	if n < len(b.pieces[0]) {
+		b.pieces[0] = b.pieces[0][n:]
+	} else {
+		b.pieces = b.pieces[1:]
+	}
+	return n, nil
+}
+
+func (b *piecesBody) Close() error { return nil }
+
+// piecesProvider forwards chat completions with a streamed body that arrives in pieces.
+type piecesProvider struct {
+	benchProvider
+	body func() io.ReadCloser
+}
+
+func (p *piecesProvider) Forward(_ context.Context, req *providers.RawRequest) (*providers.RawResponse, error) {
+	return &providers.RawResponse{Status: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: p.body()}, nil
+}
+
+// piecesTransport answers every request with a body that arrives in pieces.
+type piecesTransport struct{ body func() io.ReadCloser }
+
+func (t piecesTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	_ = r.Body.Close()
+	return &http.Response{StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: t.body(), ContentLength: -1, Request: r}, nil
+}
+
+func serveWatched(t *testing.T, p providers.Provider, path, body string, w *flushWatch) {
+	t.Helper()
+	g, key := benchGateway(t, p)
+	r := httptest.NewRequest(http.MethodPost, "http://gw/v1"+path, strings.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+key)
+	r.Header.Set("Content-Type", "application/json")
+	g.ServeHTTP(w, r, path)
+}
+
+// TestRelayFlushesWhatArrivedTogether: a relayed stream reaches the client in one flush per
+// upstream read that brought events (the finish chunk, usage chunk and [DONE] that
+// arrive together leave together, with the gateway's final frames), and every event is
+// flushed before the relay waits for the upstream again (piecesBody checks).
+func TestRelayFlushesWhatArrivedTogether(t *testing.T) {
+	chunk := func(delta, finish string) string {
+		return fmt.Sprintf(`data: {"id":"chatcmpl-up1","object":"chat.completion.chunk","created":1700000000,"model":"up-model","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`+"\n\n", delta, finish)
+	}
+	pieces := []string{
+		chunk(`{"role":"assistant","content":"one "}`, "null"),
+		chunk(`{"content":"two "}`, "null"),
+		// The last content chunk comes with the finish, the usage and [DONE].
+		chunk(`{"content":"three"}`, "null") + chunk(`{}`, `"stop"`) +
+			`data: {"id":"chatcmpl-up1","object":"chat.completion.chunk","created":1700000000,"model":"up-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}` + "\n\n" +
+			"data: [DONE]\n\n",
+	}
+	w := &flushWatch{h: http.Header{}}
+	p := &piecesProvider{body: func() io.ReadCloser { return &piecesBody{t: t, w: w, pieces: pieces} }}
+	serveWatched(t, p, "/chat/completions", `{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Count."}]}`, w)
+	out := w.body.String()
+	if !strings.Contains(out, `"three"`) || !strings.Contains(out, `"cost_lines"`) || !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Fatalf("stream:\n%s", out)
+	}
+	if w.flushedN != w.body.Len() {
+		t.Fatalf("%d bytes never flushed", w.body.Len()-w.flushedN)
+	}
+	if w.flushes != len(pieces) {
+		t.Fatalf("%d flushes for %d upstream reads, want one each:\n%s", w.flushes, len(pieces), out)
+	}
+}
+
+// TestNeutralRelayFlushesWhatArrivedTogether: the same through an adapter, chat
+// completions to an Anthropic-wire upstream: message_start, content_block_start and the
+// first delta arrive together and reach the client as the role and first content chunks
+// in one flush.
+func TestNeutralRelayFlushesWhatArrivedTogether(t *testing.T) {
+	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+	pieces := []string{
+		ev("message_start", `{"type":"message_start","message":{"id":"msg_up1","type":"message","role":"assistant","model":"up-model","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`) +
+			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"one "}}`),
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"two"}}`),
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}`) +
+			ev("message_stop", `{"type":"message_stop"}`),
+	}
+	w := &flushWatch{h: http.Header{}}
+	an, err := anthropic.New(anthropic.Config{Name: "bench", BaseURL: "http://upstream.invalid", APIKey: "k",
+		Transport: piecesTransport{body: func() io.ReadCloser { return &piecesBody{t: t, w: w, pieces: pieces} }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveWatched(t, an, "/chat/completions", `{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"Count."}]}`, w)
+	out := w.body.String()
+	if !strings.Contains(out, `"two"`) || !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Fatalf("stream:\n%s", out)
+	}
+	if w.flushedN != w.body.Len() {
+		t.Fatalf("%d bytes never flushed", w.body.Len()-w.flushedN)
+	}
+	if w.flushes != len(pieces) {
+		t.Fatalf("%d flushes for %d upstream reads, want one each:\n%s", w.flushes, len(pieces), out)
+	}
+}
