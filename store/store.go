@@ -270,7 +270,10 @@ type SettleLeaseParams struct {
 	// reservation shrinks by what was charged, at most HeldNanos and at most what it holds:
 	// a charge above HeldNanos is taken from the balance, as Settle takes a charge above its
 	// reservation, and never from the credit the lease holds for other requests.
-	HeldNanos  int64
+	HeldNanos int64
+	// Generation is the store's from the call on: the caller must neither change nor read
+	// it afterwards (a store may fill in its charge after SettleLease returned, when it
+	// applies a settlement it journaled); what was recorded is in what SettleLease returns.
 	Generation *Generation
 	// Release drops the reservation in the same transaction, returning what it still
 	// holds to the available balance (the lease's last request in flight).

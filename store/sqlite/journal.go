@@ -385,7 +385,7 @@ func (s *Store) replay(ctx context.Context, recs []journalRecord) error {
 			continue
 		}
 		req := rec.request()
-		err = s.write(ctx, &writeOp{settle: req, fn: req.apply})
+		err = s.write(ctx, &writeOp{settle: req})
 		switch {
 		case errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict):
 			// This record can never be applied (its workspace has no wallet): it is reported
@@ -433,19 +433,28 @@ const maxPending = 8192
 
 var errJournalBacklog = errors.New("settlement journal: backlog full")
 
-// deferSettle journals r and queues it for the writer without waiting for it. r is marked
-// deferred only once the journal holds it: when deferSettle fails, the caller settles the
-// same r synchronously.
-func (s *Store) deferSettle(r *settleReq) error {
+// settleOp is a settlement and the writer's op for it, in one allocation: a lease's
+// settlement, journaled (deferSettle) or, when the journal cannot take it, written while
+// its caller waits.
+type settleOp struct {
+	op  writeOp
+	req settleReq
+}
+
+// deferSettle journals so's settlement and queues it for the writer without waiting for
+// it. It is marked deferred only once the journal holds it: when deferSettle fails, the
+// caller settles the same so synchronously.
+func (s *Store) deferSettle(so *settleOp) error {
 	if s.pending.Load() >= maxPending {
 		return errJournalBacklog
 	}
-	seg, err := s.jr.append(r)
+	seg, err := s.jr.append(&so.req)
 	if err != nil {
 		return err
 	}
-	r.deferred = true
-	o := &writeOp{ctx: context.Background(), settle: r, fn: r.apply, async: true, seg: seg, done: make(chan struct{})}
+	so.req.deferred = true
+	o := &so.op
+	o.ctx, o.settle, o.async, o.seg = context.Background(), &so.req, true, seg
 	s.pending.Add(1)
 	if err := s.wr.enqueue(o); err != nil {
 		// Closed: the record stays in the journal for the next Open.

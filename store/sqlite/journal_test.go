@@ -555,3 +555,46 @@ func TestJournalSpareSegment(t *testing.T) {
 		t.Fatalf("spares %v left after Close", spares)
 	}
 }
+
+// TestJournaledSettlementAllocatesOnce: a journaled lease settlement takes the caller's
+// generation as it is (store.SettleLeaseParams: the store owns it from the call on) and
+// allocates only its settlement and op, together: no copy of the generation, no channel
+// nobody waits on. The writer is held, so that only SettleLease's own allocations count.
+func TestJournaledSettlementAllocatesOnce(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "gateway.db"))
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 50*usd)
+	p := holdWriter(t, s)
+	const runs = 100
+	gens := make([]store.Generation, runs+1)
+	for i := range gens {
+		gens[i] = store.Generation{ID: fmt.Sprintf("gen_%03d", i), WorkspaceID: "ws_1", KeyID: "key_1", Model: "m", Status: 200,
+			CreatedAt: time.Now(), CostNanos: usd / 10}
+	}
+	// The writer's queue grows by appending: room for every run up front.
+	s.wr.mu.Lock()
+	s.wr.queue = append(make([]*writeOp, 0, 4*runs), s.wr.queue...)
+	s.wr.mu.Unlock()
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		g, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: "res_1", HeldNanos: usd, Generation: &gens[i]})
+		if err != nil || g.ID != gens[i].ID {
+			t.Fatalf("SettleLease: %v, %q", err, g.ID)
+		}
+		i++
+	})
+	if allocs > 1 {
+		t.Fatalf("%.1f allocations per journaled settlement, want 1", allocs)
+	}
+	p.release()
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.caughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetGeneration(ctx, "ws_1", gens[runs].ID)
+	if err != nil || got.CostNanos != usd/10 {
+		t.Fatalf("last settlement: %+v, %v", got, err)
+	}
+}

@@ -163,7 +163,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 	cost := g.CostNanos
 
 	req := &settleReq{g: &g, cost: cost, reservationID: p.ReservationID, now: now}
-	err := s.write(ctx, &writeOp{settle: req, fn: req.apply})
+	err := s.write(ctx, &writeOp{settle: req})
 	if p.ReservationID != "" {
 		s.known.forget(p.ReservationID)
 	}
@@ -297,11 +297,12 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 	now := s.now()
 	cost := g.CostNanos
 
-	// The writer's copy of the generation: it fills in the charge. g stays the caller's, so
-	// that a journaled settlement's answer does not race with the writer applying it.
-	gen := new(store.Generation)
+	// The writer's generation is the caller's, which the store owns from the call on
+	// (store.SettleLeaseParams): the writer fills in the charge there. g, the answer, is a
+	// copy, so that a journaled settlement's answer does not race with the writer applying it.
+	gen := p.Generation
 	*gen = g
-	req := &settleReq{g: gen, cost: cost, reservationID: p.ReservationID, lease: true, held: p.HeldNanos, release: p.Release, now: now}
+	so := &settleOp{req: settleReq{g: gen, cost: cost, reservationID: p.ReservationID, lease: true, held: p.HeldNanos, release: p.Release, now: now}}
 	deferrable := s.jr != nil && cost <= p.HeldNanos && s.known.has(p.ReservationID, g.WorkspaceID)
 	if p.Release {
 		s.known.forget(p.ReservationID)
@@ -310,12 +311,13 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 		// See journal.go: the lease holds HeldNanos for this request, so the charge is the cost.
 		g.CostNanos, g.UnbilledNanos = cost, 0
 		gen.CostNanos, gen.UnbilledNanos = cost, 0
-		if err := s.deferSettle(req); err == nil {
+		if err := s.deferSettle(so); err == nil {
 			return g, nil
 		}
 		// The journal could not take it: settle synchronously.
 	}
-	err := s.write(ctx, &writeOp{settle: req, fn: req.apply})
+	so.op.settle = &so.req
+	err := s.write(ctx, &so.op)
 	if err == nil && !p.Release {
 		s.known.add(p.ReservationID, g.WorkspaceID)
 	}

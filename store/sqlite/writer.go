@@ -61,12 +61,13 @@ const (
 type writeOp struct {
 	ctx context.Context
 	fn  func(ctx context.Context, tx *sql.Tx) error
-	// settle is set for a settlement: the same write as fn, in a form the writer can
-	// apply together with the settlements next to it (settlebatch.go).
+	// settle is set, instead of fn, for a settlement: a write the writer can apply together
+	// with the settlements next to it (settlebatch.go), or alone (settleReq.apply).
 	settle *settleReq
-	// async ops (journaled settlements) have no caller waiting: the writer finishes them
-	// (Store.finishAsync); seg is their journal segment. An op with neither fn nor settle
-	// is a barrier: it applies nothing and is answered once the ops before it are.
+	// async ops (journaled settlements) have no caller waiting, and no done: the writer
+	// finishes them (Store.finishAsync); seg is their journal segment. An op with neither fn
+	// nor settle is a barrier: it applies nothing and is answered once the ops before it
+	// are.
 	async bool
 	seg   uint64
 	// onDisk asks for the commit to be on the disk before the op is answered, even at
@@ -77,6 +78,14 @@ type writeOp struct {
 	err      error
 	panicked error
 	done     chan struct{}
+}
+
+// run applies what the op writes: its settlement, or fn.
+func (o *writeOp) run(ctx context.Context, tx *sql.Tx) error {
+	if o.settle != nil {
+		return o.settle.apply(ctx, tx)
+	}
+	return o.fn(ctx, tx)
 }
 
 // pause yields between the writer's statements, unless the writer was made not to (a
@@ -475,7 +484,7 @@ func applyOp(tx *sql.Tx, o *writeOp) error {
 	return nil
 }
 
-// callOp calls o.fn, turning a panic into a value the caller re-panics with, so that a bug
+// callOp runs o, turning a panic into a value the caller re-panics with, so that a bug
 // in one write crashes its own request, as it did before writes were batched, rather than
 // the writer goroutine and the process.
 func callOp(tx *sql.Tx, o *writeOp) (panicked, err error) {
@@ -484,5 +493,5 @@ func callOp(tx *sql.Tx, o *writeOp) (panicked, err error) {
 			panicked = fmt.Errorf("sqlite store: panic in a write: %v\n\nwriter goroutine stack:\n%s", p, debug.Stack())
 		}
 	}()
-	return nil, o.fn(context.WithoutCancel(o.ctx), tx)
+	return nil, o.run(context.WithoutCancel(o.ctx), tx)
 }
