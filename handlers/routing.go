@@ -131,7 +131,8 @@ func routeSupports(rt Route, f providers.WireFormat) bool {
 }
 
 // candidates selects the model's routes that can serve the surface, or explains why none can
-// in the spec's diagnostics.
+// in the spec's diagnostics. When every route can, the routes are the model's own slice,
+// not a copy: callers only read them.
 func (r *Registry) candidates(name string, f providers.WireFormat, endpoint string) (*Model, []Route, *APIError) {
 	m, ok := r.models[name]
 	if !ok {
@@ -147,6 +148,9 @@ func (r *Registry) candidates(name string, f providers.WireFormat, endpoint stri
 			}},
 		}
 		return nil, nil, e
+	}
+	if allSupport(m.Routes, f) {
+		return m, m.Routes, nil
 	}
 	var out []Route
 	var dropped []any
@@ -169,4 +173,13 @@ func (r *Registry) candidates(name string, f providers.WireFormat, endpoint stri
 		return nil, nil, e
 	}
 	return m, out, nil
+}
+
+func allSupport(routes []Route, f providers.WireFormat) bool {
+	for _, rt := range routes {
+		if !routeSupports(rt, f) {
+			return false
+		}
+	}
+	return true
 }
