@@ -382,13 +382,16 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if c.firstByte.IsZero() {
 			c.firstByte = c.g.Now()
 		}
-		if !rawjson.Valid(data) {
-			// One bad frame does not spoil the answer: skip it and note it.
-			c.skippedFrames++
-			continue
-		}
 		var cf chunkFields
 		chunkOK := cf.read(data) == nil
+		if !chunkOK {
+			cf = chunkFields{}
+			if !rawjson.Valid(data) {
+				// One bad frame does not spoil the answer: skip it and note it.
+				c.skippedFrames++
+				continue
+			}
+		}
 		if e := cf.value(data, cf.err); !rawjson.IsNull(e) {
 			streamErr = inStreamError(rt.ProviderName, e, data)
 			break
@@ -515,8 +518,10 @@ type chunkField struct {
 	ok bool
 }
 
+// read finds the members as it checks that chunk is a well-formed JSON object, in one pass
+// (rawjson.EachValid); an error leaves cf partly filled.
 func (cf *chunkFields) read(chunk []byte) error {
-	return rawjson.Each(chunk, func(key []byte, f rawjson.Field) bool {
+	return rawjson.EachValid(chunk, func(key []byte, f rawjson.Field) {
 		dst := cf.field(key)
 		if dst == nil && bytes.IndexByte(key, '\\') >= 0 {
 			// An escaped key: compare it decoded, as rawjson.Get does.
@@ -527,7 +532,6 @@ func (cf *chunkFields) read(chunk []byte) error {
 		if dst != nil {
 			dst.f, dst.ok = f, true
 		}
-		return true
 	})
 }
 

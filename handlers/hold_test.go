@@ -157,3 +157,25 @@ func TestNeutralRelayFlushesWhatArrivedTogether(t *testing.T) {
 		t.Fatalf("%d flushes for %d upstream reads, want one each:\n%s", w.flushes, len(pieces), out)
 	}
 }
+
+// TestRelayChunkKinds: a relayed chat chunk that is a JSON object is passed on with the
+// gateway's id; one that is not JSON, even after a whole object, is skipped and counted; a
+// JSON value that is not an object is passed on as it came.
+func TestRelayChunkKinds(t *testing.T) {
+	p := newBenchProvider()
+	p.stream = []byte(`data: {"id":"chatcmpl-up1","object":"chat.completion.chunk","created":1,"model":"up-model","choices":[{"index":0,"delta":{"role":"assistant","content":"one"},"finish_reason":null}]}` + "\n\n" +
+		`data: {"id":"chatcmpl-up1","choices":[` + "\n\n" +
+		`data: {"id":"chatcmpl-up1","choices":[]} trailing` + "\n\n" +
+		`data: [1,2]` + "\n\n" +
+		`data: {"id":"chatcmpl-up1","object":"chat.completion.chunk","created":1,"model":"up-model","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}` + "\n\n" +
+		"data: [DONE]\n\n")
+	w := &flushWatch{h: http.Header{}}
+	serveWatched(t, p, "/chat/completions", benchChatBody+`,"stream":true}`, w)
+	out := w.body.String()
+	if strings.Contains(out, "trailing") || strings.Contains(out, `"choices":[`+"\n") || strings.Contains(out, "chatcmpl-up1") {
+		t.Fatalf("a malformed chunk or the upstream's id was passed on:\n%s", out)
+	}
+	if !strings.Contains(out, "data: [1,2]\n\n") || !strings.Contains(out, `"one"`) || !strings.Contains(out, `"skipped_frames":2`) {
+		t.Fatalf("stream:\n%s", out)
+	}
+}

@@ -188,3 +188,75 @@ func skipDigits(data []byte, i int) int {
 	}
 	return i
 }
+
+// EachValid is Each and Valid in one pass over data: it returns nil only when data is a
+// well-formed JSON object (as Valid judges it, white space around it allowed), having called
+// fn for every member in order, with the raw key and its Field as Each gives them. Anything
+// else is ErrMalformed, a valid document that is not an object included (Valid tells the two
+// apart); fn may have been called for the members before the fault, and the caller discards
+// what it saw. An object nested deeper than Valid checks itself is checked by Valid and read
+// by Each, as two passes would.
+func EachValid(data []byte, fn func(key []byte, f Field)) error {
+	v := validator{max: 512}
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return ErrMalformed
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		if skipSpace(data, i+1) != len(data) {
+			return ErrMalformed
+		}
+		return nil
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return ErrMalformed
+		}
+		keyStart := i
+		end, ok := validString(data, i)
+		if !ok {
+			return ErrMalformed
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return ErrMalformed
+		}
+		vs := skipSpace(data, i+1)
+		ve, ok := v.value(data, vs, 1)
+		if !ok {
+			if v.tooDeep {
+				return eachDeep(data, fn)
+			}
+			return ErrMalformed
+		}
+		fn(data[keyStart+1:end-1], Field{KeyStart: keyStart, ValueStart: vs, ValueEnd: ve})
+		i = skipSpace(data, ve)
+		if i >= len(data) {
+			return ErrMalformed
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			if skipSpace(data, i+1) != len(data) {
+				return ErrMalformed
+			}
+			return nil
+		default:
+			return ErrMalformed
+		}
+	}
+}
+
+// eachDeep is EachValid for a document too deep for the validator: Valid (which leaves it
+// to json.Valid), then Each.
+func eachDeep(data []byte, fn func(key []byte, f Field)) error {
+	if !Valid(data) {
+		return ErrMalformed
+	}
+	return Each(data, func(key []byte, f Field) bool {
+		fn(key, f)
+		return true
+	})
+}

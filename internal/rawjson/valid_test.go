@@ -37,3 +37,77 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+var eachValidSeeds = append([]string{
+	`{"id":"c1","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}`, ` { } `, `{}x`, `{"a":1}}`,
+	`{"a\"b":1,"c":"\u00e9"}`, `{"a":1,"a":2}`, `{"a":"\x"}`, "{\"a\":\"\x01\"}", `{"a":[1,2}`, `{1:2}`, `{"a":}`,
+}, validSeeds...)
+
+// checkEachValid holds EachValid to Valid and Each: nil exactly for a valid object, and
+// then the members Each gives.
+func checkEachValid(t *testing.T, data []byte) {
+	t.Helper()
+	type member struct {
+		key string
+		f   Field
+	}
+	var got, want []member
+	err := EachValid(data, func(key []byte, f Field) { got = append(got, member{string(key), f}) })
+	i := skipSpace(data, 0)
+	isObject := Valid(data) && i < len(data) && data[i] == '{'
+	if (err == nil) != isObject {
+		t.Fatalf("EachValid(%q) = %v; Valid %v, an object %v", data, err, Valid(data), isObject)
+	}
+	if err != nil {
+		return
+	}
+	if err := Each(data, func(key []byte, f Field) bool { want = append(want, member{string(key), f}); return true }); err != nil {
+		t.Fatalf("Each(%q) = %v on a valid object", data, err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("EachValid(%q) gave %v, Each %v", data, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("EachValid(%q) gave %v, Each %v", data, got, want)
+		}
+	}
+}
+
+func TestEachValid(t *testing.T) {
+	for _, s := range eachValidSeeds {
+		checkEachValid(t, []byte(s))
+	}
+	deep := `{"a":` + strings.Repeat(`[`, 600) + strings.Repeat(`]`, 600) + `,"b":2}`
+	checkEachValid(t, []byte(deep))
+	checkEachValid(t, []byte(deep[:len(deep)-1]))
+}
+
+func FuzzEachValid(f *testing.F) {
+	for _, s := range eachValidSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkEachValid(t, data) })
+}
+
+// BenchmarkEachValid: a chat chunk checked and read in one pass, against Valid then Each.
+func BenchmarkEachValid(b *testing.B) {
+	chunk := []byte(`{"id":"chatcmpl-AbCdEf0123456789","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0123456789","choices":[{"index":0,"delta":{"content":" the quick brown fox"},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	var n int
+	count := func(key []byte, f Field) { n += f.ValueEnd - f.ValueStart }
+	b.Run("two_passes", func(b *testing.B) {
+		for b.Loop() {
+			if !Valid(chunk) {
+				b.Fatal("invalid")
+			}
+			_ = Each(chunk, func(key []byte, f Field) bool { count(key, f); return true })
+		}
+	})
+	b.Run("one_pass", func(b *testing.B) {
+		for b.Loop() {
+			if EachValid(chunk, count) != nil {
+				b.Fatal("invalid")
+			}
+		}
+	})
+}
