@@ -209,7 +209,7 @@ func EachValid(data []byte, fn func(key []byte, f Field)) error {
 		}
 		return nil
 	}
-	for {
+	for reported := 0; ; reported++ {
 		if i >= len(data) || data[i] != '"' {
 			return ErrMalformed
 		}
@@ -226,7 +226,7 @@ func EachValid(data []byte, fn func(key []byte, f Field)) error {
 		ve, ok := v.value(data, vs, 1)
 		if !ok {
 			if v.tooDeep {
-				return eachDeep(data, fn)
+				return eachDeep(data, reported, fn)
 			}
 			return ErrMalformed
 		}
@@ -250,13 +250,17 @@ func EachValid(data []byte, fn func(key []byte, f Field)) error {
 }
 
 // eachDeep is EachValid for a document too deep for the validator: Valid (which leaves it
-// to json.Valid), then Each.
-func eachDeep(data []byte, fn func(key []byte, f Field)) error {
+// to json.Valid), then Each for the members after the first reported, which fn has seen.
+func eachDeep(data []byte, reported int, fn func(key []byte, f Field)) error {
 	if !Valid(data) {
 		return ErrMalformed
 	}
+	n := 0
 	return Each(data, func(key []byte, f Field) bool {
-		fn(key, f)
+		if n >= reported {
+			fn(key, f)
+		}
+		n++
 		return true
 	})
 }

@@ -81,6 +81,8 @@ func TestEachValid(t *testing.T) {
 	deep := `{"a":` + strings.Repeat(`[`, 600) + strings.Repeat(`]`, 600) + `,"b":2}`
 	checkEachValid(t, []byte(deep))
 	checkEachValid(t, []byte(deep[:len(deep)-1]))
+	// Members before the deep one are given once, not again by the fallback.
+	checkEachValid(t, []byte(`{"x":1,"y":{"z":2},`+deep[1:]))
 }
 
 func FuzzEachValid(f *testing.F) {
