@@ -112,15 +112,27 @@ func TestRelayFlushesWhatArrivedTogether(t *testing.T) {
 	w := &flushWatch{h: http.Header{}}
 	p := &piecesProvider{body: func() io.ReadCloser { return &piecesBody{t: t, w: w, pieces: pieces} }}
 	serveWatched(t, p, "/chat/completions", `{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Count."}]}`, w)
+	checkOneFlushPerRead(t, w, len(pieces), `"three"`, `"cost_lines"`)
+}
+
+// checkOneFlushPerRead fails unless the stream w got holds every want, ends with [DONE], was
+// flushed to its last byte, and took one flush per upstream read.
+func checkOneFlushPerRead(t *testing.T, w *flushWatch, reads int, wants ...string) {
+	t.Helper()
 	out := w.body.String()
-	if !strings.Contains(out, `"three"`) || !strings.Contains(out, `"cost_lines"`) || !strings.HasSuffix(out, "data: [DONE]\n\n") {
-		t.Fatalf("stream:\n%s", out)
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Fatalf("stream lacks %s:\n%s", want, out)
+		}
+	}
+	if !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Fatalf("stream did not end with [DONE]:\n%s", out)
 	}
 	if w.flushedN != w.body.Len() {
 		t.Fatalf("%d bytes never flushed", w.body.Len()-w.flushedN)
 	}
-	if w.flushes != len(pieces) {
-		t.Fatalf("%d flushes for %d upstream reads, want one each:\n%s", w.flushes, len(pieces), out)
+	if w.flushes != reads {
+		t.Fatalf("%d flushes for %d upstream reads, want one each:\n%s", w.flushes, reads, out)
 	}
 }
 
@@ -146,16 +158,7 @@ func TestNeutralRelayFlushesWhatArrivedTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	serveWatched(t, an, "/chat/completions", `{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"Count."}]}`, w)
-	out := w.body.String()
-	if !strings.Contains(out, `"two"`) || !strings.HasSuffix(out, "data: [DONE]\n\n") {
-		t.Fatalf("stream:\n%s", out)
-	}
-	if w.flushedN != w.body.Len() {
-		t.Fatalf("%d bytes never flushed", w.body.Len()-w.flushedN)
-	}
-	if w.flushes != len(pieces) {
-		t.Fatalf("%d flushes for %d upstream reads, want one each:\n%s", w.flushes, len(pieces), out)
-	}
+	checkOneFlushPerRead(t, w, len(pieces), `"two"`)
 }
 
 // TestRelayChunkKinds: a relayed chat chunk that is a JSON object is passed on with the
