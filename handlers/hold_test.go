@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
 )
@@ -180,5 +181,37 @@ func TestRelayChunkKinds(t *testing.T) {
 	}
 	if !strings.Contains(out, "data: [1,2]\n\n") || !strings.Contains(out, `"one"`) || !strings.Contains(out, `"skipped_frames":2`) {
 		t.Fatalf("stream:\n%s", out)
+	}
+}
+
+// TestEventFieldsMatchGet: the Responses relay's one-pass read of an event finds the type
+// and sequence_number rawjson.Get finds (escaped keys, repeated keys, absent members), and
+// fails exactly when the event is not a well-formed JSON object.
+func TestEventFieldsMatchGet(t *testing.T) {
+	for _, data := range []string{
+		`{"type":"response.output_text.delta","sequence_number":7,"delta":"hi"}`,
+		`{"typ\u0065":"response.created","sequence_numbe\u0072":1}`,
+		`{"type":"a","type":"b","sequence_number":1,"sequence_number":2}`,
+		`{"delta":"no type"}`,
+		`{"type":"x","sequence_number":3} trailing`,
+		`{"type":"x",`,
+		`[1,2]`,
+		`"type"`,
+		`{"ty\"pe":"q","sequence_number":"not a number"}`,
+	} {
+		var ef eventFields
+		err := ef.read([]byte(data))
+		isObject := rawjson.Valid([]byte(data)) && strings.HasPrefix(data, "{")
+		if (err == nil) != isObject {
+			t.Fatalf("%s: read %v, a valid object %v", data, err, isObject)
+		}
+		if err != nil {
+			continue
+		}
+		typ, _ := rawjson.Get([]byte(data), "type")
+		seq, _ := rawjson.Get([]byte(data), "sequence_number")
+		if string(ef.typ) != string(typ) || string(ef.seq) != string(seq) {
+			t.Fatalf("%s: read type %s, sequence %s; Get %s, %s", data, ef.typ, ef.seq, typ, seq)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -165,16 +166,20 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		if c.firstByte.IsZero() {
 			c.firstByte = c.g.Now()
 		}
-		if !rawjson.Valid(data) {
-			c.skippedFrames++
-			continue
+		var ef eventFields
+		if ef.read(data) != nil {
+			if !rawjson.Valid(data) {
+				c.skippedFrames++
+				continue
+			}
+			ef = eventFields{} // a JSON value that is not an object has no members
 		}
 		name := ev.Name
-		if t, _ := rawjson.Get(data, "type"); t != nil && name == "" {
-			name, _ = rawjson.String(t)
+		if ef.typ != nil && name == "" {
+			name, _ = rawjson.String(ef.typ)
 		}
-		if seq, _ := rawjson.Get(data, "sequence_number"); seq != nil {
-			if n, err := strconv.Atoi(string(seq)); err == nil {
+		if ef.seq != nil {
+			if n, err := strconv.Atoi(string(ef.seq)); err == nil {
 				lastSeq = n
 			}
 		}
@@ -267,4 +272,33 @@ func (s *responsesTailSink) finish(*call) []frame          { return []frame{done
 func (s *responsesTailSink) fail(ue *providers.UpstreamError) []frame {
 	b, _ := json.Marshal(map[string]any{"type": "error", "code": inBandCode(ue), "message": "the answer was interrupted: " + upstreamMessage(ue), "param": nil, "sequence_number": s.seq + 1})
 	return []frame{{event: "error", data: b}}
+}
+
+// eventFields are the members of a Responses stream event the relay reads, found as the
+// event is checked, in one pass (rawjson.EachValid): its raw type and sequence_number, as
+// rawjson.Get finds them (escaped keys decoded, the last of a repeated key).
+type eventFields struct {
+	typ, seq []byte
+}
+
+func (ef *eventFields) read(data []byte) error {
+	return rawjson.EachValid(data, func(key []byte, f rawjson.Field) {
+		ef.set(key, data[f.ValueStart:f.ValueEnd])
+	})
+}
+
+func (ef *eventFields) set(key, v []byte) {
+	if bytes.IndexByte(key, '\\') >= 0 {
+		s, ok := rawjson.String(append(append([]byte{'"'}, key...), '"'))
+		if !ok {
+			return
+		}
+		key = []byte(s)
+	}
+	switch string(key) {
+	case "type":
+		ef.typ = v
+	case "sequence_number":
+		ef.seq = v
+	}
 }
