@@ -522,15 +522,11 @@ type chunkField struct {
 // (rawjson.EachValid); an error leaves cf partly filled.
 func (cf *chunkFields) read(chunk []byte) error {
 	return rawjson.EachValid(chunk, func(key []byte, f rawjson.Field) {
-		dst := cf.field(key)
-		if dst == nil && bytes.IndexByte(key, '\\') >= 0 {
-			// An escaped key: compare it decoded, as rawjson.Get does.
-			if s, ok := rawjson.String(append(append([]byte{'"'}, key...), '"')); ok {
-				dst = cf.field([]byte(s))
+		// An escaped key compares decoded, as rawjson.Get does.
+		if k, ok := rawjson.Key(key); ok {
+			if dst := cf.field(k); dst != nil {
+				dst.f, dst.ok = f, true
 			}
-		}
-		if dst != nil {
-			dst.f, dst.ok = f, true
 		}
 	})
 }

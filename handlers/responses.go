@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -287,13 +286,10 @@ func (ef *eventFields) read(data []byte) error {
 	})
 }
 
-func (ef *eventFields) set(key, v []byte) {
-	if bytes.IndexByte(key, '\\') >= 0 {
-		s, ok := rawjson.String(append(append([]byte{'"'}, key...), '"'))
-		if !ok {
-			return
-		}
-		key = []byte(s)
+func (ef *eventFields) set(raw, v []byte) {
+	key, ok := rawjson.Key(raw)
+	if !ok {
+		return
 	}
 	switch string(key) {
 	case "type":

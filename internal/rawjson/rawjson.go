@@ -278,11 +278,19 @@ func Bool(raw []byte) (v bool, ok bool) {
 }
 
 func keyEquals(raw []byte, key string) bool {
+	k, ok := Key(raw)
+	return ok && string(k) == key
+}
+
+// Key is a member's raw key (still escaped, as Each and EachValid give it) as it compares:
+// raw itself when it holds no escape, decoded by String otherwise; false for a key String
+// cannot decode (only invalid UTF-8 with a bad escape: a key EachValid checked decodes).
+func Key(raw []byte) ([]byte, bool) {
 	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == key
+		return raw, true
 	}
 	s, ok := String(append(append([]byte{'"'}, raw...), '"'))
-	return ok && s == key
+	return []byte(s), ok
 }
 
 func skipSpace(data []byte, i int) int {

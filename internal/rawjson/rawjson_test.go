@@ -95,3 +95,18 @@ func FuzzEdit(f *testing.F) {
 		}
 	})
 }
+
+// Key gives a plain key as it is (no copy) and an escaped one decoded, and refuses one
+// that does not decode (invalid UTF-8 and a bad escape, left to encoding/json).
+func TestKey(t *testing.T) {
+	raw := []byte("usage")
+	if k, ok := Key(raw); !ok || &k[0] != &raw[0] {
+		t.Fatalf("plain key: %q, %v (want the same bytes)", k, ok)
+	}
+	if k, ok := Key([]byte(`us\u0061ge`)); !ok || string(k) != "usage" {
+		t.Fatalf(`us\u0061ge: %q, %v`, k, ok)
+	}
+	if k, ok := Key([]byte("bad\xff\\x")); ok {
+		t.Fatalf("invalid key decoded to %q", k)
+	}
+}
