@@ -384,13 +384,11 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		}
 		var cf chunkFields
 		chunkOK := cf.read(data) == nil
-		if !chunkOK {
-			cf = chunkFields{}
-			if !rawjson.Valid(data) {
-				// One bad frame does not spoil the answer: skip it and note it.
-				c.skippedFrames++
-				continue
-			}
+		if !chunkOK && !rawjson.Valid(data) {
+			// One bad frame does not spoil the answer: skip it and note it. (Valid JSON that
+			// is not an object is relayed as it came, with cf empty.)
+			c.skippedFrames++
+			continue
 		}
 		if e := cf.value(data, cf.err); !rawjson.IsNull(e) {
 			streamErr = inStreamError(rt.ProviderName, e, data)
@@ -519,7 +517,8 @@ type chunkField struct {
 }
 
 // read finds the members as it checks that chunk is a well-formed JSON object, in one pass
-// (rawjson.EachValid); an error leaves cf partly filled.
+// (rawjson.EachValid); malformed JSON may leave cf partly filled, valid JSON that is not an
+// object leaves it empty.
 func (cf *chunkFields) read(chunk []byte) error {
 	return rawjson.EachValid(chunk, func(key []byte, f rawjson.Field) {
 		// An escaped key compares decoded, as rawjson.Get does.

@@ -165,13 +165,10 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		if c.firstByte.IsZero() {
 			c.firstByte = c.g.Now()
 		}
-		var ef eventFields
-		if ef.read(data) != nil {
-			if !rawjson.Valid(data) {
-				c.skippedFrames++
-				continue
-			}
-			ef = eventFields{} // a JSON value that is not an object has no members
+		var ef eventFields // empty for valid JSON that is not an object
+		if ef.read(data) != nil && !rawjson.Valid(data) {
+			c.skippedFrames++
+			continue
 		}
 		name := ev.Name
 		if ef.typ != nil && name == "" {

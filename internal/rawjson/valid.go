@@ -193,8 +193,8 @@ func skipDigits(data []byte, i int) int {
 // well-formed JSON object (as Valid judges it, white space around it allowed), having called
 // fn for every member in order, with the raw key and its Field as Each gives them. Anything
 // else is ErrMalformed, a valid document that is not an object included (Valid tells the two
-// apart); fn may have been called for the members before the fault, and the caller discards
-// what it saw. An object nested deeper than Valid checks itself is checked by Valid and read
+// apart; fn is not called for one). In malformed data fn may have been called for the
+// members before the fault, and the caller discards what it saw. An object nested deeper than Valid checks itself is checked by Valid and read
 // by Each, as two passes would.
 func EachValid(data []byte, fn func(key []byte, f Field)) error {
 	v := validator{max: 512}

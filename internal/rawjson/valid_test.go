@@ -59,6 +59,9 @@ func checkEachValid(t *testing.T, data []byte) {
 		t.Fatalf("EachValid(%q) = %v; Valid %v, an object %v", data, err, Valid(data), isObject)
 	}
 	if err != nil {
+		if Valid(data) && len(got) > 0 {
+			t.Fatalf("EachValid(%q), valid but not an object, gave members %v", data, got)
+		}
 		return
 	}
 	if err := Each(data, func(key []byte, f Field) bool { want = append(want, member{string(key), f}); return true }); err != nil {
