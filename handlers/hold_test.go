@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 )
 
 // flushWatch is a client connection that records what was written and what of it was
@@ -65,16 +65,6 @@ func (b *piecesBody) Read(p []byte) (int, error) {
 
 func (b *piecesBody) Close() error { return nil }
 
-// piecesProvider forwards chat completions with a streamed body that arrives in pieces.
-type piecesProvider struct {
-	benchProvider
-	body func() io.ReadCloser
-}
-
-func (p *piecesProvider) Forward(_ context.Context, req *providers.RawRequest) (*providers.RawResponse, error) {
-	return &providers.RawResponse{Status: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: p.body()}, nil
-}
-
 // piecesTransport answers every request with a body that arrives in pieces.
 type piecesTransport struct{ body func() io.ReadCloser }
 
@@ -94,56 +84,24 @@ func serveWatched(t *testing.T, p providers.Provider, path, body string, w *flus
 	g.ServeHTTP(w, r, path)
 }
 
-// TestRelayFlushesWhatArrivedTogether: a relayed stream reaches the client in one flush per
-// upstream read that brought events (the finish chunk, usage chunk and [DONE] that
-// arrive together leave together, with the gateway's final frames), and every event is
-// flushed before the relay waits for the upstream again (piecesBody checks).
-func TestRelayFlushesWhatArrivedTogether(t *testing.T) {
+// TestRelaysFlushWhatArrivedTogether: every relay, passthrough or through an adapter,
+// reaches the client in one flush per upstream read that brought events (a last content
+// chunk with its finish chunk, usage chunk and [DONE]; an Anthropic message_start with
+// content_block_start and the first delta), the gateway's final frames with the last, and
+// flushes every event before it waits for the upstream again (piecesBody checks).
+func TestRelaysFlushWhatArrivedTogether(t *testing.T) {
 	chunk := func(delta, finish string) string {
 		return fmt.Sprintf(`data: {"id":"chatcmpl-up1","object":"chat.completion.chunk","created":1700000000,"model":"up-model","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`+"\n\n", delta, finish)
 	}
-	pieces := []string{
+	openaiPieces := []string{
 		chunk(`{"role":"assistant","content":"one "}`, "null"),
 		chunk(`{"content":"two "}`, "null"),
-		// The last content chunk comes with the finish, the usage and [DONE].
 		chunk(`{"content":"three"}`, "null") + chunk(`{}`, `"stop"`) +
 			`data: {"id":"chatcmpl-up1","object":"chat.completion.chunk","created":1700000000,"model":"up-model","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}` + "\n\n" +
 			"data: [DONE]\n\n",
 	}
-	w := &flushWatch{h: http.Header{}}
-	p := &piecesProvider{body: func() io.ReadCloser { return &piecesBody{t: t, w: w, pieces: pieces} }}
-	serveWatched(t, p, "/chat/completions", `{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Count."}]}`, w)
-	checkOneFlushPerRead(t, w, len(pieces), `"three"`, `"cost_lines"`)
-}
-
-// checkOneFlushPerRead fails unless the stream w got holds every want, ends with [DONE], was
-// flushed to its last byte, and took one flush per upstream read.
-func checkOneFlushPerRead(t *testing.T, w *flushWatch, reads int, wants ...string) {
-	t.Helper()
-	out := w.body.String()
-	for _, want := range wants {
-		if !strings.Contains(out, want) {
-			t.Fatalf("stream lacks %s:\n%s", want, out)
-		}
-	}
-	if !strings.HasSuffix(out, "data: [DONE]\n\n") {
-		t.Fatalf("stream did not end with [DONE]:\n%s", out)
-	}
-	if w.flushedN != w.body.Len() {
-		t.Fatalf("%d bytes never flushed", w.body.Len()-w.flushedN)
-	}
-	if w.flushes != reads {
-		t.Fatalf("%d flushes for %d upstream reads, want one each:\n%s", w.flushes, reads, out)
-	}
-}
-
-// TestNeutralRelayFlushesWhatArrivedTogether: the same through an adapter, chat
-// completions to an Anthropic-wire upstream: message_start, content_block_start and the
-// first delta arrive together and reach the client as the role and first content chunks
-// in one flush.
-func TestNeutralRelayFlushesWhatArrivedTogether(t *testing.T) {
 	ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
-	pieces := []string{
+	anthropicPieces := []string{
 		ev("message_start", `{"type":"message_start","message":{"id":"msg_up1","type":"message","role":"assistant","model":"up-model","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":12,"output_tokens":1}}}`) +
 			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`) +
 			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"one "}}`),
@@ -152,14 +110,54 @@ func TestNeutralRelayFlushesWhatArrivedTogether(t *testing.T) {
 			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}`) +
 			ev("message_stop", `{"type":"message_stop"}`),
 	}
-	w := &flushWatch{h: http.Header{}}
-	an, err := anthropic.New(anthropic.Config{Name: "bench", BaseURL: "http://upstream.invalid", APIKey: "k",
-		Transport: piecesTransport{body: func() io.ReadCloser { return &piecesBody{t: t, w: w, pieces: pieces} }}})
-	if err != nil {
-		t.Fatal(err)
+	const (
+		chatBody     = `{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Count."}]}`
+		messagesBody = `{"model":"bench-model","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"Count."}]}`
+	)
+	for _, tc := range []struct {
+		name, wire, path, body string
+		wants                  []string
+	}{
+		{"chat passthrough", "openai", "/chat/completions", chatBody, []string{`"three"`, `"cost_lines"`}},
+		{"chat to Anthropic-wire", "anthropic", "/chat/completions", chatBody, []string{`"two"`, `"cost_lines"`}},
+		{"messages to OpenAI-wire", "openai", "/messages", messagesBody, []string{`"three"`, `"cost_lines"`, `{"type":"message_stop"}`}},
+		{"messages passthrough", "anthropic", "/messages", messagesBody, []string{`"two"`, `"cost_lines"`, `{"type":"message_stop"}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &flushWatch{h: http.Header{}}
+			pieces := openaiPieces
+			if tc.wire == "anthropic" {
+				pieces = anthropicPieces
+			}
+			tr := piecesTransport{body: func() io.ReadCloser { return &piecesBody{t: t, w: w, pieces: append([]string(nil), pieces...)} }}
+			var p providers.Provider
+			var err error
+			if tc.wire == "openai" {
+				p, err = openai.New(openai.Config{Name: "bench", BaseURL: "http://upstream.invalid/v1", APIKey: "k", Transport: tr})
+			} else {
+				p, err = anthropic.New(anthropic.Config{Name: "bench", BaseURL: "http://upstream.invalid", APIKey: "k", Transport: tr})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			serveWatched(t, p, tc.path, tc.body, w)
+			out := w.body.String()
+			for _, want := range tc.wants {
+				if !strings.Contains(out, want) {
+					t.Fatalf("stream lacks %s:\n%s", want, out)
+				}
+			}
+			if !strings.HasSuffix(out, "data: [DONE]\n\n") {
+				t.Fatalf("stream did not end with [DONE]:\n%s", out)
+			}
+			if w.flushedN != w.body.Len() {
+				t.Fatalf("%d bytes never flushed", w.body.Len()-w.flushedN)
+			}
+			if w.flushes != len(pieces) {
+				t.Fatalf("%d flushes for %d upstream reads, want one each:\n%s", w.flushes, len(pieces), out)
+			}
+		})
 	}
-	serveWatched(t, an, "/chat/completions", `{"model":"bench-model","stream":true,"messages":[{"role":"user","content":"Count."}]}`, w)
-	checkOneFlushPerRead(t, w, len(pieces), `"two"`)
 }
 
 // TestRelayChunkKinds: a relayed chat chunk that is a JSON object is passed on with the
