@@ -110,9 +110,24 @@ func TestRelaysFlushWhatArrivedTogether(t *testing.T) {
 			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}`) +
 			ev("message_stop", `{"type":"message_stop"}`),
 	}
+	rev := func(seq int, name, body string) string {
+		return fmt.Sprintf("event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", name, name, seq, body)
+	}
+	delta := func(seq int, text string) string {
+		return rev(seq, "response.output_text.delta", fmt.Sprintf(`"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q`, text))
+	}
+	respObj := func(status, usage string) string {
+		return fmt.Sprintf(`"response":{"id":"resp_up","object":"response","created_at":1,"status":%q,"model":"up-model","output":[],"usage":%s}`, status, usage)
+	}
+	responsesPieces := []string{
+		rev(0, "response.created", respObj("in_progress", "null")) + delta(1, "one "),
+		delta(2, "two "),
+		delta(3, "three") + rev(4, "response.completed", respObj("completed", `{"input_tokens":12,"output_tokens":3,"total_tokens":15}`)),
+	}
 	const (
-		chatBody     = `{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Count."}]}`
-		messagesBody = `{"model":"bench-model","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"Count."}]}`
+		chatBody      = `{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Count."}]}`
+		messagesBody  = `{"model":"bench-model","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"Count."}]}`
+		responsesBody = `{"model":"bench-model","stream":true,"input":"Count."}`
 	)
 	for _, tc := range []struct {
 		name, wire, path, body string
@@ -122,19 +137,20 @@ func TestRelaysFlushWhatArrivedTogether(t *testing.T) {
 		{"chat to Anthropic-wire", "anthropic", "/chat/completions", chatBody, []string{`"two"`, `"cost_lines"`}},
 		{"messages to OpenAI-wire", "openai", "/messages", messagesBody, []string{`"three"`, `"cost_lines"`, `{"type":"message_stop"}`}},
 		{"messages passthrough", "anthropic", "/messages", messagesBody, []string{`"two"`, `"cost_lines"`, `{"type":"message_stop"}`}},
+		{"responses passthrough", "responses", "/responses", responsesBody, []string{`"three"`, `"cost_lines"`, `"response.completed"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &flushWatch{h: http.Header{}}
-			pieces := openaiPieces
-			if tc.wire == "anthropic" {
-				pieces = anthropicPieces
-			}
+			pieces := map[string][]string{"openai": openaiPieces, "anthropic": anthropicPieces, "responses": responsesPieces}[tc.wire]
 			tr := piecesTransport{body: func() io.ReadCloser { return &piecesBody{t: t, w: w, pieces: append([]string(nil), pieces...)} }}
 			var p providers.Provider
 			var err error
-			if tc.wire == "openai" {
+			switch tc.wire {
+			case "openai":
 				p, err = openai.New(openai.Config{Name: "bench", BaseURL: "http://upstream.invalid/v1", APIKey: "k", Transport: tr})
-			} else {
+			case "responses":
+				p, err = openai.New(openai.Config{Name: "bench", BaseURL: "http://upstream.invalid/v1", APIKey: "k", Transport: tr, API: "responses"})
+			default:
 				p, err = anthropic.New(anthropic.Config{Name: "bench", BaseURL: "http://upstream.invalid", APIKey: "k", Transport: tr})
 			}
 			if err != nil {

@@ -140,8 +140,8 @@ func responsesFinish(resp []byte) string {
 }
 
 // responsesForwardStream relays an upstream Responses stream. The terminal event
-// (response.completed or response.incomplete) is held until the charge is recorded, then
-// sent with the cost in response.usage.
+// (response.completed or response.incomplete), the format's last, ends the relay; it is held
+// until the charge is recorded, then sent with the cost in response.usage.
 func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, resp *providers.RawResponse) error {
 	defer resp.Body.Close()
 	idle := newIdleTimer(c.g.StreamIdleTimeout, func() { _ = resp.Body.Close() })
@@ -198,13 +198,14 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 				}
 				c.finish = responsesFinish(raw)
 			}
+			// The format's last event: the relay ends here, without waiting for the body's
+			// end, so that what came with it leaves with it.
 			terminal, terminalName = c.setID(data, "response", "id"), name
-			continue
 		case "response.output_text.delta", "response.function_call_arguments.delta", "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 			c.chunks++
 			c.gotToken()
 		}
-		if streamErr != nil {
+		if streamErr != nil || terminal != nil {
 			break
 		}
 		c.relayCommit(out, &rt, began)
