@@ -88,12 +88,34 @@ func (a *arm) newRequest(ctx context.Context, body []byte) *http.Request {
 }
 
 // do sends a non-streamed request and reads the whole answer.
-func (a *arm) do(ctx context.Context, body []byte) error {
+func (a *arm) do(ctx context.Context, body []byte) error { return a.fetch(ctx, body, nil) }
+
+// answerStamps are the fake upstream's stamps read back from a non-streamed answer: when it
+// received the request and when it wrote the answer (zero if the answer had none).
+type answerStamps struct {
+	received, written time.Time
+}
+
+// fetch sends body and reads the whole answer; with st, it keeps the answer to read the
+// upstream's stamps from it into st.
+func (a *arm) fetch(ctx context.Context, body []byte, st *answerStamps) error {
 	resp, err := a.client.Do(a.newRequest(ctx, body))
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(io.Discard, resp.Body)
+	var n int64
+	if st == nil {
+		n, err = io.Copy(io.Discard, resp.Body)
+	} else {
+		b := answerBuf.Get().(*[]byte)
+		buf := bytes.NewBuffer((*b)[:0])
+		n, err = buf.ReadFrom(resp.Body)
+		data := buf.Bytes()
+		st.received, _ = readTagged(data, recvTag)
+		st.written, _ = readTagged(data, writeTag)
+		*b = data
+		answerBuf.Put(b)
+	}
 	_ = resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
 		a.ok200.Add(1)
@@ -294,14 +316,22 @@ type latResult struct {
 	// SchedWaitP99Us is the proxy's p99 wait of a runnable goroutine for a processor over
 	// the measured slots (the runtime's /sched/latencies; a bucket bound, NaN for direct).
 	SchedWaitP99Us num `json:"sched_wait_p99_us"`
-	// slots are the latencies slot by slot, for the pooled comparison (not in the JSON).
-	slots [][]float64
+	// The latency split at the upstream's stamps: ToUpstream from the send to the upstream's
+	// receipt of the request, FromUpstream from the upstream's write of the answer to the end
+	// of its body (what the proxy adds on each way, with the upstream's latency taken out).
+	ToUpstreamP50Us   num `json:"to_upstream_p50_us"`
+	ToUpstreamP99Us   num `json:"to_upstream_p99_us"`
+	FromUpstreamP50Us num `json:"from_upstream_p50_us"`
+	FromUpstreamP99Us num `json:"from_upstream_p99_us"`
+	// slots are the latencies slot by slot, for the pooled comparison (not in the JSON);
+	// toSlots and fromSlots the split's.
+	slots, toSlots, fromSlots [][]float64
 }
 
 // latSamples gathers an arm's fixed-rate latencies, possibly over several slots.
 type latSamples struct {
 	mu            sync.Mutex
-	lat           series
+	lat, to, from series
 	sched         schedHist
 	errs          errorLog
 	dropped, sent atomic.Int64
@@ -313,7 +343,9 @@ func (s *latSamples) result() latResult {
 	return latResult{
 		Sent: s.sent.Load(), P50Us: s.lat.pct(50), P90Us: s.lat.pct(90), P99Us: s.lat.pct(99),
 		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.lat.slots,
-		SchedWaitP99Us: num(s.sched.percentile(99)),
+		SchedWaitP99Us:  num(s.sched.percentile(99)),
+		ToUpstreamP50Us: s.to.pct(50), ToUpstreamP99Us: s.to.pct(99), toSlots: s.to.slots,
+		FromUpstreamP50Us: s.from.pct(50), FromUpstreamP99Us: s.from.pct(99), fromSlots: s.from.slots,
 	}
 }
 
@@ -386,6 +418,8 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 	defer func() {
 		if dur > 0 {
 			s.lat.endSlot()
+			s.to.endSlot()
+			s.from.endSlot()
 			if mem1, ok := memOf(ctx, a.proc); ok {
 				s.sched.add(mem0.Sched, mem1.Sched)
 			}
@@ -409,9 +443,10 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 			defer inFlight.Add(-1)
 			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
+			var st answerStamps
 			t0 := time.Now()
-			err := a.do(rctx, body)
-			d := time.Since(t0)
+			err := a.fetch(rctx, body, &st)
+			t1 := time.Now()
 			if !measured {
 				return
 			}
@@ -420,7 +455,11 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 				return
 			}
 			s.mu.Lock()
-			s.lat.add(micros(d))
+			s.lat.add(micros(t1.Sub(t0)))
+			if !st.received.IsZero() && !st.written.IsZero() {
+				s.to.add(micros(st.received.Sub(t0)))
+				s.from.add(micros(t1.Sub(st.written)))
+			}
 			s.mu.Unlock()
 		}()
 	}

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"net"
 	"net/http"
@@ -206,15 +206,32 @@ func TestStamps(t *testing.T) {
 		if stamped != 3 {
 			t.Errorf("%s: %d stamped frames, want one per content chunk (3)", format, stamped)
 		}
-		if plain := u.frames(answerKey{format: format, n: 3}).frames[0]; bytes.Contains(plain, []byte("@")) {
-			t.Errorf("%s: a non-streamed answer carries stamps: %s", format, plain)
+		plain := u.frames(answerKey{format: format, n: 3})
+		b := plain.frames[0]
+		if _, ok := readStamp(b); ok {
+			t.Errorf("%s: a content stamp read from a non-streamed answer: %s", format, b)
+		}
+		if _, ok := readTagged(b, recvTag); ok {
+			t.Errorf("%s: the rendered answer's zero stamp read as a time: %s", format, b)
+		}
+		b = slices.Clone(b)
+		putStamp(b[plain.recvAt:], when)
+		putStamp(b[plain.writeAt:], when.Add(time.Millisecond))
+		if !json.Valid(b) {
+			t.Errorf("%s: the stamped answer is not JSON: %s", format, b)
+		}
+		if got, ok := readTagged(b, recvTag); !ok || !got.Equal(when) {
+			t.Errorf("%s: receipt stamp %v, %v; want %v", format, got, ok, when)
+		}
+		if got, ok := readTagged(b, writeTag); !ok || !got.Equal(when.Add(time.Millisecond)) {
+			t.Errorf("%s: write stamp %v, %v; want %v", format, got, ok, when.Add(time.Millisecond))
 		}
 	}
 	// As the gateway passes a piece on in the other format.
 	if got, ok := readStamp([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"~t12@1795000000123456789 "}}`)); !ok || !got.Equal(when) {
 		t.Errorf("translated: read %v, %v", got, ok)
 	}
-	for _, bad := range []string{`"~t1 "`, `"~t1@00000000000000000000 "`, `"~t1@17950000001234 "`, `"~t1@179500000012345678x "`} {
+	for _, bad := range []string{`"~t1 "`, `"~t1 ~r@1795000000123456789 "`, `"~t@1795000000123456789 "`, `"~t1@00000000000000000000 "`, `"~t1@17950000001234 "`, `"~t1@179500000012345678x "`} {
 		if got, ok := readStamp([]byte(bad)); ok {
 			t.Errorf("readStamp(%s) = %v, want none", bad, got)
 		}
@@ -246,5 +263,22 @@ func TestFixedRateSlots(t *testing.T) {
 	}
 	if total != len(s.lat.all) || int64(total) != r.Sent {
 		t.Errorf("slots hold %d samples, the arm %d, sent %d", total, len(s.lat.all), r.Sent)
+	}
+	// The split: a pair of samples for every latency, each part within it.
+	if len(s.to.all) != total || len(s.from.all) != total || len(r.toSlots) != 2 || len(r.fromSlots) != 2 {
+		t.Fatalf("split: %d and %d samples in %d and %d slots; want %d in 2", len(s.to.all), len(s.from.all), len(r.toSlots), len(r.fromSlots), total)
+	}
+	// Per request, there and back add up to the latency less the upstream's own time, so
+	// their means do too.
+	mean := func(xs []float64) float64 {
+		var sum float64
+		for _, x := range xs {
+			sum += x
+		}
+		return sum / float64(len(xs))
+	}
+	to, from, lat := mean(s.to.all), mean(s.from.all), mean(s.lat.all)
+	if to <= 0 || from <= 0 || to+from > lat {
+		t.Errorf("split: %.0f µs there and %.0f back on average, of a latency of %.0f µs", to, from, lat)
 	}
 }

@@ -79,6 +79,8 @@ func percentileDef(key, test string, pct float64, title string, value func(round
 
 // The slots of each kind of sample, for percentileDef.
 func latencySlots(r roundResult) [][]float64 { return r.Latency.slots }
+func toUpSlots(r roundResult) [][]float64    { return r.Latency.toSlots }
+func fromUpSlots(r roundResult) [][]float64  { return r.Latency.fromSlots }
 func ttfbSlots(r roundResult) [][]float64    { return r.Streams.ttfbSlots }
 func gapSlots(r roundResult) [][]float64     { return r.Streams.gapSlots }
 func upGapSlots(r roundResult) [][]float64   { return r.Streams.upGapSlots }
@@ -194,6 +196,14 @@ func (rep *report) figureDefs() []figureDef {
 			func(r roundResult) num { return r.Latency.P90Us }, latencySlots, nil),
 		percentileDef("latency_p99", "latency", 99, fmt.Sprintf("Latency p99 at %d rps", c.Rate),
 			func(r roundResult) num { return r.Latency.P99Us }, latencySlots, gatewayLimit(atMost, 200)),
+		percentileDef("to_upstream_p50", "latency", 50, "Latency split p50, the way to the upstream: from the send to the upstream's receipt of the request (its stamp)",
+			func(r roundResult) num { return r.Latency.ToUpstreamP50Us }, toUpSlots, nil),
+		percentileDef("from_upstream_p50", "latency", 50, "Latency split p50, the way back: from the upstream's write of the answer (its stamp) to the end of the body",
+			func(r roundResult) num { return r.Latency.FromUpstreamP50Us }, fromUpSlots, nil),
+		percentileDef("to_upstream_p99", "latency", 99, "Latency split p99, the way to the upstream",
+			func(r roundResult) num { return r.Latency.ToUpstreamP99Us }, toUpSlots, nil),
+		percentileDef("from_upstream_p99", "latency", 99, "Latency split p99, the way back",
+			func(r roundResult) num { return r.Latency.FromUpstreamP99Us }, fromUpSlots, nil),
 		{key: "sched_wait_p99", test: "latency", unit: "µs", compare: byAdded, proxiesOnly: true,
 			title: "Scheduling wait p99 of the proxy process at the fixed rate: how long a runnable goroutine waited for a processor (the Go runtime's /sched/latencies, a bucket's upper bound)",
 			value: func(r roundResult) float64 { return float64(r.Latency.SchedWaitP99Us) }},

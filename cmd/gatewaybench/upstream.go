@@ -167,19 +167,48 @@ func putStamp(b []byte, t time.Time) {
 	}
 }
 
-// readStamp returns the stamp of a content chunk's text, and false if it has none (a
-// non-streamed piece, or a zero stamp).
+// readStamp returns the stamp of a content chunk's text ("~t", the piece's number, "@" and
+// the digits), and false if it has none (a zero stamp, or a piece without one).
 func readStamp(data []byte) (time.Time, bool) {
 	i := bytes.Index(data, []byte("~t"))
 	if i < 0 {
 		return time.Time{}, false
 	}
-	j := bytes.IndexByte(data[i:], '@')
-	if j < 0 || len(data) < i+j+1+stampDigits {
+	j := i + 2
+	for j < len(data) && data[j] >= '0' && data[j] <= '9' {
+		j++
+	}
+	if j == i+2 || j >= len(data) || data[j] != '@' {
+		return time.Time{}, false
+	}
+	return stampAt(data, j+1)
+}
+
+// A non-streamed answer carries two stamps after its pieces: when the upstream received the
+// request (recvTag) and when it wrote the answer (writeTag). The load generator reads them
+// back to split a request's latency into its way to the upstream and its way back.
+const (
+	recvTag  = "~r@"
+	writeTag = "~w@"
+)
+
+// readTagged returns the stamp that follows tag in data, and false if there is none.
+func readTagged(data []byte, tag string) (time.Time, bool) {
+	i := bytes.Index(data, []byte(tag))
+	if i < 0 {
+		return time.Time{}, false
+	}
+	return stampAt(data, i+len(tag))
+}
+
+// stampAt reads the stampDigits digits at data[at:] as Unix nanoseconds; false if they are
+// not all there, not all digits, or zero.
+func stampAt(data []byte, at int) (time.Time, bool) {
+	if len(data) < at+stampDigits {
 		return time.Time{}, false
 	}
 	var n int64
-	for _, c := range data[i+j+1 : i+j+1+stampDigits] {
+	for _, c := range data[at : at+stampDigits] {
 		if c < '0' || c > '9' {
 			return time.Time{}, false
 		}
@@ -191,10 +220,12 @@ func readStamp(data []byte) (time.Time, bool) {
 	return time.Unix(0, n), true
 }
 
-// rendered is an answer's frames and, for each, the offset of its stamp's digits (-1: none).
+// rendered is an answer's frames and, for each, the offset of its stamp's digits (-1: none);
+// for a non-streamed answer, recvAt and writeAt are the offsets of its two stamps' digits.
 type rendered struct {
-	frames  [][]byte
-	stampAt []int
+	frames          [][]byte
+	stampAt         []int
+	recvAt, writeAt int
 }
 
 // frames renders an answer: one element for a JSON body, one per SSE event for a stream,
@@ -208,6 +239,10 @@ func (u *fakeUpstream) frames(k answerKey) rendered {
 	var text strings.Builder
 	for i := 0; i < k.n; i++ {
 		text.WriteString(piece(i, false))
+	}
+	zeros := strings.Repeat("0", stampDigits)
+	if !k.stream {
+		text.WriteString(recvTag + zeros + " " + writeTag + zeros + " ")
 	}
 	const promptTokens = 24
 	switch {
@@ -243,10 +278,14 @@ func (u *fakeUpstream) frames(k answerKey) rendered {
 			fmt.Appendf(nil, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":%d}}\n\n", k.n),
 			[]byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
 	}
-	r := rendered{frames: out, stampAt: make([]int, len(out))}
+	r := rendered{frames: out, stampAt: make([]int, len(out)), recvAt: -1, writeAt: -1}
+	if !k.stream {
+		r.recvAt = bytes.Index(out[0], []byte(recvTag+zeros)) + len(recvTag)
+		r.writeAt = bytes.Index(out[0], []byte(writeTag+zeros)) + len(writeTag)
+	}
 	for i, f := range out {
 		r.stampAt[i] = -1
-		if at := bytes.Index(f, []byte("@"+strings.Repeat("0", stampDigits))); at >= 0 {
+		if at := bytes.Index(f, []byte("@"+zeros)); at >= 0 && k.stream {
 			r.stampAt[i] = at + 1
 		}
 	}
@@ -256,6 +295,7 @@ func (u *fakeUpstream) frames(k answerKey) rendered {
 
 func (u *fakeUpstream) serve(format string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		received := time.Now()
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
 			http.Error(w, "reading the body", http.StatusBadRequest)
@@ -272,7 +312,12 @@ func (u *fakeUpstream) serve(format string) http.HandlerFunc {
 			h := w.Header()
 			h.Set("Content-Type", "application/json")
 			h.Set("Content-Length", strconv.Itoa(len(frames.frames[0])))
-			_, _ = w.Write(frames.frames[0])
+			b := answerBuf.Get().(*[]byte)
+			*b = append((*b)[:0], frames.frames[0]...)
+			putStamp((*b)[frames.recvAt:], received)
+			putStamp((*b)[frames.writeAt:], time.Now())
+			_, _ = w.Write(*b)
+			answerBuf.Put(b)
 			return
 		}
 		h := w.Header()
@@ -322,6 +367,9 @@ func (u *fakeUpstream) serve(format string) http.HandlerFunc {
 		}
 	}
 }
+
+// answerBuf holds a non-streamed answer while its stamps are written.
+var answerBuf = sync.Pool{New: func() any { return new([]byte) }}
 
 // sleepCtx waits d unless ctx ends first; it reports whether the wait was complete.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
