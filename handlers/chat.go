@@ -564,9 +564,36 @@ func choicesFinishReason(choices []byte) string {
 	return decodeFinishReason(choices)
 }
 
-// decodeFinishReason decodes the choices array; apart from choicesFinishReason so that the
-// decoding target is only allocated for the chunks that need it.
+// decodeFinishReason is the first non-empty finish_reason of the choices array (well-formed
+// JSON, a chunk EachValid checked), as encoding/json would decode it into a slice of structs
+// with that one field: "" when it would fail (an element not an object, a finish_reason not
+// a string). The usual array is read in place; keys it cannot match by their exact bytes
+// (escapes, upper case: encoding/json matches them case-insensitively), a repeated key, and
+// anything it would not decode go to encoding/json.
 func decodeFinishReason(choices []byte) string {
+	found := ""
+	ok := true
+	err := rawjson.EachElement(choices, func(elem []byte) bool {
+		var fr string // null and "" alike are no finish reason
+		ok = rawjson.DecodeFields(elem, func(k, v []byte) (known, ok bool) {
+			if string(k) != "finish_reason" {
+				return false, true
+			}
+			return true, rawjson.DecodeString(v, &fr)
+		})
+		if ok && found == "" {
+			found = fr
+		}
+		return ok
+	})
+	if ok && err == nil {
+		return found
+	}
+	return decodeFinishReasonJSON(choices)
+}
+
+// decodeFinishReasonJSON is decodeFinishReason through encoding/json.
+func decodeFinishReasonJSON(choices []byte) string {
 	var v []struct {
 		FinishReason *string `json:"finish_reason"`
 	}
