@@ -13,14 +13,9 @@ type chatSurface struct {
 
 func (s chatSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	resp.Model = model
-	// Encoded into a pooled buffer too: it is garbage once decorated into dst.
-	tmp := answerBufs.get()
-	data, err := openai.AppendChatResponse((*tmp)[:0], resp, c.genID, c.start.Unix())
-	defer answerBufs.put(tmp, data)
-	if err != nil {
-		return nil, err
-	}
-	return c.appendDecorated(dst, data, "id", "usage", openai.AppendChatUsage)
+	return c.appendAnswer(dst, "id", openai.AppendChatUsage, func(dst []byte, add providers.Additions) ([]byte, bool, error) {
+		return openai.AppendChatResponseWith(dst, resp, c.genID, c.start.Unix(), add)
+	})
 }
 
 func (s chatSurface) sink(c *call, model string) streamSink {

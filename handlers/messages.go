@@ -29,14 +29,9 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, caller *Calle
 type anthropicSurface struct{}
 
 func (anthropicSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
-	// Encoded into a pooled buffer too: it is garbage once decorated into dst.
-	tmp := answerBufs.get()
-	data, err := anthropic.AppendResponse((*tmp)[:0], resp, c.genID, model)
-	defer answerBufs.put(tmp, data)
-	if err != nil {
-		return nil, err
-	}
-	return c.appendDecorated(dst, data, "", "usage", anthropic.AppendUsage)
+	return c.appendAnswer(dst, "", anthropic.AppendUsage, func(dst []byte, add providers.Additions) ([]byte, bool, error) {
+		return anthropic.AppendResponseWith(dst, resp, c.genID, model, add)
+	})
 }
 
 func (anthropicSurface) sink(c *call, model string) streamSink {

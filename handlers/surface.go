@@ -264,6 +264,41 @@ func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback
 	return out, err
 }
 
+// appendAdditions appends to b what appendDecorated adds to an answer (the cost members of
+// its usage object, then meta when asked) as members for an encoder to write in
+// (providers.Additions); they live in b.
+func (c *call) appendAdditions(b []byte) ([]byte, providers.Additions) {
+	lines, total := c.cost()
+	b = pricing.AppendUSD(append(b, `"cost":`...), total)
+	b = strconv.AppendInt(append(b, `,"cost_nanos":`...), total, 10)
+	b = store.AppendCostLinesJSON(append(b, `,"cost_lines":`...), nonNilLines(lines))
+	usageEnd := len(b)
+	if c.wantMeta {
+		b = c.appendMeta(append(b, `"meta":`...))
+	}
+	return b, providers.Additions{Usage: b[:usageEnd], Top: b[usageEnd:]}
+}
+
+// appendAnswer appends the neutral answer to dst as encode writes it, decorated: the cost and
+// meta written in by encode itself when it can (added), otherwise by appendDecorated reading
+// the encoded answer back.
+func (c *call) appendAnswer(dst []byte, idKey string, fallback usageEncoder, encode func(dst []byte, add providers.Additions) (b []byte, added bool, err error)) ([]byte, error) {
+	scratch := decorationBufs.get()
+	b, add := c.appendAdditions((*scratch)[:0])
+	out, added, err := encode(dst, add)
+	decorationBufs.put(scratch, b)
+	if err != nil {
+		return nil, err
+	}
+	if added {
+		return out, nil
+	}
+	tmp := answerBufs.get()
+	data := append((*tmp)[:0], out[len(dst):]...)
+	defer answerBufs.put(tmp, data)
+	return c.appendDecorated(dst, data, idKey, "usage", fallback)
+}
+
 // setID replaces a string field (the answer's id) with the generation id.
 func (c *call) setID(obj []byte, path ...string) []byte {
 	quoted := rawjson.AppendStringLikeMarshal(nil, c.genID)

@@ -2,12 +2,17 @@ package handlers
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
 	"github.com/modelgateway/caddy-modelgateway/providers/openai"
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // TestDecoratedUsageFallback: an answer that came without usage gets the call's, in the
@@ -67,5 +72,72 @@ func TestAppendDecoratedAllocatesNothing(t *testing.T) {
 	}
 	if allocs > limit {
 		t.Fatalf("%.2f allocations per decorated answer, want none", allocs)
+	}
+}
+
+// TestAnswerAdditionsMatchDecoration: a neutral answer encoded with its cost and meta written
+// in is, byte for byte, what decorating the plain encoding (reading it back) gives, on both
+// surfaces, with and without meta, for text and for tool calls; and an answer an encoder
+// wrote without them is decorated all the same.
+func TestAnswerAdditionsMatchDecoration(t *testing.T) {
+	clock := time.Unix(1_790_000_000, 0)
+	g := &Gateway{Now: func() time.Time { return clock }}
+	var price pricing.Price
+	price.Input, _ = pricing.ParseUSD("3.00")
+	price.Output, _ = pricing.ParseUSD("15.00")
+	rt := &Route{ProviderName: "an", UpstreamModel: "up-model", Price: price}
+	resps := map[string]providers.Response{
+		"text":  {ID: "up_1", Text: "Hello \"there\"\n", FinishReason: providers.FinishStop, Usage: providers.Usage{Input: 12, CacheRead: 3, Output: 7, Reasoning: 2}},
+		"tools": {ID: "up_2", ToolCalls: []providers.ToolCall{{ID: "call_1", Name: "get", Arguments: `{"city":"Paris"}`}}, FinishReason: providers.FinishToolCalls, Usage: providers.Usage{Input: 40, Output: 9}},
+		"empty": {ID: "up_3", FinishReason: providers.FinishLength},
+	}
+	surfaces := map[string]struct {
+		idKey string
+		usage usageEncoder
+		plain func(*call, *providers.Response) ([]byte, error)
+		enc   neutralSurface
+	}{
+		"chat": {"id", openai.AppendChatUsage, func(c *call, r *providers.Response) ([]byte, error) {
+			return openai.AppendChatResponse(nil, r, c.genID, c.start.Unix())
+		}, chatSurface{}},
+		"messages": {"", anthropic.AppendUsage, func(c *call, r *providers.Response) ([]byte, error) {
+			return anthropic.AppendResponse(nil, r, c.genID, "bench-an")
+		}, anthropicSurface{}},
+	}
+	for sname, sf := range surfaces {
+		for rname, resp := range resps {
+			for _, meta := range []bool{false, true} {
+				c := &call{g: g, genID: "gen_1", start: clock.Add(-1500 * time.Millisecond), route: rt, model: &Model{Name: "bench-an"},
+					usage: resp.Usage, wantMeta: meta, firstByte: clock.Add(-time.Second), attempts: []store.Attempt{{Provider: "an", Status: 200}}}
+				r := resp
+				got, err := sf.enc.response([]byte("prefix"), c, &r, "bench-an")
+				if err != nil {
+					t.Fatalf("%s %s meta=%v: %v", sname, rname, meta, err)
+				}
+				r = resp
+				r.Model = "bench-an"
+				plain, err := sf.plain(c, &r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := c.appendDecorated([]byte("prefix"), plain, sf.idKey, "usage", sf.usage)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s %s meta=%v:\n got %s\nwant %s", sname, rname, meta, got, want)
+				}
+				if !json.Valid(got[len("prefix"):]) || !bytes.Contains(got, []byte(`"cost_nanos":`)) || bytes.Contains(got, []byte(`"meta":`)) != meta {
+					t.Errorf("%s %s meta=%v: %s", sname, rname, meta, got)
+				}
+				// An encoder that could not write the additions in (the slow one).
+				without, err := c.appendAnswer([]byte("prefix"), sf.idKey, sf.usage, func(dst []byte, _ providers.Additions) ([]byte, bool, error) {
+					return append(dst, plain...), false, nil
+				})
+				if err != nil || !bytes.Equal(without, want) {
+					t.Errorf("%s %s meta=%v, written without additions:\n got %s, %v\nwant %s", sname, rname, meta, without, err, want)
+				}
+			}
+		}
 	}
 }

@@ -188,6 +188,16 @@ type Response struct {
 	Usage        Usage
 }
 
+// Additions are members a caller adds to an answer an encoder writes (AppendChatResponseWith
+// of the openai package, AppendResponseWith of the anthropic one): raw JSON members, each
+// "key":value, comma-separated, with no leading or trailing comma, whose keys the encoder
+// does not write itself. Usage goes at the end of the answer's usage object, Top at the end
+// of the answer. The gateway adds its cost and meta this way to the answers it encodes,
+// rather than reading each answer back to add them.
+type Additions struct {
+	Usage, Top []byte
+}
+
 // Usage counts tokens in five disjoint counters, so that each token is counted once:
 // the prompt is Input + CacheRead + CacheWrite, the completion is Output + Reasoning.
 type Usage struct {

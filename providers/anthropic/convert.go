@@ -1084,6 +1084,14 @@ func EncodeResponse(resp *providers.Response, id, model string) ([]byte, error) 
 // AppendResponse appends what EncodeResponse returns to dst, so that a caller can encode
 // into a buffer it reuses.
 func AppendResponse(dst []byte, resp *providers.Response, id, model string) ([]byte, error) {
+	b, _, err := AppendResponseWith(dst, resp, id, model, providers.Additions{})
+	return b, err
+}
+
+// AppendResponseWith is AppendResponse with add's members at the end of the usage object and
+// of the message; added reports whether they are there (false only for a message the fast
+// encoder cannot write, which is then written without them).
+func AppendResponseWith(dst []byte, resp *providers.Response, id, model string, add providers.Additions) (b []byte, added bool, err error) {
 	if id == "" {
 		id = resp.ID
 	}
@@ -1114,11 +1122,12 @@ func AppendResponse(dst []byte, resp *providers.Response, id, model string) ([]b
 		Content:    content,
 		StopReason: &stop,
 		Usage:      EncodeUsage(resp.Usage),
+		add:        add,
 	}
 	if stop == "stop_sequence" {
 		m.StopSequence = &resp.StopSequence
 	}
-	return appendMarshalMessage(dst, &m)
+	return appendMarshalMessageWith(dst, &m)
 }
 
 // FinishReason maps an Anthropic stop_reason to the neutral finish reason: end_turn and

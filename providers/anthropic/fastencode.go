@@ -185,6 +185,20 @@ func appendMessage(b []byte, m *Message) ([]byte, bool) {
 	if b, ok = rawjson.AppendRawLikeMarshal(b, m.Usage); !ok {
 		return b[:start], false
 	}
+	if len(m.add.Usage) > 0 {
+		// Into the usage object: it must be one, and it ends the buffer.
+		if b[len(b)-1] != '}' {
+			return b[:start], false
+		}
+		b = b[:len(b)-1]
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(append(b, m.add.Usage...), '}')
+	}
+	if len(m.add.Top) > 0 {
+		b = append(append(b, ','), m.add.Top...)
+	}
 	return append(b, '}'), true
 }
 
@@ -269,7 +283,7 @@ func requestSize(r *MessagesRequest) int {
 }
 
 func messageSize(m *Message) int {
-	return 160 + len(m.ID) + len(m.Model) + len(m.Usage) + blocksSize(m.Content)
+	return 160 + len(m.ID) + len(m.Model) + len(m.Usage) + len(m.add.Usage) + len(m.add.Top) + blocksSize(m.Content)
 }
 
 func blocksSize(blocks []ContentBlock) int {
@@ -306,12 +320,19 @@ func marshalMessage(m *Message) ([]byte, error) { return appendMarshalMessage(ni
 
 // appendMarshalMessage appends what marshalMessage returns to dst.
 func appendMarshalMessage(dst []byte, m *Message) ([]byte, error) {
+	b, _, err := appendMarshalMessageWith(dst, m)
+	return b, err
+}
+
+// appendMarshalMessageWith is appendMarshalMessage reporting whether m.add is in what it
+// wrote (only the fast encoder adds it).
+func appendMarshalMessageWith(dst []byte, m *Message) ([]byte, bool, error) {
 	if b, ok := appendMessage(bufs.Grow(dst, messageSize(m)), m); ok {
-		return b, nil
+		return b, true, nil
 	}
 	// By value: a pointer would move every caller's Message to the heap for this rare path.
 	b, err := json.Marshal(*m)
-	return append(dst, b...), err
+	return append(dst, b...), false, err
 }
 
 // marshalBlocks is json.Marshal(blocks), on the fast path when it can.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
 // encodeSeeds are bodies whose shapes the encoders must write as json.Marshal does, beyond
@@ -300,4 +302,29 @@ func benchImageRequest(tb testing.TB) *MessagesRequest {
 	}
 	maxTokens := int64(1024)
 	return &MessagesRequest{Model: "claude-sonnet-4-5", MaxTokens: &maxTokens, Messages: []MessageParam{{Role: "user", Content: content}}}
+}
+
+// TestAppendMessageAdditions: the members a caller adds go at the end of the usage object,
+// with no comma after an empty one, and at the end of the message; a usage that is not an
+// object leaves them to the caller (the fast encoder declines).
+func TestAppendMessageAdditions(t *testing.T) {
+	add := providers.Additions{Usage: []byte(`"cost":"0.01","cost_nanos":10000000`), Top: []byte(`"meta":{"provider":"an"}`)}
+	for usage, want := range map[string]string{
+		`{"input_tokens":3,"output_tokens":4}`: `"usage":{"input_tokens":3,"output_tokens":4,"cost":"0.01","cost_nanos":10000000},"meta":{"provider":"an"}}`,
+		` { } `:                                `"usage":{"cost":"0.01","cost_nanos":10000000},"meta":{"provider":"an"}}`,
+	} {
+		m := Message{ID: "msg_1", Type: "message", Role: "assistant", Model: "m", Content: []ContentBlock{}, Usage: json.RawMessage(usage), add: add}
+		b, ok := appendMessage(nil, &m)
+		if !ok || !json.Valid(b) || !strings.HasSuffix(string(b), want) {
+			t.Errorf("usage %s: %s, %v; want it to end with %s", usage, b, ok, want)
+		}
+	}
+	m := Message{ID: "msg_1", Content: []ContentBlock{}, Usage: json.RawMessage(`null`), add: add}
+	if b, ok := appendMessage(nil, &m); ok {
+		t.Errorf("additions into a null usage: %s", b)
+	}
+	b, added, err := appendMarshalMessageWith(nil, &m)
+	if err != nil || added || !json.Valid(b) || bytes.Contains(b, []byte("cost")) {
+		t.Errorf("slow path: %s, added %v, %v", b, added, err)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
 // MessagesRequest is the body of POST /v1/messages, limited to the fields the gateway reads
@@ -127,6 +129,8 @@ type Message struct {
 	StopReason   *string         `json:"stop_reason"`
 	StopSequence *string         `json:"stop_sequence"`
 	Usage        json.RawMessage `json:"usage"`
+	// add is what AppendResponseWith adds (the fast encoder only; never decoded).
+	add providers.Additions
 }
 
 // Usage is the usage object of a message, of message_start and of message_delta. Every

@@ -575,6 +575,14 @@ func EncodeChatResponse(resp *providers.Response, id string, created int64) ([]b
 // AppendChatResponse appends what EncodeChatResponse returns to dst, so that a caller can
 // encode into a buffer it reuses.
 func AppendChatResponse(dst []byte, resp *providers.Response, id string, created int64) ([]byte, error) {
+	b, _, err := AppendChatResponseWith(dst, resp, id, created, providers.Additions{})
+	return b, err
+}
+
+// AppendChatResponseWith is AppendChatResponse with add's members at the end of the usage
+// object and of the answer; added reports whether they are there (false only for an answer
+// the fast encoder cannot write, which is then written without them).
+func AppendChatResponseWith(dst []byte, resp *providers.Response, id string, created int64, add providers.Additions) (b []byte, added bool, err error) {
 	if id == "" {
 		id = resp.ID
 	}
@@ -601,12 +609,13 @@ func AppendChatResponse(dst []byte, resp *providers.Response, id string, created
 		Model:   resp.Model,
 		Choices: []ChatChoice{{Index: 0, Message: msg, FinishReason: &finish}},
 		Usage:   &usage,
+		add:     add,
 	}
 	if b, ok := appendChatResponse(bufs.Grow(dst, chatResponseSize(&cr)), &cr); ok {
-		return b, nil
+		return b, true, nil
 	}
-	b, err := json.Marshal(cr)
-	return append(dst, b...), err
+	m, err := json.Marshal(cr)
+	return append(dst, m...), false, err
 }
 
 // chatUsage writes neutral usage with the chat names (translation map §2.3).

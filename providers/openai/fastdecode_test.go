@@ -315,6 +315,9 @@ func fieldPaths(t reflect.Type, prefix string) []string {
 	var out []string
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if !f.IsExported() {
+			continue // never decoded (what an encoder is asked to add)
+		}
 		path := prefix + "." + f.Name
 		out = append(out, path)
 		if st := structUnder(f.Type); st != nil {

@@ -214,13 +214,25 @@ func appendChatResponse(b []byte, r *ChatResponse) ([]byte, bool) {
 			b = append(b, `,"prompt_cache_hit_tokens":`...)
 			b = strconv.AppendInt(b, int64(*u.PromptCacheHitTokens), 10)
 		}
+		b = appendMembers(b, r.add.Usage)
 		b = append(b, '}')
+	} else if len(r.add.Usage) > 0 {
+		return b, false
 	}
 	if r.SystemFingerprint != nil {
 		b = append(b, `,"system_fingerprint":`...)
 		b = rawjson.AppendStringLikeMarshal(b, *r.SystemFingerprint)
 	}
+	b = appendMembers(b, r.add.Top)
 	return append(b, '}'), true
+}
+
+// appendMembers appends raw members after the members b already holds.
+func appendMembers(b, members []byte) []byte {
+	if len(members) == 0 {
+		return b
+	}
+	return append(append(b, ','), members...)
 }
 
 func appendChatChoice(b []byte, c *ChatChoice) ([]byte, bool) {
@@ -314,7 +326,7 @@ func chatRequestSize(r *ChatRequest) int {
 
 // chatResponseSize is chatRequestSize for a response.
 func chatResponseSize(r *ChatResponse) int {
-	n := 300 + len(r.ID) + len(r.Model)
+	n := 300 + len(r.ID) + len(r.Model) + len(r.add.Usage) + len(r.add.Top)
 	for i := range r.Choices {
 		m := &r.Choices[i].Message
 		n += 112 + len(m.Content) + len(m.ReasoningContent) + len(m.Reasoning) + len(r.Choices[i].Logprobs)

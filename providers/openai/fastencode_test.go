@@ -241,7 +241,10 @@ func fill(v reflect.Value, s string, raw func() []byte) {
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
-			fill(v.Field(i), s, raw)
+			// json.Marshal skips unexported fields (what an encoder is asked to add).
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i), s, raw)
+			}
 		}
 	default:
 		panic("fill: no value for " + v.Type().String())

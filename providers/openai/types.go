@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
 // ChatRequest is the body of POST /chat/completions, limited to the fields the gateway reads
@@ -165,6 +167,8 @@ type ChatResponse struct {
 	Choices           []ChatChoice `json:"choices"`
 	Usage             *ChatUsage   `json:"usage,omitempty"`
 	SystemFingerprint *string      `json:"system_fingerprint,omitempty"`
+	// add is what AppendChatResponseWith adds (the fast encoder only; never decoded).
+	add providers.Additions
 }
 
 // ChatChoice is an element of a chat.completion's choices.
