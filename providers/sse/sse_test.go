@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -261,7 +262,13 @@ func TestReaderAllocations(t *testing.T) {
 			}
 		})
 	}
-	if few, many := allocs(1000), allocs(20000); many != few {
+	// Under the race detector the pooled read buffer is dropped now and then: one more
+	// allocation in some runs, whatever the number of events.
+	slack := 0.0
+	if raceEnabled {
+		slack = 1
+	}
+	if few, many := allocs(1000), allocs(20000); math.Abs(many-few) > slack {
 		t.Fatalf("%.0f allocations for 1000 events, %.0f for 20000", few, many)
 	}
 }
