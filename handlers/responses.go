@@ -46,11 +46,9 @@ func statelessCheck(body []byte) error {
 type responsesEncoder struct{}
 
 func (responsesEncoder) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
-	data, err := openai.EncodeResponsesResponse(resp, c.genID, c.start.Unix(), model)
-	if err != nil {
-		return nil, err
-	}
-	return c.appendDecorated(dst, data, "", "usage", openai.AppendResponsesUsage)
+	return c.appendAnswer(dst, "", openai.AppendResponsesUsage, func(dst []byte, add providers.Additions) ([]byte, bool, error) {
+		return openai.AppendResponsesResponseWith(dst, resp, c.genID, c.start.Unix(), model, add), true, nil
+	})
 }
 
 func (responsesEncoder) sink(c *call, model string) streamSink {

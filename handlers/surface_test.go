@@ -76,8 +76,8 @@ func TestAppendDecoratedAllocatesNothing(t *testing.T) {
 }
 
 // TestAnswerAdditionsMatchDecoration: a neutral answer encoded with its cost and meta written
-// in is, byte for byte, what decorating the plain encoding (reading it back) gives, on both
-// surfaces, with and without meta, for text and for tool calls; and an answer an encoder
+// in is, byte for byte, what decorating the plain encoding (reading it back) gives, on the
+// three surfaces, with and without meta, for text and for tool calls; and an answer an encoder
 // wrote without them is decorated all the same.
 func TestAnswerAdditionsMatchDecoration(t *testing.T) {
 	clock := time.Unix(1_790_000_000, 0)
@@ -103,6 +103,9 @@ func TestAnswerAdditionsMatchDecoration(t *testing.T) {
 		"messages": {"", anthropic.AppendUsage, func(c *call, r *providers.Response) ([]byte, error) {
 			return anthropic.AppendResponse(nil, r, c.genID, "bench-an")
 		}, anthropicSurface{}},
+		"responses": {"", openai.AppendResponsesUsage, func(c *call, r *providers.Response) ([]byte, error) {
+			return openai.EncodeResponsesResponse(r, c.genID, c.start.Unix(), "bench-an")
+		}, responsesEncoder{}},
 	}
 	for sname, sf := range surfaces {
 		for rname, resp := range resps {

@@ -734,6 +734,12 @@ func responseErrorText(raw json.RawMessage) string {
 // response does not carry are written as their defaults (tools [], tool_choice "auto",
 // temperature and top_p null), and store is false: the gateway keeps nothing.
 func EncodeResponsesResponse(resp *providers.Response, id string, createdAt int64, model string) ([]byte, error) {
+	return AppendResponsesResponseWith(nil, resp, id, createdAt, model, providers.Additions{}), nil
+}
+
+// AppendResponsesResponseWith appends what EncodeResponsesResponse returns to dst, with add's
+// members at the end of the usage object and of the response.
+func AppendResponsesResponseWith(dst []byte, resp *providers.Response, id string, createdAt int64, model string, add providers.Additions) []byte {
 	if id == "" {
 		id = resp.ID
 	}
@@ -771,7 +777,7 @@ func EncodeResponsesResponse(resp *providers.Response, id string, createdAt int6
 		items[len(items)-1].status = "incomplete"
 	}
 	u := resp.Usage
-	return appendResponse(nil, id, createdAt, model, status, reason, items, &u), nil
+	return appendResponse(dst, id, createdAt, model, status, reason, items, &u, add)
 }
 
 // responsesStatus maps a neutral finish reason to a response status and incomplete reason.
@@ -952,8 +958,9 @@ func appendSummaryPart(b []byte, text string) []byte {
 }
 
 // appendResponse appends a response object. u nil writes usage null (a response in
-// progress); incomplete is the incomplete_details.reason, empty for none.
-func appendResponse(b []byte, id string, createdAt int64, model, status, incomplete string, items []*outputItem, u *providers.Usage) []byte {
+// progress), and then add.Usage is left out; incomplete is the incomplete_details.reason,
+// empty for none.
+func appendResponse(b []byte, id string, createdAt int64, model, status, incomplete string, items []*outputItem, u *providers.Usage, add providers.Additions) []byte {
 	b = append(b, `{"id":`...)
 	b = rawjson.AppendString(b, id)
 	b = append(b, `,"object":"response","created_at":`...)
@@ -980,8 +987,15 @@ func appendResponse(b []byte, id string, createdAt int64, model, status, incompl
 	b = append(b, `],"parallel_tool_calls":true,"previous_response_id":null,"store":false,"temperature":null,"tool_choice":"auto","tools":[],"top_p":null,"truncation":"disabled","usage":`...)
 	if u != nil {
 		b = AppendResponsesUsage(b, *u)
+		if len(add.Usage) > 0 {
+			// Into the usage object, never empty, that ends b.
+			b = append(append(append(b[:len(b)-1], ','), add.Usage...), '}')
+		}
 	} else {
 		b = append(b, "null"...)
+	}
+	if len(add.Top) > 0 {
+		b = append(append(b, ','), add.Top...)
 	}
 	return append(b, '}')
 }

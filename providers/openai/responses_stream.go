@@ -318,7 +318,7 @@ func (e *ResponsesStreamEncoder) responseFrame(typ, status, incomplete string, u
 	if u != nil {
 		items = e.items
 	}
-	b = appendResponse(b, e.id, e.createdAt, e.model, status, incomplete, items, u)
+	b = appendResponse(b, e.id, e.createdAt, e.model, status, incomplete, items, u, providers.Additions{})
 	return e.frame(typ, b)
 }
 
