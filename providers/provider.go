@@ -190,11 +190,10 @@ type Response struct {
 
 // Additions are members a caller adds to an answer an encoder writes (AppendChatResponseWith
 // and AppendResponsesResponseWith of the openai package, AppendResponseWith of the anthropic
-// one): raw JSON members, each
-// "key":value, comma-separated, with no leading or trailing comma, whose keys the encoder
-// does not write itself. Usage goes at the end of the answer's usage object, Top at the end
-// of the answer. The gateway adds its cost and meta this way to the answers it encodes,
-// rather than reading each answer back to add them.
+// one): raw JSON members, each "key":value, comma-separated, with no leading or trailing
+// comma, whose keys the encoder does not write itself. Usage goes at the end of the answer's
+// usage object, Top at the end of the answer. The gateway adds its cost and meta this way to
+// the answers it encodes, rather than reading each answer back to add them.
 type Additions struct {
 	Usage, Top []byte
 }
