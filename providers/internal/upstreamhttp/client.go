@@ -7,6 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/readall"
@@ -80,6 +83,37 @@ type Client struct {
 	// it; the OpenAI and Anthropic adapters always wrapped it, so that their message names
 	// the cause twice.
 	TimeoutCauseOnce bool
+
+	// urls holds the URLs Send has parsed (string → *url.URL, never modified), nurls how
+	// many: an adapter posts to a handful, and a request copies its URL instead of parsing
+	// it again.
+	urls  sync.Map
+	nurls atomic.Int32
+}
+
+// maxCachedURLs bounds Client.urls: past it (a Gemini provider with many models has a URL
+// per model), URLs are parsed per request.
+const maxCachedURLs = 64
+
+// parsedURL returns u parsed, its host without an empty port, as http.NewRequest sets it.
+// The URL may be shared with other requests: callers copy it and never modify it.
+func (c *Client) parsedURL(u string) (*url.URL, error) {
+	if v, ok := c.urls.Load(u); ok {
+		return v.(*url.URL), nil
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasSuffix(parsed.Host, ":") && strings.LastIndexByte(parsed.Host, ':') > strings.LastIndexByte(parsed.Host, ']') {
+		parsed.Host = parsed.Host[:len(parsed.Host)-1]
+	}
+	if c.nurls.Load() < maxCachedURLs {
+		if _, loaded := c.urls.LoadOrStore(u, parsed); !loaded {
+			c.nurls.Add(1)
+		}
+	}
+	return parsed, nil
 }
 
 // Redact removes the client's secrets from an upstream body before it is kept anywhere.
@@ -90,13 +124,21 @@ func (c *Client) Redact(b []byte) []byte { return c.Secrets.Redact(b) }
 // ParseError, a failure without a response by TransportError; the attempt is over then.
 // in holds the client headers, of which those named in Forwarded are passed on.
 func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, in http.Header) (*http.Response, *Attempt, error) {
+	target, err := c.parsedURL(u)
+	if err != nil {
+		return nil, nil, fmt.Errorf("provider %s: building request: %w", c.Provider, err)
+	}
 	at := NewAttempt(ctx, c.Timeout)
 	at.causeOnce = c.TimeoutCauseOnce
-	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, u, bytes.NewReader(body))
+	// The URL is parsed once (parsedURL), not by NewRequest on every request: the empty one
+	// NewRequest makes of "" becomes a copy of it, the request's own (a transport may set
+	// its scheme).
+	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, "", bytes.NewReader(body))
 	if err != nil {
 		at.cancel()
 		return nil, nil, fmt.Errorf("provider %s: building request: %w", c.Provider, err)
 	}
+	*req.URL, req.Host = *target, target.Host
 	for _, k := range c.Forwarded {
 		if v := in.Values(k); len(v) > 0 {
 			req.Header[k] = v

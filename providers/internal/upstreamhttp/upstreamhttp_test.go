@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -656,5 +657,55 @@ func TestRawResponse(t *testing.T) {
 	defer raw.Body.Close()
 	if b, err := io.ReadAll(raw.Body); err != nil || string(b) != "x" {
 		t.Fatalf("whole body: %q, %#v", b, err)
+	}
+}
+
+// TestSendParsesEachURLOnce: the request Send builds has the URL and host http.NewRequest
+// gives it, parsed once per URL: a transport that changes one request's URL (Caddy's sets its
+// scheme) changes no other, and past maxCachedURLs distinct URLs they are parsed per request.
+func TestSendParsesEachURLOnce(t *testing.T) {
+	var reqs []*http.Request
+	var asSent []url.URL
+	rec := roundTripper(func(r *http.Request) (*http.Response, error) {
+		reqs, asSent = append(reqs, r), append(asSent, *r.URL)
+		r.URL.Scheme, r.URL.Path = "mutated", "/mutated"
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{}`))}, nil
+	})
+	var got parsed
+	c := testClient(rec, &got)
+	for _, u := range []string{"http://upstream.test/v1/chat/completions", "https://upstream.test:/v1/messages?beta=true",
+		"http://user:p%20w@[::1]:8080/v1", "http://[::1]:/x", "http://upstream.test/v1beta/models/m:streamGenerateContent?alt=sse"} {
+		want, err := http.NewRequest(http.MethodPost, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 { // the first parses, the second takes it from the cache, the third too
+			reqs, asSent = nil, nil
+			if _, _, err := c.Call(context.Background(), u, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			r := reqs[0]
+			gotURL, wantURL := asSent[0], *want.URL
+			sent := gotURL.String()
+			gotURL.User, wantURL.User = nil, nil // pointers: compared by String
+			if sent != want.URL.String() || r.Host != want.Host || gotURL != wantURL {
+				t.Errorf("%s: URL %s host %q, want %s host %q", u, sent, r.Host, want.URL, want.Host)
+			}
+			if r.ContentLength != 2 || r.GetBody == nil {
+				t.Errorf("%s: content length %d, GetBody %v", u, r.ContentLength, r.GetBody != nil)
+			}
+		}
+	}
+	for i := range maxCachedURLs + 10 {
+		u := fmt.Sprintf("http://upstream.test/v1/models/m%d", i)
+		reqs = nil
+		if _, _, err := c.Call(context.Background(), u, []byte(`{}`)); err != nil || reqs[0].URL.Path != "/mutated" {
+			t.Fatalf("%s: %v", u, err)
+		}
+	}
+	n := 0
+	c.urls.Range(func(any, any) bool { n++; return true })
+	if n != maxCachedURLs || int(c.nurls.Load()) != n {
+		t.Errorf("%d URLs kept (counted %d), want %d", n, c.nurls.Load(), maxCachedURLs)
 	}
 }
