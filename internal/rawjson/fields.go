@@ -27,34 +27,72 @@ func DecodeFields(v []byte, field func(key, v []byte) (known, ok bool)) bool {
 	if len(v) == 0 || v[0] != '{' {
 		return false
 	}
-	var seen [maxStructFields][]byte
-	n := 0
-	ok := true
-	err := Each(v, func(k []byte, f Field) bool {
-		if !plainKey(k) {
-			ok = false
-			return false
+	d := fieldsDecoder{field: field, ok: true}
+	err := Each(v, func(k []byte, f Field) bool { return d.member(k, v[f.ValueStart:f.ValueEnd]) })
+	return d.ok && err == nil
+}
+
+// DecodeFieldsValid is DecodeFields for data nobody has checked yet: it checks that data is
+// well-formed (as ValidDepth(data, 512) does, white space around it allowed) in the same pass
+// over it as the decoding, where checking first took a pass of its own. false for malformed
+// data, for which field may have been called for the members before the fault, and for data
+// nested deeper than 512 levels, left to encoding/json as the fast decoders leave it.
+func DecodeFieldsValid(data []byte, field func(key, v []byte) (known, ok bool)) bool {
+	d := fieldsDecoder{field: field, ok: true}
+	err := eachValid(data, func(k []byte, f Field) {
+		if d.ok {
+			d.member(k, data[f.ValueStart:f.ValueEnd])
 		}
-		var known bool
-		known, ok = field(k, v[f.ValueStart:f.ValueEnd])
-		if !ok || !known {
-			return ok
-		}
-		for _, s := range seen[:n] {
-			if bytes.Equal(s, k) {
-				ok = false
-				return false
-			}
-		}
-		if n == len(seen) {
-			ok = false
-			return false
-		}
-		seen[n] = k
-		n++
+	}, false)
+	if err == nil {
+		return d.ok
+	}
+	// Not a well-formed object: null leaves the struct as it is, as for DecodeFields.
+	i, j := skipSpace(data, 0), len(data)
+	for j > i && isJSONSpace(data[j-1]) {
+		j--
+	}
+	return string(data[i:j]) == "null"
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// fieldsDecoder is the state of DecodeFields over the members of one object.
+type fieldsDecoder struct {
+	field func(key, v []byte) (known, ok bool)
+	// seen holds the known keys met so far: a repeated one is encoding/json's to decode.
+	seen [maxStructFields][]byte
+	n    int
+	ok   bool
+}
+
+// member decodes one member; false (and ok false) once the object is not this decoder's.
+func (d *fieldsDecoder) member(k, v []byte) bool {
+	if !plainKey(k) {
+		d.ok = false
+		return false
+	}
+	known, ok := d.field(k, v)
+	if !ok {
+		d.ok = false
+		return false
+	}
+	if !known {
 		return true
-	})
-	return ok && err == nil
+	}
+	for _, s := range d.seen[:d.n] {
+		if bytes.Equal(s, k) {
+			d.ok = false
+			return false
+		}
+	}
+	if d.n == len(d.seen) {
+		d.ok = false
+		return false
+	}
+	d.seen[d.n] = k
+	d.n++
+	return true
 }
 
 // plainKey tells whether encoding/json can match the raw key k to a field only by its exact

@@ -197,7 +197,16 @@ func skipDigits(data []byte, i int) int {
 // members before the fault, and the caller discards what it saw. An object nested deeper than Valid checks itself is checked by Valid and read
 // by Each, as two passes would.
 func EachValid(data []byte, fn func(key []byte, f Field)) error {
-	v := validator{max: 512}
+	return eachValid(data, fn, true)
+}
+
+// maxValidDepth is the deepest nesting the validator checks itself.
+const maxValidDepth = 512
+
+// eachValid is EachValid; without deep, a document nested deeper than maxValidDepth is
+// ErrMalformed instead of checked by Valid.
+func eachValid(data []byte, fn func(key []byte, f Field), deep bool) error {
+	v := validator{max: maxValidDepth}
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return ErrMalformed
@@ -225,7 +234,7 @@ func EachValid(data []byte, fn func(key []byte, f Field)) error {
 		vs := skipSpace(data, i+1)
 		ve, ok := v.value(data, vs, 1)
 		if !ok {
-			if v.tooDeep {
+			if v.tooDeep && deep {
 				return eachDeep(data, reported, fn)
 			}
 			return ErrMalformed

@@ -116,3 +116,62 @@ func BenchmarkEachValid(b *testing.B) {
 		}
 	})
 }
+
+// checkDecodeFieldsValid holds DecodeFieldsValid to Valid then DecodeFields on the trimmed
+// data: the same answer, and, when both decode, the same members given to field. The field
+// function knows "a" and "b" (strings) and refuses a "bad" member, as a struct's would.
+func checkDecodeFieldsValid(t *testing.T, data []byte) {
+	t.Helper()
+	record := func(got *[]string) func(k, v []byte) (bool, bool) {
+		return func(k, v []byte) (bool, bool) {
+			*got = append(*got, string(k)+"="+string(v))
+			switch string(k) {
+			case "a", "b":
+				var s string
+				return true, DecodeString(v, &s)
+			case "bad":
+				return true, false
+			}
+			return false, true
+		}
+	}
+	var one, two []string
+	got := DecodeFieldsValid(data, record(&one))
+	i, j := skipSpace(data, 0), len(data)
+	for j > i && isJSONSpace(data[j-1]) {
+		j--
+	}
+	want := ValidDepth(data, maxValidDepth) && DecodeFields(data[i:j], record(&two))
+	if got != want {
+		t.Fatalf("DecodeFieldsValid(%q) = %v, Valid then DecodeFields %v", data, got, want)
+	}
+	if got && strings.Join(one, "\n") != strings.Join(two, "\n") {
+		t.Fatalf("DecodeFieldsValid(%q) gave\n%v\nValid then DecodeFields\n%v", data, one, two)
+	}
+}
+
+var decodeFieldsSeeds = append([]string{
+	` null `, "\fnull", `{"a":"x","b":"y","c":[1,{"d":2}]}`, `{"a":"x","a":"y"}`, `{"A":"x"}`, `{"a\u0062":"x"}`,
+	`{"a":1}`, `{"bad":1,"a":"x"}`, `{"a":"x","bad":1}`, `{"a":"x"} x`, `{"a":"x",}`, `[{"a":"x"}]`, `"s"`,
+}, eachValidSeeds...)
+
+func TestDecodeFieldsValid(t *testing.T) {
+	for _, s := range decodeFieldsSeeds {
+		checkDecodeFieldsValid(t, []byte(s))
+	}
+	// Deeper than the validator checks: left to encoding/json, as ValidDepth leaves it.
+	for _, depth := range []int{maxValidDepth - 1, maxValidDepth, maxValidDepth + 1} {
+		deep := `{"a":"x","c":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `,"b":"y"}`
+		checkDecodeFieldsValid(t, []byte(deep))
+		if took := DecodeFieldsValid([]byte(deep), func(k, v []byte) (bool, bool) { return false, true }); took != (depth < maxValidDepth) {
+			t.Errorf("an array nested %d deep in an object: taken %v", depth, took)
+		}
+	}
+}
+
+func FuzzDecodeFieldsValid(f *testing.F) {
+	for _, s := range decodeFieldsSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkDecodeFieldsValid(t, data) })
+}

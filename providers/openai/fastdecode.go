@@ -161,10 +161,8 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 // fastDecode fills c, which must be the zero ChatChunk, from data as json.Unmarshal(data, c)
 // would; false means it did not and c is to be discarded. It runs once per streamed frame.
 func (c *ChatChunk) fastDecode(data []byte) bool {
-	if !validJSON(data) {
-		return false
-	}
-	return rawjson.DecodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
+	// Checked and decoded in one pass: a chunk is read once per frame of every stream.
+	return rawjson.DecodeFieldsValid(data, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "id":
 			return true, rawjson.DecodeString(v, &c.ID)
