@@ -48,14 +48,8 @@ func DecodeFieldsValid(data []byte, field func(key, v []byte) (known, ok bool)) 
 		return d.ok
 	}
 	// Not a well-formed object: null leaves the struct as it is, as for DecodeFields.
-	i, j := skipSpace(data, 0), len(data)
-	for j > i && isJSONSpace(data[j-1]) {
-		j--
-	}
-	return string(data[i:j]) == "null"
+	return string(TrimSpace(data)) == "null"
 }
-
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // fieldsDecoder is the state of DecodeFields over the members of one object.
 type fieldsDecoder struct {

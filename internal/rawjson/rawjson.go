@@ -294,15 +294,23 @@ func Key(raw []byte) ([]byte, bool) {
 }
 
 func skipSpace(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
+	for i < len(data) && isSpace(data[i]) {
+		i++
 	}
 	return i
+}
+
+// isSpace tells whether c is JSON white space.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// TrimSpace returns data without the JSON white space around it (bytes.TrimSpace also trims
+// what JSON does not count as white space).
+func TrimSpace(data []byte) []byte {
+	i, j := skipSpace(data, 0), len(data)
+	for j > i && isSpace(data[j-1]) {
+		j--
+	}
+	return data[i:j]
 }
 
 // skipString returns the index just past the string starting at data[i] == '"'. It jumps

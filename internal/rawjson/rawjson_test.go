@@ -110,3 +110,12 @@ func TestKey(t *testing.T) {
 		t.Fatalf("invalid key decoded to %q", k)
 	}
 }
+
+// TrimSpace trims JSON's four white space bytes and nothing else.
+func TestTrimSpace(t *testing.T) {
+	for in, want := range map[string]string{" \t\r\n{} \n": "{}", "": "", "  ": "", "\fnull\v": "\fnull\v", "\u00a0x": "\u00a0x"} {
+		if got := string(TrimSpace([]byte(in))); got != want {
+			t.Errorf("TrimSpace(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

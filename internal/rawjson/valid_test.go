@@ -137,11 +137,7 @@ func checkDecodeFieldsValid(t *testing.T, data []byte) {
 	}
 	var one, two []string
 	got := DecodeFieldsValid(data, record(&one))
-	i, j := skipSpace(data, 0), len(data)
-	for j > i && isJSONSpace(data[j-1]) {
-		j--
-	}
-	want := ValidDepth(data, maxValidDepth) && DecodeFields(data[i:j], record(&two))
+	want := ValidDepth(data, maxValidDepth) && DecodeFields(TrimSpace(data), record(&two))
 	if got != want {
 		t.Fatalf("DecodeFieldsValid(%q) = %v, Valid then DecodeFields %v", data, got, want)
 	}

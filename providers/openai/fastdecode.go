@@ -39,7 +39,7 @@ func (cr *ChatResponse) fastDecode(data []byte) bool {
 	if !validJSON(data) {
 		return false
 	}
-	return rawjson.DecodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(rawjson.TrimSpace(data), func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "id":
 			return true, rawjson.DecodeString(v, &cr.ID)
@@ -273,7 +273,7 @@ func (cr *ChatRequest) fastDecode(data []byte) bool {
 	if !validJSON(data) {
 		return false
 	}
-	return rawjson.DecodeFields(trimSpace(data), func(k []byte, v []byte) (bool, bool) {
+	return rawjson.DecodeFields(rawjson.TrimSpace(data), func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
 		case "model":
 			return true, rawjson.DecodeString(v, &cr.Model)
@@ -394,19 +394,6 @@ func decodeRaw(dst *json.RawMessage, v []byte) bool {
 	*dst = append(json.RawMessage(nil), v...)
 	return true
 }
-
-func trimSpace(data []byte) []byte {
-	i, j := 0, len(data)
-	for i < j && isSpace(data[i]) {
-		i++
-	}
-	for j > i && isSpace(data[j-1]) {
-		j--
-	}
-	return data[i:j]
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // validJSON reports whether data is one well-formed JSON value nested at most
 // maxFastDepth deep (rawjson.ValidDepth, about 2.5 times faster than json.Valid, which
