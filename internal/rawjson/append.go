@@ -211,3 +211,28 @@ func AppendStringsLikeMarshal(b []byte, ss []string) []byte {
 	}
 	return append(b, ']')
 }
+
+// AppendMembers appends raw members ("key":value, comma-separated) after the members b
+// already holds: a comma, then members; nothing when members is empty.
+func AppendMembers(b, members []byte) []byte {
+	if len(members) == 0 {
+		return b
+	}
+	return append(append(b, ','), members...)
+}
+
+// AppendMembersInto adds raw members to the object that ends b, before its closing brace,
+// with no comma after an empty object; false, and b unchanged, when b does not end with '}'.
+func AppendMembersInto(b, members []byte) ([]byte, bool) {
+	if len(members) == 0 {
+		return b, true
+	}
+	if len(b) == 0 || b[len(b)-1] != '}' {
+		return b, false
+	}
+	b = b[:len(b)-1]
+	if len(b) > 0 && b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	return append(append(b, members...), '}'), true
+}

@@ -102,3 +102,32 @@ func TestAppendFieldsLikeMarshal(t *testing.T) {
 		t.Fatal("invalid raw JSON accepted")
 	}
 }
+
+// TestAppendMembers: members go after the others with one comma, into an object that ends
+// b before its brace (no comma in an empty one), and not into anything else.
+func TestAppendMembers(t *testing.T) {
+	if got := string(AppendMembers([]byte(`{"a":1`), []byte(`"b":2`))); got != `{"a":1,"b":2` {
+		t.Errorf("AppendMembers: %s", got)
+	}
+	if got := string(AppendMembers([]byte(`{"a":1`), nil)); got != `{"a":1` {
+		t.Errorf("AppendMembers of nothing: %s", got)
+	}
+	for in, want := range map[string]string{
+		`x:{"a":1}`: `x:{"a":1,"b":2}`,
+		`x:{}`:      `x:{"b":2}`,
+		`}`:         `"b":2}`,
+	} {
+		got, ok := AppendMembersInto([]byte(in), []byte(`"b":2`))
+		if !ok || string(got) != want {
+			t.Errorf("AppendMembersInto(%s) = %s, %v; want %s", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{`x:null`, `x:[1]`, ``} {
+		if got, ok := AppendMembersInto([]byte(in), []byte(`"b":2`)); ok || string(got) != in {
+			t.Errorf("AppendMembersInto(%s) = %s, %v; want it declined, unchanged", in, got, ok)
+		}
+	}
+	if got, ok := AppendMembersInto([]byte(`x:null`), nil); !ok || string(got) != `x:null` {
+		t.Errorf("AppendMembersInto of nothing: %s, %v", got, ok)
+	}
+}

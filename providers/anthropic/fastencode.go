@@ -185,21 +185,11 @@ func appendMessage(b []byte, m *Message) ([]byte, bool) {
 	if b, ok = rawjson.AppendRawLikeMarshal(b, m.Usage); !ok {
 		return b[:start], false
 	}
-	if len(m.add.Usage) > 0 {
-		// Into the usage object: it must be one, and it ends the buffer.
-		if b[len(b)-1] != '}' {
-			return b[:start], false
-		}
-		b = b[:len(b)-1]
-		if b[len(b)-1] != '{' {
-			b = append(b, ',')
-		}
-		b = append(append(b, m.add.Usage...), '}')
+	// Into the usage object, which ends b; a usage that is not an object declines.
+	if b, ok = rawjson.AppendMembersInto(b, m.add.Usage); !ok {
+		return b[:start], false
 	}
-	if len(m.add.Top) > 0 {
-		b = append(append(b, ','), m.add.Top...)
-	}
-	return append(b, '}'), true
+	return append(rawjson.AppendMembers(b, m.add.Top), '}'), true
 }
 
 // appendContentBlocks appends blocks as json.Marshal writes them (null for a nil slice), or

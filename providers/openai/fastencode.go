@@ -214,7 +214,7 @@ func appendChatResponse(b []byte, r *ChatResponse) ([]byte, bool) {
 			b = append(b, `,"prompt_cache_hit_tokens":`...)
 			b = strconv.AppendInt(b, int64(*u.PromptCacheHitTokens), 10)
 		}
-		b = appendMembers(b, r.add.Usage)
+		b = rawjson.AppendMembers(b, r.add.Usage)
 		b = append(b, '}')
 	} else if len(r.add.Usage) > 0 {
 		return b, false
@@ -223,16 +223,8 @@ func appendChatResponse(b []byte, r *ChatResponse) ([]byte, bool) {
 		b = append(b, `,"system_fingerprint":`...)
 		b = rawjson.AppendStringLikeMarshal(b, *r.SystemFingerprint)
 	}
-	b = appendMembers(b, r.add.Top)
+	b = rawjson.AppendMembers(b, r.add.Top)
 	return append(b, '}'), true
-}
-
-// appendMembers appends raw members after the members b already holds.
-func appendMembers(b, members []byte) []byte {
-	if len(members) == 0 {
-		return b
-	}
-	return append(append(b, ','), members...)
 }
 
 func appendChatChoice(b []byte, c *ChatChoice) ([]byte, bool) {

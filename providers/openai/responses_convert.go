@@ -986,16 +986,10 @@ func appendResponse(b []byte, id string, createdAt int64, model, status, incompl
 	}
 	b = append(b, `],"parallel_tool_calls":true,"previous_response_id":null,"store":false,"temperature":null,"tool_choice":"auto","tools":[],"top_p":null,"truncation":"disabled","usage":`...)
 	if u != nil {
-		b = AppendResponsesUsage(b, *u)
-		if len(add.Usage) > 0 {
-			// Into the usage object, never empty, that ends b.
-			b = append(append(append(b[:len(b)-1], ','), add.Usage...), '}')
-		}
+		// Into the usage object, which ends b (AppendResponsesUsage writes one).
+		b, _ = rawjson.AppendMembersInto(AppendResponsesUsage(b, *u), add.Usage)
 	} else {
 		b = append(b, "null"...)
 	}
-	if len(add.Top) > 0 {
-		b = append(append(b, ','), add.Top...)
-	}
-	return append(b, '}')
+	return append(rawjson.AppendMembers(b, add.Top), '}')
 }
