@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,29 +90,27 @@ type Client struct {
 	nurls atomic.Int32
 }
 
-// maxCachedURLs bounds Client.urls: past it (a Gemini provider with many models has a URL
-// per model), URLs are parsed per request.
+// maxCachedURLs bounds Client.urls, give or take the requests parsing at the same moment:
+// past it (a Gemini provider with many models has a URL per model), URLs are parsed per
+// request.
 const maxCachedURLs = 64
 
-// parsedURL returns u parsed, its host without an empty port, as http.NewRequest sets it.
-// The URL may be shared with other requests: callers copy it and never modify it.
+// parsedURL returns the URL http.NewRequest makes of u (it parses u and drops an empty
+// port). The URL may be shared with other requests: callers copy it and never modify it.
 func (c *Client) parsedURL(u string) (*url.URL, error) {
 	if v, ok := c.urls.Load(u); ok {
 		return v.(*url.URL), nil
 	}
-	parsed, err := url.Parse(u)
+	r, err := http.NewRequest(http.MethodPost, u, nil)
 	if err != nil {
 		return nil, err
 	}
-	if strings.HasSuffix(parsed.Host, ":") && strings.LastIndexByte(parsed.Host, ':') > strings.LastIndexByte(parsed.Host, ']') {
-		parsed.Host = parsed.Host[:len(parsed.Host)-1]
-	}
 	if c.nurls.Load() < maxCachedURLs {
-		if _, loaded := c.urls.LoadOrStore(u, parsed); !loaded {
+		if _, loaded := c.urls.LoadOrStore(u, r.URL); !loaded {
 			c.nurls.Add(1)
 		}
 	}
-	return parsed, nil
+	return r.URL, nil
 }
 
 // Redact removes the client's secrets from an upstream body before it is kept anywhere.
