@@ -3,6 +3,7 @@ package module
 import (
 	"expvar"
 	"math"
+	"runtime"
 	"runtime/metrics"
 )
 
@@ -13,8 +14,18 @@ import (
 // for plain Caddy and the gateway alike (the same binary): a processor held away from the
 // requests, by a cgo call or the garbage collector, shows there directly, where the
 // latency figures of a shared machine drown it in noise.
+//
+// Next to it, "goroutines": how many the process has. Each one's stack is scanned by every
+// garbage collection (an idle keep-alive connection is one on the server side and two on
+// the client side), so gatewaybench reports it beside the latencies. Another plugin may
+// have published either name first; then it is left to that one.
 func init() {
-	expvar.Publish("sched_latencies", expvar.Func(schedLatencies))
+	if expvar.Get("sched_latencies") == nil {
+		expvar.Publish("sched_latencies", expvar.Func(schedLatencies))
+	}
+	if expvar.Get("goroutines") == nil {
+		expvar.Publish("goroutines", expvar.Func(func() any { return runtime.NumGoroutine() }))
+	}
 }
 
 // schedHistogram is a histogram with finite bucket bounds, so that it encodes as JSON:

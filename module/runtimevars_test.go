@@ -47,3 +47,30 @@ func TestSchedLatenciesPublished(t *testing.T) {
 		t.Fatalf("%d waits recorded for 2,000 goroutine schedulings between the reads, want at least 50", after-before)
 	}
 }
+
+// TestGoroutinesPublished: /debug/vars carries the process's goroutine count, and it
+// follows goroutines started and ended.
+func TestGoroutinesPublished(t *testing.T) {
+	read := func() int {
+		v := expvar.Get("goroutines")
+		if v == nil {
+			t.Fatal("goroutines is not published")
+		}
+		var n int
+		if err := json.Unmarshal([]byte(v.String()), &n); err != nil {
+			t.Fatalf("goroutines is not a number: %v: %q", err, v.String())
+		}
+		return n
+	}
+	before := read()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() { <-stop })
+	}
+	if during := read(); during < before+100 {
+		t.Fatalf("%d goroutines with 100 more parked, %d before", during, before)
+	}
+	close(stop)
+	wg.Wait()
+}

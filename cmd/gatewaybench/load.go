@@ -222,6 +222,9 @@ type goMem struct {
 	// Sched is how long goroutines waited for a processor since the process started (the
 	// module's "sched_latencies"); nil from a build without it.
 	Sched *schedHist
+	// Goroutines is how many the process had (the module's "goroutines"; 0 from a build
+	// without it).
+	Goroutines int
 }
 
 // schedHist is the runtime's /sched/latencies histogram as the module publishes it:
@@ -285,14 +288,15 @@ func memOf(ctx context.Context, c *child) (goMem, bool) {
 	}
 	defer resp.Body.Close()
 	var v struct {
-		MemStats *goMem     `json:"memstats"`
-		Sched    *schedHist `json:"sched_latencies"`
+		MemStats   *goMem     `json:"memstats"`
+		Sched      *schedHist `json:"sched_latencies"`
+		Goroutines int        `json:"goroutines"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil || v.MemStats == nil {
 		return goMem{}, false
 	}
 	m := *v.MemStats
-	m.Sched = v.Sched
+	m.Sched, m.Goroutines = v.Sched, v.Goroutines
 	return m, true
 }
 
@@ -316,6 +320,10 @@ type latResult struct {
 	// SchedWaitP99Us is the proxy's p99 wait of a runnable goroutine for a processor over
 	// the measured slots (the runtime's /sched/latencies; a bucket bound, NaN for direct).
 	SchedWaitP99Us num `json:"sched_wait_p99_us"`
+	// GoroutinesMax is the most goroutines the proxy had at the end of a slot: every
+	// collection scans each one's stack, so a proxy holding more idle connections (one
+	// goroutine each on the server side, two on the client side) pays more per collection.
+	GoroutinesMax int `json:"goroutines_max"`
 	// The latency split at the upstream's stamps: ToUpstream from the send to the upstream's
 	// receipt of the request, FromUpstream from the upstream's write of the answer to the end
 	// of its body (what the proxy adds on each way, with the upstream's latency taken out).
@@ -333,6 +341,7 @@ type latSamples struct {
 	mu            sync.Mutex
 	lat, to, from series
 	sched         schedHist
+	goroutines    int
 	errs          errorLog
 	dropped, sent atomic.Int64
 }
@@ -343,7 +352,7 @@ func (s *latSamples) result() latResult {
 	return latResult{
 		Sent: s.sent.Load(), P50Us: s.lat.pct(50), P90Us: s.lat.pct(90), P99Us: s.lat.pct(99),
 		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.lat.slots,
-		SchedWaitP99Us:  num(s.sched.percentile(99)),
+		SchedWaitP99Us: num(s.sched.percentile(99)), GoroutinesMax: s.goroutines,
 		ToUpstreamP50Us: s.to.pct(50), ToUpstreamP99Us: s.to.pct(99), toSlots: s.to.slots,
 		FromUpstreamP50Us: s.from.pct(50), FromUpstreamP99Us: s.from.pct(99), fromSlots: s.from.slots,
 	}
@@ -422,6 +431,7 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 			s.from.endSlot()
 			if mem1, ok := memOf(ctx, a.proc); ok {
 				s.sched.add(mem0.Sched, mem1.Sched)
+				s.goroutines = max(s.goroutines, mem1.Goroutines)
 			}
 		}
 	}()
@@ -637,8 +647,11 @@ func (s *streamSamples) result() streamResult {
 }
 
 // streams runs conc workers that open streams back to back for dur.
-func streams(ctx context.Context, a *arm, load streamLoad, dur time.Duration, d directive) streamResult {
-	var s streamSamples
+func streams(ctx context.Context, a *arm, load streamLoad, warmup, dur time.Duration, d directive) streamResult {
+	var w, s streamSamples
+	if warmup > 0 {
+		w.sample(ctx, a, load, warmup, d)
+	}
 	s.sample(ctx, a, load, dur, d)
 	return s.result()
 }
@@ -668,9 +681,16 @@ func (l streamLoad) String() string {
 }
 
 // interleavedStreams runs the streaming test on every arm in turn, slot by slot, until each
-// has had dur (see interleaved).
-func interleavedStreams(ctx context.Context, arms []*arm, load streamLoad, slot, dur time.Duration, d directive) map[string]streamResult {
+// has had dur (see interleaved). Each arm is warmed first, unrecorded, so that the
+// connections its load needs are open before its first slot.
+func interleavedStreams(ctx context.Context, arms []*arm, load streamLoad, warmup, slot, dur time.Duration, d directive) map[string]streamResult {
 	samples := make([]streamSamples, len(arms))
+	for _, a := range arms {
+		if warmup > 0 {
+			var w streamSamples
+			w.sample(ctx, a, load, warmup, d)
+		}
+	}
 	for done := time.Duration(0); done < dur && ctx.Err() == nil; done += slot {
 		for i, a := range arms {
 			samples[i].sample(ctx, a, load, min(slot, dur-done), d)

@@ -465,20 +465,54 @@ func (b *bench) start(ctx context.Context) error {
 		twins = vgw.arms(variantPrefix)
 		logf("gateway-b pid %d runs %s with %s", vgw.proc.pid(), vbin, strings.Join(variant, " "))
 	}
+	// The arms of one proxy process share one client, as one population of callers would:
+	// the proxy then holds the keep-alive connections of one pool, as plain Caddy does, not
+	// one pool per arm (each idle connection is a goroutine whose stack every collection of
+	// the proxy scans).
+	clients := map[*child]*http.Client{}
+	clientOf := func(a *arm) *http.Client {
+		if a.proc == nil {
+			return newClient()
+		}
+		if clients[a.proc] == nil {
+			clients[a.proc] = newClient()
+		}
+		return clients[a.proc]
+	}
 	for _, n := range armNames {
 		if !cfg.want[n] {
 			continue
 		}
 		a := all[n]
-		a.name, a.client = n, newClient()
+		a.name, a.client = n, clientOf(a)
 		b.arms = append(b.arms, a)
 		if t := twins[variantPrefix+n]; t != nil {
-			t.name, t.client = variantPrefix+n, newClient()
+			t.name, t.client = variantPrefix+n, clientOf(t)
 			b.arms = append(b.arms, t)
 		}
 	}
 	logf("upstream pid %d, caddy pid %d, gateway pid %d; workdir %s", b.upstream.pid(), b.plain.pid(), b.gateway.pid(), b.dir)
 	return nil
+}
+
+// quiesce closes the idle keep-alive connections that earlier tests left: the load
+// generator's to the proxies, and the proxies' to the fake upstream (the fake closes its
+// idle ones, and each proxy drops them from its pool as it sees them closed). Every test
+// then runs with the connections its own load opens (each warms its arms first), not with
+// the peak of an earlier one: after the memory test's 500 held streams, each proxy kept
+// 500 idle upstream connections, a thousand goroutines whose stacks every one of its
+// collections scanned for the rest of the run.
+func (b *bench) quiesce(ctx context.Context) {
+	for _, a := range b.arms {
+		a.client.CloseIdleConnections()
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.upstreamURL+"/bench/close-idle", nil)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		_ = resp.Body.Close()
+	} else if ctx.Err() == nil {
+		logf("closing the upstream's idle connections: %v", err)
+	}
+	sleepCtx(ctx, 200*time.Millisecond)
 }
 
 // variantPrefix starts the names of the arms of the -variant gateway.
@@ -627,6 +661,7 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 		if ctx.Err() != nil || !cfg.runs("saturation") {
 			break
 		}
+		b.quiesce(ctx)
 		r := saturate(ctx, a, b.upstream, cfg.Concurrency, cfg.Warmup, cfg.Duration, a.body(false, nonStream))
 		logf("  saturation %-23s %8.0f rps  cpu %6.1f µs/req  errors %d %s", a.name, r.RPS, r.CPUPerReqUs, r.Errors, r.FirstError)
 		update(a, func(rr *roundResult) { rr.Saturation = r })
@@ -634,16 +669,18 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 	if ctx.Err() == nil && cfg.runs("latency") {
 		var lat map[string]latResult
 		if cfg.Slot > 0 {
+			b.quiesce(ctx)
 			lat = interleaved(ctx, order, cfg.Rate, cfg.Warmup, cfg.Slot, cfg.RateDuration, func(a *arm) []byte { return a.body(false, nonStream) })
 		} else {
 			lat = map[string]latResult{}
 			for _, a := range order {
+				b.quiesce(ctx)
 				lat[a.name] = fixedRate(ctx, a, cfg.Rate, cfg.Warmup, cfg.RateDuration, a.body(false, nonStream))
 			}
 		}
 		for _, a := range order {
 			r := lat[a.name]
-			logf("  latency    %-23s p50 %7.0f µs  p90 %7.0f µs  p99 %7.0f µs  errors %d dropped %d %s", a.name, r.P50Us, r.P90Us, r.P99Us, r.Errors, r.Dropped, r.FirstError)
+			logf("  latency    %-23s p50 %7.0f µs  p90 %7.0f µs  p99 %7.0f µs  goroutines %4d  errors %d dropped %d %s", a.name, r.P50Us, r.P90Us, r.P99Us, r.GoroutinesMax, r.Errors, r.Dropped, r.FirstError)
 			update(a, func(rr *roundResult) { rr.Latency = r })
 		}
 	}
@@ -651,11 +688,13 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 	if ctx.Err() == nil && cfg.runs("streams") {
 		var st map[string]streamResult
 		if cfg.Slot > 0 {
-			st = interleavedStreams(ctx, order, cfg.streamLoad(), cfg.Slot, cfg.StreamDuration, sd)
+			b.quiesce(ctx)
+			st = interleavedStreams(ctx, order, cfg.streamLoad(), cfg.Warmup, cfg.Slot, cfg.StreamDuration, sd)
 		} else {
 			st = map[string]streamResult{}
 			for _, a := range order {
-				st[a.name] = streams(ctx, a, cfg.streamLoad(), cfg.StreamDuration, sd)
+				b.quiesce(ctx)
+				st[a.name] = streams(ctx, a, cfg.streamLoad(), cfg.Warmup, cfg.StreamDuration, sd)
 			}
 		}
 		for _, a := range order {
@@ -671,6 +710,7 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 				continue
 			}
 			d := directive{n: cfg.HoldChunks, interval: cfg.HoldInterval, latency: cfg.Latency, hold: fmt.Sprintf("mem-%d-%s", round, a.name)}
+			b.quiesce(ctx)
 			if err := b.freshen(ctx, a); err != nil {
 				logf("  memory     %-23s %v", a.name, err)
 				continue
@@ -713,7 +753,7 @@ func (b *bench) profile(ctx context.Context) error {
 		case b.cfg.profileStreams:
 			logf("profiling %s for %ds under %s", a.name, secs, b.cfg.streamLoad())
 			go func() {
-				r := streams(ctx, a, b.cfg.streamLoad(), load, directive{n: b.cfg.Chunks, interval: b.cfg.ChunkInterval, latency: b.cfg.Latency})
+				r := streams(ctx, a, b.cfg.streamLoad(), 0, load, directive{n: b.cfg.Chunks, interval: b.cfg.ChunkInterval, latency: b.cfg.Latency})
 				done <- fmt.Sprintf("ttfb p50 %.0f µs, p99 %.0f µs, %d streams", r.TTFBP50Us, r.TTFBP99Us, r.Streams)
 			}()
 		case rate > 0:

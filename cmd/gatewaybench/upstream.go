@@ -413,6 +413,13 @@ func runUpstream(args []string) error {
 		return err
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+	// POST /bench/close-idle closes every idle keep-alive connection to the fake (turning
+	// keep-alives off closes them; they are on again at once), so that the proxies drop
+	// the upstream connections an earlier test left in their pools.
+	mux.HandleFunc("POST /bench/close-idle", func(w http.ResponseWriter, r *http.Request) {
+		srv.SetKeepAlivesEnabled(false)
+		srv.SetKeepAlivesEnabled(true)
+	})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
