@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -280,5 +282,64 @@ func TestFixedRateSlots(t *testing.T) {
 	to, from, lat := mean(s.to.all), mean(s.from.all), mean(s.lat.all)
 	if to <= 0 || from <= 0 || to+from > lat {
 		t.Errorf("split: %.0f µs there and %.0f back on average, of a latency of %.0f µs", to, from, lat)
+	}
+}
+
+// countingClient is a benchmark client that counts the connections it dials.
+func countingClient(dials *atomic.Int64) *http.Client {
+	c := newClient()
+	tr := c.Transport.(*http.Transport)
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return dial(ctx, network, addr)
+	}
+	return c
+}
+
+// TestQuiesce: quiesce closes the load generator's idle connections to a proxy and makes
+// the fake upstream close the proxy's idle connections to it, so that each side dials
+// anew; connections stay reused without it.
+func TestQuiesce(t *testing.T) {
+	up := httptest.NewUnstartedServer(nil)
+	up.Config = newUpstreamServer(&fakeUpstream{holds: map[string]chan struct{}{}})
+	up.Start()
+	defer up.Close()
+	// The "proxy": forwards each request to the upstream on a keep-alive client of its own.
+	var upDials, proxyDials atomic.Int64
+	proxyClient := countingClient(&upDials)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := proxyClient.Get(up.URL + "/bench/ping")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}))
+	defer proxy.Close()
+	a := &arm{name: "caddy", url: proxy.URL, client: countingClient(&proxyDials)}
+	b := &bench{arms: []*arm{a}, upstreamURL: up.URL}
+	get := func() {
+		t.Helper()
+		resp, err := a.client.Get(proxy.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	get()
+	get()
+	if proxyDials.Load() != 1 || upDials.Load() != 1 {
+		t.Fatalf("dials before quiesce: %d to the proxy, %d to the upstream; want 1 and 1", proxyDials.Load(), upDials.Load())
+	}
+	b.quiesce(context.Background())
+	get()
+	if proxyDials.Load() != 2 || upDials.Load() != 2 {
+		t.Fatalf("dials after quiesce: %d to the proxy, %d to the upstream; want 2 and 2", proxyDials.Load(), upDials.Load())
 	}
 }

@@ -400,26 +400,11 @@ func runUpstream(args []string) error {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("the fake upstream listens on loopback addresses only, not %q", host)
 	}
-	u := &fakeUpstream{holds: map[string]chan struct{}{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", u.serve("chat"))
-	mux.HandleFunc("POST /v1/messages", u.serve("messages"))
-	mux.HandleFunc("POST /bench/release", func(w http.ResponseWriter, r *http.Request) {
-		u.release(r.URL.Query().Get("id"))
-	})
-	mux.HandleFunc("GET /bench/ping", func(w http.ResponseWriter, r *http.Request) {})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
-	// POST /bench/close-idle closes every idle keep-alive connection to the fake (turning
-	// keep-alives off closes them; they are on again at once), so that the proxies drop
-	// the upstream connections an earlier test left in their pools.
-	mux.HandleFunc("POST /bench/close-idle", func(w http.ResponseWriter, r *http.Request) {
-		srv.SetKeepAlivesEnabled(false)
-		srv.SetKeepAlivesEnabled(true)
-	})
+	srv := newUpstreamServer(&fakeUpstream{holds: map[string]chan struct{}{}})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -430,4 +415,25 @@ func runUpstream(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// newUpstreamServer is the fake upstream's server: the two APIs and the load generator's
+// controls.
+func newUpstreamServer(u *fakeUpstream) *http.Server {
+	mux := http.NewServeMux()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
+	mux.HandleFunc("POST /v1/chat/completions", u.serve("chat"))
+	mux.HandleFunc("POST /v1/messages", u.serve("messages"))
+	mux.HandleFunc("POST /bench/release", func(w http.ResponseWriter, r *http.Request) {
+		u.release(r.URL.Query().Get("id"))
+	})
+	mux.HandleFunc("GET /bench/ping", func(w http.ResponseWriter, r *http.Request) {})
+	// POST /bench/close-idle closes every idle keep-alive connection to the fake (turning
+	// keep-alives off closes them; they are on again at once), so that the proxies drop
+	// the upstream connections an earlier test left in their pools.
+	mux.HandleFunc("POST /bench/close-idle", func(w http.ResponseWriter, r *http.Request) {
+		srv.SetKeepAlivesEnabled(false)
+		srv.SetKeepAlivesEnabled(true)
+	})
+	return srv
 }
