@@ -5,6 +5,8 @@ import (
 	"math"
 	"runtime"
 	"runtime/metrics"
+
+	"github.com/modelgateway/caddy-modelgateway/store/sqlite"
 )
 
 // The process's scheduling latencies are published next to the Go runtime's memstats on
@@ -25,6 +27,11 @@ func init() {
 	}
 	if expvar.Get("goroutines") == nil {
 		expvar.Publish("goroutines", expvar.Func(func() any { return runtime.NumGoroutine() }))
+	}
+	// And the SQLite writer's last transactions, [start, end] in Unix ns each (see
+	// sqlite.TxSpans): gatewaybench tells the requests that ran during one from the others.
+	if expvar.Get("model_gateway_writer_spans") == nil {
+		expvar.Publish("model_gateway_writer_spans", expvar.Func(func() any { return sqlite.TxSpans() }))
 	}
 }
 

@@ -225,6 +225,53 @@ type goMem struct {
 	// Goroutines is how many the process had (the module's "goroutines"; 0 from a build
 	// without it).
 	Goroutines int
+	// PauseEnd holds when the last 256 collections ended (Unix ns): collection k's end is
+	// PauseEnd[(k+255)%256].
+	PauseEnd []uint64
+	// WriterSpans are the gateway's last SQLite write transactions, [start, end] in Unix
+	// ns (the module's "model_gateway_writer_spans"; empty in plain Caddy).
+	WriterSpans [][2]int64
+}
+
+// gcWindow is how long before a collection's end (memstats' PauseEnd) a request still
+// counts as overlapping it: about a mark phase and its stops on the hosts measured so far
+// (GODEBUG=gctrace=1 put them at 1.5–5 ms). The -gc-window flag sets it.
+var gcWindow = 5 * time.Millisecond
+
+// gcEnds are the ends of the collections a process completed between two reads of its
+// counters; false when they cannot be told (a read missing, or more than the 256 that
+// memstats keeps).
+func gcEnds(m0, m1 goMem) ([]int64, bool) {
+	n := m1.NumGC - m0.NumGC
+	if len(m1.PauseEnd) != 256 || m1.NumGC < m0.NumGC || n > 256 {
+		return nil, false
+	}
+	ends := make([]int64, 0, n)
+	for k := m0.NumGC + 1; k <= m1.NumGC; k++ {
+		ends = append(ends, int64(m1.PauseEnd[(k+255)%256]))
+	}
+	return ends, true
+}
+
+// overlapsSpan reports whether a request from t0 to t1 (Unix ns) overlapped one of spans.
+func overlapsSpan(t0, t1 int64, spans [][2]int64) bool {
+	for _, sp := range spans {
+		if t0 <= sp[1] && t1 >= sp[0] {
+			return true
+		}
+	}
+	return false
+}
+
+// overlapsGC reports whether a request from t0 to t1 (Unix ns) overlapped a collection
+// ending at one of ends, counted as running for gcWindow before its end.
+func overlapsGC(t0, t1 int64, ends []int64) bool {
+	for _, e := range ends {
+		if t0 <= e && t1 >= e-int64(gcWindow) {
+			return true
+		}
+	}
+	return false
 }
 
 // schedHist is the runtime's /sched/latencies histogram as the module publishes it:
@@ -288,15 +335,16 @@ func memOf(ctx context.Context, c *child) (goMem, bool) {
 	}
 	defer resp.Body.Close()
 	var v struct {
-		MemStats   *goMem     `json:"memstats"`
-		Sched      *schedHist `json:"sched_latencies"`
-		Goroutines int        `json:"goroutines"`
+		MemStats    *goMem     `json:"memstats"`
+		Sched       *schedHist `json:"sched_latencies"`
+		Goroutines  int        `json:"goroutines"`
+		WriterSpans [][2]int64 `json:"model_gateway_writer_spans"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil || v.MemStats == nil {
 		return goMem{}, false
 	}
 	m := *v.MemStats
-	m.Sched, m.Goroutines = v.Sched, v.Goroutines
+	m.Sched, m.Goroutines, m.WriterSpans = v.Sched, v.Goroutines, v.WriterSpans
 	return m, true
 }
 
@@ -324,6 +372,14 @@ type latResult struct {
 	// collection scans each one's stack, so a proxy holding more idle connections (one
 	// goroutine each on the server side, two on the client side) pays more per collection.
 	GoroutinesMax int `json:"goroutines_max"`
+	// GCOverlapPct is the share of the requests that overlapped a collection of the proxy
+	// (see gcWindow), WriterOverlapPct of those that overlapped a transaction of the
+	// gateway's SQLite writer, and CleanP99Us the p99 latency of the requests that
+	// overlapped neither: what the proxy adds with those two taken out, and how many
+	// requests they reach.
+	GCOverlapPct     num `json:"gc_overlap_pct"`
+	WriterOverlapPct num `json:"writer_overlap_pct"`
+	CleanP99Us       num `json:"clean_p99_us"`
 	// The latency split at the upstream's stamps: ToUpstream from the send to the upstream's
 	// receipt of the request, FromUpstream from the upstream's write of the answer to the end
 	// of its body (what the proxy adds on each way, with the upstream's latency taken out).
@@ -332,24 +388,34 @@ type latResult struct {
 	FromUpstreamP50Us num `json:"from_upstream_p50_us"`
 	FromUpstreamP99Us num `json:"from_upstream_p99_us"`
 	// slots are the latencies slot by slot, for the pooled comparison (not in the JSON);
-	// toSlots and fromSlots the split's.
-	slots, toSlots, fromSlots [][]float64
+	// toSlots and fromSlots the split's, cleanSlots those of the requests that overlapped
+	// no collection.
+	slots, toSlots, fromSlots, cleanSlots [][]float64
 }
 
 // latSamples gathers an arm's fixed-rate latencies, possibly over several slots.
 type latSamples struct {
-	mu            sync.Mutex
-	lat, to, from series
-	sched         schedHist
-	goroutines    int
-	errs          errorLog
-	dropped, sent atomic.Int64
+	mu                   sync.Mutex
+	lat, to, from, clean series
+	sched                schedHist
+	goroutines           int
+	// judged counts the requests whose overlap with the proxy's collections and writer
+	// transactions could be told; gcHits and writerHits those that overlapped one.
+	judged, gcHits, writerHits int
+	errs                       errorLog
+	dropped, sent              atomic.Int64
 }
 
 func (s *latSamples) result() latResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	gcPct, writerPct := nan, nan
+	if s.judged > 0 {
+		gcPct = num(100 * float64(s.gcHits) / float64(s.judged))
+		writerPct = num(100 * float64(s.writerHits) / float64(s.judged))
+	}
 	return latResult{
+		GCOverlapPct: gcPct, WriterOverlapPct: writerPct, CleanP99Us: s.clean.pct(99), cleanSlots: s.clean.slots,
 		Sent: s.sent.Load(), P50Us: s.lat.pct(50), P90Us: s.lat.pct(90), P99Us: s.lat.pct(99),
 		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.lat.slots,
 		SchedWaitP99Us: num(s.sched.percentile(99)), GoroutinesMax: s.goroutines,
@@ -416,23 +482,55 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 	// The proxy's scheduling waits are read around the slot (with -slot 0, around its
 	// warm-up too), before the schedule starts: a read takes a few milliseconds.
 	var mem0 goMem
+	var mem0ok bool
 	if dur > 0 {
-		mem0, _ = memOf(ctx, a.proc)
+		mem0, mem0ok = memOf(ctx, a.proc)
 	}
 	start := time.Now()
 	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
 	var inFlight atomic.Int64
 	var wg sync.WaitGroup
+	// spans are the measured requests' times (Unix ns), to tell which overlapped a
+	// collection of the proxy once the slot's collections are known.
+	type span struct {
+		t0, t1 int64
+		lat    float64
+	}
+	var spans []span
 	// Every measured slot is kept, empty or not, so that slot i of each arm stays a pair.
 	defer func() {
 		if dur > 0 {
 			s.lat.endSlot()
 			s.to.endSlot()
 			s.from.endSlot()
+			var ends []int64
+			var txs [][2]int64
+			known := a.proc == nil // direct: no proxy, nothing to overlap
 			if mem1, ok := memOf(ctx, a.proc); ok {
 				s.sched.add(mem0.Sched, mem1.Sched)
 				s.goroutines = max(s.goroutines, mem1.Goroutines)
+				if mem0ok {
+					ends, known = gcEnds(mem0, mem1)
+				}
+				txs = mem1.WriterSpans
 			}
+			for _, sp := range spans {
+				if !known {
+					continue
+				}
+				s.judged++
+				gc, wr := overlapsGC(sp.t0, sp.t1, ends), overlapsSpan(sp.t0, sp.t1, txs)
+				if gc {
+					s.gcHits++
+				}
+				if wr {
+					s.writerHits++
+				}
+				if !gc && !wr {
+					s.clean.add(sp.lat)
+				}
+			}
+			s.clean.endSlot()
 		}
 	}()
 	for at := range schedule(ctx, start, end, period) {
@@ -466,6 +564,7 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 			}
 			s.mu.Lock()
 			s.lat.add(micros(t1.Sub(t0)))
+			spans = append(spans, span{t0.UnixNano(), t1.UnixNano(), micros(t1.Sub(t0))})
 			if !st.received.IsZero() && !st.written.IsZero() {
 				s.to.add(micros(st.received.Sub(t0)))
 				s.from.add(micros(t1.Sub(st.written)))

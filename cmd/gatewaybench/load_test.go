@@ -343,3 +343,69 @@ func TestQuiesce(t *testing.T) {
 		t.Fatalf("dials after quiesce: %d to the proxy, %d to the upstream; want 2 and 2", proxyDials.Load(), upDials.Load())
 	}
 }
+
+// TestGCOverlap: the collections between two reads are the ones numbered after the first
+// read's count, found in the ring of 256 ends; a request overlaps one that ends during it
+// or within gcWindow after it.
+func TestGCOverlap(t *testing.T) {
+	ring := make([]uint64, 256)
+	for k := uint32(250); k <= 262; k++ {
+		ring[(k+255)%256] = uint64(k) * 1e9
+	}
+	ends, ok := gcEnds(goMem{NumGC: 257}, goMem{NumGC: 260, PauseEnd: ring})
+	if !ok || !slices.Equal(ends, []int64{258e9, 259e9, 260e9}) {
+		t.Fatalf("ends %v, %v; want 258, 259 and 260 s", ends, ok)
+	}
+	if ends, ok := gcEnds(goMem{NumGC: 7}, goMem{NumGC: 7, PauseEnd: ring}); !ok || len(ends) != 0 {
+		t.Fatalf("no collection between the reads: %v, %v", ends, ok)
+	}
+	for _, m := range []struct{ m0, m1 goMem }{
+		{goMem{NumGC: 1}, goMem{NumGC: 258, PauseEnd: ring}}, // more than the ring holds
+		{goMem{NumGC: 9}, goMem{NumGC: 8, PauseEnd: ring}},   // another process
+		{goMem{NumGC: 1}, goMem{NumGC: 2}},                   // no ring
+	} {
+		if _, ok := gcEnds(m.m0, m.m1); ok {
+			t.Errorf("gcEnds(%d, %d) told ends it cannot know", m.m0.NumGC, m.m1.NumGC)
+		}
+	}
+	w := int64(gcWindow)
+	e := []int64{100 * w}
+	for _, c := range []struct {
+		t0, t1 int64
+		want   bool
+	}{
+		{99 * w, 101 * w, true},        // the collection ended during the request
+		{98 * w, 99 * w, true},         // it ended within gcWindow after
+		{98 * w, 99*w - 1, false},      // more than gcWindow after
+		{100 * w, 100*w + 5, true},     // it ended as the request started
+		{100*w + 1, 100*w + 9, false},  // before the request
+		{-w, w, false},                 // far from it
+		{50 * w, 200 * w, true},        // the request spans it
+		{100*w - w, 100*w - w/2, true}, // in the window
+		{100*w - 3*w, 100*w - 2*w, false},
+	} {
+		if got := overlapsGC(c.t0, c.t1, e); got != c.want {
+			t.Errorf("overlapsGC(%d, %d) = %v, want %v", c.t0, c.t1, got, c.want)
+		}
+	}
+}
+
+// TestOverlapsSpan: a request overlaps a writer transaction that began or ended during it,
+// or spans it, and no other.
+func TestOverlapsSpan(t *testing.T) {
+	txs := [][2]int64{{100, 200}, {500, 510}}
+	for _, c := range []struct {
+		t0, t1 int64
+		want   bool
+	}{
+		{50, 100, true}, {150, 160, true}, {199, 300, true}, {201, 499, false},
+		{0, 99, false}, {400, 600, true}, {511, 900, false}, {510, 510, true},
+	} {
+		if got := overlapsSpan(c.t0, c.t1, txs); got != c.want {
+			t.Errorf("overlapsSpan(%d, %d) = %v, want %v", c.t0, c.t1, got, c.want)
+		}
+	}
+	if overlapsSpan(0, 1000, nil) {
+		t.Error("a request overlapped a transaction of a proxy without a writer")
+	}
+}

@@ -157,6 +157,7 @@ func main() {
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
 	flag.BoolVar(&c.profileStreams, "profile-streams", false, "profile under the streaming test's load (-streams, -back-to-back) instead of under saturation")
 	flag.IntVar(&c.profileRate, "profile-rate", 0, "profile at this fixed rate in requests per second, as in the latency test, instead of under saturation (0: saturation)")
+	flag.DurationVar(&gcWindow, "gc-window", gcWindow, "a request of the latency test overlapped a collection of the proxy if the collection ended during it or within this after its start (about the length of a mark phase)")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}

@@ -81,6 +81,7 @@ func percentileDef(key, test string, pct float64, title string, value func(round
 func latencySlots(r roundResult) [][]float64 { return r.Latency.slots }
 func toUpSlots(r roundResult) [][]float64    { return r.Latency.toSlots }
 func fromUpSlots(r roundResult) [][]float64  { return r.Latency.fromSlots }
+func cleanSlots(r roundResult) [][]float64   { return r.Latency.cleanSlots }
 func ttfbSlots(r roundResult) [][]float64    { return r.Streams.ttfbSlots }
 func gapSlots(r roundResult) [][]float64     { return r.Streams.gapSlots }
 func upGapSlots(r roundResult) [][]float64   { return r.Streams.upGapSlots }
@@ -204,6 +205,14 @@ func (rep *report) figureDefs() []figureDef {
 			func(r roundResult) num { return r.Latency.ToUpstreamP99Us }, toUpSlots, nil),
 		percentileDef("from_upstream_p99", "latency", 99, "Latency split p99, the way back",
 			func(r roundResult) num { return r.Latency.FromUpstreamP99Us }, fromUpSlots, nil),
+		percentileDef("clean_p99", "latency", 99, fmt.Sprintf("Latency p99 of the requests that overlapped neither a garbage collection of the proxy (none ended during the request or within %s after it; memstats' PauseEnd) nor a transaction of the gateway's SQLite writer", gcWindow),
+			func(r roundResult) num { return r.Latency.CleanP99Us }, cleanSlots, nil),
+		{key: "gc_overlap", test: "latency", unit: "%", compare: byAdded, proxiesOnly: true,
+			title: fmt.Sprintf("Share of the requests that overlapped a garbage collection of the proxy (counted as running for %s before its end)", gcWindow),
+			value: func(r roundResult) float64 { return float64(r.Latency.GCOverlapPct) }},
+		{key: "writer_overlap", test: "latency", unit: "%", compare: byAdded, proxiesOnly: true,
+			title: "Share of the requests that overlapped a transaction of the gateway's SQLite writer",
+			value: func(r roundResult) float64 { return float64(r.Latency.WriterOverlapPct) }},
 		{key: "sched_wait_p99", test: "latency", unit: "µs", compare: byAdded, proxiesOnly: true,
 			title: "Scheduling wait p99 of the proxy process at the fixed rate: how long a runnable goroutine waited for a processor (the Go runtime's /sched/latencies, a bucket's upper bound)",
 			value: func(r roundResult) float64 { return float64(r.Latency.SchedWaitP99Us) }},
@@ -394,6 +403,8 @@ func fmtCompare(fd figureDef, v float64) string {
 		return "-"
 	case fd.compare == byRatio:
 		return fmt.Sprintf("%.2fx", v)
+	case fd.unit == "%":
+		return fmt.Sprintf("%+.2f %s", v, fd.unit)
 	}
 	return fmt.Sprintf("%+.0f %s", v, fd.unit)
 }

@@ -362,6 +362,7 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 	// connection inside it (rawexec.go); the connection goes back to the pool (of one) when
 	// the transaction ends.
 	var tx *sql.Tx
+	began := time.Now()
 	conn, err := s.w.Conn(context.Background())
 	if err == nil {
 		if tx, err = conn.BeginTx(context.Background(), nil); err != nil {
@@ -429,6 +430,7 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 	if committed {
 		s.flushIfAsked(claimed)
 	}
+	recordTxSpan(began, time.Now())
 	for _, o := range claimed {
 		if o.async {
 			s.finishAsync(o, failure != nil)
