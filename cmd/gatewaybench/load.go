@@ -380,6 +380,14 @@ type latResult struct {
 	GCOverlapPct     num `json:"gc_overlap_pct"`
 	WriterOverlapPct num `json:"writer_overlap_pct"`
 	CleanP99Us       num `json:"clean_p99_us"`
+	// The latencies of each kind apart: the requests that overlapped neither (clean), a
+	// writer transaction and no collection, a collection and no writer transaction.
+	CleanP50Us      num `json:"clean_p50_us"`
+	CleanP90Us      num `json:"clean_p90_us"`
+	WriterOnlyP50Us num `json:"writer_only_p50_us"`
+	WriterOnlyP90Us num `json:"writer_only_p90_us"`
+	GCOnlyP50Us     num `json:"gc_only_p50_us"`
+	GCOnlyP90Us     num `json:"gc_only_p90_us"`
 	// The latency split at the upstream's stamps: ToUpstream from the send to the upstream's
 	// receipt of the request, FromUpstream from the upstream's write of the answer to the end
 	// of its body (what the proxy adds on each way, with the upstream's latency taken out).
@@ -397,6 +405,7 @@ type latResult struct {
 type latSamples struct {
 	mu                   sync.Mutex
 	lat, to, from, clean series
+	writerOnly, gcOnly   series
 	sched                schedHist
 	goroutines           int
 	// judged counts the requests whose overlap with the proxy's collections and writer
@@ -416,6 +425,9 @@ func (s *latSamples) result() latResult {
 	}
 	return latResult{
 		GCOverlapPct: gcPct, WriterOverlapPct: writerPct, CleanP99Us: s.clean.pct(99), cleanSlots: s.clean.slots,
+		CleanP50Us: s.clean.pct(50), CleanP90Us: s.clean.pct(90),
+		WriterOnlyP50Us: s.writerOnly.pct(50), WriterOnlyP90Us: s.writerOnly.pct(90),
+		GCOnlyP50Us: s.gcOnly.pct(50), GCOnlyP90Us: s.gcOnly.pct(90),
 		Sent: s.sent.Load(), P50Us: s.lat.pct(50), P90Us: s.lat.pct(90), P99Us: s.lat.pct(99),
 		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.lat.slots,
 		SchedWaitP99Us: num(s.sched.percentile(99)), GoroutinesMax: s.goroutines,
@@ -526,8 +538,13 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 				if wr {
 					s.writerHits++
 				}
-				if !gc && !wr {
+				switch {
+				case !gc && !wr:
 					s.clean.add(sp.lat)
+				case !gc:
+					s.writerOnly.add(sp.lat)
+				case !wr:
+					s.gcOnly.add(sp.lat)
 				}
 			}
 			s.clean.endSlot()
