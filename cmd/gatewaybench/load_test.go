@@ -409,3 +409,30 @@ func TestOverlapsSpan(t *testing.T) {
 		t.Error("a request overlapped a transaction of a proxy without a writer")
 	}
 }
+
+// TestCycleOrder: each cycle's order is a permutation of the arms, and over many cycles
+// every arm takes every place about as often (a fixed order gave the third gateway arm
+// more of the writer's transactions).
+func TestCycleOrder(t *testing.T) {
+	const n, cycles = 5, 5000
+	var places [n][n]int
+	for range cycles {
+		order := cycleOrder(n)
+		seen := make([]bool, n)
+		for place, i := range order {
+			if i < 0 || i >= n || seen[i] {
+				t.Fatalf("order %v is not a permutation of %d arms", order, n)
+			}
+			seen[i] = true
+			places[i][place]++
+		}
+	}
+	for i := range places {
+		for place, c := range places[i] {
+			// 1,000 expected, standard deviation about 28.
+			if c < 800 || c > 1200 {
+				t.Errorf("arm %d took place %d in %d of %d cycles", i, place, c, cycles)
+			}
+		}
+	}
+}
