@@ -12,14 +12,8 @@ import (
 // valid JSON (the runtime's last bucket is infinite), and it counts goroutines scheduled.
 func TestSchedLatenciesPublished(t *testing.T) {
 	read := func() schedHistogram {
-		v := expvar.Get("sched_latencies")
-		if v == nil {
-			t.Fatal("sched_latencies is not published")
-		}
 		var h schedHistogram
-		if err := json.Unmarshal([]byte(v.String()), &h); err != nil {
-			t.Fatalf("sched_latencies is not JSON: %v: %.200s", err, v.String())
-		}
+		readVar(t, "sched_latencies", &h)
 		if len(h.UpperUs) == 0 || len(h.UpperUs) != len(h.Counts) {
 			t.Fatalf("%d bounds for %d counts", len(h.UpperUs), len(h.Counts))
 		}
@@ -52,14 +46,8 @@ func TestSchedLatenciesPublished(t *testing.T) {
 // follows goroutines started and ended.
 func TestGoroutinesPublished(t *testing.T) {
 	read := func() int {
-		v := expvar.Get("goroutines")
-		if v == nil {
-			t.Fatal("goroutines is not published")
-		}
 		var n int
-		if err := json.Unmarshal([]byte(v.String()), &n); err != nil {
-			t.Fatalf("goroutines is not a number: %v: %q", err, v.String())
-		}
+		readVar(t, "goroutines", &n)
 		return n
 	}
 	before := read()
@@ -73,4 +61,33 @@ func TestGoroutinesPublished(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// readVar decodes the published variable name into v, failing the test if it is missing or
+// not JSON.
+func readVar(t *testing.T, name string, v any) {
+	t.Helper()
+	ev := expvar.Get(name)
+	if ev == nil {
+		t.Fatalf("%s is not published", name)
+	}
+	if err := json.Unmarshal([]byte(ev.String()), v); err != nil {
+		t.Fatalf("%s is not what it should be: %v: %.200s", name, err, ev.String())
+	}
+}
+
+// TestWriterSpansPublished: /debug/vars carries the SQLite writer's recent transactions as
+// pairs of Unix nanoseconds (none in a process whose store has written nothing yet is an
+// empty list, not null).
+func TestWriterSpansPublished(t *testing.T) {
+	var spans [][2]int64
+	readVar(t, "model_gateway_writer_spans", &spans)
+	if spans == nil {
+		t.Fatal("model_gateway_writer_spans is null, want a list")
+	}
+	for _, sp := range spans {
+		if sp[0] > sp[1] {
+			t.Fatalf("span %v ends before it starts", sp)
+		}
+	}
 }
