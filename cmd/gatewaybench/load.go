@@ -456,7 +456,7 @@ func interleaved(ctx context.Context, arms []*arm, rate int, warmup, slot, dur t
 	}
 	for done := time.Duration(0); done < dur && ctx.Err() == nil; done += slot {
 		d := min(slot, dur-done)
-		for _, i := range cycleOrder(len(arms)) {
+		for _, i := range cycleOrder(arms) {
 			samples[i].sample(ctx, arms[i], rate, 0, d, body(arms[i]))
 		}
 	}
@@ -467,14 +467,32 @@ func interleaved(ctx context.Context, arms []*arm, rate int, warmup, slot, dur t
 	return out
 }
 
-// cycleOrder is the order in which the n arms take their slots in one cycle of an
-// interleaved test: a new random order every cycle. In a fixed order the gateway's three
-// arms followed one another in every cycle, and the SQLite writer, which gathers
-// settlements for 100 ms from the first one after an idle spell, phase-locked to them: its
-// transactions fell about twice in the first and second arms' slots and three times in the
-// third's (chat → Anthropic-wire), whose requests then overlapped 5–7% of them against
-// 4% (see "Benchmark" in the README). Shuffled, every arm takes every place alike.
-func cycleOrder(n int) []int { return rand.Perm(n) }
+// cycleOrder is the order in which the arms take their slots in one cycle of an
+// interleaved test: the gateway's arms (both gateways' with -variant) keep their places
+// in the cycle, the block they form, but take them in a new random order every cycle.
+//
+// In a fixed order, the SQLite writer, which gathers settlements for 100 ms from the
+// first one after an idle spell, phase-locked to the gateway's three arms in a row: its
+// transactions fell about twice in the first and second arms' slots and three times in
+// the third's (chat → Anthropic-wire), whose requests then overlapped 5–7% of them against
+// 4% (see "Benchmark" in the README). Shuffled, every arm takes every place alike. The
+// block stays whole, so that the transaction that applies a block's last settlements
+// falls in the slot after it, as it did before: the direct arm's, never Caddy's (unless
+// -arms leaves direct out).
+func cycleOrder(arms []*arm) []int {
+	order := make([]int, len(arms))
+	var gw []int // the places the gateway's arms take
+	for i, a := range arms {
+		order[i] = i
+		if a.kind == kindGateway {
+			gw = append(gw, i)
+		}
+	}
+	for k, j := range rand.Perm(len(gw)) {
+		order[gw[k]] = gw[j]
+	}
+	return order
+}
 
 // schedule yields start, start+period... before end, each once its time has come: an open
 // loop, where a tick the caller is late for comes at once, not skipped. It stops early when
@@ -818,7 +836,7 @@ func interleavedStreams(ctx context.Context, arms []*arm, load streamLoad, warmu
 		}
 	}
 	for done := time.Duration(0); done < dur && ctx.Err() == nil; done += slot {
-		for _, i := range cycleOrder(len(arms)) {
+		for _, i := range cycleOrder(arms) {
 			samples[i].sample(ctx, arms[i], load, min(slot, dur-done), d)
 		}
 	}
