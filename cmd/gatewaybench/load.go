@@ -254,6 +254,65 @@ func gcEnds(m0, m1 goMem) ([]int64, bool) {
 	return ends, true
 }
 
+// span is one request's (or one stream's wait for its first chunk) start and end, in Unix
+// ns, and its latency in µs.
+type span struct {
+	t0, t1 int64
+	lat    float64
+}
+
+// tailKinds classes requests by what ran in their proxy meanwhile: a garbage collection,
+// a transaction of the gateway's SQLite writer, both or neither (clean).
+type tailKinds struct {
+	// judged counts the requests whose overlap could be told; gcHits and writerHits those
+	// that overlapped a collection, a writer transaction.
+	judged, gcHits, writerHits int
+	clean, writerOnly, gcOnly  series
+}
+
+// classify adds one slot's requests, given the proxy's counters read before (m0) and
+// after (m1) it; direct is the arm with no proxy, whose requests are all clean. The
+// requests of a slot whose collections cannot be told are left out. The clean series
+// ends its slot, empty or not, so that slots stay paired across arms.
+func (k *tailKinds) classify(spans []span, direct bool, m0 goMem, m0ok bool, m1 goMem, m1ok bool) {
+	defer k.clean.endSlot()
+	var ends []int64
+	known := direct
+	if m0ok && m1ok {
+		ends, known = gcEnds(m0, m1)
+	}
+	if !known {
+		return
+	}
+	for _, sp := range spans {
+		k.judged++
+		gc, wr := overlapsGC(sp.t0, sp.t1, ends), overlapsSpan(sp.t0, sp.t1, m1.WriterSpans)
+		if gc {
+			k.gcHits++
+		}
+		if wr {
+			k.writerHits++
+		}
+		switch {
+		case !gc && !wr:
+			k.clean.add(sp.lat)
+		case !gc:
+			k.writerOnly.add(sp.lat)
+		case !wr:
+			k.gcOnly.add(sp.lat)
+		}
+	}
+}
+
+// shares are the percentages of the judged requests that overlapped a collection and a
+// writer transaction; NaN when none was judged.
+func (k *tailKinds) shares() (gcPct, writerPct num) {
+	if k.judged == 0 {
+		return nan, nan
+	}
+	return num(100 * float64(k.gcHits) / float64(k.judged)), num(100 * float64(k.writerHits) / float64(k.judged))
+}
+
 // overlapsSpan reports whether a request from t0 to t1 (Unix ns) overlapped one of spans.
 func overlapsSpan(t0, t1 int64, spans [][2]int64) bool {
 	for _, sp := range spans {
@@ -404,31 +463,25 @@ type latResult struct {
 
 // latSamples gathers an arm's fixed-rate latencies, possibly over several slots.
 type latSamples struct {
-	mu                   sync.Mutex
-	lat, to, from, clean series
-	writerOnly, gcOnly   series
-	sched                schedHist
-	goroutines           int
-	// judged counts the requests whose overlap with the proxy's collections and writer
-	// transactions could be told; gcHits and writerHits those that overlapped one.
-	judged, gcHits, writerHits int
-	errs                       errorLog
-	dropped, sent              atomic.Int64
+	mu            sync.Mutex
+	lat, to, from series
+	tail          tailKinds
+	sched         schedHist
+	goroutines    int
+	errs          errorLog
+	dropped, sent atomic.Int64
 }
 
 func (s *latSamples) result() latResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	gcPct, writerPct := nan, nan
-	if s.judged > 0 {
-		gcPct = num(100 * float64(s.gcHits) / float64(s.judged))
-		writerPct = num(100 * float64(s.writerHits) / float64(s.judged))
-	}
+	t := &s.tail
+	gcPct, writerPct := t.shares()
 	return latResult{
-		GCOverlapPct: gcPct, WriterOverlapPct: writerPct, CleanP99Us: s.clean.pct(99), cleanSlots: s.clean.slots,
-		CleanP50Us: s.clean.pct(50), CleanP90Us: s.clean.pct(90),
-		WriterOnlyP50Us: s.writerOnly.pct(50), WriterOnlyP90Us: s.writerOnly.pct(90),
-		GCOnlyP50Us: s.gcOnly.pct(50), GCOnlyP90Us: s.gcOnly.pct(90),
+		GCOverlapPct: gcPct, WriterOverlapPct: writerPct, CleanP99Us: t.clean.pct(99), cleanSlots: t.clean.slots,
+		CleanP50Us: t.clean.pct(50), CleanP90Us: t.clean.pct(90),
+		WriterOnlyP50Us: t.writerOnly.pct(50), WriterOnlyP90Us: t.writerOnly.pct(90),
+		GCOnlyP50Us: t.gcOnly.pct(50), GCOnlyP90Us: t.gcOnly.pct(90),
 		Sent: s.sent.Load(), P50Us: s.lat.pct(50), P90Us: s.lat.pct(90), P99Us: s.lat.pct(99),
 		Errors: s.errs.n.Load(), Dropped: s.dropped.Load(), FirstError: s.errs.first, slots: s.lat.slots,
 		SchedWaitP99Us: num(s.sched.percentile(99)), GoroutinesMax: s.goroutines,
@@ -530,12 +583,8 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 	measureFrom, end := start.Add(warmup), start.Add(warmup+dur)
 	var inFlight atomic.Int64
 	var wg sync.WaitGroup
-	// spans are the measured requests' times (Unix ns), to tell which overlapped a
-	// collection of the proxy once the slot's collections are known.
-	type span struct {
-		t0, t1 int64
-		lat    float64
-	}
+	// spans are the measured requests' times, to tell which overlapped a collection or a
+	// writer transaction of the proxy once the slot's are known.
 	var spans []span
 	// Every measured slot is kept, empty or not, so that slot i of each arm stays a pair.
 	defer func() {
@@ -543,39 +592,12 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 			s.lat.endSlot()
 			s.to.endSlot()
 			s.from.endSlot()
-			var ends []int64
-			var txs [][2]int64
-			known := a.proc == nil // direct: no proxy, nothing to overlap
-			if mem1, ok := memOf(ctx, a.proc); ok {
+			mem1, mem1ok := memOf(ctx, a.proc)
+			if mem1ok {
 				s.sched.add(mem0.Sched, mem1.Sched)
 				s.goroutines = max(s.goroutines, mem1.Goroutines)
-				if mem0ok {
-					ends, known = gcEnds(mem0, mem1)
-				}
-				txs = mem1.WriterSpans
 			}
-			for _, sp := range spans {
-				if !known {
-					continue
-				}
-				s.judged++
-				gc, wr := overlapsGC(sp.t0, sp.t1, ends), overlapsSpan(sp.t0, sp.t1, txs)
-				if gc {
-					s.gcHits++
-				}
-				if wr {
-					s.writerHits++
-				}
-				switch {
-				case !gc && !wr:
-					s.clean.add(sp.lat)
-				case !gc:
-					s.writerOnly.add(sp.lat)
-				case !wr:
-					s.gcOnly.add(sp.lat)
-				}
-			}
-			s.clean.endSlot()
+			s.tail.classify(spans, a.proc == nil, mem0, mem0ok, mem1, mem1ok)
 		}
 	}()
 	for at := range schedule(ctx, start, end, period) {
@@ -714,8 +736,14 @@ type streamResult struct {
 	Streams   int64 `json:"streams"`
 	TTFBP50Us num   `json:"ttfb_p50_us"`
 	TTFBP99Us num   `json:"ttfb_p99_us"`
-	GapP50Us  num   `json:"gap_p50_us"`
-	GapP99Us  num   `json:"gap_p99_us"`
+	// The waits for the first chunk classed as the latency test's requests are: the share
+	// that overlapped a collection of the proxy, a writer transaction, and the p99 of the
+	// others.
+	TTFBGCOverlapPct     num `json:"ttfb_gc_overlap_pct"`
+	TTFBWriterOverlapPct num `json:"ttfb_writer_overlap_pct"`
+	TTFBCleanP99Us       num `json:"ttfb_clean_p99_us"`
+	GapP50Us             num `json:"gap_p50_us"`
+	GapP99Us             num `json:"gap_p99_us"`
 	// RelayP50Us and RelayP99Us are the time from the upstream's write of a content chunk
 	// (its stamp) to the chunk's arrival; UpstreamGapP50Us the gap between the stamps of
 	// consecutive chunks, the upstream's own pacing.
@@ -732,7 +760,7 @@ type streamResult struct {
 	Errors            int64  `json:"errors"`
 	FirstError        string `json:"first_error,omitempty"`
 	// The samples slot by slot (not in the JSON).
-	ttfbSlots, gapSlots, relaySlots, upGapSlots, transitSlots [][]float64
+	ttfbSlots, gapSlots, relaySlots, upGapSlots, transitSlots, ttfbCleanSlots [][]float64
 }
 
 // series is one kind of observation: all of an arm's samples, and its slots' (the ones of
@@ -758,8 +786,10 @@ func (x *series) pct(p float64) num { return num(percentile(x.all, p)) }
 type streamSamples struct {
 	mu                                   sync.Mutex
 	ttfb, gaps, relays, upGaps, transits series
-	count                                atomic.Int64
-	errs                                 errorLog
+	// tail classes each stream's wait for its first chunk (see tailKinds).
+	tail  tailKinds
+	count atomic.Int64
+	errs  errorLog
 	// cpu is the proxy's CPU time over the slots, each from its start to its last stream's
 	// end, alloc the bytes its heap allocated meanwhile (unless some slot's could not be
 	// read: allocMissed).
@@ -778,8 +808,10 @@ func (s *streamSamples) result() streamResult {
 		UpstreamGapP50Us: s.upGaps.pct(50), TransitGapP99Us: s.transits.pct(99),
 		CPUPerStreamUs: nan, Errors: s.errs.n.Load(), FirstError: s.errs.first,
 		ttfbSlots: s.ttfb.slots, gapSlots: s.gaps.slots, relaySlots: s.relays.slots,
+		TTFBCleanP99Us: s.tail.clean.pct(99), ttfbCleanSlots: s.tail.clean.slots,
 		upGapSlots: s.upGaps.slots, transitSlots: s.transits.slots,
 	}
+	r.TTFBGCOverlapPct, r.TTFBWriterOverlapPct = s.tail.shares()
 	r.AllocPerStreamKiB = nan
 	if n := s.count.Load(); n > 0 && s.cpu > 0 {
 		r.CPUPerStreamUs = num(micros(s.cpu) / float64(n))
@@ -855,6 +887,7 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 	end := start.Add(dur)
 	cpu0 := cpuOf(a.proc)
 	mem0, mem0ok := memOf(ctx, a.proc)
+	var waits []span // each stream's wait for its first chunk (guarded by s.mu)
 	defer func() {
 		if a.proc != nil {
 			s.cpu += cpuOf(a.proc) - cpu0
@@ -865,6 +898,9 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 		} else {
 			s.allocMissed = true
 		}
+		s.mu.Lock()
+		s.tail.classify(waits, a.proc == nil, mem0, mem0ok, mem1, mem1ok)
+		s.mu.Unlock()
 		for _, x := range []*series{&s.ttfb, &s.gaps, &s.relays, &s.upGaps, &s.transits} {
 			x.endSlot()
 		}
@@ -881,6 +917,8 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.ttfb.add(micros(o.ttfb))
+		first := o.times[0].UnixNano()
+		waits = append(waits, span{first - int64(o.ttfb), first, micros(o.ttfb)})
 		for i := 1; i < len(o.times); i++ {
 			g := micros(o.times[i].Sub(o.times[i-1]))
 			s.gaps.add(g)

@@ -441,3 +441,45 @@ func TestCycleOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestTailKinds: a slot's requests are classed by the collections between the two reads
+// and the writer transactions of the second, the direct arm's all clean, and a slot whose
+// collections cannot be told judges nothing but still ends its clean slot.
+func TestTailKinds(t *testing.T) {
+	ring := make([]uint64, 256)
+	ring[(11+255)%256] = uint64(100 * gcWindow) // collection 11 ends at 100 windows
+	w := int64(gcWindow)
+	m0 := goMem{NumGC: 10}
+	m1 := goMem{NumGC: 11, PauseEnd: ring, WriterSpans: [][2]int64{{200 * w, 201 * w}}}
+	spans := []span{
+		{99 * w, 99*w + 10, 1},   // the collection ended within gcWindow after it
+		{200 * w, 200*w + 1, 2},  // in the writer's transaction
+		{300 * w, 300*w + 10, 3}, // clean
+		{50 * w, 250 * w, 4},     // both
+		{400 * w, 401 * w, 5},    // clean
+	}
+	var k tailKinds
+	k.classify(spans, false, m0, true, m1, true)
+	if k.judged != 5 || k.gcHits != 2 || k.writerHits != 2 {
+		t.Fatalf("judged %d, gc %d, writer %d; want 5, 2, 2", k.judged, k.gcHits, k.writerHits)
+	}
+	if !slices.Equal(k.clean.all, []float64{3, 5}) || !slices.Equal(k.gcOnly.all, []float64{1}) || !slices.Equal(k.writerOnly.all, []float64{2}) {
+		t.Fatalf("clean %v, gc only %v, writer only %v", k.clean.all, k.gcOnly.all, k.writerOnly.all)
+	}
+	if gc, wr := k.shares(); gc != 40 || wr != 40 {
+		t.Fatalf("shares %v%%, %v%%; want 40 and 40", gc, wr)
+	}
+	k.classify(spans, false, m0, false, m1, true) // the first read failed
+	if k.judged != 5 || len(k.clean.slots) != 2 || len(k.clean.slots[1]) != 0 {
+		t.Fatalf("an unknown slot judged requests (%d) or kept no empty slot (%d slots)", k.judged, len(k.clean.slots))
+	}
+	var d tailKinds
+	d.classify(spans, true, goMem{}, false, goMem{}, false)
+	if d.judged != 5 || len(d.clean.all) != 5 {
+		t.Fatalf("direct: judged %d, clean %d; want all 5 clean", d.judged, len(d.clean.all))
+	}
+	var none tailKinds
+	if gc, wr := none.shares(); !math.IsNaN(float64(gc)) || !math.IsNaN(float64(wr)) {
+		t.Fatalf("shares of nothing judged: %v, %v; want NaN", gc, wr)
+	}
+}

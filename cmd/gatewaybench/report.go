@@ -78,15 +78,16 @@ func percentileDef(key, test string, pct float64, title string, value func(round
 }
 
 // The slots of each kind of sample, for percentileDef.
-func latencySlots(r roundResult) [][]float64 { return r.Latency.slots }
-func toUpSlots(r roundResult) [][]float64    { return r.Latency.toSlots }
-func fromUpSlots(r roundResult) [][]float64  { return r.Latency.fromSlots }
-func cleanSlots(r roundResult) [][]float64   { return r.Latency.cleanSlots }
-func ttfbSlots(r roundResult) [][]float64    { return r.Streams.ttfbSlots }
-func gapSlots(r roundResult) [][]float64     { return r.Streams.gapSlots }
-func upGapSlots(r roundResult) [][]float64   { return r.Streams.upGapSlots }
-func relaySlots(r roundResult) [][]float64   { return r.Streams.relaySlots }
-func transitSlots(r roundResult) [][]float64 { return r.Streams.transitSlots }
+func latencySlots(r roundResult) [][]float64   { return r.Latency.slots }
+func toUpSlots(r roundResult) [][]float64      { return r.Latency.toSlots }
+func fromUpSlots(r roundResult) [][]float64    { return r.Latency.fromSlots }
+func cleanSlots(r roundResult) [][]float64     { return r.Latency.cleanSlots }
+func ttfbCleanSlots(r roundResult) [][]float64 { return r.Streams.ttfbCleanSlots }
+func ttfbSlots(r roundResult) [][]float64      { return r.Streams.ttfbSlots }
+func gapSlots(r roundResult) [][]float64       { return r.Streams.gapSlots }
+func upGapSlots(r roundResult) [][]float64     { return r.Streams.upGapSlots }
+func relaySlots(r roundResult) [][]float64     { return r.Streams.relaySlots }
+func transitSlots(r roundResult) [][]float64   { return r.Streams.transitSlots }
 
 // figure is one table of the report.
 type figure struct {
@@ -223,6 +224,14 @@ func (rep *report) figureDefs() []figureDef {
 			func(r roundResult) num { return r.Streams.TTFBP50Us }, ttfbSlots, nil),
 		percentileDef("ttfb_p99", "streams", 99, "Stream time to first content chunk p99",
 			func(r roundResult) num { return r.Streams.TTFBP99Us }, ttfbSlots, gatewayLimit(atMost, 300)),
+		percentileDef("ttfb_clean_p99", "streams", 99, "Stream time to first content chunk p99 of the streams whose wait for it overlapped neither a garbage collection of the proxy nor a transaction of the gateway's SQLite writer",
+			func(r roundResult) num { return r.Streams.TTFBCleanP99Us }, ttfbCleanSlots, nil),
+		{key: "ttfb_gc_overlap", test: "streams", unit: "%", compare: byAdded, proxiesOnly: true,
+			title: "Share of the streams whose wait for the first chunk overlapped a garbage collection of the proxy",
+			value: func(r roundResult) float64 { return float64(r.Streams.TTFBGCOverlapPct) }},
+		{key: "ttfb_writer_overlap", test: "streams", unit: "%", compare: byAdded, proxiesOnly: true,
+			title: "Share of the streams whose wait for the first chunk overlapped a transaction of the gateway's SQLite writer",
+			value: func(r roundResult) float64 { return float64(r.Streams.TTFBWriterOverlapPct) }},
 		{key: "cpu_per_stream", test: "streams", unit: "µs", compare: byRatio, proxiesOnly: true,
 			title: "CPU time per stream of the proxy process in the streaming test (/proc utime+stime)",
 			value: func(r roundResult) float64 { return float64(r.Streams.CPUPerStreamUs) }},
