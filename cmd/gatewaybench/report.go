@@ -77,6 +77,12 @@ func percentileDef(key, test string, pct float64, title string, value func(round
 		value: func(r roundResult) float64 { return float64(value(r)) }, target: target, pct: pct, slots: slots}
 }
 
+// shareDef is a figure of a percentage of a proxy's requests, compared by difference.
+func shareDef(key, test, title string, value func(roundResult) num) figureDef {
+	return figureDef{key: key, test: test, unit: "%", compare: byAdded, proxiesOnly: true, title: title,
+		value: func(r roundResult) float64 { return float64(value(r)) }}
+}
+
 // The slots of each kind of sample, for percentileDef.
 func latencySlots(r roundResult) [][]float64   { return r.Latency.slots }
 func toUpSlots(r roundResult) [][]float64      { return r.Latency.toSlots }
@@ -208,12 +214,10 @@ func (rep *report) figureDefs() []figureDef {
 			func(r roundResult) num { return r.Latency.FromUpstreamP99Us }, fromUpSlots, nil),
 		percentileDef("clean_p99", "latency", 99, fmt.Sprintf("Latency p99 of the requests that overlapped neither a garbage collection of the proxy (none ended during the request or within %s after it; memstats' PauseEnd) nor a transaction of the gateway's SQLite writer", gcWindow),
 			func(r roundResult) num { return r.Latency.CleanP99Us }, cleanSlots, nil),
-		{key: "gc_overlap", test: "latency", unit: "%", compare: byAdded, proxiesOnly: true,
-			title: fmt.Sprintf("Share of the requests that overlapped a garbage collection of the proxy (counted as running for %s before its end)", gcWindow),
-			value: func(r roundResult) float64 { return float64(r.Latency.GCOverlapPct) }},
-		{key: "writer_overlap", test: "latency", unit: "%", compare: byAdded, proxiesOnly: true,
-			title: "Share of the requests that overlapped a transaction of the gateway's SQLite writer",
-			value: func(r roundResult) float64 { return float64(r.Latency.WriterOverlapPct) }},
+		shareDef("gc_overlap", "latency", fmt.Sprintf("Share of the requests that overlapped a garbage collection of the proxy (counted as running for %s before its end)", gcWindow),
+			func(r roundResult) num { return r.Latency.GCOverlapPct }),
+		shareDef("writer_overlap", "latency", "Share of the requests that overlapped a transaction of the gateway's SQLite writer",
+			func(r roundResult) num { return r.Latency.WriterOverlapPct }),
 		{key: "sched_wait_p99", test: "latency", unit: "µs", compare: byAdded, proxiesOnly: true,
 			title: "Scheduling wait p99 of the proxy process at the fixed rate: how long a runnable goroutine waited for a processor (the Go runtime's /sched/latencies, a bucket's upper bound)",
 			value: func(r roundResult) float64 { return float64(r.Latency.SchedWaitP99Us) }},
@@ -226,12 +230,10 @@ func (rep *report) figureDefs() []figureDef {
 			func(r roundResult) num { return r.Streams.TTFBP99Us }, ttfbSlots, gatewayLimit(atMost, 300)),
 		percentileDef("ttfb_clean_p99", "streams", 99, "Stream time to first content chunk p99 of the streams whose wait for it overlapped neither a garbage collection of the proxy nor a transaction of the gateway's SQLite writer",
 			func(r roundResult) num { return r.Streams.TTFBCleanP99Us }, ttfbCleanSlots, nil),
-		{key: "ttfb_gc_overlap", test: "streams", unit: "%", compare: byAdded, proxiesOnly: true,
-			title: "Share of the streams whose wait for the first chunk overlapped a garbage collection of the proxy",
-			value: func(r roundResult) float64 { return float64(r.Streams.TTFBGCOverlapPct) }},
-		{key: "ttfb_writer_overlap", test: "streams", unit: "%", compare: byAdded, proxiesOnly: true,
-			title: "Share of the streams whose wait for the first chunk overlapped a transaction of the gateway's SQLite writer",
-			value: func(r roundResult) float64 { return float64(r.Streams.TTFBWriterOverlapPct) }},
+		shareDef("ttfb_gc_overlap", "streams", "Share of the streams whose wait for the first chunk overlapped a garbage collection of the proxy",
+			func(r roundResult) num { return r.Streams.TTFBGCOverlapPct }),
+		shareDef("ttfb_writer_overlap", "streams", "Share of the streams whose wait for the first chunk overlapped a transaction of the gateway's SQLite writer",
+			func(r roundResult) num { return r.Streams.TTFBWriterOverlapPct }),
 		{key: "cpu_per_stream", test: "streams", unit: "µs", compare: byRatio, proxiesOnly: true,
 			title: "CPU time per stream of the proxy process in the streaming test (/proc utime+stime)",
 			value: func(r roundResult) float64 { return float64(r.Streams.CPUPerStreamUs) }},
