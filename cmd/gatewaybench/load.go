@@ -255,11 +255,11 @@ func gcEnds(m0, m1 goMem) ([]int64, bool) {
 }
 
 // span is one request's (or one stream's wait for its first chunk) start and end, in Unix
-// ns, and its latency in µs.
-type span struct {
-	t0, t1 int64
-	lat    float64
-}
+// ns.
+type span struct{ t0, t1 int64 }
+
+// micros is the span's length in µs.
+func (sp span) micros() float64 { return float64(sp.t1-sp.t0) / 1e3 }
 
 // tailKinds classes requests by what ran in their proxy meanwhile: a garbage collection,
 // a transaction of the gateway's SQLite writer, both or neither (clean).
@@ -295,11 +295,11 @@ func (k *tailKinds) classify(spans []span, direct bool, m0 goMem, m0ok bool, m1 
 		}
 		switch {
 		case !gc && !wr:
-			k.clean.add(sp.lat)
+			k.clean.add(sp.micros())
 		case !gc:
-			k.writerOnly.add(sp.lat)
+			k.writerOnly.add(sp.micros())
 		case !wr:
-			k.gcOnly.add(sp.lat)
+			k.gcOnly.add(sp.micros())
 		}
 	}
 }
@@ -631,7 +631,7 @@ func (s *latSamples) sample(ctx context.Context, a *arm, rate int, warmup, dur t
 			}
 			s.mu.Lock()
 			s.lat.add(micros(t1.Sub(t0)))
-			spans = append(spans, span{t0.UnixNano(), t1.UnixNano(), micros(t1.Sub(t0))})
+			spans = append(spans, span{t0.UnixNano(), t1.UnixNano()})
 			if !st.received.IsZero() && !st.written.IsZero() {
 				s.to.add(micros(st.received.Sub(t0)))
 				s.from.add(micros(t1.Sub(st.written)))
@@ -824,12 +824,19 @@ func (s *streamSamples) result() streamResult {
 
 // streams runs conc workers that open streams back to back for dur.
 func streams(ctx context.Context, a *arm, load streamLoad, warmup, dur time.Duration, d directive) streamResult {
-	var w, s streamSamples
-	if warmup > 0 {
-		w.sample(ctx, a, load, warmup, d)
-	}
+	warmStreams(ctx, a, load, warmup, d)
+	var s streamSamples
 	s.sample(ctx, a, load, dur, d)
 	return s.result()
+}
+
+// warmStreams runs a's streaming load for warmup, unrecorded, so that the connections it
+// needs are open before it is measured.
+func warmStreams(ctx context.Context, a *arm, load streamLoad, warmup time.Duration, d directive) {
+	if warmup > 0 {
+		var w streamSamples
+		w.sample(ctx, a, load, warmup, d)
+	}
 }
 
 // streamLoad is how the streaming test opens streams: conc of them open on average.
@@ -862,10 +869,7 @@ func (l streamLoad) String() string {
 func interleavedStreams(ctx context.Context, arms []*arm, load streamLoad, warmup, slot, dur time.Duration, d directive) map[string]streamResult {
 	samples := make([]streamSamples, len(arms))
 	for _, a := range arms {
-		if warmup > 0 {
-			var w streamSamples
-			w.sample(ctx, a, load, warmup, d)
-		}
+		warmStreams(ctx, a, load, warmup, d)
 	}
 	for done := time.Duration(0); done < dur && ctx.Err() == nil; done += slot {
 		for _, i := range cycleOrder(arms) {
@@ -918,7 +922,7 @@ func (s *streamSamples) sample(ctx context.Context, a *arm, load streamLoad, dur
 		defer s.mu.Unlock()
 		s.ttfb.add(micros(o.ttfb))
 		first := o.times[0].UnixNano()
-		waits = append(waits, span{first - int64(o.ttfb), first, micros(o.ttfb)})
+		waits = append(waits, span{first - int64(o.ttfb), first})
 		for i := 1; i < len(o.times); i++ {
 			g := micros(o.times[i].Sub(o.times[i-1]))
 			s.gaps.add(g)
@@ -1101,10 +1105,21 @@ func waitGroup(ctx context.Context, wg *sync.WaitGroup, timeout time.Duration) {
 }
 
 func release(ctx context.Context, upstreamURL, id string) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, upstreamURL+"/bench/release?id="+id, nil)
+	if err := postControl(ctx, upstreamURL, "/bench/release?id="+id); err != nil {
+		return fmt.Errorf("releasing held streams: %w", err)
+	}
+	return nil
+}
+
+// postControl posts to one of the fake upstream's controls (/bench/...).
+func postControl(ctx context.Context, upstreamURL, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstreamURL+path, nil)
+	if err != nil {
+		return err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("releasing held streams: %w", err)
+		return err
 	}
 	_ = resp.Body.Close()
 	return nil

@@ -451,12 +451,13 @@ func TestTailKinds(t *testing.T) {
 	w := int64(gcWindow)
 	m0 := goMem{NumGC: 10}
 	m1 := goMem{NumGC: 11, PauseEnd: ring, WriterSpans: [][2]int64{{200 * w, 201 * w}}}
+	// Each span lasts as many µs as its number (the one in both kinds aside).
 	spans := []span{
-		{99 * w, 99*w + 10, 1},   // the collection ended within gcWindow after it
-		{200 * w, 200*w + 1, 2},  // in the writer's transaction
-		{300 * w, 300*w + 10, 3}, // clean
-		{50 * w, 250 * w, 4},     // both
-		{400 * w, 401 * w, 5},    // clean
+		{99 * w, 99*w + 1000},   // 1: the collection ended within gcWindow after it
+		{200 * w, 200*w + 2000}, // 2: in the writer's transaction
+		{300 * w, 300*w + 3000}, // 3: clean
+		{50 * w, 250 * w},       // both
+		{400 * w, 400*w + 5000}, // 5: clean
 	}
 	var k tailKinds
 	k.classify(spans, false, m0, true, m1, true)

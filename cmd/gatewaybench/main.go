@@ -157,7 +157,7 @@ func main() {
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
 	flag.BoolVar(&c.profileStreams, "profile-streams", false, "profile under the streaming test's load (-streams, -back-to-back) instead of under saturation")
 	flag.IntVar(&c.profileRate, "profile-rate", 0, "profile at this fixed rate in requests per second, as in the latency test, instead of under saturation (0: saturation)")
-	flag.DurationVar(&gcWindow, "gc-window", gcWindow, "a request of the latency test overlapped a collection of the proxy if the collection ended during it or within this after its start (about the length of a mark phase)")
+	flag.DurationVar(&gcWindow, "gc-window", gcWindow, "a request of the latency test (or a stream's wait for its first chunk) overlapped a collection of the proxy if the collection ended during it or within this after it (about the length of a mark phase)")
 	flag.Parse()
 	if *quick {
 		set := map[string]bool{}
@@ -507,10 +507,7 @@ func (b *bench) quiesce(ctx context.Context) {
 	for _, a := range b.arms {
 		a.client.CloseIdleConnections()
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.upstreamURL+"/bench/close-idle", nil)
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		_ = resp.Body.Close()
-	} else if ctx.Err() == nil {
+	if err := postControl(ctx, b.upstreamURL, "/bench/close-idle"); err != nil && ctx.Err() == nil {
 		logf("closing the upstream's idle connections: %v", err)
 	}
 	sleepCtx(ctx, 200*time.Millisecond)
@@ -853,11 +850,7 @@ func (b *bench) freshen(ctx context.Context, a *arm) error {
 	if err := a.proc.restart(ctx); err != nil {
 		return err
 	}
-	for _, x := range b.arms {
-		if x.proc == a.proc {
-			x.client.CloseIdleConnections()
-		}
-	}
+	a.client.CloseIdleConnections() // the client of every arm of that process
 	d := directive{n: 4, interval: time.Millisecond, latency: b.cfg.Latency}
 	plain, streamed := a.body(false, d), a.body(true, d)
 	var wg sync.WaitGroup
