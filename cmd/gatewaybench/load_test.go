@@ -303,6 +303,29 @@ func countingClient(dials *atomic.Int64) *http.Client {
 func TestQuiesce(t *testing.T) {
 	up := httptest.NewUnstartedServer(nil)
 	up.Config = newUpstreamServer(&fakeUpstream{holds: map[string]chan struct{}{}})
+	// quiesce closes the upstream's idle connections only, and the server marks one idle a
+	// moment after its answer has left: the test waits for that before quiescing.
+	var mu sync.Mutex
+	states := map[net.Conn]http.ConnState{}
+	up.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		states[c] = st
+		mu.Unlock()
+	}
+	upIdle := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, st := range states {
+			switch st {
+			case http.StateIdle:
+				n++
+			case http.StateNew, http.StateActive:
+				return false
+			}
+		}
+		return n > 0
+	}
 	up.Start()
 	defer up.Close()
 	// The "proxy": forwards each request to the upstream on a keep-alive client of its own.
@@ -336,6 +359,11 @@ func TestQuiesce(t *testing.T) {
 	get()
 	if proxyDials.Load() != 1 || upDials.Load() != 1 {
 		t.Fatalf("dials before quiesce: %d to the proxy, %d to the upstream; want 1 and 1", proxyDials.Load(), upDials.Load())
+	}
+	for deadline := time.Now().Add(5 * time.Second); !upIdle(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the proxy's connection to the upstream never became idle")
+		}
 	}
 	b.quiesce(context.Background())
 	get()
