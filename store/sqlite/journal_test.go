@@ -320,6 +320,7 @@ func TestJournalSegments(t *testing.T) {
 	copyStore(t, live, crashed)
 	p.release()
 	wantBalance(t, s, "ws_1", 100*usd-usd/2-n*usd/10, 50*usd-usd/2-n*usd/10)
+	waitDrops(s)
 	if left, _ := filepath.Glob(live + "-settlements/*.log"); len(left) != 1 {
 		t.Errorf("%d segments left once every record is applied, want only the current one", len(left))
 	}
@@ -596,5 +597,103 @@ func TestJournaledSettlementAllocatesOnce(t *testing.T) {
 	got, err := s.GetGeneration(ctx, "ws_1", gens[runs].ID)
 	if err != nil || got.CostNanos != usd/10 {
 		t.Fatalf("last settlement: %+v, %v", got, err)
+	}
+}
+
+// waitDrops waits until the segments being dropped in the background are gone. Under the
+// journal's lock, which every dropLater call holds: none starts meanwhile.
+func waitDrops(s *Store) {
+	s.jr.mu.Lock()
+	defer s.jr.mu.Unlock()
+	s.jr.drops.Wait()
+}
+
+// TestJournalDropsOffTheLock: a segment whose records are all applied is unmapped and
+// deleted in the background, not under the journal's lock, so that settlements are
+// journaled while it is; Close waits for it.
+func TestJournalDropsOffTheLock(t *testing.T) {
+	defer func(n int) { journalSegmentBytes = n }(journalSegmentBytes)
+	journalSegmentBytes = 4096
+	release := make(chan struct{})
+	dropping := make(chan struct{}, 100)
+	var dropped []string
+	var mu sync.Mutex
+	defer func(d func(*mappedSegment, string)) { dropSegment = d }(dropSegment)
+	dropSegment = func(m *mappedSegment, path string) {
+		dropping <- struct{}{}
+		<-release
+		m.drop(path)
+		mu.Lock()
+		dropped = append(dropped, path)
+		mu.Unlock()
+	}
+	path := filepath.Join(t.TempDir(), "gateway.db")
+	s := openTemp(t, path)
+	ctx := context.Background()
+	leaseFixture(t, s, "ws_1", "res_1", 50*usd)
+	const n = 40 // several segments of 4 KiB
+	// The writer is held while the first records are journaled, so that the segments they
+	// fill are retired with records to apply, and dropped once applied.
+	p := holdWriter(t, s)
+	settled := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if _, err := leaseSettle(ctx, s, "ws_1", "res_1", i, false); err != nil {
+				settled <- err
+				return
+			}
+		}
+		s.jr.mu.Lock()
+		retired := len(s.jr.retired)
+		s.jr.mu.Unlock()
+		if retired < 2 {
+			settled <- fmt.Errorf("%d segments retired after %d records", retired, n)
+			return
+		}
+		p.release()
+		if _, err := s.GetBalance(ctx, "ws_1"); err != nil { // waits for every record to apply
+			settled <- err
+			return
+		}
+		for range retired { // every retired segment's drop has started, and is held
+			<-dropping
+		}
+		for i := n; i < 2*n; i++ {
+			if _, err := leaseSettle(ctx, s, "ws_1", "res_1", i, false); err != nil {
+				settled <- err
+				return
+			}
+		}
+		settled <- nil
+	}()
+	select {
+	case err := <-settled:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		close(release)
+		t.Fatal("settlements and reads waited for a segment being dropped")
+	}
+	wantBalance(t, s, "ws_1", 100*usd-usd/2-2*n*usd/10, 50*usd-usd/2-2*n*usd/10)
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while segments were still being dropped", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dropped) < 2 {
+		t.Fatalf("%d segments dropped in the background", len(dropped))
+	}
+	if left, _ := filepath.Glob(path + "-settlements/*.log"); len(left) != 0 {
+		t.Fatalf("segments %v left after Close with every record applied", left)
 	}
 }
