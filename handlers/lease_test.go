@@ -90,7 +90,14 @@ func leasedHolds(g *Gateway) (sum int64, leases int) {
 // of its leases plus the worst cases of their requests in flight; the balance is the
 // initial one minus every recorded charge; and once everything settled nothing is held.
 func TestLeaseInvariantUnderConcurrency(t *testing.T) {
+	t.Run("dropped when idle", func(t *testing.T) { leaseInvariantUnderConcurrency(t, 0) })
+	// Lingering leases are renewed ahead, in the background (renewLease).
+	t.Run("lingering", func(t *testing.T) { leaseInvariantUnderConcurrency(t, time.Minute) })
+}
+
+func leaseInvariantUnderConcurrency(t *testing.T, linger time.Duration) {
 	a, cs := leaseGateway(t)
+	a.g.LeaseLinger = linger
 	const initial = 1000 * usdNanos
 	ws, std, _ := a.workspace(initial)
 	keys := []string{kidOf(t, std), kidOf(t, a.key(ws, store.KeyStandard, 0, "")), kidOf(t, a.key(ws, store.KeyStandard, 0, ""))}
@@ -133,7 +140,7 @@ func TestLeaseInvariantUnderConcurrency(t *testing.T) {
 			}
 		}()
 	}
-	checks := 0
+	checks, skipped := 0, 0
 	var checkWG sync.WaitGroup
 	checkWG.Add(1)
 	go func() {
@@ -145,6 +152,16 @@ func TestLeaseInvariantUnderConcurrency(t *testing.T) {
 			case <-time.After(3 * time.Millisecond):
 			}
 			gate.Lock()
+			// A renewal under way has a Reserve the leases do not show yet; none starts
+			// while the gate is held (only admissions start them).
+			a.g.leases.mu.Lock()
+			renewing := len(a.g.leases.acquiring) > 0
+			a.g.leases.mu.Unlock()
+			if renewing {
+				skipped++
+				gate.Unlock()
+				continue
+			}
 			held, _ := leasedHolds(a.g)
 			var perKey int64
 			for _, kid := range keys {
@@ -171,12 +188,17 @@ func TestLeaseInvariantUnderConcurrency(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	if linger > 0 {
+		if err := a.g.Close(); err != nil { // the current leases linger until then
+			t.Fatal(err)
+		}
+	}
 	b, _ := a.s.GetBalance(ctx, ws)
 	if held, n := leasedHolds(a.g); b.ReservedNanos != 0 || held != 0 || n != 0 || b.BalanceNanos != initial-charged.Load() {
 		t.Fatalf("after the last settlement: %+v, %d leases holding %d", b, n, held)
 	}
 	n := admitted.Load()
-	t.Logf("%d checks; %d requests, %d lease reservations, %d releases", checks, n, cs.reserves.Load(), cs.releases.Load())
+	t.Logf("%d checks, %d skipped during renewals; %d requests, %d lease reservations, %d releases", checks, skipped, n, cs.reserves.Load(), cs.releases.Load())
 	if checks == 0 || cs.reserves.Load()*4 > n {
 		t.Fatalf("leases did not spare writes: %d reservations for %d requests", cs.reserves.Load(), n)
 	}
@@ -576,4 +598,166 @@ func TestLeaseTarget(t *testing.T) {
 			t.Errorf("leaseTarget(%d) = %d, want %d", tc.w, got, tc.want)
 		}
 	}
+}
+
+// gatedStore holds every Reserve after the first until gate is closed, telling entered.
+type gatedStore struct {
+	*countingStore
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (s *gatedStore) Reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
+	if s.countingStore.reserves.Load() > 0 {
+		s.entered <- struct{}{}
+		<-s.gate
+	}
+	return s.countingStore.Reserve(ctx, p)
+}
+
+func gatedLeaseGateway(t *testing.T) (*adminGateway, *countingStore, *gatedStore) {
+	a, cs := leaseGateway(t)
+	a.g.LeaseLinger = time.Minute
+	gs := &gatedStore{countingStore: cs, gate: make(chan struct{}), entered: make(chan struct{}, 4)}
+	a.g.Store = gs
+	return a, cs, gs
+}
+
+const leaseChat = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+
+// sendUntilRenewal sends requests one at a time until a second Reserve (the renewal) is
+// held in gs, and returns how many were sent; they must all have been admitted.
+func sendUntilRenewal(t *testing.T, a *adminGateway, gs *gatedStore, key string) int {
+	t.Helper()
+	for i := 1; i <= 200; i++ {
+		done := make(chan int, 1)
+		go func() {
+			status, _ := a.do(http.MethodPost, "/chat/completions", key, leaseChat)
+			done <- status
+		}()
+		select {
+		case status := <-done:
+			if status != 200 {
+				t.Fatalf("request %d: status %d", i, status)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("request %d waited for the renewal", i)
+		}
+		select {
+		case <-gs.entered:
+			return i
+		default:
+		}
+	}
+	t.Fatal("the lease was never renewed ahead")
+	return 0
+}
+
+// TestLeaseRenewedAhead: a lingering lease is renewed in the background once it is down
+// to a quarter: requests meanwhile are admitted from it without waiting for the renewal's
+// Reserve, the new lease then replaces it, and the old one's rest is released.
+func TestLeaseRenewedAhead(t *testing.T) {
+	a, cs, gs := gatedLeaseGateway(t)
+	ws, std, _ := a.workspace(100 * usdNanos)
+	// A request's worst case is 0.15 USD and 0.002 of output: a lease of 64 of them is due
+	// for renewal below a quarter, after about 48.
+	n := sendUntilRenewal(t, a, gs, std)
+	if n < 40 || n > 60 {
+		t.Errorf("renewal started after %d requests, want about 50 of a lease of about 65", n)
+	}
+	// The renewal is held: the next requests are admitted from the current lease's rest.
+	for i := range 10 {
+		done := make(chan int, 1)
+		go func() {
+			status, _ := a.do(http.MethodPost, "/chat/completions", std, leaseChat)
+			done <- status
+		}()
+		select {
+		case status := <-done:
+			if status != 200 {
+				t.Fatalf("request %d during the renewal: status %d", i, status)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("request %d during the renewal waited for it", i)
+		}
+	}
+	if got := cs.reserves.Load(); got != 1 {
+		t.Fatalf("%d Reserves done while the renewal is held, want only the first lease's", got)
+	}
+	close(gs.gate)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := a.s.GetBalance(context.Background(), ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, leases := leasedHolds(a.g)
+		a.g.leases.mu.Lock()
+		var amount int64
+		for _, l := range a.g.leases.cur { // one key
+			amount = l.amount
+		}
+		a.g.leases.mu.Unlock()
+		// Nothing in flight: the old lease's rest is released, the new one holds its amount.
+		if cs.reserves.Load() == 2 && leases == 1 && amount > 0 && held == amount && b.ReservedNanos == held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the renewal: %d Reserves, %d leases holding %d, the store holds %d", cs.reserves.Load(), leases, held, b.ReservedNanos)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := cs.releases.Load(); got != 1 {
+		t.Errorf("%d releases, want the replaced lease's", got)
+	}
+	a.mustDo(200, http.MethodPost, "/chat/completions", std, leaseChat)
+	if got := cs.reserves.Load(); got != 2 {
+		t.Errorf("%d Reserves, want 2: the next request is admitted from the new lease", got)
+	}
+	spent := 100*usdNanos - mustBalance(t, a, ws).BalanceNanos
+	if want := int64(n+11) * 150_000_000; spent < want || spent > want+int64(n+11)*100_000 {
+		t.Errorf("spent %d nanos on %d requests of 0.15 USD and a few tokens", spent, n+11)
+	}
+	if err := a.g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b := mustBalance(t, a, ws); b.ReservedNanos != 0 {
+		t.Errorf("%d nanos held after Close", b.ReservedNanos)
+	}
+}
+
+// TestLeaseCloseWaitsForRenewal: Close returns only once a renewal under way is done, and
+// what it reserved is released.
+func TestLeaseCloseWaitsForRenewal(t *testing.T) {
+	a, _, gs := gatedLeaseGateway(t)
+	ws, std, _ := a.workspace(100 * usdNanos)
+	sendUntilRenewal(t, a, gs, std)
+	closed := make(chan error, 1)
+	go func() { closed <- a.g.Close() }()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) during a renewal", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gs.gate)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return after the renewal")
+	}
+	if b := mustBalance(t, a, ws); b.ReservedNanos != 0 {
+		t.Errorf("%d nanos held after Close", b.ReservedNanos)
+	}
+}
+
+func mustBalance(t *testing.T, a *adminGateway, ws string) store.Balance {
+	t.Helper()
+	b, err := a.s.GetBalance(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
