@@ -121,6 +121,8 @@ type lease struct {
 	inflightNanos int64
 	created       time.Time
 	lastAdmit     time.Time
+	// renewAfter: a renewal ahead failed; the next one waits until then (renewDue).
+	renewAfter time.Time
 	// retired leases admit nothing more; releasing is set while a release is under way;
 	// gone once the reservation no longer exists.
 	retired, releasing, gone bool
@@ -249,9 +251,19 @@ func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, 
 		delete(t.small, k)
 	}
 	if err != nil {
-		if errors.Is(err, store.ErrInsufficientFunds) || errors.Is(err, store.ErrKeyLimitExceeded) {
+		refused := errors.Is(err, store.ErrInsufficientFunds) || errors.Is(err, store.ErrKeyLimitExceeded)
+		switch {
+		case refused:
 			t.refused[k] = now.Add(leaseRefusalBackoff)
-		} else if ctx.Err() == nil {
+		case w == 0:
+			// A renewal ahead that failed is not tried again by every request admitted
+			// meanwhile; the current lease admits on, and a request that finds it short
+			// takes the next one itself.
+			if cur := t.cur[k]; cur != nil {
+				cur.renewAfter = g.Now().Add(leaseRefusalBackoff)
+			}
+			g.Logger.Warn("renewing a credit lease failed", zapErr(err))
+		case ctx.Err() == nil:
 			g.Logger.Warn("taking a credit lease failed; reserving per request", zapErr(err))
 		}
 		t.mu.Unlock()
@@ -308,7 +320,9 @@ func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, 
 // a request may so be refused up to that rest earlier (the precision note above); the
 // wallet still can never be overspent, each lease being a reservation the store granted.
 // A renewal the store refuses sets the key's refusal backoff: the current lease admits
-// until it is short, and requests then reserve for themselves, as without leases.
+// until it is short, and requests then reserve for themselves, as without leases. One that
+// fails otherwise (a store error) is tried again after the same backoff, not by every
+// request admitted meanwhile.
 
 // renewDue reports whether the key's current lease l, which just admitted a request, is to
 // be renewed ahead. Callers hold t.mu.
@@ -317,7 +331,7 @@ func (g *Gateway) renewDue(l *lease, now time.Time) bool {
 		return false
 	}
 	t := g.leases
-	if t.acquiring[l.k] != nil {
+	if t.acquiring[l.k] != nil || now.Before(l.renewAfter) {
 		return false
 	}
 	until, refused := t.refused[l.k]

@@ -24,12 +24,15 @@ type countingStore struct {
 	store.Store
 	reserves, settles, leaseSettles, releases atomic.Int64
 	// smallLeases counts small-wallet leases granted (reserved leaving the preflight).
-	smallLeases                  atomic.Int64
-	failLeaseSettle, failRelease atomic.Bool
+	smallLeases                               atomic.Int64
+	failLeaseSettle, failRelease, failReserve atomic.Bool
 }
 
 func (s *countingStore) Reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
 	s.reserves.Add(1)
+	if s.failReserve.Load() {
+		return store.Reservation{}, errors.New("disk I/O error")
+	}
 	res, err := s.Store.Reserve(ctx, p)
 	if err == nil && p.MinAvailableNanos == p.AmountNanos+MinPreflightNanos {
 		s.smallLeases.Add(1)
@@ -760,4 +763,45 @@ func mustBalance(t *testing.T, a *adminGateway, ws string) store.Balance {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestLeaseRenewalFailureBacksOff: a renewal ahead that fails is not tried again by every
+// request admitted after it: the current lease admits on, one more try after the backoff.
+func TestLeaseRenewalFailureBacksOff(t *testing.T) {
+	a, cs := leaseGateway(t)
+	a.g.LeaseLinger = time.Minute
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	a.g.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	_, std, _ := a.workspace(100 * usdNanos)
+	a.mustDo(200, http.MethodPost, "/chat/completions", std, leaseChat) // takes the lease
+	cs.failReserve.Store(true)
+	// Down to a quarter after about 48 requests; 10 more are admitted from the rest.
+	for i := range 58 {
+		if status, v := a.do(http.MethodPost, "/chat/completions", std, leaseChat); status != 200 {
+			t.Fatalf("request %d: %d %v", i, status, v)
+		}
+	}
+	waitFor(t, func() bool {
+		a.g.leases.mu.Lock()
+		defer a.g.leases.mu.Unlock()
+		return len(a.g.leases.acquiring) == 0
+	})
+	if got := cs.reserves.Load(); got != 2 {
+		t.Fatalf("%d Reserves, want the lease's and one failed renewal", got)
+	}
+	now.Add(int64(leaseRefusalBackoff))
+	a.mustDo(200, http.MethodPost, "/chat/completions", std, leaseChat)
+	waitFor(t, func() bool { return cs.reserves.Load() == 3 })
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10 s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
