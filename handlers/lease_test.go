@@ -628,24 +628,31 @@ func gatedLeaseGateway(t *testing.T) (*adminGateway, *countingStore, *gatedStore
 
 const leaseChat = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 
+// chatNotWaiting sends one chat request, which must be answered 200 without waiting for
+// a held renewal (10 s at most).
+func chatNotWaiting(t *testing.T, a *adminGateway, key, what string) {
+	t.Helper()
+	done := make(chan int, 1)
+	go func() {
+		status, _ := a.do(http.MethodPost, "/chat/completions", key, leaseChat)
+		done <- status
+	}()
+	select {
+	case status := <-done:
+		if status != 200 {
+			t.Fatalf("%s: status %d", what, status)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s waited for the renewal", what)
+	}
+}
+
 // sendUntilRenewal sends requests one at a time until a second Reserve (the renewal) is
 // held in gs, and returns how many were sent; they must all have been admitted.
 func sendUntilRenewal(t *testing.T, a *adminGateway, gs *gatedStore, key string) int {
 	t.Helper()
 	for i := 1; i <= 200; i++ {
-		done := make(chan int, 1)
-		go func() {
-			status, _ := a.do(http.MethodPost, "/chat/completions", key, leaseChat)
-			done <- status
-		}()
-		select {
-		case status := <-done:
-			if status != 200 {
-				t.Fatalf("request %d: status %d", i, status)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("request %d waited for the renewal", i)
-		}
+		chatNotWaiting(t, a, key, fmt.Sprintf("request %d", i))
 		select {
 		case <-gs.entered:
 			return i
@@ -670,19 +677,7 @@ func TestLeaseRenewedAhead(t *testing.T) {
 	}
 	// The renewal is held: the next requests are admitted from the current lease's rest.
 	for i := range 10 {
-		done := make(chan int, 1)
-		go func() {
-			status, _ := a.do(http.MethodPost, "/chat/completions", std, leaseChat)
-			done <- status
-		}()
-		select {
-		case status := <-done:
-			if status != 200 {
-				t.Fatalf("request %d during the renewal: status %d", i, status)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("request %d during the renewal waited for it", i)
-		}
+		chatNotWaiting(t, a, std, fmt.Sprintf("request %d during the renewal", i))
 	}
 	if got := cs.reserves.Load(); got != 1 {
 		t.Fatalf("%d Reserves done while the renewal is held, want only the first lease's", got)
