@@ -80,8 +80,7 @@ func DecodeRequest(body []byte) (*providers.Request, error) {
 	var mr MessagesRequest
 	if !mr.fastDecode(body) {
 		// A shape the fast path leaves to encoding/json, invalid input included.
-		mr = MessagesRequest{}
-		if err := json.Unmarshal(body, &mr); err != nil {
+		if err := rawjson.UnmarshalFresh(body, &mr); err != nil {
 			return nil, fmt.Errorf("decoding messages request: %w", err)
 		}
 	}
@@ -1017,8 +1016,7 @@ func DecodeResponse(body []byte) (*providers.Response, error) {
 	var m Message
 	if !m.fastDecode(body) {
 		// A shape the fast path leaves to encoding/json, invalid input included.
-		m = Message{}
-		if err := json.Unmarshal(body, &m); err != nil {
+		if err := rawjson.UnmarshalFresh(body, &m); err != nil {
 			return nil, fmt.Errorf("decoding message: %w", err)
 		}
 	}

@@ -26,9 +26,9 @@ func DecodeChatRequest(body []byte) (*providers.Request, error) {
 	var cr ChatRequest
 	if !cr.fastDecode(body) {
 		// The fast path (fastdecode.go) takes the usual bodies and leaves the rest, errors
-		// included, to json.Unmarshal, from a zero struct: it may have filled part of cr.
-		cr = ChatRequest{}
-		if err := json.Unmarshal(body, &cr); err != nil {
+		// included, to json.Unmarshal, from a zero struct: it may have filled part of cr
+		// (UnmarshalFresh, which keeps cr on the stack).
+		if err := rawjson.UnmarshalFresh(body, &cr); err != nil {
 			return nil, fmt.Errorf("decoding chat request: %w", err)
 		}
 	}
@@ -466,8 +466,7 @@ func DecodeChatResponse(body []byte) (*providers.Response, error) {
 	var cr ChatResponse
 	if !cr.fastDecode(body) {
 		// As in DecodeChatRequest.
-		cr = ChatResponse{}
-		if err := json.Unmarshal(body, &cr); err != nil {
+		if err := rawjson.UnmarshalFresh(body, &cr); err != nil {
 			return nil, fmt.Errorf("decoding chat response: %w", err)
 		}
 	}
