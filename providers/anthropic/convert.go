@@ -1208,8 +1208,7 @@ func ParseUsage(raw []byte) (providers.Usage, error) {
 	}
 	var u Usage
 	if !rawjson.Valid(raw) || !u.fastDecode(raw) {
-		u = Usage{}
-		if err := json.Unmarshal(raw, &u); err != nil {
+		if err := rawjson.UnmarshalFresh(raw, &u); err != nil {
 			return providers.Usage{}, fmt.Errorf("decoding usage: %w", err)
 		}
 	}

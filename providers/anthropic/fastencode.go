@@ -302,7 +302,11 @@ func marshalRequest(r *MessagesRequest) ([]byte, error) {
 	if b, ok := appendMessagesRequest(make([]byte, 0, requestSize(r)), r); ok {
 		return b, nil
 	}
-	return json.Marshal(r)
+	// A copy for encoding/json's interface argument, so that the caller's request, built
+	// on its stack for the fast path, stays there.
+	c := new(MessagesRequest)
+	*c = *r
+	return json.Marshal(c)
 }
 
 // marshalMessage is json.Marshal(m), on the fast path when it can.

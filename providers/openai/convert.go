@@ -643,8 +643,7 @@ func ParseChatUsage(usage []byte) (providers.Usage, error) {
 	var u ChatUsage
 	if !validJSON(usage) || !u.fastDecode(usage) {
 		// The fast decoder (fastdecode.go) reads the usual objects, encoding/json the rest.
-		u = ChatUsage{}
-		if err := json.Unmarshal(usage, &u); err != nil {
+		if err := rawjson.UnmarshalFresh(usage, &u); err != nil {
 			return providers.Usage{}, fmt.Errorf("decoding chat usage: %w", err)
 		}
 	}
