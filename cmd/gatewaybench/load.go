@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -268,6 +270,14 @@ type tailKinds struct {
 	// that overlapped a collection, a writer transaction.
 	judged, gcHits, writerHits int
 	clean, writerOnly, gcOnly  series
+	// judgedReqs are the judged requests, for what the slowest of them overlapped (slowest).
+	judgedReqs []judgedReq
+}
+
+// judgedReq is one judged request: its latency in µs and what it overlapped.
+type judgedReq struct {
+	micros    float64
+	gc, wrote bool
 }
 
 // classify adds one slot's requests, given the proxy's counters read before (m0) and
@@ -293,6 +303,7 @@ func (k *tailKinds) classify(spans []span, direct bool, m0 goMem, m0ok bool, m1 
 		if wr {
 			k.writerHits++
 		}
+		k.judgedReqs = append(k.judgedReqs, judgedReq{sp.micros(), gc, wr})
 		switch {
 		case !gc && !wr:
 			k.clean.add(sp.micros())
@@ -311,6 +322,28 @@ func (k *tailKinds) shares() (gcPct, writerPct num) {
 		return nan, nan
 	}
 	return num(100 * float64(k.gcHits) / float64(k.judged)), num(100 * float64(k.writerHits) / float64(k.judged))
+}
+
+// slowest returns, of the slowest pct percent of the judged requests (at least one), the
+// percentages that overlapped a collection and a writer transaction; NaN when none was
+// judged. Where the slowest requests come from: the tail's composition, not its height.
+func (k *tailKinds) slowest(pct float64) (gcPct, writerPct num) {
+	if len(k.judgedReqs) == 0 {
+		return nan, nan
+	}
+	reqs := slices.Clone(k.judgedReqs)
+	slices.SortFunc(reqs, func(a, b judgedReq) int { return cmp.Compare(b.micros, a.micros) })
+	top := reqs[:max(1, int(math.Ceil(float64(len(reqs))*pct/100)))]
+	var gc, wr int
+	for _, r := range top {
+		if r.gc {
+			gc++
+		}
+		if r.wrote {
+			wr++
+		}
+	}
+	return num(100 * float64(gc) / float64(len(top))), num(100 * float64(wr) / float64(len(top)))
 }
 
 // overlapsSpan reports whether a request from t0 to t1 (Unix ns) overlapped one of spans.
@@ -440,6 +473,10 @@ type latResult struct {
 	GCOverlapPct     num `json:"gc_overlap_pct"`
 	WriterOverlapPct num `json:"writer_overlap_pct"`
 	CleanP99Us       num `json:"clean_p99_us"`
+	// Of the slowest 1% of the requests, the shares that overlapped a collection and a
+	// writer transaction: what the p99 is made of.
+	SlowestGCPct     num `json:"slowest_gc_pct"`
+	SlowestWriterPct num `json:"slowest_writer_pct"`
 	// The latencies of each kind apart: the requests that overlapped neither (clean), a
 	// writer transaction and no collection, a collection and no writer transaction.
 	CleanP50Us      num `json:"clean_p50_us"`
@@ -477,8 +514,10 @@ func (s *latSamples) result() latResult {
 	defer s.mu.Unlock()
 	t := &s.tail
 	gcPct, writerPct := t.shares()
+	slowGC, slowWriter := t.slowest(1)
 	return latResult{
 		GCOverlapPct: gcPct, WriterOverlapPct: writerPct, CleanP99Us: t.clean.pct(99), cleanSlots: t.clean.slots,
+		SlowestGCPct: slowGC, SlowestWriterPct: slowWriter,
 		CleanP50Us: t.clean.pct(50), CleanP90Us: t.clean.pct(90),
 		WriterOnlyP50Us: t.writerOnly.pct(50), WriterOnlyP90Us: t.writerOnly.pct(90),
 		GCOnlyP50Us: t.gcOnly.pct(50), GCOnlyP90Us: t.gcOnly.pct(90),

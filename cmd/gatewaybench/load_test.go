@@ -498,6 +498,18 @@ func TestTailKinds(t *testing.T) {
 	if gc, wr := k.shares(); gc != 40 || wr != 40 {
 		t.Fatalf("shares %v%%, %v%%; want 40 and 40", gc, wr)
 	}
+	// The slowest: the one in both kinds (200 windows long), then 5 and 3 (clean), 2, 1.
+	for _, c := range []struct{ pct, gc, wr float64 }{
+		{1, 100, 100}, // at least one request
+		{40, 50, 50},
+		{60, 100.0 / 3, 100.0 / 3},
+		{80, 25, 50},
+		{100, 40, 40},
+	} {
+		if gc, wr := k.slowest(c.pct); math.Abs(float64(gc)-c.gc) > 1e-9 || math.Abs(float64(wr)-c.wr) > 1e-9 {
+			t.Errorf("slowest %v%%: %v%% overlapped a collection, %v%% the writer; want %v and %v", c.pct, gc, wr, c.gc, c.wr)
+		}
+	}
 	k.classify(spans, false, m0, false, m1, true) // the first read failed
 	if k.judged != 5 || len(k.clean.slots) != 2 || len(k.clean.slots[1]) != 0 {
 		t.Fatalf("an unknown slot judged requests (%d) or kept no empty slot (%d slots)", k.judged, len(k.clean.slots))
@@ -510,5 +522,8 @@ func TestTailKinds(t *testing.T) {
 	var none tailKinds
 	if gc, wr := none.shares(); !math.IsNaN(float64(gc)) || !math.IsNaN(float64(wr)) {
 		t.Fatalf("shares of nothing judged: %v, %v; want NaN", gc, wr)
+	}
+	if gc, wr := none.slowest(1); !math.IsNaN(float64(gc)) || !math.IsNaN(float64(wr)) {
+		t.Fatalf("slowest of nothing judged: %v, %v; want NaN", gc, wr)
 	}
 }
