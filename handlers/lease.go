@@ -59,10 +59,11 @@ import (
 // Lifecycle: a lease admits for at most leaseMaxAge. When it cannot admit a request (too
 // little remaining, too old), it is retired: it admits nothing more, a new lease is taken,
 // and the old one keeps serving its requests in flight. A lingering lease is normally
-// replaced before that, by a lease taken ahead in the background (Renewal ahead, below). A retired lease is dropped as
-// soon as it has no request in flight: the settlement of its last request drops the
-// reservation in the same transaction (SettleLease with Release), or, when two
-// settlements race to be last, one extra ReleaseReservation does. The key's current
+// replaced before that, by a lease taken ahead in the background (Renewal ahead, below).
+// A retired lease is dropped as soon as it has no request in flight: the settlement of its
+// last request drops the reservation in the same transaction (SettleLease with Release),
+// or, when two settlements race to be last, one extra ReleaseReservation does (or, for a
+// lease replaced by one taken ahead with nothing in flight, leaseTaken). The key's current
 // lease is dropped the same way when Gateway.LeaseLinger is 0; otherwise it stays open
 // until no request was admitted from it for LeaseLinger (the janitor retires and drops
 // it), so that a key sending one request at a time does not take a lease, one store write
