@@ -266,12 +266,9 @@ func (sp span) micros() float64 { return float64(sp.t1-sp.t0) / 1e3 }
 // tailKinds classes requests by what ran in their proxy meanwhile: a garbage collection,
 // a transaction of the gateway's SQLite writer, both or neither (clean).
 type tailKinds struct {
-	// judged counts the requests whose overlap could be told; gcHits and writerHits those
-	// that overlapped a collection, a writer transaction.
-	judged, gcHits, writerHits int
-	clean, writerOnly, gcOnly  series
-	// judgedReqs are the judged requests, for what the slowest of them overlapped (slowest).
-	judgedReqs []judgedReq
+	// judged are the requests whose overlap could be told, with what they overlapped.
+	judged                    []judgedReq
+	clean, writerOnly, gcOnly series
 }
 
 // judgedReq is one judged request: its latency in µs and what it overlapped.
@@ -295,15 +292,8 @@ func (k *tailKinds) classify(spans []span, direct bool, m0 goMem, m0ok bool, m1 
 		return
 	}
 	for _, sp := range spans {
-		k.judged++
 		gc, wr := overlapsGC(sp.t0, sp.t1, ends), overlapsSpan(sp.t0, sp.t1, m1.WriterSpans)
-		if gc {
-			k.gcHits++
-		}
-		if wr {
-			k.writerHits++
-		}
-		k.judgedReqs = append(k.judgedReqs, judgedReq{sp.micros(), gc, wr})
+		k.judged = append(k.judged, judgedReq{sp.micros(), gc, wr})
 		switch {
 		case !gc && !wr:
 			k.clean.add(sp.micros())
@@ -317,25 +307,16 @@ func (k *tailKinds) classify(spans []span, direct bool, m0 goMem, m0ok bool, m1 
 
 // shares are the percentages of the judged requests that overlapped a collection and a
 // writer transaction; NaN when none was judged.
-func (k *tailKinds) shares() (gcPct, writerPct num) {
-	if k.judged == 0 {
-		return nan, nan
-	}
-	return num(100 * float64(k.gcHits) / float64(k.judged)), num(100 * float64(k.writerHits) / float64(k.judged))
-}
+func (k *tailKinds) shares() (gcPct, writerPct num) { return overlapShares(k.judged) }
 
-// slowest returns, of the slowest pct percent of the judged requests (at least one), the
-// percentages that overlapped a collection and a writer transaction; NaN when none was
-// judged. Where the slowest requests come from: the tail's composition, not its height.
-func (k *tailKinds) slowest(pct float64) (gcPct, writerPct num) {
-	if len(k.judgedReqs) == 0 {
+// overlapShares are the percentages of reqs that overlapped a collection and a writer
+// transaction; NaN when reqs is empty.
+func overlapShares(reqs []judgedReq) (gcPct, writerPct num) {
+	if len(reqs) == 0 {
 		return nan, nan
 	}
-	reqs := slices.Clone(k.judgedReqs)
-	slices.SortFunc(reqs, func(a, b judgedReq) int { return cmp.Compare(b.micros, a.micros) })
-	top := reqs[:max(1, int(math.Ceil(float64(len(reqs))*pct/100)))]
 	var gc, wr int
-	for _, r := range top {
+	for _, r := range reqs {
 		if r.gc {
 			gc++
 		}
@@ -343,7 +324,19 @@ func (k *tailKinds) slowest(pct float64) (gcPct, writerPct num) {
 			wr++
 		}
 	}
-	return num(100 * float64(gc) / float64(len(top))), num(100 * float64(wr) / float64(len(top)))
+	return num(100 * float64(gc) / float64(len(reqs))), num(100 * float64(wr) / float64(len(reqs)))
+}
+
+// slowest returns, of the slowest pct percent of the judged requests (at least one), the
+// percentages that overlapped a collection and a writer transaction; NaN when none was
+// judged. Where the slowest requests come from: the tail's composition, not its height.
+func (k *tailKinds) slowest(pct float64) (gcPct, writerPct num) {
+	if len(k.judged) == 0 {
+		return nan, nan
+	}
+	reqs := slices.Clone(k.judged)
+	slices.SortFunc(reqs, func(a, b judgedReq) int { return cmp.Compare(b.micros, a.micros) })
+	return overlapShares(reqs[:max(1, int(math.Ceil(float64(len(reqs))*pct/100)))])
 }
 
 // overlapsSpan reports whether a request from t0 to t1 (Unix ns) overlapped one of spans.
