@@ -208,12 +208,9 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 			// It keeps serving its requests in flight; the last one's settlement drops it.
 			t.retire(l)
 		}
-		if until, ok := t.refused[k]; ok {
-			if now.Before(until) {
-				t.mu.Unlock()
-				return nil
-			}
-			delete(t.refused, k)
+		if t.refusedAt(k, now) {
+			t.mu.Unlock()
+			return nil
 		}
 		if ch := t.acquiring[k]; ch != nil {
 			// Another request is taking the key's lease: wait for it rather than take one more.
@@ -225,17 +222,36 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 				return nil
 			}
 		}
-		ch := make(chan struct{})
-		t.acquiring[k] = ch
-		knownSmall := now.Before(t.small[k])
-		if !knownSmall {
-			delete(t.small, k)
-		}
+		ch, knownSmall := t.startAcquiring(k, now)
 		t.mu.Unlock()
 
 		res, small, err := g.takeLease(ctx, workspaceID, keyID, w, target, now, knownSmall)
 		return g.leaseTaken(ctx, k, ch, w, now, res, small, err)
 	}
+}
+
+// refusedAt reports whether key k is in its refusal backoff at now, forgetting a backoff
+// that has ended. Callers hold t.mu.
+func (t *leaseTable) refusedAt(k leaseKey, now time.Time) bool {
+	until, ok := t.refused[k]
+	if ok && !now.Before(until) {
+		delete(t.refused, k)
+		return false
+	}
+	return ok
+}
+
+// startAcquiring marks key k's next lease as being taken, and returns the channel closed
+// when it is (leaseTaken) and whether the key's wallet is known to be too small for a full
+// lease, forgetting that once it is no longer known. Callers hold t.mu.
+func (t *leaseTable) startAcquiring(k leaseKey, now time.Time) (ch chan struct{}, knownSmall bool) {
+	ch = make(chan struct{})
+	t.acquiring[k] = ch
+	knownSmall = now.Before(t.small[k])
+	if !knownSmall {
+		delete(t.small, k)
+	}
+	return ch, knownSmall
 }
 
 // leaseTaken installs the lease takeLease returned as key k's current one, admitting w
@@ -332,20 +348,14 @@ func (g *Gateway) renewDue(l *lease, now time.Time) bool {
 		return false
 	}
 	t := g.leases
-	if t.acquiring[l.k] != nil || now.Before(l.renewAfter) {
-		return false
-	}
-	until, refused := t.refused[l.k]
-	return !refused || !now.Before(until)
+	return t.acquiring[l.k] == nil && !now.Before(l.renewAfter) && !t.refusedAt(l.k, now)
 }
 
 // renewLease starts taking key k's next lease in the background, for requests of worst
 // case w (the request that found the lease due). Callers hold t.mu.
 func (g *Gateway) renewLease(k leaseKey, w, target int64, now time.Time) {
 	t := g.leases
-	ch := make(chan struct{})
-	t.acquiring[k] = ch
-	knownSmall := now.Before(t.small[k])
+	ch, knownSmall := t.startAcquiring(k, now)
 	t.renewals.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), leaseStoreTimeout)
 		defer cancel()
