@@ -186,14 +186,11 @@ func (s *messagesStream) handle(ev sse.Event) error {
 	}
 	se := streamEvent{room: &s.room}
 	if !se.fastDecode(data) {
-		// A shape the fast path leaves to encoding/json, malformed frames included. Decoded
-		// into a variable of its own: one whose address goes to encoding/json lives on the
-		// heap, and se would then be allocated for every event.
-		var slow streamEvent
-		if json.Unmarshal(data, &slow) != nil {
+		// A shape the fast path leaves to encoding/json, malformed frames included
+		// (UnmarshalFresh, which keeps se off the heap for every event).
+		if rawjson.UnmarshalFresh(data, &se) != nil {
 			return errSkipFrame
 		}
-		se = slow
 	}
 	typ := se.Type
 	if typ == "" {

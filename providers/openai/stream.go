@@ -162,13 +162,9 @@ func (s *chatStream) handle(ev sse.Event) error {
 	s.choices = c.Choices
 	if !ok {
 		// As in DecodeChatRequest: the fast path (fastdecode.go) takes the usual chunks and
-		// leaves the rest, malformed frames included, to json.Unmarshal from a zero struct:
-		// one of its own, since a variable whose address goes to encoding/json lives on the
-		// heap, and c would then be allocated for every chunk.
-		var slow ChatChunk
-		err := json.Unmarshal(data, &slow)
-		c = slow
-		if err != nil {
+		// leaves the rest, malformed frames included, to json.Unmarshal from a zero struct
+		// (UnmarshalFresh, which keeps c off the heap for every chunk).
+		if err := rawjson.UnmarshalFresh(data, &c); err != nil {
 			var probe struct {
 				Error json.RawMessage `json:"error"`
 			}
