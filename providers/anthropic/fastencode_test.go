@@ -328,3 +328,23 @@ func TestAppendMessageAdditions(t *testing.T) {
 		t.Errorf("slow path: %s, added %v, %v", b, added, err)
 	}
 }
+
+// TestMarshalRequestFallback: a request the fast encoder declines (raw content that is not
+// JSON) goes to encoding/json through a copy, with encoding/json's answer: an error, as
+// json.Marshal of the request itself gives; and a valid one is the same bytes either way.
+func TestMarshalRequestFallback(t *testing.T) {
+	bad := &MessagesRequest{Model: "m", Messages: []MessageParam{{Role: "user", Content: json.RawMessage(`{"type":`)}}}
+	if _, ok := appendMessagesRequest(nil, bad); ok {
+		t.Fatal("the fast encoder took content that is not JSON")
+	}
+	_, want := json.Marshal(bad)
+	if _, err := marshalRequest(bad); err == nil || want == nil || err.Error() != want.Error() {
+		t.Fatalf("marshalRequest: %v, json.Marshal: %v", err, want)
+	}
+	maxTokens := int64(5)
+	good := &MessagesRequest{Model: "m", MaxTokens: &maxTokens, Messages: []MessageParam{{Role: "user", Content: json.RawMessage(`"hi"`)}}}
+	got, err := marshalRequest(good)
+	if want, _ := json.Marshal(good); err != nil || string(got) != string(want) {
+		t.Fatalf("got %s (%v), want %s", got, err, want)
+	}
+}
