@@ -812,3 +812,33 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestLeaseRenewedAheadOfItsAge: a lease still well stocked is renewed ahead once it is
+// leaseRenewAhead short of its maximum age, in the background like a short one.
+func TestLeaseRenewedAheadOfItsAge(t *testing.T) {
+	a, cs, gs := gatedLeaseGateway(t)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	a.g.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	_, std, _ := a.workspace(100 * usdNanos)
+	chatNotWaiting(t, a, std, "the request that takes the lease")
+	// Steps shorter than the janitor's idle limit, each with a request, until the age at
+	// which the lease is due; a dozen requests leave it far above a quarter.
+	const step = 5 * time.Second
+	for age := step; age < leaseMaxAge-leaseRenewAhead; age += step {
+		now.Add(int64(step))
+		chatNotWaiting(t, a, std, fmt.Sprintf("a request at %v", age))
+	}
+	if got := cs.reserves.Load(); got != 1 {
+		t.Fatalf("%d Reserves before the lease is due, want 1", got)
+	}
+	now.Add(int64(step))
+	chatNotWaiting(t, a, std, "the request that finds the lease due")
+	select {
+	case <-gs.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal ahead of the lease's age")
+	}
+	close(gs.gate)
+	waitFor(t, func() bool { return cs.reserves.Load() == 2 && cs.releases.Load() == 1 })
+}
