@@ -48,7 +48,8 @@ type ChatProvider interface {
 // formats, byte for byte, and hands back the upstream body untouched. It is the fast path
 // used when the surface and the upstream speak the same format.
 type Forwarder interface {
-	// Formats lists the wire formats Forward accepts.
+	// Formats lists the wire formats Forward accepts. Callers only read the slice, which an
+	// implementation may share between calls.
 	Formats() []WireFormat
 	// Forward returns the upstream response when its status is 2xx. Any other status, a
 	// connection failure or a timeout before the response headers is an *UpstreamError.

@@ -146,10 +146,11 @@ func New(cfg Config) (*Provider, error) {
 // Name is the operator's name for the provider.
 func (p *Provider) Name() string { return p.name }
 
-// Formats lists the wire formats Forward accepts: Anthropic Messages.
-func (p *Provider) Formats() []providers.WireFormat {
-	return []providers.WireFormat{providers.FormatAnthropic}
-}
+// Formats lists the wire formats Forward accepts: Anthropic Messages. The slice is shared by
+// every call (routing asks on every request): callers only read it.
+func (p *Provider) Formats() []providers.WireFormat { return formats }
+
+var formats = []providers.WireFormat{providers.FormatAnthropic}
 
 // Unsupported is the package's Unsupported with the provider's default max_tokens.
 func (p *Provider) Unsupported(req *providers.Request) []string {

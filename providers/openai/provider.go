@@ -158,12 +158,18 @@ func (p *Provider) Name() string { return p.name }
 // An upstream speaks the one API its Config.API names: compatible servers (vLLM, Ollama...)
 // have no /responses, and some models exist only there. Requests in the other format are
 // translated through ChatProvider.
+// The slice is shared by every call (routing asks on every request): callers only read it.
 func (p *Provider) Formats() []providers.WireFormat {
 	if p.responses {
-		return []providers.WireFormat{providers.FormatOpenAIResponses}
+		return responsesFormats
 	}
-	return []providers.WireFormat{providers.FormatOpenAIChat}
+	return chatFormats
 }
+
+var (
+	chatFormats      = []providers.WireFormat{providers.FormatOpenAIChat}
+	responsesFormats = []providers.WireFormat{providers.FormatOpenAIResponses}
+)
 
 // Forward posts a chat completions body to /chat/completions, or a responses body to
 // /responses, as it is. The body of a streamed answer fails with an *UpstreamError when it
