@@ -1,6 +1,10 @@
 package rawjson
 
-import "encoding/json"
+import (
+	"encoding/binary"
+	"encoding/json"
+	"math/bits"
+)
 
 // ValidDepth reports whether data is one well-formed JSON value nested at most maxDepth
 // deep, as json.Valid does for the values it accepts, but two to three times faster:
@@ -100,10 +104,26 @@ func validLiteral(data []byte, i int, lit string) (int, bool) {
 
 // validString checks the string starting at data[i] == '"'. Like encoding/json's scanner
 // it accepts any byte from 0x20 up, invalid UTF-8 included.
+//
+// It reads eight bytes at a time (specialBytes) and jumps to the first that needs a look: the
+// closing quote of a short string (keys, most values) is found in one step, and a long one
+// goes eight times faster than byte by byte, where this loop was the validator's largest
+// cost on a stream's chunks.
 func validString(data []byte, i int) (int, bool) {
-	for i++; i < len(data); i++ {
+	for i++; ; {
+		for len(data)-i >= 8 {
+			if m := specialBytes(binary.LittleEndian.Uint64(data[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i >= len(data) {
+			return i, false
+		}
 		c := data[i]
 		if plainStringByte[c] {
+			i++
 			continue
 		}
 		switch {
@@ -132,8 +152,23 @@ func validString(data []byte, i int) (int, bool) {
 		default:
 			return i, false
 		}
+		i++
 	}
-	return i, false
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// specialBytes marks, in the high bit of each of its bytes, the bytes of the eight-byte
+// little-endian word w that a string cannot hold as they are: a quote, a backslash, a
+// control character. The lowest marked byte is always one of them; a byte above it may be
+// marked wrongly (a borrow), which the byte-wise look that follows sorts out.
+func specialBytes(w uint64) uint64 {
+	quote := w ^ ('"' * ones)
+	backslash := w ^ ('\\' * ones)
+	return ((quote-ones)&^quote | (backslash-ones)&^backslash | (w-0x20*ones)&^w) & highs
 }
 
 // plainStringByte marks the bytes a JSON string holds as they are: all but the quote,

@@ -171,3 +171,31 @@ func FuzzDecodeFieldsValid(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkDecodeFieldsValid(t, data) })
 }
+
+// TestValidStringWordWise holds the eight-bytes-at-a-time string check to json.Valid for
+// every byte that needs a look (and some that do not) at every offset of a string long
+// enough to be read word by word, alone and followed by more of the string.
+func TestValidStringWordWise(t *testing.T) {
+	var bytes []byte
+	for c := 0; c < 0x20; c++ {
+		bytes = append(bytes, byte(c))
+	}
+	bytes = append(bytes, '"', '\\', ' ', '!', '#', '[', ']', '^', 0x7f, 0x80, 0xa2, 0xdc, 0xff)
+	for _, c := range bytes {
+		for at := 0; at < 20; at++ {
+			for _, tail := range []string{``, `abcdefgh`, `\n`, `\u00e9xyz`} {
+				s := make([]byte, 0, 40)
+				s = append(s, '"')
+				s = append(s, strings.Repeat("x", at)...)
+				s = append(s, c)
+				s = append(s, tail...)
+				s = append(s, '"')
+				for _, doc := range [][]byte{s, append([]byte(`{"k":`), append(s, '}')...)} {
+					if got, want := Valid(doc), json.Valid(doc); got != want {
+						t.Errorf("Valid(%q) = %v, json.Valid says %v", doc, got, want)
+					}
+				}
+			}
+		}
+	}
+}
