@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/alloctest"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
 // TestDecodeAllocations: the fast decoders' structs stay on the stack (the slow path's
@@ -17,4 +18,12 @@ func TestDecodeAllocations(t *testing.T) {
 	alloctest.AtMost(t, "DecodeChatResponse", 8, func() error { _, err := DecodeChatResponse(resp); return err })
 	usage := []byte(`{"prompt_tokens":12,"completion_tokens":2,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":0}}`)
 	alloctest.AtMost(t, "ParseChatUsage", 1, func() error { _, err := ParseChatUsage(usage); return err })
+	// A text chunk of a stream that asks for usage (null on every chunk but the last): its
+	// content's raw copy and its text, and nothing for its id, model and null usage.
+	chunk := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":" there"},"finish_reason":null}],"usage":null}`)
+	s := &chatStream{}
+	alloctest.AtMost(t, "chatStream.handle", 2, func() error {
+		s.pending = s.pending[:0]
+		return s.handle(sse.Event{Data: chunk})
+	})
 }

@@ -164,10 +164,6 @@ func (c *ChatChunk) fastDecode(data []byte) bool {
 	// Checked and decoded in one pass: a chunk is read once per frame of every stream.
 	return rawjson.DecodeFieldsValid(data, func(k []byte, v []byte) (bool, bool) {
 		switch string(k) {
-		case "id":
-			return true, rawjson.DecodeString(v, &c.ID)
-		case "model":
-			return true, rawjson.DecodeString(v, &c.Model)
 		case "choices":
 			return true, rawjson.DecodeSlice(&c.Choices, v, (*ChunkChoice).fastDecode)
 		case "usage":
@@ -389,11 +385,20 @@ func (rf *ResponseFormat) fastDecode(v []byte) bool {
 }
 
 // decodeRaw copies v, null included, as json.RawMessage.UnmarshalJSON does: the body's
-// buffer may be reused once decoding returns.
+// buffer may be reused once decoding returns. A null, which OpenAI sends as the usage of
+// every chunk of a stream that asks for usage, is the same four bytes every time: it gets
+// one shared copy (full to capacity, so that an append copies it), not one per chunk.
 func decodeRaw(dst *json.RawMessage, v []byte) bool {
+	if string(v) == "null" {
+		*dst = rawNull
+		return true
+	}
 	*dst = append(json.RawMessage(nil), v...)
 	return true
 }
+
+// rawNull is what decodeRaw stores for null; nothing writes into a decoded RawMessage.
+var rawNull = json.RawMessage("null")[:4:4]
 
 // validJSON reports whether data is one well-formed JSON value nested at most
 // maxFastDepth deep (rawjson.ValidDepth, about 2.5 times faster than json.Valid, which

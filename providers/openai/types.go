@@ -236,10 +236,11 @@ func (c *TokenCount) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ChatChunk is a chat.completion.chunk, or an in-stream error when Error is set.
+// ChatChunk is what the gateway reads of a chat.completion.chunk, or an in-stream error
+// when Error is set. The chunk's id and model are not read: the neutral events carry
+// neither (the surfaces answer with their own), and decoding them cost two strings per
+// frame of every stream.
 type ChatChunk struct {
-	ID      string          `json:"id"`
-	Model   string          `json:"model"`
 	Choices []ChunkChoice   `json:"choices"`
 	Usage   json.RawMessage `json:"usage"`
 	Error   json.RawMessage `json:"error"`
