@@ -263,3 +263,22 @@ func BenchmarkHotPathAdapters(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkLongPrompt is a request carrying 100 KB of prose (a pasted document) through each
+// surface: the body is checked, read and, on /messages, translated for the neutral provider,
+// so that every pass over the text shows (encoding/json unquoting a message's string content
+// made /messages five times slower than chat before rawjson.UnmarshalString).
+func BenchmarkLongPrompt(b *testing.B) {
+	text := strings.Repeat(`The quick brown fox jumps over the lazy dog; \"quoted\" text, then a new line.\n`, 1300)
+	body := `{"model":"bench-model","messages":[{"role":"user","content":"` + text + `"}],"max_tokens":256}`
+	for _, path := range []string{"/chat/completions", "/messages"} {
+		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			benchServe(b, path, body, func(w *httptest.ResponseRecorder) {
+				if !strings.Contains(w.Body.String(), "Hello there") {
+					b.Fatalf("answer: %s", w.Body.String())
+				}
+			})
+		})
+	}
+}

@@ -49,3 +49,53 @@ func TestStringCommonValuesAllocateNothing(t *testing.T) {
 		t.Fatalf("the result aliases its input: %q", got)
 	}
 }
+
+// FuzzUnmarshalString: UnmarshalString answers as json.Unmarshal into a string does for
+// every value of a well-formed document, the error's text included for what is not a string.
+func FuzzUnmarshalString(f *testing.F) {
+	for _, s := range []string{`""`, `"a\"b\n"`, `"\ud800"`, "\"\xff\"", `1`, `null`, `[]`, `{"a":1}`, `true`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return // it reads values of a body already checked
+		}
+		data = bytes.TrimSpace(data)
+		got, err := UnmarshalString(data)
+		var want string
+		wantErr := json.Unmarshal(data, &want)
+		if got != want || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("UnmarshalString(%q) = %q, %v; json.Unmarshal gives %q, %v", data, got, err, want, wantErr)
+		}
+	})
+}
+
+// FuzzElements: Elements gives the elements json.Unmarshal into []json.RawMessage gives, of
+// every well-formed array, and refuses what is not an array, null included.
+func FuzzElements(f *testing.F) {
+	for _, s := range []string{`[]`, ` [ 1 , "a,b" , [2,[3]] , {"k":"]"} , null ] `, `["\"]"]`, `{}`, `"[1]"`, `1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return
+		}
+		got, err := Elements(data)
+		var want []json.RawMessage
+		// null, which json.Unmarshal takes as an empty slice, is not an array either.
+		if json.Unmarshal(data, &want) != nil || IsNull(bytes.TrimSpace(data)) {
+			if err == nil {
+				t.Fatalf("Elements(%q) took what is not an array", data)
+			}
+			return
+		}
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("Elements(%q) = %q, %v; json.Unmarshal gives %q", data, got, err, want)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("Elements(%q)[%d] = %q, json.Unmarshal gives %q", data, i, got[i], want[i])
+			}
+		}
+	})
+}

@@ -199,8 +199,8 @@ func decodeSystem(raw json.RawMessage) (string, error) {
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := rawjson.UnmarshalString(raw)
+		if err != nil {
 			return "", fmt.Errorf("system: %w", err)
 		}
 		return s, nil
@@ -245,8 +245,8 @@ func decodeMessage(m MessageParam, names map[string]string) ([]providers.Message
 	cur := providers.Message{Role: role}
 	switch raw[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := rawjson.UnmarshalString(raw)
+		if err != nil {
 			return nil, fmt.Errorf(".content: %w", err)
 		}
 		if s != "" {
@@ -257,8 +257,9 @@ func decodeMessage(m MessageParam, names map[string]string) ([]providers.Message
 	default:
 		return nil, errors.New(".content: must be a string or an array of content blocks")
 	}
-	var blocks []json.RawMessage
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	// raw is of a body already checked: its blocks are read where they lie.
+	blocks, err := rawjson.Elements(raw)
+	if err != nil {
 		return nil, fmt.Errorf(".content: %w", err)
 	}
 	var out []providers.Message
@@ -424,8 +425,8 @@ func decodeToolResult(raw json.RawMessage, isError bool) ([]providers.Part, erro
 	switch {
 	case isNull(raw):
 	case raw[0] == '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := rawjson.UnmarshalString(raw)
+		if err != nil {
 			return nil, fmt.Errorf(": %w", err)
 		}
 		if s != "" {

@@ -240,8 +240,8 @@ func decodeToolChoice(raw json.RawMessage, namePath string) (string, error) {
 		return "", nil
 	}
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := rawjson.UnmarshalString(raw)
+		if err != nil {
 			return "", fmt.Errorf("tool_choice: %w", err)
 		}
 		switch s {
@@ -511,12 +511,7 @@ func contentText(raw json.RawMessage) (string, error) {
 	}
 	switch raw[0] {
 	case '"':
-		if s, ok := rawjson.String(raw); ok {
-			return s, nil // exactly what json.Unmarshal gives (FuzzString)
-		}
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
+		return rawjson.UnmarshalString(raw)
 	case '[':
 		var parts []ContentPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
@@ -539,8 +534,8 @@ func contentText(raw json.RawMessage) (string, error) {
 func reasoningText(fields ...json.RawMessage) string {
 	for _, raw := range fields {
 		if len(raw) > 0 && raw[0] == '"' {
-			var s string
-			if json.Unmarshal(raw, &s) == nil && s != "" {
+			// A reasoning model's stream reads one of these per chunk.
+			if s, err := rawjson.UnmarshalString(raw); err == nil && s != "" {
 				return s
 			}
 		}

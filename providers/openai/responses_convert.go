@@ -87,8 +87,8 @@ func DecodeResponsesRequest(body []byte) (*providers.Request, error) {
 	}
 	var system []string
 	if raw := bytes.TrimSpace(rr.Instructions); !isNull(raw) {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := rawjson.UnmarshalString(raw)
+		if err != nil {
 			return nil, errors.New("instructions: must be a string")
 		}
 		if s != "" {
@@ -146,8 +146,8 @@ func decodeResponsesInput(raw json.RawMessage, system []string) ([]providers.Mes
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := rawjson.UnmarshalString(raw)
+		if err != nil {
 			return nil, nil, fmt.Errorf("input: %w", err)
 		}
 		if s == "" {
@@ -278,8 +278,8 @@ func decodeResponsesContent(raw json.RawMessage, role string) ([]providers.Part,
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := rawjson.UnmarshalString(raw)
+		if err != nil {
 			return nil, fmt.Errorf("content: %w", err)
 		}
 		if s == "" {
@@ -334,8 +334,8 @@ func decodeResponsesOutput(raw json.RawMessage) ([]providers.Part, error) {
 	}
 	switch raw[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, err := rawjson.UnmarshalString(raw)
+		if err != nil {
 			return nil, fmt.Errorf("output: %w", err)
 		}
 		if s == "" {
@@ -647,8 +647,8 @@ func responseFromItems(items []ResponsesItem) (*providers.Response, error) {
 				continue
 			}
 			if raw[0] == '"' {
-				var s string
-				if err := json.Unmarshal(raw, &s); err != nil {
+				s, err := rawjson.UnmarshalString(raw)
+				if err != nil {
 					return nil, fmt.Errorf("output[%d].content: %w", i, err)
 				}
 				text.WriteString(s)

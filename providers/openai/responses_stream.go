@@ -768,9 +768,7 @@ func rawString(raw json.RawMessage) (string, error) {
 	if raw[0] != '"' {
 		return "", errors.New("not a string")
 	}
-	var s string
-	err := json.Unmarshal(raw, &s)
-	return s, err
+	return rawjson.UnmarshalString(raw)
 }
 
 // responsesEvents is a complete answer as the events a Responses stream would have carried.
