@@ -222,18 +222,25 @@ func anthropicWire() wireTransport {
 	}
 }
 
-// BenchmarkHotPathAdapters is BenchmarkHotPath through the real adapters: chat completions
-// to an Anthropic-wire provider, and messages to an OpenAI-wire provider.
-func BenchmarkHotPathAdapters(b *testing.B) {
+// benchAdapters returns the real adapters over canned upstreams: Anthropic-wire and
+// OpenAI-wire.
+func benchAdapters(b *testing.B) (an, oa providers.Provider) {
 	an, err := anthropic.New(anthropic.Config{Name: "bench", BaseURL: "http://upstream.invalid", APIKey: "k", Transport: anthropicWire()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	fake := newBenchProvider()
-	oa, err := openai.New(openai.Config{Name: "bench", BaseURL: "http://upstream.invalid/v1", APIKey: "k", Transport: wireTransport{body: fake.completion, stream: fake.stream}})
+	oa, err = openai.New(openai.Config{Name: "bench", BaseURL: "http://upstream.invalid/v1", APIKey: "k", Transport: wireTransport{body: fake.completion, stream: fake.stream}})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return an, oa
+}
+
+// BenchmarkHotPathAdapters is BenchmarkHotPath through the real adapters: chat completions
+// to an Anthropic-wire provider, and messages to an OpenAI-wire provider.
+func BenchmarkHotPathAdapters(b *testing.B) {
+	an, oa := benchAdapters(b)
 	b.Run("chat_to_anthropic", func(b *testing.B) {
 		benchServeWith(b, an, "/chat/completions", benchChatBody+`}`, func(w *httptest.ResponseRecorder) {
 			if !strings.Contains(w.Body.String(), `"Hello there`) || !strings.Contains(w.Body.String(), `"cost_lines"`) {
@@ -265,16 +272,26 @@ func BenchmarkHotPathAdapters(b *testing.B) {
 }
 
 // BenchmarkLongPrompt is a request carrying 100 KB of prose (a pasted document) through each
-// surface: the body is checked, read and, on /messages, translated for the neutral provider,
-// so that every pass over the text shows (encoding/json unquoting a message's string content
-// made /messages five times slower than chat before rawjson.UnmarshalString).
+// surface, as BenchmarkHotPath and BenchmarkHotPathAdapters serve it: the body is checked,
+// read and, but for chat passthrough, translated, so that every pass over the text shows
+// (encoding/json unquoting a message's string content made /messages five times slower than
+// chat before rawjson.UnmarshalString).
 func BenchmarkLongPrompt(b *testing.B) {
 	text := strings.Repeat(`The quick brown fox jumps over the lazy dog; \"quoted\" text, then a new line.\n`, 1300)
 	body := `{"model":"bench-model","messages":[{"role":"user","content":"` + text + `"}],"max_tokens":256}`
-	for _, path := range []string{"/chat/completions", "/messages"} {
-		b.Run(strings.TrimPrefix(path, "/"), func(b *testing.B) {
+	an, oa := benchAdapters(b)
+	for _, c := range []struct {
+		name, path string
+		provider   providers.Provider
+	}{
+		{"chat", "/chat/completions", newBenchProvider()},
+		{"messages", "/messages", newBenchProvider()},
+		{"chat_to_anthropic", "/chat/completions", an},
+		{"messages_to_openai", "/messages", oa},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
-			benchServe(b, path, body, func(w *httptest.ResponseRecorder) {
+			benchServeWith(b, c.provider, c.path, body, func(w *httptest.ResponseRecorder) {
 				if !strings.Contains(w.Body.String(), "Hello there") {
 					b.Fatalf("answer: %s", w.Body.String())
 				}

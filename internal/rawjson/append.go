@@ -1,7 +1,9 @@
 package rawjson
 
 import (
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -36,6 +38,15 @@ func appendString(b []byte, s string, html bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time to the first that needs a look, then byte by byte (a borrow
+		// may mark a plain byte after it: the table sorts that out).
+		for len(s)-i >= 8 {
+			if m := stringEscapes(load64(s, i), html); m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
 		for i < len(s) && plain[s[i]] {
 			i++
 		}
@@ -101,6 +112,13 @@ func AppendRawLikeMarshal(b, raw []byte) (out []byte, ok bool) {
 	start := 0
 	for i := 0; i < len(raw); i++ {
 		if inString {
+			for len(raw)-i >= 8 {
+				if m := rawStringSpecials(binary.LittleEndian.Uint64(raw[i:])); m != 0 {
+					i += bits.TrailingZeros64(m) / 8
+					break
+				}
+				i += 8
+			}
 			for i < len(raw) && !rawStringSpecial[raw[i]] {
 				i++
 			}
@@ -147,6 +165,37 @@ var rawStringSpecial = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// load64 reads s[i:i+8] as a little-endian word (the compiler makes it one load).
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// bytesEqual marks, in the high bit of each of its bytes, the bytes of w equal to c; the
+// lowest mark is exact, one above it may come from a borrow.
+func bytesEqual(w uint64, c byte) uint64 {
+	x := w ^ (uint64(c) * ones)
+	return (x - ones) &^ x & highs
+}
+
+// stringEscapes marks the bytes of w that appendString must look at: a quote, a backslash,
+// a control character, any byte of a multi-byte character (to check its UTF-8 and find
+// U+2028 and U+2029), and with html <, > and &.
+func stringEscapes(w uint64, html bool) uint64 {
+	m := bytesEqual(w, '"') | bytesEqual(w, '\\') | (w-0x20*ones)&^w&highs | w&highs
+	if html {
+		m |= bytesEqual(w, '<') | bytesEqual(w, '>') | bytesEqual(w, '&')
+	}
+	return m
+}
+
+// rawStringSpecials marks the bytes of w that rawStringSpecial holds.
+func rawStringSpecials(w uint64) uint64 {
+	return bytesEqual(w, '"') | bytesEqual(w, '\\') | bytesEqual(w, '<') | bytesEqual(w, '>') |
+		bytesEqual(w, '&') | bytesEqual(w, 0xE2)
+}
 
 // AppendFloat64LikeMarshal appends f exactly as json.Marshal writes a float64: the
 // shortest decimal that reads back as f, in exponent form below 1e-6 and from 1e21 on.

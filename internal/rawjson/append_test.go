@@ -3,6 +3,7 @@ package rawjson
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -129,5 +130,42 @@ func TestAppendMembers(t *testing.T) {
 	}
 	if got, ok := AppendMembersInto([]byte(`x:null`), nil); !ok || string(got) != `x:null` {
 		t.Errorf("AppendMembersInto of nothing: %s, %v", got, ok)
+	}
+}
+
+// TestAppendWordWise holds the appenders' eight-bytes-at-a-time scans to encoding/json for
+// every byte they must stop at (and some they must not) at every offset of a string long
+// enough to be read word by word, alone and followed by more of the string: AppendString
+// and AppendStringLikeMarshal against an Encoder and json.Marshal, AppendRawLikeMarshal
+// against json.Marshal of the string as a RawMessage.
+func TestAppendWordWise(t *testing.T) {
+	var specials []string
+	for c := 0; c < 0x20; c++ {
+		specials = append(specials, string(rune(c)))
+	}
+	specials = append(specials, `"`, `\`, `<`, `>`, `&`, ` `, `~`, "\x7f", "é", "\u2028", "\u2029", "\u2027", "\u2030", "日", "🎉", "\xe2", "\xe2\x80", "\xff", "\x80")
+	for _, sp := range specials {
+		for at := 0; at < 20; at++ {
+			for _, tail := range []string{"", "abcdefghij", "\n", "é", "<x>"} {
+				s := strings.Repeat("x", at) + sp + tail
+				want, _ := json.Marshal(s)
+				if got := AppendStringLikeMarshal(nil, s); string(got) != string(want) {
+					t.Fatalf("AppendStringLikeMarshal(%q) = %s, json.Marshal gives %s", s, got, want)
+				}
+				var enc bytes.Buffer
+				e := json.NewEncoder(&enc)
+				e.SetEscapeHTML(false)
+				_ = e.Encode(s)
+				if got := AppendString(nil, s); string(got)+"\n" != enc.String() {
+					t.Fatalf("AppendString(%q) = %s, an Encoder gives %s", s, got, enc.String())
+				}
+				// As the raw JSON an upstream sent: the string encoded without HTML escapes.
+				raw := bytes.TrimSuffix(enc.Bytes(), []byte("\n"))
+				wantRaw, err := json.Marshal(json.RawMessage(raw))
+				if got, ok := AppendRawLikeMarshal(nil, raw); !ok || err != nil || string(got) != string(wantRaw) {
+					t.Fatalf("AppendRawLikeMarshal(%s) = %s, %v; json.Marshal gives %s, %v", raw, got, ok, wantRaw, err)
+				}
+			}
+		}
 	}
 }
