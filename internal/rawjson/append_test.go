@@ -50,17 +50,7 @@ func FuzzAppendLikeMarshal(f *testing.F) {
 	f.Add("", []byte(nil), 1e21)
 	f.Add("plain", []byte("null"), 0.1)
 	f.Fuzz(func(t *testing.T, s string, raw []byte, x float64) {
-		want, _ := json.Marshal(s)
-		if got := AppendStringLikeMarshal([]byte("x"), s); string(got[1:]) != string(want) {
-			t.Fatalf("string %q: got %s want %s", s, got[1:], want)
-		}
-		var enc bytes.Buffer
-		e := json.NewEncoder(&enc)
-		e.SetEscapeHTML(false)
-		_ = e.Encode(s)
-		if got := AppendString(nil, s); string(got)+"\n" != enc.String() {
-			t.Fatalf("string %q without HTML escapes: got %s want %s", s, got, enc.String())
-		}
+		checkStringEncoders(t, s)
 
 		want, err := json.Marshal(json.RawMessage(raw))
 		got, ok := AppendRawLikeMarshal([]byte("x"), raw)
@@ -74,6 +64,25 @@ func FuzzAppendLikeMarshal(f *testing.F) {
 			t.Fatalf("float %v: got %q, %v; want %q, %v", x, got, ok, want, err)
 		}
 	})
+}
+
+// checkStringEncoders holds AppendStringLikeMarshal to json.Marshal and AppendString to an
+// Encoder that does not escape HTML, for s (after a byte already in the buffer), and
+// returns the Encoder's form.
+func checkStringEncoders(t *testing.T, s string) []byte {
+	t.Helper()
+	want, _ := json.Marshal(s)
+	if got := AppendStringLikeMarshal([]byte("x"), s); string(got[1:]) != string(want) {
+		t.Fatalf("AppendStringLikeMarshal(%q) = %s, json.Marshal gives %s", s, got[1:], want)
+	}
+	var enc bytes.Buffer
+	e := json.NewEncoder(&enc)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(s)
+	if got := AppendString([]byte("x"), s); string(got[1:])+"\n" != enc.String() {
+		t.Fatalf("AppendString(%q) = %s, an Encoder gives %s", s, got[1:], enc.String())
+	}
+	return bytes.TrimSuffix(enc.Bytes(), []byte("\n"))
 }
 
 func TestAppendFieldsLikeMarshal(t *testing.T) {
@@ -148,19 +157,8 @@ func TestAppendWordWise(t *testing.T) {
 		for at := 0; at < 20; at++ {
 			for _, tail := range []string{"", "abcdefghij", "\n", "é", "<x>"} {
 				s := strings.Repeat("x", at) + sp + tail
-				want, _ := json.Marshal(s)
-				if got := AppendStringLikeMarshal(nil, s); string(got) != string(want) {
-					t.Fatalf("AppendStringLikeMarshal(%q) = %s, json.Marshal gives %s", s, got, want)
-				}
-				var enc bytes.Buffer
-				e := json.NewEncoder(&enc)
-				e.SetEscapeHTML(false)
-				_ = e.Encode(s)
-				if got := AppendString(nil, s); string(got)+"\n" != enc.String() {
-					t.Fatalf("AppendString(%q) = %s, an Encoder gives %s", s, got, enc.String())
-				}
 				// As the raw JSON an upstream sent: the string encoded without HTML escapes.
-				raw := bytes.TrimSuffix(enc.Bytes(), []byte("\n"))
+				raw := checkStringEncoders(t, s)
 				wantRaw, err := json.Marshal(json.RawMessage(raw))
 				if got, ok := AppendRawLikeMarshal(nil, raw); !ok || err != nil || string(got) != string(wantRaw) {
 					t.Fatalf("AppendRawLikeMarshal(%s) = %s, %v; json.Marshal gives %s, %v", raw, got, ok, wantRaw, err)
