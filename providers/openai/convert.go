@@ -577,6 +577,46 @@ func AppendChatResponse(dst []byte, resp *providers.Response, id string, created
 // object and of the answer; added reports whether they are there (false only for an answer
 // the fast encoder cannot write, which is then written without them).
 func AppendChatResponseWith(dst []byte, resp *providers.Response, id string, created int64, add providers.Additions) (b []byte, added bool, err error) {
+	var room chatResponseRoom
+	room.fill(resp, id, created, add)
+	// link's assignments, made on the local itself: through a pointer, even inlined, they
+	// sent the room to the heap.
+	room.usage.PromptTokensDetails, room.usage.CompletionTokensDetails = &room.prompt, &room.completion
+	room.choice[0].FinishReason = &room.finish
+	room.cr.Choices, room.cr.Usage = room.choice[:], &room.usage
+	cr := &room.cr
+	if b, ok := appendChatResponse(bufs.Grow(dst, chatResponseSize(cr)), cr); ok {
+		return b, true, nil
+	}
+	m, err := marshalChatResponse(resp, id, created, add)
+	return append(dst, m...), false, err
+}
+
+// marshalChatResponse is json.Marshal of the answer AppendChatResponseWith writes, for what
+// its fast encoder refuses, from a room of its own: handing the fast path's to json.Marshal
+// sent it to the heap on every call, its answer, usage and finish reason five allocations.
+func marshalChatResponse(resp *providers.Response, id string, created int64, add providers.Additions) ([]byte, error) {
+	room := new(chatResponseRoom)
+	room.fill(resp, id, created, add)
+	return json.Marshal(room.link())
+}
+
+// chatResponseRoom holds a chat answer and what it points to, so that it can live on its
+// writer's stack: fill writes the values, and link the pointers between them
+// (AppendChatResponseWith makes link's assignments on its local room itself: a function
+// that stores the room's own addresses in it sends the room to the heap).
+type chatResponseRoom struct {
+	cr         ChatResponse
+	choice     [1]ChatChoice
+	finish     string
+	usage      ChatUsage
+	prompt     PromptTokensDetails
+	completion CompletionTokensDetails
+}
+
+// fill makes the room the chat answer for resp, but for its pointers (link): id (resp's own
+// when empty), created, and add's members at the end of the usage object and of the answer.
+func (r *chatResponseRoom) fill(resp *providers.Response, id string, created int64, add providers.Additions) {
 	if id == "" {
 		id = resp.ID
 	}
@@ -591,25 +631,28 @@ func AppendChatResponseWith(dst []byte, resp *providers.Response, id string, cre
 			Function: ChatFunctionCall{Name: tc.Name, Arguments: Arguments(orEmptyObject(tc.Arguments))},
 		})
 	}
-	finish := string(resp.FinishReason)
-	if finish == "" {
-		finish = string(finishReason("", len(resp.ToolCalls) > 0))
+	r.finish = string(resp.FinishReason)
+	if r.finish == "" {
+		r.finish = string(finishReason("", len(resp.ToolCalls) > 0))
 	}
-	usage := chatUsage(resp.Usage)
-	cr := ChatResponse{
-		ID:      id,
-		Object:  "chat.completion",
-		Created: created,
-		Model:   resp.Model,
-		Choices: []ChatChoice{{Index: 0, Message: msg, FinishReason: &finish}},
-		Usage:   &usage,
-		add:     add,
+	u := resp.Usage
+	r.prompt = PromptTokensDetails{CachedTokens: TokenCount(u.CacheRead), CacheWriteTokens: TokenCount(u.CacheWrite)}
+	r.completion = CompletionTokensDetails{ReasoningTokens: TokenCount(u.Reasoning)}
+	r.usage = ChatUsage{
+		PromptTokens:     TokenCount(u.PromptTokens()),
+		CompletionTokens: TokenCount(u.CompletionTokens()),
+		TotalTokens:      TokenCount(u.Total()),
 	}
-	if b, ok := appendChatResponse(bufs.Grow(dst, chatResponseSize(&cr)), &cr); ok {
-		return b, true, nil
-	}
-	m, err := json.Marshal(cr)
-	return append(dst, m...), false, err
+	r.choice[0] = ChatChoice{Index: 0, Message: msg}
+	r.cr = ChatResponse{ID: id, Object: "chat.completion", Created: created, Model: resp.Model, add: add}
+}
+
+// link points the answer fill wrote at its choice, finish reason and usage, and returns it.
+func (r *chatResponseRoom) link() *ChatResponse {
+	r.usage.PromptTokensDetails, r.usage.CompletionTokensDetails = &r.prompt, &r.completion
+	r.choice[0].FinishReason = &r.finish
+	r.cr.Choices, r.cr.Usage = r.choice[:], &r.usage
+	return &r.cr
 }
 
 // chatUsage writes neutral usage with the chat names (translation map §2.3).

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/alloctest"
+	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
@@ -25,5 +26,32 @@ func TestDecodeAllocations(t *testing.T) {
 	alloctest.AtMost(t, "chatStream.handle", 2, func() error {
 		s.pending = s.pending[:0]
 		return s.handle(sse.Event{Data: chunk})
+	})
+}
+
+// TestAppendChatResponseRoom: the chat answer built on the writer's stack (its pointers set
+// there) writes what marshalChatResponse, the fallback that builds its own and hands it to
+// json.Marshal, writes; and the fast path, into a buffer with room, allocates its content's
+// JSON only, not the answer, its usage and finish reason too (five more before).
+func TestAppendChatResponseRoom(t *testing.T) {
+	resp := &providers.Response{ID: "msg_1", Model: "m-1", Text: "Hello <there> \"you\"\n", FinishReason: providers.FinishStop,
+		Usage: providers.Usage{Input: 12, CacheRead: 3, CacheWrite: 2, Output: 7, Reasoning: 4}}
+	tool := &providers.Response{ID: "msg_2", Model: "m-1", ToolCalls: []providers.ToolCall{{ID: "call_1", Name: "f", Arguments: `{"a":1}`}}}
+	for _, r := range []*providers.Response{resp, tool} {
+		fast, added, err := AppendChatResponseWith(nil, r, "gen_1", 1700000000, providers.Additions{})
+		if err != nil || !added {
+			t.Fatalf("fast path: %v, added %v", err, added)
+		}
+		slow, err := marshalChatResponse(r, "gen_1", 1700000000, providers.Additions{})
+		if err != nil || string(fast) != string(slow) {
+			t.Fatalf("fast path wrote\n%s\njson.Marshal\n%s (%v)", fast, slow, err)
+		}
+	}
+	buf := make([]byte, 0, 4096)
+	plain := *resp
+	plain.Text = "Hello there." // content whose JSON needs no escape, so is not grown once more
+	alloctest.AtMost(t, "AppendChatResponseWith", 1, func() error {
+		_, _, err := AppendChatResponseWith(buf[:0], &plain, "gen_1", 1700000000, providers.Additions{})
+		return err
 	})
 }
