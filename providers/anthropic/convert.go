@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -1091,42 +1092,92 @@ func AppendResponse(dst []byte, resp *providers.Response, id, model string) ([]b
 // of the message; added reports whether they are there (false only for a message the fast
 // encoder cannot write, which is then written without them).
 func AppendResponseWith(dst []byte, resp *providers.Response, id, model string, add providers.Additions) (b []byte, added bool, err error) {
+	var room responseRoom
+	room.fill(resp, id, model, add)
+	// link's assignments, made on the local itself: through a pointer, even inlined, they
+	// sent the room to the heap.
+	room.msg.Content, room.msg.StopReason = room.content(), &room.stop
+	room.msg.Usage = AppendUsage(room.usage[:0], resp.Usage)
+	if b, ok := appendMessage(bufs.Grow(dst, messageSize(&room.msg)), &room.msg); ok {
+		return b, true, nil
+	}
+	m, err := marshalResponse(resp, id, model, add)
+	return append(dst, m...), false, err
+}
+
+// marshalResponse is json.Marshal of the message AppendResponseWith writes, for what its fast
+// encoder refuses, from a room of its own: handing the fast path's to json.Marshal sent it to
+// the heap on every call, its blocks, stop reason and usage four allocations.
+func marshalResponse(resp *providers.Response, id, model string, add providers.Additions) ([]byte, error) {
+	room := new(responseRoom)
+	room.fill(resp, id, model, add)
+	room.msg.Content, room.msg.StopReason = room.content(), &room.stop
+	room.msg.Usage = AppendUsage(room.usage[:0], resp.Usage)
+	return json.Marshal(&room.msg)
+}
+
+// responseRoom holds a message and what it points to, so that it can live on its writer's
+// stack: fill writes the values, and the writer the pointers between them (a function that
+// stores the room's own addresses in it sends the room to the heap). The text blocks point
+// at resp's own strings.
+type responseRoom struct {
+	msg    Message
+	blocks [2]ContentBlock // thinking and text
+	n      int
+	tools  []ContentBlock // all the blocks instead, when there are tool calls
+	stop   string
+	usage  [160]byte
+}
+
+// content is the message's blocks.
+func (r *responseRoom) content() []ContentBlock {
+	if r.tools != nil {
+		return r.tools
+	}
+	return r.blocks[:r.n]
+}
+
+// fill makes the room the message for resp but for its pointers: id and model (resp's own
+// when empty), the blocks, the stop reason, and add's members at the end of the usage object
+// and of the message.
+func (r *responseRoom) fill(resp *providers.Response, id, model string, add providers.Additions) {
 	if id == "" {
 		id = resp.ID
 	}
 	if model == "" {
 		model = resp.Model
 	}
-	content := make([]ContentBlock, 0, len(resp.ToolCalls)+2)
+	// The blocks are made here and copied into the room, never read back from it: reading
+	// the room's pointers in here would move the room to the heap.
+	var head [2]ContentBlock
+	n := 0
 	if resp.Reasoning != "" || resp.ReasoningSignature != "" {
 		sig := providers.NativeSignature(providers.SigAnthropic, resp.ReasoningSignature)
-		content = append(content, ContentBlock{Type: "thinking", Thinking: ptr(resp.Reasoning), Signature: ptr(sig)})
+		head[n] = ContentBlock{Type: "thinking", Thinking: &resp.Reasoning, Signature: &sig}
+		n++
 	}
 	if resp.Text != "" {
-		content = append(content, ContentBlock{Type: "text", Text: ptr(resp.Text)})
+		head[n] = ContentBlock{Type: "text", Text: &resp.Text}
+		n++
 	}
-	for _, tc := range resp.ToolCalls {
-		content = append(content, ContentBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: toolInput(tc.Arguments)})
+	r.blocks, r.n = head, n
+	if len(resp.ToolCalls) > 0 {
+		tools := append(make([]ContentBlock, 0, n+len(resp.ToolCalls)), head[:n]...)
+		for _, tc := range resp.ToolCalls {
+			tools = append(tools, ContentBlock{Type: "tool_use", ID: tc.ID, Name: tc.Name, Input: toolInput(tc.Arguments)})
+		}
+		r.tools = tools
 	}
 	reason := resp.FinishReason
 	if len(resp.ToolCalls) > 0 && (reason == "" || reason == providers.FinishStop) {
 		reason = providers.FinishToolCalls
 	}
 	stop := StopReason(reason, resp.StopSequence)
-	m := Message{
-		ID:         id,
-		Type:       "message",
-		Role:       "assistant",
-		Model:      model,
-		Content:    content,
-		StopReason: &stop,
-		Usage:      EncodeUsage(resp.Usage),
-		add:        add,
-	}
+	r.stop = stop
+	r.msg = Message{ID: id, Type: "message", Role: "assistant", Model: model, add: add}
 	if stop == "stop_sequence" {
-		m.StopSequence = &resp.StopSequence
+		r.msg.StopSequence = &resp.StopSequence
 	}
-	return appendMarshalMessageWith(dst, &m)
 }
 
 // FinishReason maps an Anthropic stop_reason to the neutral finish reason: end_turn and

@@ -25,3 +25,33 @@ func TestDecodeAllocations(t *testing.T) {
 	}}
 	alloctest.AtMost(t, "EncodeRequest", 9, func() error { _, err := EncodeRequest(neutral); return err })
 }
+
+// TestAppendResponseRoom: the message built on the writer's stack (its pointers set there)
+// writes what marshalResponse, the fallback that builds its own and hands it to json.Marshal,
+// writes, for text, thinking, a stop sequence and tool calls; and the fast path, into a
+// buffer with room, allocates nothing for a text answer (its blocks, stop reason and usage
+// were four allocations).
+func TestAppendResponseRoom(t *testing.T) {
+	usage := providers.Usage{Input: 12, CacheRead: 3, CacheWrite: 2, Output: 7, Reasoning: 4}
+	text := &providers.Response{ID: "msg_1", Model: "m-1", Text: "Hello <there> \"you\"\n", FinishReason: providers.FinishStop, Usage: usage}
+	for _, r := range []*providers.Response{
+		text,
+		{ID: "msg_2", Model: "m-1", Reasoning: "Hmm.", ReasoningSignature: "sig", Text: "Yes.", Usage: usage},
+		{ID: "msg_3", Model: "m-1", Text: "Up to", StopSequence: "END", FinishReason: providers.FinishStop},
+		{ID: "msg_4", Model: "m-1", Text: "Calling.", ToolCalls: []providers.ToolCall{{ID: "toolu_1", Name: "f", Arguments: `{"a":1}`}, {ID: "toolu_2", Name: "g"}}},
+	} {
+		fast, added, err := AppendResponseWith(nil, r, "gen_1", "", providers.Additions{})
+		if err != nil || !added {
+			t.Fatalf("fast path: %v, added %v", err, added)
+		}
+		slow, err := marshalResponse(r, "gen_1", "", providers.Additions{})
+		if err != nil || string(fast) != string(slow) {
+			t.Fatalf("fast path wrote\n%s\njson.Marshal\n%s (%v)", fast, slow, err)
+		}
+	}
+	buf := make([]byte, 0, 4096)
+	alloctest.AtMost(t, "AppendResponseWith", 0, func() error {
+		_, _, err := AppendResponseWith(buf[:0], text, "gen_1", "", providers.Additions{})
+		return err
+	})
+}
