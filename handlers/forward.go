@@ -39,9 +39,9 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	// The answer is read into, and decorated into, buffers reused across requests: nothing
 	// keeps a slice of either once it is written (what is kept of it, its id and finish
 	// reason, is copied out).
-	in := answerBufs.get()
+	in := answerBufs.Get()
 	data, err := readall.Append((*in)[:0], io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
-	defer answerBufs.put(in, data)
+	defer answerBufs.Put(in, data)
 	_ = resp.Body.Close()
 	if err == nil && !rawjson.Valid(data) {
 		err = errors.New("the provider answered with invalid JSON")
@@ -63,9 +63,9 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 		c.upstreamID, _ = rawjson.String(raw)
 	}
 	c.finish = wf.finish(data)
-	outBuf := answerBufs.get()
+	outBuf := answerBufs.Get()
 	out, err := c.appendDecorated((*outBuf)[:0], data, "id", "usage", wf.appendUsage)
-	defer answerBufs.put(outBuf, out)
+	defer answerBufs.Put(outBuf, out)
 	if err != nil {
 		return fmt.Errorf("decorating the response: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -29,11 +30,11 @@ type sseWriter struct {
 }
 
 // eventBufs hold what a stream's events are built in before each write.
-var eventBufs = &bufPool{size: 2048, max: 64 << 10}
+var eventBufs = &bufs.Pool{Size: 2048, Max: 64 << 10}
 
 // newSSEWriter returns a writer to w; release it once the stream is over.
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
-	p := eventBufs.get()
+	p := eventBufs.Get()
 	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: *p, pooled: p}
 }
 
@@ -42,7 +43,7 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 func (s *sseWriter) release() {
 	s.flushHeld()
 	if s.pooled != nil {
-		eventBufs.put(s.pooled, s.buf)
+		eventBufs.Put(s.pooled, s.buf)
 		s.pooled, s.buf = nil, nil
 	}
 }

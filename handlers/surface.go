@@ -66,9 +66,9 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 		c.usage, c.usageKnown = resp.Usage, true
 		c.upstreamID, c.finish = resp.ID, string(resp.FinishReason)
 		// Built in a buffer reused across requests: nothing keeps it once written.
-		buf := answerBufs.get()
+		buf := answerBufs.Get()
 		out, err := s.response((*buf)[:0], c, resp, rt.UpstreamModel)
-		defer answerBufs.put(buf, out)
+		defer answerBufs.Put(buf, out)
 		if err != nil {
 			return err
 		}
@@ -236,10 +236,10 @@ func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback usageEnc
 // appendDecorated appends what decorateTop returns to dst; with no idKey, the id is left
 // as it is. The values it sets are built in a pooled buffer, garbage once copied into dst.
 func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback usageEncoder) ([]byte, error) {
-	scratch := decorationBufs.get()
+	scratch := decorationBufs.Get()
 	b, err := c.appendCostedUsage((*scratch)[:0], obj, usageKey, fallback)
 	if err != nil {
-		decorationBufs.put(scratch, nil)
+		decorationBufs.Put(scratch, nil)
 		return nil, err
 	}
 	usageEnd := len(b)
@@ -260,7 +260,7 @@ func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback
 		edits = append(edits, rawjson.Edit{Key: "meta", Value: b[idEnd:]})
 	}
 	out, err := rawjson.AppendSetMany(dst, obj, edits...)
-	decorationBufs.put(scratch, b)
+	decorationBufs.Put(scratch, b)
 	return out, err
 }
 
@@ -283,19 +283,19 @@ func (c *call) appendAdditions(b []byte) ([]byte, providers.Additions) {
 // meta written in by encode itself when it can (added), otherwise by appendDecorated reading
 // the encoded answer back.
 func (c *call) appendAnswer(dst []byte, idKey string, fallback usageEncoder, encode func(dst []byte, add providers.Additions) (b []byte, added bool, err error)) ([]byte, error) {
-	scratch := decorationBufs.get()
+	scratch := decorationBufs.Get()
 	b, add := c.appendAdditions((*scratch)[:0])
 	out, added, err := encode(dst, add)
-	decorationBufs.put(scratch, b)
+	decorationBufs.Put(scratch, b)
 	if err != nil {
 		return nil, err
 	}
 	if added {
 		return out, nil
 	}
-	tmp := answerBufs.get()
+	tmp := answerBufs.Get()
 	data := append((*tmp)[:0], out[len(dst):]...)
-	defer answerBufs.put(tmp, data)
+	defer answerBufs.Put(tmp, data)
 	return c.appendDecorated(dst, data, idKey, "usage", fallback)
 }
 

@@ -180,14 +180,15 @@ func (p *Provider) Chat(ctx context.Context, req *providers.Request) (*providers
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
 	}
-	status, b, err := p.up.Call(ctx, p.url, body)
+	ans, err := p.up.CallAnswer(ctx, p.url, body)
 	if err != nil {
 		return nil, err
 	}
-	out, err := DecodeResponse(b)
+	out, err := DecodeResponse(ans.Body)
 	if err != nil {
-		return nil, p.malformed(status, b, err)
+		return nil, p.malformed(ans.Status, ans.Body, err) // the error may quote the body: not released
 	}
+	ans.Release() // out holds copies of what it read
 	return out, nil
 }
 

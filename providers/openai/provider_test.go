@@ -22,6 +22,10 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
+// A released answer's buffer is overwritten: a decoded answer still referring to it fails
+// the package's tests.
+func init() { upstreamhttp.ScribbleReleased = true }
+
 // checkGoroutines fails the test when goroutines started during it are still running at
 // its end. Register it before the server and the transport, so that it runs after their
 // cleanups. Tests of this package do not run in parallel, which keeps the count meaningful.

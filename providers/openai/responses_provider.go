@@ -16,15 +16,17 @@ func (p *Provider) responsesChat(ctx context.Context, req *providers.Request) (*
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: encoding request: %w", p.name, err)
 	}
-	status, b, err := p.up.Call(ctx, p.responsesURL, body)
+	ans, err := p.up.CallAnswer(ctx, p.responsesURL, body)
 	if err != nil {
 		return nil, err
 	}
-	out, err := DecodeResponsesResponse(b)
+	out, err := DecodeResponsesResponse(ans.Body)
 	if err != nil {
-		// A failed response carries its error object, which malformed classifies.
-		return nil, p.malformed(status, b, err)
+		// A failed response carries its error object, which malformed classifies; the error
+		// may quote the body, which is not released.
+		return nil, p.malformed(ans.Status, ans.Body, err)
 	}
+	ans.Release() // out holds copies of what it read
 	return out, nil
 }
 

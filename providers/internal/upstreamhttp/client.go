@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/internal/readall"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -170,9 +171,21 @@ func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, i
 // ReadBody reads the whole body of a non-streamed answer, at most MaxResponseBody bytes,
 // and ends the attempt.
 func (c *Client) ReadBody(ctx context.Context, at *Attempt, resp *http.Response) ([]byte, error) {
+	return c.readBody(ctx, at, resp, nil)
+}
+
+// readBody is ReadBody appending to dst.
+func (c *Client) readBody(ctx context.Context, at *Attempt, resp *http.Response, dst []byte) ([]byte, error) {
 	defer at.cancel()
 	defer resp.Body.Close()
-	b, err := readall.ReadAll(io.LimitReader(resp.Body, MaxResponseBody+1), resp.ContentLength, MaxResponseBody)
+	r := io.LimitReader(resp.Body, MaxResponseBody+1)
+	var b []byte
+	var err error
+	if dst == nil {
+		b, err = readall.ReadAll(r, resp.ContentLength, MaxResponseBody)
+	} else {
+		b, err = readall.Append(dst, r, resp.ContentLength, MaxResponseBody)
+	}
 	if err != nil {
 		return nil, TransportError(c.Provider, ctx, at, err)
 	}
@@ -193,6 +206,55 @@ func (c *Client) Call(ctx context.Context, u string, body []byte) (int, []byte, 
 	}
 	b, err := c.ReadBody(ctx, at, resp)
 	return resp.StatusCode, b, err
+}
+
+// answerBufs hold the complete answers CallAnswer reads: most are a few KiB, read, decoded
+// and dropped within the request.
+var answerBufs = &bufs.Pool{Size: 4096, Max: 64 << 10}
+
+// Answer is a complete 2xx answer read by CallAnswer: its status and body. The body is in a
+// pooled buffer that Release gives back for the next answer; the caller calls it once what
+// it decoded no longer refers to the body (the adapters' decoders copy what they keep), and
+// may leave it uncalled (an error that quotes the body): the collector then takes the buffer.
+type Answer struct {
+	Status int
+	Body   []byte
+	buf    *[]byte
+}
+
+// ScribbleReleased makes Release overwrite a body before giving its buffer back, so that a
+// test in which anything still refers to a released answer (a decoder that kept a slice of
+// the body) sees it change. The adapters' tests set it as their package starts.
+var ScribbleReleased bool
+
+// Release gives the answer's buffer back; nothing may hold Body or a slice of it afterwards.
+func (a *Answer) Release() {
+	if a.buf == nil {
+		return
+	}
+	if ScribbleReleased {
+		for i := range a.Body {
+			a.Body[i] = 'x'
+		}
+	}
+	answerBufs.Put(a.buf, a.Body)
+	a.buf, a.Body = nil, nil
+}
+
+// CallAnswer is Call reading the answer into a pooled buffer (Answer.Release): a translated
+// answer's body was the largest allocation of its request the gateway makes itself.
+func (c *Client) CallAnswer(ctx context.Context, u string, body []byte) (Answer, error) {
+	resp, at, err := c.Send(ctx, u, body, false, nil)
+	if err != nil {
+		return Answer{}, err
+	}
+	buf := answerBufs.Get()
+	b, err := c.readBody(ctx, at, resp, (*buf)[:0])
+	if err != nil {
+		answerBufs.Put(buf, nil)
+		return Answer{}, err
+	}
+	return Answer{Status: resp.StatusCode, Body: b, buf: buf}, nil
 }
 
 // Malformed classifies a 2xx body that is not the answer expected: a retryable server error

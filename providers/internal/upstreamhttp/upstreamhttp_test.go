@@ -709,3 +709,39 @@ func TestSendParsesEachURLOnce(t *testing.T) {
 		t.Errorf("%d URLs kept (counted %d), want %d", n, c.nurls.Load(), maxCachedURLs)
 	}
 }
+
+// TestCallAnswer: the answer is read whole into a pooled buffer, whatever Content-Length
+// says; Release gives the buffer back once, overwriting the body when ScribbleReleased is
+// set (which the adapters' tests rely on to catch a decoded answer still referring to it); a
+// failed call hands out nothing.
+func TestCallAnswer(t *testing.T) {
+	ScribbleReleased = true
+	defer func() { ScribbleReleased = false }()
+	const answer = `{"id":"a1","text":"hello"}`
+	for _, length := range []int64{int64(len(answer)), -1} {
+		ok := roundTripper(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: length,
+				Body: io.NopCloser(strings.NewReader(answer)), Request: r}, nil
+		})
+		var got parsed
+		ans, err := testClient(ok, &got).CallAnswer(context.Background(), "http://upstream.invalid/", []byte(`{}`))
+		if err != nil || ans.Status != 200 || string(ans.Body) != answer {
+			t.Fatalf("length %d: %d %q %v", length, ans.Status, ans.Body, err)
+		}
+		body := ans.Body
+		ans.Release()
+		if ans.Body != nil || strings.Trim(string(body), "x") != "" {
+			t.Fatalf("released: Body %q, the old body %q", ans.Body, body)
+		}
+		ans.Release() // a second release does nothing
+	}
+	failing := roundTripper(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 500, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(`{"error":"x"}`)), Request: r}, nil
+	})
+	var got parsed
+	ans, err := testClient(failing, &got).CallAnswer(context.Background(), "http://upstream.invalid/", []byte(`{}`))
+	if err == nil || ans.Body != nil {
+		t.Fatalf("failed call: %q, %v", ans.Body, err)
+	}
+	ans.Release()
+}
