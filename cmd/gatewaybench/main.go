@@ -331,9 +331,15 @@ func run(ctx context.Context, cfg *config) error {
 		return err
 	}
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
+		t0, s0, ok := cpuTimes()
 		results := b.round(ctx, round)
 		for name, r := range results {
 			rep.Rounds[name] = append(rep.Rounds[name], r)
+		}
+		steal := stealSince(t0, s0, ok)
+		rep.Machine.RoundSteal = append(rep.Machine.RoundSteal, steal)
+		if steal >= 0 {
+			logf("  round %d: %.1f%% of the CPU stolen by the hypervisor", round+1, steal)
 		}
 	}
 	if cfg.CapStreams > 0 && cfg.runs("capacity") && ctx.Err() == nil {
@@ -927,6 +933,9 @@ type machine struct {
 	// others during the run (Linux /proc/stat); -1 when unknown. A virtual machine's
 	// latencies mean little when it is high.
 	StealPercent float64 `json:"steal_percent"`
+	// RoundSteal is StealPercent of each round (-1 when unknown): a round whose tail figures
+	// stand out may simply have been robbed.
+	RoundSteal []float64 `json:"round_steal_percent,omitempty"`
 	// RuntimeEnv holds the Go runtime's settings in the environment (GOGC, GOMEMLIMIT,
 	// GOMAXPROCS, GODEBUG), which every process of the run inherits, plain Caddy's too.
 	RuntimeEnv []string `json:"runtime_env,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -360,5 +361,23 @@ func TestRuntimeEnv(t *testing.T) {
 	t.Setenv("GOFLAGS", "-count=1")
 	if got := runtimeEnv(); !slices.Equal(got, []string{"GOGC=200"}) {
 		t.Fatalf("runtimeEnv() = %v, want [GOGC=200]", got)
+	}
+}
+
+// TestStealNote: the run's stolen CPU with each round's, a warning from noisySteal on, and
+// nothing when the figure is unknown.
+func TestStealNote(t *testing.T) {
+	if got := stealNote(-1, nil); got != "" {
+		t.Fatalf("unknown: %q", got)
+	}
+	if got, want := stealNote(0.4, []float64{0.3, 0.5}), "CPU time stolen by the hypervisor during the run: 0.4% (per round: 0.3% 0.5%)\n"; got != want {
+		t.Fatalf("quiet: %q, want %q", got, want)
+	}
+	got := stealNote(16.7, []float64{12, -1, 25.1})
+	if !strings.HasPrefix(got, "CPU time stolen by the hypervisor during the run: 16.7% (per round: 12.0% ? 25.1%)\nwarning: with 5% or more") {
+		t.Fatalf("noisy: %q", got)
+	}
+	if got := stealNote(3, []float64{3}); strings.Contains(got, "per round") || strings.Contains(got, "warning") {
+		t.Fatalf("one quiet round: %q", got)
 	}
 }
