@@ -158,6 +158,7 @@ func (p *Provider) Name() string { return p.name }
 // An upstream speaks the one API its Config.API names: compatible servers (vLLM, Ollama...)
 // have no /responses, and some models exist only there. Requests in the other format are
 // translated through ChatProvider.
+//
 // The slice is shared by every call (routing asks on every request): callers only read it.
 func (p *Provider) Formats() []providers.WireFormat {
 	if p.responses {
