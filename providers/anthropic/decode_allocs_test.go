@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/alloctest"
@@ -28,9 +29,9 @@ func TestDecodeAllocations(t *testing.T) {
 
 // TestAppendResponseRoom: the message built on the writer's stack (its pointers set there)
 // writes what marshalResponse, the fallback that builds its own and hands it to json.Marshal,
-// writes, for text, thinking, a stop sequence and tool calls; and the fast path, into a
-// buffer with room, allocates nothing for a text answer (its blocks, stop reason and usage
-// were four allocations).
+// writes, for text, thinking, a stop sequence and tool calls; the fast path, into a buffer
+// with room, allocates nothing for a text answer (its blocks, stop reason and usage were four
+// allocations); and the buffer messageSize sizes holds a long answer's escapes.
 func TestAppendResponseRoom(t *testing.T) {
 	usage := providers.Usage{Input: 12, CacheRead: 3, CacheWrite: 2, Output: 7, Reasoning: 4}
 	text := &providers.Response{ID: "msg_1", Model: "m-1", Text: "Hello <there> \"you\"\n", FinishReason: providers.FinishStop, Usage: usage}
@@ -54,4 +55,18 @@ func TestAppendResponseRoom(t *testing.T) {
 		_, _, err := AppendResponseWith(buf[:0], text, "gen_1", "", providers.Additions{})
 		return err
 	})
+	// Text as models write it, at any length, fits quoted in the room messageSize makes for
+	// the message: no second allocation to grow it.
+	const paragraph = "The gateway checks the key, then the wallet. It routes the request to the \"cheapest\" provider that serves the model, and writes what it cost.\n"
+	for _, n := range []int{1, 15, 150, 1500} {
+		r := *text
+		r.Text = strings.Repeat(paragraph, n)
+		var room responseRoom
+		room.fill(&r, "gen_1", "", providers.Additions{})
+		room.msg.Content, room.msg.StopReason = room.content(), &room.stop
+		room.msg.Usage = AppendUsage(room.usage[:0], r.Usage)
+		if b, ok := appendMessage(nil, &room.msg); !ok || len(b) > messageSize(&room.msg) {
+			t.Errorf("%d bytes of prose: a message of %d bytes, more than messageSize's %d", len(r.Text), len(b), messageSize(&room.msg))
+		}
+	}
 }

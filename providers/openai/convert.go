@@ -715,9 +715,16 @@ func nonNegative(c TokenCount) int64 { return max(int64(c), 0) }
 
 func isNull(raw []byte) bool { return len(raw) == 0 || string(raw) == "null" }
 
+// jsonString is s quoted as json.Marshal quotes it, in a buffer with room for its escapes
+// (quotedRoom): sized to s alone, a model's answer with new lines in it grew its buffer once
+// more, to about twice its size.
 func jsonString(s string) json.RawMessage {
-	return rawjson.AppendStringLikeMarshal(make([]byte, 0, len(s)+2), s)
+	return rawjson.AppendStringLikeMarshal(make([]byte, 0, quotedRoom(len(s))), s)
 }
+
+// quotedRoom is the room n bytes of usual text take quoted: the quotes, and an escape every
+// 16 bytes or so (prose has a new line every 60-80 bytes and a few quotes; code more).
+func quotedRoom(n int) int { return n + n/16 + 8 }
 
 // orEmptyObject keeps a call's arguments valid JSON for clients that parse them.
 func orEmptyObject(args string) string {

@@ -1,9 +1,11 @@
 package openai
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/alloctest"
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
@@ -31,8 +33,9 @@ func TestDecodeAllocations(t *testing.T) {
 
 // TestAppendChatResponseRoom: the chat answer built on the writer's stack (its pointers set
 // there) writes what marshalChatResponse, the fallback that builds its own and hands it to
-// json.Marshal, writes; and the fast path, into a buffer with room, allocates its content's
-// JSON only, not the answer, its usage and finish reason too (five more before).
+// json.Marshal, writes; the fast path, into a buffer with room, allocates its content's JSON
+// only, not the answer, its usage and finish reason too (five more before); and that JSON's
+// buffer holds the escapes of text as models write it (quotedRoom).
 func TestAppendChatResponseRoom(t *testing.T) {
 	resp := &providers.Response{ID: "msg_1", Model: "m-1", Text: "Hello <there> \"you\"\n", FinishReason: providers.FinishStop,
 		Usage: providers.Usage{Input: 12, CacheRead: 3, CacheWrite: 2, Output: 7, Reasoning: 4}}
@@ -49,9 +52,24 @@ func TestAppendChatResponseRoom(t *testing.T) {
 	}
 	buf := make([]byte, 0, 4096)
 	plain := *resp
-	plain.Text = "Hello there." // content whose JSON needs no escape, so is not grown once more
+	plain.Text = "Hello there."
 	alloctest.AtMost(t, "AppendChatResponseWith", 1, func() error {
 		_, _, err := AppendChatResponseWith(buf[:0], &plain, "gen_1", 1700000000, providers.Additions{})
 		return err
 	})
+	// Text as models write it, at any length, fits quoted in the room jsonString makes for it:
+	// no second allocation to grow it.
+	for _, n := range []int{100, 2_000, 20_000, 200_000} {
+		s := proseOf(n)
+		if q := rawjson.AppendStringLikeMarshal(nil, s); len(q) > quotedRoom(len(s)) {
+			t.Errorf("%d bytes of prose take %d quoted, more than quotedRoom's %d", len(s), len(q), quotedRoom(len(s)))
+		}
+	}
+}
+
+// proseOf is about n bytes of text as a model writes an answer: sentences with a quote now
+// and then, a new line at each paragraph's end.
+func proseOf(n int) string {
+	const paragraph = "The gateway checks the key, then the wallet. It routes the request to the \"cheapest\" provider that serves the model, and writes what it cost.\n"
+	return strings.Repeat(paragraph, max(n/len(paragraph), 1))
 }
