@@ -183,21 +183,23 @@ func (p *Provider) Chat(ctx context.Context, req *providers.Request) (*providers
 	if err != nil {
 		return nil, err
 	}
-	status, b, err := p.up.Call(ctx, target, body)
+	ans, err := p.up.CallAnswer(ctx, target, body)
 	if err != nil {
 		return nil, err
 	}
+	// The errors below may quote the body, which is then not released.
 	var r GenerateContentResponse
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, p.up.Malformed(status, b, err)
+	if err := json.Unmarshal(ans.Body, &r); err != nil {
+		return nil, p.up.Malformed(ans.Status, ans.Body, err)
 	}
 	if !isFalsy(r.Error) {
-		return nil, streamError(p.name, p.up.Redact(b))
+		return nil, streamError(p.name, p.up.Redact(ans.Body))
 	}
 	out, fail, err := responseFrom(&r, names)
 	if err != nil {
-		return nil, p.up.Malformed(status, b, err)
+		return nil, p.up.Malformed(ans.Status, ans.Body, err)
 	}
+	ans.Release() // out holds copies of what it read
 	if fail != nil {
 		return nil, finishFailure(p.name, fail.FinishReason, fail.FinishMessage)
 	}
