@@ -198,16 +198,6 @@ func (c *Client) readBody(ctx context.Context, at *Attempt, resp *http.Response,
 	return b, nil
 }
 
-// Call posts a non-streamed request and reads the whole 2xx answer: its status and body.
-func (c *Client) Call(ctx context.Context, u string, body []byte) (int, []byte, error) {
-	resp, at, err := c.Send(ctx, u, body, false, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	b, err := c.ReadBody(ctx, at, resp)
-	return resp.StatusCode, b, err
-}
-
 // answerBufs hold the complete answers CallAnswer reads: most are a few KiB, read, decoded
 // and dropped within the request.
 var answerBufs = &bufs.Pool{Size: 4096, Max: 64 << 10}
@@ -241,8 +231,9 @@ func (a *Answer) Release() {
 	a.buf, a.Body = nil, nil
 }
 
-// CallAnswer is Call reading the answer into a pooled buffer (Answer.Release): a translated
-// answer's body was the largest allocation of its request the gateway makes itself.
+// CallAnswer posts a non-streamed request and reads the whole 2xx answer, into a pooled
+// buffer (Answer.Release): a translated answer's body was the largest allocation of its
+// request the gateway makes itself.
 func (c *Client) CallAnswer(ctx context.Context, u string, body []byte) (Answer, error) {
 	resp, at, err := c.Send(ctx, u, body, false, nil)
 	if err != nil {

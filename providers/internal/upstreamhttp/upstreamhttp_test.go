@@ -502,19 +502,19 @@ func TestClientSend(t *testing.T) {
 		t.Fatalf("redirect: %v", err)
 	}
 
-	status, b, err := c.Call(context.Background(), srv.URL+"/ok", []byte(`{}`))
-	if err != nil || status != 200 || string(b) != `{"ok":true}` {
-		t.Fatalf("Call: %d %q %v", status, b, err)
+	ans, err := c.CallAnswer(context.Background(), srv.URL+"/ok", []byte(`{}`))
+	if err != nil || ans.Status != 200 || string(ans.Body) != `{"ok":true}` {
+		t.Fatalf("CallAnswer: %d %q %v", ans.Status, ans.Body, err)
 	}
 
 	// Credentials in the base URL are basic authentication, unless the adapter sends its own
 	// Authorization.
 	withUser := strings.Replace(srv.URL, "http://", "http://proxy-user:proxy%20pass@", 1)
-	if _, _, err := c.Call(context.Background(), withUser+"/ok", []byte(`{}`)); err != nil || seen.Get("Authorization") != "Bearer sk-secret" {
+	if _, err := c.CallAnswer(context.Background(), withUser+"/ok", []byte(`{}`)); err != nil || seen.Get("Authorization") != "Bearer sk-secret" {
 		t.Fatalf("adapter's own Authorization: %q, %v", seen.Get("Authorization"), err)
 	}
 	c.Header = http.Header{"Content-Type": {"application/json"}}
-	if _, _, err := c.Call(context.Background(), withUser+"/ok", []byte(`{}`)); err != nil {
+	if _, err := c.CallAnswer(context.Background(), withUser+"/ok", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if user, pass, ok := (&http.Request{Header: seen}).BasicAuth(); !ok || user != "proxy-user" || pass != "proxy pass" {
@@ -576,7 +576,7 @@ func TestReadBodyLimit(t *testing.T) {
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(io.LimitReader(zeros{}, MaxResponseBody+1))}, nil
 	})
 	var got parsed
-	_, _, err := testClient(big, &got).Call(context.Background(), "http://upstream.invalid/", nil)
+	_, err := testClient(big, &got).CallAnswer(context.Background(), "http://upstream.invalid/", nil)
 	ue, ok := providers.AsUpstreamError(err)
 	if !ok || ue.Status != 200 || ue.Category != providers.CategoryServerError || ue.Retryable ||
 		ue.Message != fmt.Sprintf("response larger than %d bytes", MaxResponseBody) {
@@ -681,7 +681,7 @@ func TestSendParsesEachURLOnce(t *testing.T) {
 		}
 		for range 3 { // the first parses, the second takes it from the cache, the third too
 			reqs, asSent = nil, nil
-			if _, _, err := c.Call(context.Background(), u, []byte(`{}`)); err != nil {
+			if _, err := c.CallAnswer(context.Background(), u, []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
 			r := reqs[0]
@@ -699,7 +699,7 @@ func TestSendParsesEachURLOnce(t *testing.T) {
 	for i := range maxCachedURLs + 10 {
 		u := fmt.Sprintf("http://upstream.test/v1/models/m%d", i)
 		reqs = nil
-		if _, _, err := c.Call(context.Background(), u, []byte(`{}`)); err != nil || reqs[0].URL.Path != "/mutated" {
+		if _, err := c.CallAnswer(context.Background(), u, []byte(`{}`)); err != nil || reqs[0].URL.Path != "/mutated" {
 			t.Fatalf("%s: %v", u, err)
 		}
 	}
