@@ -635,6 +635,7 @@ func (r *chatResponseRoom) fill(resp *providers.Response, id string, created int
 	if r.finish == "" {
 		r.finish = string(finishReason("", len(resp.ToolCalls) > 0))
 	}
+	// Neutral usage with the chat names (translation map §2.3).
 	u := resp.Usage
 	r.prompt = PromptTokensDetails{CachedTokens: TokenCount(u.CacheRead), CacheWriteTokens: TokenCount(u.CacheWrite)}
 	r.completion = CompletionTokensDetails{ReasoningTokens: TokenCount(u.Reasoning)}
@@ -653,20 +654,6 @@ func (r *chatResponseRoom) link() *ChatResponse {
 	r.choice[0].FinishReason = &r.finish
 	r.cr.Choices, r.cr.Usage = r.choice[:], &r.usage
 	return &r.cr
-}
-
-// chatUsage writes neutral usage with the chat names (translation map §2.3).
-func chatUsage(u providers.Usage) ChatUsage {
-	return ChatUsage{
-		PromptTokens:     TokenCount(u.PromptTokens()),
-		CompletionTokens: TokenCount(u.CompletionTokens()),
-		TotalTokens:      TokenCount(u.Total()),
-		PromptTokensDetails: &PromptTokensDetails{
-			CachedTokens:     TokenCount(u.CacheRead),
-			CacheWriteTokens: TokenCount(u.CacheWrite),
-		},
-		CompletionTokensDetails: &CompletionTokensDetails{ReasoningTokens: TokenCount(u.Reasoning)},
-	}
 }
 
 // ParseChatUsage reads a chat usage object into the five disjoint neutral counters
