@@ -239,28 +239,13 @@ func (tc *ChunkToolCall) fastDecode(v []byte) bool {
 				case "name":
 					return true, rawjson.DecodeString(v, &f.Name)
 				case "arguments":
-					return true, decodeArguments(&f.Arguments, v)
+					return true, f.Arguments.UnmarshalJSON(v) == nil
 				}
 				return false, true
 			})
 		}
 		return false, true
 	})
-}
-
-// decodeArguments does what encoding/json does for an Arguments field, which is to call
-// its UnmarshalJSON with the raw value. For a string, the common case (every fragment of
-// a streamed call), that method is json.Unmarshal into a string, which rawjson.String
-// reproduces without the reflective decoder.
-func decodeArguments(dst *Arguments, v []byte) bool {
-	if len(v) > 0 && v[0] == '"' {
-		s, ok := rawjson.String(v)
-		if ok {
-			*dst = Arguments(s)
-		}
-		return ok
-	}
-	return dst.UnmarshalJSON(v) == nil
 }
 
 // fastDecode fills cr, which must be the zero ChatRequest, from data as

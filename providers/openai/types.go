@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -86,15 +87,18 @@ type ChatFunctionCall struct {
 // send the object itself, which is accepted and kept as its JSON text.
 type Arguments string
 
-// UnmarshalJSON accepts a string, an object, an array or null.
+// UnmarshalJSON accepts a string, an object, an array or null. b is a value of a document
+// already checked, as encoding/json and the fast decoders (fastdecode.go) hand it over: a
+// string, every fragment of a streamed call, is read by rawjson.UnmarshalString, without
+// encoding/json's reflective decoder.
 func (a *Arguments) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	switch {
 	case len(b) == 0 || string(b) == "null":
 		*a = ""
 	case b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		s, err := rawjson.UnmarshalString(b)
+		if err != nil {
 			return err
 		}
 		*a = Arguments(s)
