@@ -1269,14 +1269,9 @@ func ParseUsage(raw []byte) (providers.Usage, error) {
 	return c.neutral(), nil
 }
 
-// EncodeUsage writes neutral usage as an Anthropic usage object (translation map §2.3):
-// input_tokens is Input, the cache counters are CacheWrite and CacheRead, output_tokens is
-// Output + Reasoning with Reasoning in output_tokens_details.thinking_tokens.
-func EncodeUsage(u providers.Usage) []byte {
-	return AppendUsage(make([]byte, 0, 160), u)
-}
-
-// AppendUsage appends what EncodeUsage returns to b.
+// AppendUsage appends neutral usage to b as an Anthropic usage object (translation map
+// §2.3): input_tokens is Input, the cache counters are CacheWrite and CacheRead,
+// output_tokens is Output + Reasoning with Reasoning in output_tokens_details.thinking_tokens.
 func AppendUsage(b []byte, u providers.Usage) []byte { return appendUsage(b, u, true) }
 
 // appendUsage appends the usage object; withDetails adds output_tokens_details.

@@ -668,9 +668,9 @@ func TestUsage(t *testing.T) {
 		t.Error("bad usage parsed")
 	}
 	u := providers.Usage{Input: 1, CacheRead: 2, CacheWrite: 3, Output: 4, Reasoning: 5}
-	enc := EncodeUsage(u)
+	enc := AppendUsage(nil, u)
 	if string(enc) != `{"input_tokens":1,"cache_creation_input_tokens":3,"cache_read_input_tokens":2,"output_tokens":9,"output_tokens_details":{"thinking_tokens":5}}` {
-		t.Errorf("EncodeUsage = %s", enc)
+		t.Errorf("AppendUsage(nil) = %s", enc)
 	}
 	if back, _ := ParseUsage(enc); back != u {
 		t.Errorf("round trip %+v", back)

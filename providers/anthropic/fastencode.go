@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 )
 
@@ -307,26 +306,6 @@ func marshalRequest(r *MessagesRequest) ([]byte, error) {
 	c := new(MessagesRequest)
 	*c = *r
 	return json.Marshal(c)
-}
-
-// marshalMessage is json.Marshal(m), on the fast path when it can.
-func marshalMessage(m *Message) ([]byte, error) { return appendMarshalMessage(nil, m) }
-
-// appendMarshalMessage appends what marshalMessage returns to dst.
-func appendMarshalMessage(dst []byte, m *Message) ([]byte, error) {
-	b, _, err := appendMarshalMessageWith(dst, m)
-	return b, err
-}
-
-// appendMarshalMessageWith is appendMarshalMessage reporting whether m.add is in what it
-// wrote (only the fast encoder adds it).
-func appendMarshalMessageWith(dst []byte, m *Message) ([]byte, bool, error) {
-	if b, ok := appendMessage(bufs.Grow(dst, messageSize(m)), m); ok {
-		return b, true, nil
-	}
-	// By value: a pointer would move every caller's Message to the heap for this rare path.
-	b, err := json.Marshal(*m)
-	return append(dst, b...), false, err
 }
 
 // marshalBlocks is json.Marshal(blocks), on the fast path when it can.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -347,4 +348,25 @@ func TestMarshalRequestFallback(t *testing.T) {
 	if want, _ := json.Marshal(good); err != nil || string(got) != string(want) {
 		t.Fatalf("got %s (%v), want %s", got, err, want)
 	}
+}
+
+// marshalMessage is json.Marshal(m), on the fast path when it can: how the tests drive
+// appendMessage with a fallback (AppendResponseWith has its own, marshalResponse).
+func marshalMessage(m *Message) ([]byte, error) { return appendMarshalMessage(nil, m) }
+
+// appendMarshalMessage appends what marshalMessage returns to dst.
+func appendMarshalMessage(dst []byte, m *Message) ([]byte, error) {
+	b, _, err := appendMarshalMessageWith(dst, m)
+	return b, err
+}
+
+// appendMarshalMessageWith is appendMarshalMessage reporting whether m.add is in what it
+// wrote (only the fast encoder adds it).
+func appendMarshalMessageWith(dst []byte, m *Message) ([]byte, bool, error) {
+	if b, ok := appendMessage(bufs.Grow(dst, messageSize(m)), m); ok {
+		return b, true, nil
+	}
+	// By value: a pointer would move every caller's Message to the heap for this rare path.
+	b, err := json.Marshal(*m)
+	return append(dst, b...), false, err
 }
