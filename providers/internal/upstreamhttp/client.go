@@ -178,14 +178,7 @@ func (c *Client) ReadBody(ctx context.Context, at *Attempt, resp *http.Response)
 func (c *Client) readBody(ctx context.Context, at *Attempt, resp *http.Response, dst []byte) ([]byte, error) {
 	defer at.cancel()
 	defer resp.Body.Close()
-	r := io.LimitReader(resp.Body, MaxResponseBody+1)
-	var b []byte
-	var err error
-	if dst == nil {
-		b, err = readall.ReadAll(r, resp.ContentLength, MaxResponseBody)
-	} else {
-		b, err = readall.Append(dst, r, resp.ContentLength, MaxResponseBody)
-	}
+	b, err := readall.Append(dst, io.LimitReader(resp.Body, MaxResponseBody+1), resp.ContentLength, MaxResponseBody)
 	if err != nil {
 		return nil, TransportError(c.Provider, ctx, at, err)
 	}
