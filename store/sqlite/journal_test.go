@@ -461,14 +461,7 @@ func TestUrgentWritesEndTheGathering(t *testing.T) {
 		_, err := s.AddCredits(ctx, "ws_1", usd, "top-up")
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a read or write someone waits for waited for the gathering of journaled settlements")
-	}
+	returnsWithin(t, done, 10*time.Second, nil, "a read or write someone waits for waited for the gathering of journaled settlements")
 	wantBalance(t, s, "ws_1", 101*usd-usd/2-3*usd/10, 11*usd-usd/2-3*usd/10)
 }
 
@@ -666,15 +659,7 @@ func TestJournalDropsOffTheLock(t *testing.T) {
 		}
 		settled <- nil
 	}()
-	select {
-	case err := <-settled:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		close(release)
-		t.Fatal("settlements and reads waited for a segment being dropped")
-	}
+	returnsWithin(t, settled, 20*time.Second, func() { close(release) }, "settlements and reads waited for a segment being dropped")
 	wantBalance(t, s, "ws_1", 100*usd-usd/2-2*n*usd/10, 50*usd-usd/2-2*n*usd/10)
 
 	closed := make(chan error, 1)
@@ -695,5 +680,22 @@ func TestJournalDropsOffTheLock(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(path + "-settlements/*.log"); len(left) != 0 {
 		t.Fatalf("segments %v left after Close with every record applied", left)
+	}
+}
+
+// returnsWithin fails t unless done yields nil within d, with msg when it yields nothing;
+// onTimeout, when set, runs first, to free what the test holds.
+func returnsWithin(t *testing.T, done <-chan error, d time.Duration, onTimeout func(), msg string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(d):
+		if onTimeout != nil {
+			onTimeout()
+		}
+		t.Fatal(msg)
 	}
 }
