@@ -72,20 +72,7 @@ func TestForwardedAnswerBytesDoNotGrowWithIt(t *testing.T) {
 			`"choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("x", textBytes) + `"},"finish_reason":"stop"}],` +
 			`"usage":{"prompt_tokens":12,"completion_tokens":10,"total_tokens":22}}`)
 		g, key := benchGateway(t, p)
-		serve := func() {
-			r := httptest.NewRequest(http.MethodPost, "http://gw/v1/chat/completions", strings.NewReader(benchChatBody+`}`))
-			r.Header.Set("Authorization", "Bearer "+key)
-			w := httptest.NewRecorder()
-			w.Body = bytes.NewBuffer(make([]byte, 0, 64<<10)) // the same for both sizes
-			g.ServeHTTP(w, r, "/chat/completions")
-			if w.Code != http.StatusOK || w.Body.Len() < textBytes {
-				t.Fatalf("status %d, %d bytes", w.Code, w.Body.Len())
-			}
-		}
-		for range 5 {
-			serve() // leases, caches and pools warm
-		}
-		return bytesPerCall(200, serve)
+		return bytesPerAnswer(t, g, key, "/chat/completions", benchChatBody+`}`, textBytes)
 	}
 	const small, large = 100, 32 << 10
 	growth := perRequest(large) - perRequest(small)
@@ -100,6 +87,28 @@ func TestForwardedAnswerBytesDoNotGrowWithIt(t *testing.T) {
 	if growth > limit*float64(large-small) {
 		t.Fatalf("a request allocates %.0f more bytes for a %d-byte larger answer", growth, large-small)
 	}
+}
+
+// bytesPerAnswer is the heap a request to path with body allocates on g, on average once
+// its leases, caches and pools are warm; its answer must be at least minBytes long. The
+// recorder's body is made large up front, the same for every answer size, so that its
+// growth is not counted.
+func bytesPerAnswer(t *testing.T, g *Gateway, key, path, body string, minBytes int) float64 {
+	t.Helper()
+	serve := func() {
+		r := httptest.NewRequest(http.MethodPost, "http://gw/v1"+path, strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+key)
+		w := httptest.NewRecorder()
+		w.Body = bytes.NewBuffer(make([]byte, 0, 64<<10))
+		g.ServeHTTP(w, r, path)
+		if w.Code != http.StatusOK || w.Body.Len() < minBytes {
+			t.Fatalf("status %d, %d bytes", w.Code, w.Body.Len())
+		}
+	}
+	for range 5 {
+		serve()
+	}
+	return bytesPerCall(200, serve)
 }
 
 // bytesPerCall is the heap f allocates per call, on average over n calls (runtime.MemStats:
@@ -161,20 +170,7 @@ func TestTranslatedAnswerBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 		g, key := benchGateway(t, oa)
-		serve := func() {
-			r := httptest.NewRequest(http.MethodPost, "http://gw/v1/messages", strings.NewReader(`{"model":"bench-model","max_tokens":256,"messages":[{"role":"user","content":"Say hello."}]}`))
-			r.Header.Set("Authorization", "Bearer "+key)
-			w := httptest.NewRecorder()
-			w.Body = bytes.NewBuffer(make([]byte, 0, 64<<10)) // the same for both sizes
-			g.ServeHTTP(w, r, "/messages")
-			if w.Code != http.StatusOK || w.Body.Len() < textBytes {
-				t.Fatalf("status %d, %d bytes", w.Code, w.Body.Len())
-			}
-		}
-		for range 5 {
-			serve()
-		}
-		return bytesPerCall(200, serve)
+		return bytesPerAnswer(t, g, key, "/messages", `{"model":"bench-model","max_tokens":256,"messages":[{"role":"user","content":"Say hello."}]}`, textBytes)
 	}
 	const small, large = 100, 32 << 10
 	times := (perRequest(large) - perRequest(small)) / float64(large-small)
