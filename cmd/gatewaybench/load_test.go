@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,35 +101,58 @@ func TestStreamLoad(t *testing.T) {
 		return float64(n) / float64(max(len(ts)-1, 1))
 	}
 
-	var s streamSamples
-	s.sample(context.Background(), a, paced, 200*time.Millisecond, d)
-	r := s.result()
-	got := taken()
-	if r.Errors != 0 || r.Streams != int64(len(got)) || r.Streams < 40 || r.Streams > 50 {
-		t.Fatalf("paced: %d streams, %d arrivals, %d errors (%s); want 50 opened, one every 4 ms", r.Streams, len(got), r.Errors, r.FirstError)
+	// The paced streams' timing is checked on a shared machine: a busy moment can bunch a
+	// few arrivals or delay a chunk on loopback, where a broken pacer bunches them every
+	// time. So a paced run whose timing fails is tried again, up to three times; its counts
+	// must hold every time.
+	pacedRun := func() (fatal string, errs []string) {
+		s := new(streamSamples)
+		s.sample(context.Background(), a, paced, 200*time.Millisecond, d)
+		r := s.result()
+		got := taken()
+		if r.Errors != 0 || r.Streams != int64(len(got)) || r.Streams < 40 || r.Streams > 50 {
+			return fmt.Sprintf("paced: %d streams, %d arrivals, %d errors (%s); want 50 opened, one every 4 ms", r.Streams, len(got), r.Errors, r.FirstError), nil
+		}
+		if c := closeShare(got); c > 0.2 {
+			errs = append(errs, fmt.Sprintf("paced: %.0f%% of the streams arrived within 1 ms of the one before; they are due 4 ms apart", 100*c))
+		}
+		// Every chunk carries the upstream's stamp: its pacing (10 ms, a timer's lateness on
+		// top) and each chunk's way over loopback, which cannot be negative nor take long.
+		if g := float64(r.UpstreamGapP50Us); g < 10000 || g > 30000 {
+			errs = append(errs, fmt.Sprintf("paced: upstream gap p50 %.0f µs, want about 10 ms", g))
+		}
+		if p50, p99 := float64(r.RelayP50Us), float64(r.RelayP99Us); !(p50 >= 0 && p50 <= p99 && p99 < 50000) {
+			errs = append(errs, fmt.Sprintf("paced: relay p50 %.0f µs, p99 %.0f µs; want 0 <= p50 <= p99 < 50 ms", p50, p99))
+		}
+		if n := len(s.relays.all); n != 4*int(r.Streams) || len(r.relaySlots) != 1 || len(r.relaySlots[0]) != n {
+			errs = append(errs, fmt.Sprintf("paced: %d relay samples of %d streams of 4 chunks, slots %d", n, r.Streams, len(r.relaySlots)))
+		}
+		if n := len(r.transitSlots[0]); n != 3*int(r.Streams) || len(r.upGapSlots[0]) != n {
+			errs = append(errs, fmt.Sprintf("paced: %d transit gaps of %d streams of 4 chunks", n, r.Streams))
+		}
+		if g := float64(r.TransitGapP99Us); !(g > -10000 && g < 10000) {
+			errs = append(errs, fmt.Sprintf("paced: the way over loopback added %.0f µs to a gap at p99", g))
+		}
+		if a := float64(r.AllocPerStreamKiB); !math.IsNaN(a) {
+			errs = append(errs, fmt.Sprintf("paced: %.1f KiB allocated per stream by no proxy at all", a))
+		}
+		return "", errs
 	}
-	if c := closeShare(got); c > 0.2 {
-		t.Errorf("paced: %.0f%% of the streams arrived within 1 ms of the one before; they are due 4 ms apart", 100*c)
-	}
-	// Every chunk carries the upstream's stamp: its pacing (10 ms, a timer's lateness on
-	// top) and each chunk's way over loopback, which cannot be negative nor take long.
-	if g := float64(r.UpstreamGapP50Us); g < 10000 || g > 30000 {
-		t.Errorf("paced: upstream gap p50 %.0f µs, want about 10 ms", g)
-	}
-	if p50, p99 := float64(r.RelayP50Us), float64(r.RelayP99Us); !(p50 >= 0 && p50 <= p99 && p99 < 50000) {
-		t.Errorf("paced: relay p50 %.0f µs, p99 %.0f µs; want 0 <= p50 <= p99 < 50 ms", p50, p99)
-	}
-	if n := len(s.relays.all); n != 4*int(r.Streams) || len(r.relaySlots) != 1 || len(r.relaySlots[0]) != n {
-		t.Errorf("paced: %d relay samples of %d streams of 4 chunks, slots %d", n, r.Streams, len(r.relaySlots))
-	}
-	if n := len(r.transitSlots[0]); n != 3*int(r.Streams) || len(r.upGapSlots[0]) != n {
-		t.Errorf("paced: %d transit gaps of %d streams of 4 chunks", n, r.Streams)
-	}
-	if g := float64(r.TransitGapP99Us); !(g > -10000 && g < 10000) {
-		t.Errorf("paced: the way over loopback added %.0f µs to a gap at p99", g)
-	}
-	if a := float64(r.AllocPerStreamKiB); !math.IsNaN(a) {
-		t.Errorf("paced: %.1f KiB allocated per stream by no proxy at all", a)
+	for attempt := 1; ; attempt++ {
+		fatal, errs := pacedRun()
+		if fatal != "" {
+			t.Fatal(fatal)
+		}
+		if len(errs) == 0 {
+			break
+		}
+		if attempt == 3 {
+			for _, e := range errs {
+				t.Error(e)
+			}
+			break
+		}
+		t.Logf("paced, attempt %d: %s; trying again", attempt, strings.Join(errs, "; "))
 	}
 	var counted streamSamples
 	counted.count.Store(4)
@@ -142,8 +167,8 @@ func TestStreamLoad(t *testing.T) {
 
 	var b streamSamples
 	b.sample(context.Background(), a, streamLoad{conc: 8, backToBack: true}, 100*time.Millisecond, d)
-	r = b.result()
-	got = taken()
+	r := b.result()
+	got := taken()
 	if r.Errors != 0 || r.Streams != int64(len(got)) || r.Streams%8 != 0 || r.Streams < 16 {
 		t.Fatalf("back to back: %d streams, %d arrivals, %d errors (%s); want whole bursts of 8", r.Streams, len(got), r.Errors, r.FirstError)
 	}
