@@ -62,7 +62,7 @@ type fieldsDecoder struct {
 
 // member decodes one member; false (and ok false) once the object is not this decoder's.
 func (d *fieldsDecoder) member(k, v []byte) bool {
-	if !plainKey(k) {
+	if !PlainKey(k) {
 		d.ok = false
 		return false
 	}
@@ -89,10 +89,14 @@ func (d *fieldsDecoder) member(k, v []byte) bool {
 	return true
 }
 
-// plainKey tells whether encoding/json can match the raw key k to a field only by its exact
+// PlainKey tells whether encoding/json can match the raw key k to a field only by its exact
 // bytes: with no escape, no upper-case letter and no non-ASCII byte, its case-insensitive
-// match against the all-lower-case field names is the exact one.
-func plainKey(k []byte) bool {
+// match against the all-lower-case field names is the exact one. Nil (what a failed
+// Cursor.Key returns) is not a key.
+func PlainKey(k []byte) bool {
+	if k == nil {
+		return false
+	}
 	for _, c := range k {
 		if c == '\\' || c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
 			return false

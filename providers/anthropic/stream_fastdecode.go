@@ -15,29 +15,93 @@ import (
 // FuzzStreamEventFastDecode holds the decoders to json.Unmarshal.
 
 // fastDecode fills e from an event's data as json.Unmarshal would into a zero streamEvent,
-// or reports false, leaving e partly filled.
+// or reports false, leaving e partly filled. It reads the event in one pass with a
+// rawjson.Cursor, the delta's fields included: an event is read once per frame of every
+// stream.
 func (e *streamEvent) fastDecode(data []byte) bool {
-	// Checked and decoded in one pass: an event is read once per frame of every stream.
-	return rawjson.DecodeFieldsValid(data, func(key, v []byte) (bool, bool) {
-		switch string(key) {
-		case "type":
-			return true, rawjson.DecodeString(v, &e.Type)
-		case "message":
-			return true, rawjson.DecodePtr(&e.Message, v, (*streamMessage).fastDecode)
-		case "index":
-			return true, decodeIntPtr(v, &e.Index, e.room.indexRoom())
-		case "content_block":
-			return true, rawjson.DecodePtr(&e.ContentBlock, v, (*ContentBlock).fastDecode)
-		case "delta":
-			return true, rawjson.DecodePtrIn(&e.Delta, e.room.deltaRoom(), v, (*streamDelta).fastDecode)
-		case "usage":
-			return true, e.Usage.UnmarshalJSON(v) == nil
+	cur := rawjson.NewCursor(data)
+	if cur.Null() {
+		return cur.Done()
+	}
+	var seen rawjson.FieldSet
+	for more := cur.Enter('{'); more; more = cur.More('{') {
+		k := cur.Key()
+		if !rawjson.PlainKey(k) {
+			return false
 		}
-		return false, true
-	})
+		var ok bool
+		switch string(k) {
+		case "type":
+			ok = seen.Add(0) && rawjson.DecodeString(cur.Value(), &e.Type)
+		case "message":
+			ok = seen.Add(1) && rawjson.DecodePtr(&e.Message, cur.Value(), (*streamMessage).fastDecode)
+		case "index":
+			ok = seen.Add(2) && decodeIntPtr(cur.Value(), &e.Index, e.room.indexRoom())
+		case "content_block":
+			ok = seen.Add(3) && rawjson.DecodePtr(&e.ContentBlock, cur.Value(), (*ContentBlock).fastDecode)
+		case "delta":
+			ok = seen.Add(4) && e.decodeDelta(&cur)
+		case "usage":
+			ok = seen.Add(5) && e.Usage.UnmarshalJSON(cur.Value()) == nil
+		default:
+			cur.Skip()
+			ok = true
+		}
+		if !ok {
+			return false
+		}
+	}
+	return cur.Done()
 }
 
-// The nested types' decoders take a value of data DecodeFieldsValid has checked.
+// decodeDelta reads the delta at the cursor as DecodePtrIn does: null makes it nil, an
+// object goes to the room, zeroed first, or to a new streamDelta without one.
+func (e *streamEvent) decodeDelta(cur *rawjson.Cursor) bool {
+	if cur.Null() {
+		e.Delta = nil
+		return true
+	}
+	d := e.room.deltaRoom()
+	if d == nil {
+		d = new(streamDelta)
+	} else {
+		*d = streamDelta{}
+	}
+	e.Delta = d
+	var seen rawjson.FieldSet
+	for more := cur.Enter('{'); more; more = cur.More('{') {
+		k := cur.Key()
+		if !rawjson.PlainKey(k) {
+			return false
+		}
+		var ok bool
+		switch string(k) {
+		case "type":
+			ok = seen.Add(0) && rawjson.DecodeString(cur.Value(), &d.Type)
+		case "text":
+			ok = seen.Add(1) && rawjson.DecodeString(cur.Value(), &d.Text)
+		case "partial_json":
+			ok = seen.Add(2) && rawjson.DecodeString(cur.Value(), &d.PartialJSON)
+		case "thinking":
+			ok = seen.Add(3) && rawjson.DecodeString(cur.Value(), &d.Thinking)
+		case "signature":
+			ok = seen.Add(4) && rawjson.DecodeString(cur.Value(), &d.Signature)
+		case "stop_reason":
+			ok = seen.Add(5) && rawjson.DecodeStringPtr(cur.Value(), &d.StopReason)
+		case "stop_sequence":
+			ok = seen.Add(6) && rawjson.DecodeStringPtr(cur.Value(), &d.StopSequence)
+		default:
+			cur.Skip()
+			ok = true
+		}
+		if !ok {
+			return false
+		}
+	}
+	return cur.OK()
+}
+
+// The nested types' decoders below take a value the cursor has checked.
 
 func (m *streamMessage) fastDecode(data []byte) bool {
 	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
@@ -48,28 +112,6 @@ func (m *streamMessage) fastDecode(data []byte) bool {
 			return true, rawjson.DecodeString(v, &m.Model)
 		case "usage":
 			return true, m.Usage.UnmarshalJSON(v) == nil
-		}
-		return false, true
-	})
-}
-
-func (d *streamDelta) fastDecode(data []byte) bool {
-	return rawjson.DecodeFields(data, func(key, v []byte) (bool, bool) {
-		switch string(key) {
-		case "type":
-			return true, rawjson.DecodeString(v, &d.Type)
-		case "text":
-			return true, rawjson.DecodeString(v, &d.Text)
-		case "partial_json":
-			return true, rawjson.DecodeString(v, &d.PartialJSON)
-		case "thinking":
-			return true, rawjson.DecodeString(v, &d.Thinking)
-		case "signature":
-			return true, rawjson.DecodeString(v, &d.Signature)
-		case "stop_reason":
-			return true, rawjson.DecodeStringPtr(v, &d.StopReason)
-		case "stop_sequence":
-			return true, rawjson.DecodeStringPtr(v, &d.StopSequence)
 		}
 		return false, true
 	})

@@ -158,20 +158,37 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 	})
 }
 
-// fastDecode fills c, which must be the zero ChatChunk, from data as json.Unmarshal(data, c)
-// would; false means it did not and c is to be discarded. It runs once per streamed frame.
+// fastDecode fills c, which must be the zero ChatChunk (its Choices may have room, reused
+// as DecodeSlice reuses it), from data as json.Unmarshal(data, c) would; false means it did
+// not and c is to be discarded. It runs once per streamed frame, so it reads the frame in a
+// single pass with a rawjson.Cursor, down to the delta's fields, instead of checking it and
+// then scanning each nested level again.
 func (c *ChatChunk) fastDecode(data []byte) bool {
-	// Checked and decoded in one pass: a chunk is read once per frame of every stream.
-	return rawjson.DecodeFieldsValid(data, func(k []byte, v []byte) (bool, bool) {
+	cur := rawjson.NewCursor(data)
+	if cur.Null() {
+		return cur.Done()
+	}
+	var seen rawjson.FieldSet
+	for more := cur.Enter('{'); more; more = cur.More('{') {
+		k := cur.Key()
+		if !rawjson.PlainKey(k) {
+			return false
+		}
 		switch string(k) {
 		case "choices":
-			return true, rawjson.DecodeSlice(&c.Choices, v, (*ChunkChoice).fastDecode)
+			if !seen.Add(0) || !c.decodeChoices(&cur) {
+				return false
+			}
 		case "usage":
-			return true, decodeRaw(&c.Usage, v)
+			if !seen.Add(1) || !decodeRaw(&c.Usage, cur.Value()) {
+				return false
+			}
 		case "error":
-			return true, decodeRaw(&c.Error, v)
+			if !seen.Add(2) || !decodeRaw(&c.Error, cur.Value()) {
+				return false
+			}
 		case "x_groq":
-			return true, rawjson.DecodePtr(&c.XGroq, v, func(g *struct {
+			if !seen.Add(3) || !rawjson.DecodePtr(&c.XGroq, cur.Value(), func(g *struct {
 				Usage json.RawMessage `json:"usage"`
 			}, v []byte) bool {
 				return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
@@ -180,44 +197,102 @@ func (c *ChatChunk) fastDecode(data []byte) bool {
 					}
 					return false, true
 				})
-			})
+			}) {
+				return false
+			}
+		default:
+			cur.Skip()
 		}
-		return false, true
-	})
+	}
+	return cur.Done()
 }
 
-func (ch *ChunkChoice) fastDecode(v []byte) bool {
-	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
+// decodeChoices reads the choices array at the cursor into c.Choices as DecodeSlice does:
+// null clears it, [] makes it empty but not nil, each element is zeroed before it is read.
+func (c *ChatChunk) decodeChoices(cur *rawjson.Cursor) bool {
+	if cur.Null() {
+		c.Choices = nil
+		return true
+	}
+	s := c.Choices[:0]
+	if s == nil {
+		s = make([]ChunkChoice, 0)
+	}
+	for more := cur.Enter('['); more; more = cur.More('[') {
+		s = append(s, ChunkChoice{})
+		if !s[len(s)-1].decode(cur) {
+			c.Choices = s
+			return false
+		}
+	}
+	c.Choices = s
+	return cur.OK()
+}
+
+// decode reads the choice at the cursor, null included (which leaves it zero).
+func (ch *ChunkChoice) decode(cur *rawjson.Cursor) bool {
+	if cur.Null() {
+		return true
+	}
+	var seen rawjson.FieldSet
+	for more := cur.Enter('{'); more; more = cur.More('{') {
+		k := cur.Key()
+		if !rawjson.PlainKey(k) {
+			return false
+		}
+		var ok bool
 		switch string(k) {
 		case "index":
-			return true, rawjson.DecodeInt(v, &ch.Index)
+			ok = seen.Add(0) && rawjson.DecodeInt(cur.Value(), &ch.Index)
 		case "delta":
-			return true, ch.Delta.fastDecode(v)
+			ok = seen.Add(1) && ch.Delta.decode(cur)
 		case "finish_reason":
-			return true, rawjson.DecodeStringPtr(v, &ch.FinishReason)
+			ok = seen.Add(2) && rawjson.DecodeStringPtr(cur.Value(), &ch.FinishReason)
+		default:
+			cur.Skip()
+			ok = true
 		}
-		return false, true
-	})
+		if !ok {
+			return false
+		}
+	}
+	return cur.OK()
 }
 
-func (d *ChunkDelta) fastDecode(v []byte) bool {
-	return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
+// decode reads the delta at the cursor, null included (which leaves it as it is).
+func (d *ChunkDelta) decode(cur *rawjson.Cursor) bool {
+	if cur.Null() {
+		return true
+	}
+	var seen rawjson.FieldSet
+	for more := cur.Enter('{'); more; more = cur.More('{') {
+		k := cur.Key()
+		if !rawjson.PlainKey(k) {
+			return false
+		}
+		var ok bool
 		switch string(k) {
 		case "role":
-			return true, rawjson.DecodeString(v, &d.Role)
+			ok = seen.Add(0) && rawjson.DecodeString(cur.Value(), &d.Role)
 		case "content":
-			return true, decodeRaw(&d.Content, v)
+			ok = seen.Add(1) && decodeRaw(&d.Content, cur.Value())
 		case "refusal":
-			return true, rawjson.DecodeStringPtr(v, &d.Refusal)
+			ok = seen.Add(2) && rawjson.DecodeStringPtr(cur.Value(), &d.Refusal)
 		case "tool_calls":
-			return true, rawjson.DecodeSlice(&d.ToolCalls, v, (*ChunkToolCall).fastDecode)
+			ok = seen.Add(3) && rawjson.DecodeSlice(&d.ToolCalls, cur.Value(), (*ChunkToolCall).fastDecode)
 		case "reasoning_content":
-			return true, decodeRaw(&d.ReasoningContent, v)
+			ok = seen.Add(4) && decodeRaw(&d.ReasoningContent, cur.Value())
 		case "reasoning":
-			return true, decodeRaw(&d.Reasoning, v)
+			ok = seen.Add(5) && decodeRaw(&d.Reasoning, cur.Value())
+		default:
+			cur.Skip()
+			ok = true
 		}
-		return false, true
-	})
+		if !ok {
+			return false
+		}
+	}
+	return cur.OK()
 }
 
 func (tc *ChunkToolCall) fastDecode(v []byte) bool {
