@@ -141,16 +141,34 @@ func (c *Cursor) Value() []byte {
 // Skip checks the value at the cursor and passes over it.
 func (c *Cursor) Skip() { c.Value() }
 
-// FieldSet remembers which fields of an object a Cursor decoder has read (up to 32, numbered
-// by the decoder): a key given twice is encoding/json's to decode, which merges the second
-// value into the first.
-type FieldSet uint32
-
-// Add records field n and reports whether it was new.
-func (s *FieldSet) Add(n uint) bool {
-	if *s&(1<<n) != 0 {
-		return false
+// Object reads the object at the cursor, a null as one without members (encoding/json leaves
+// a struct as it is at null). For each member it calls field with the raw key; field reads
+// the value with the cursor and returns the number (0 to 31) of the struct field the key
+// names, or -1, without reading the value, for a key it does not know, whose value Object
+// checks and passes over. Object reports false on a fault, when field does, and where
+// encoding/json could decode what a hand-written decoder would not: a key that is not plain
+// (PlainKey) or a field given twice, which encoding/json merges into the first value.
+func (c *Cursor) Object(field func(key []byte) (n int, ok bool)) bool {
+	if c.Null() {
+		return true
 	}
-	*s |= 1 << n
-	return true
+	var seen uint32
+	for more := c.Enter('{'); more; more = c.More('{') {
+		k := c.Key()
+		if !PlainKey(k) {
+			return false
+		}
+		n, ok := field(k)
+		switch {
+		case !ok:
+			return false
+		case n < 0:
+			c.Skip()
+		case seen&(1<<n) != 0:
+			return false
+		default:
+			seen |= 1 << n
+		}
+	}
+	return c.OK()
 }

@@ -131,3 +131,45 @@ func TestCursorFaultsStick(t *testing.T) {
 		t.Fatal("Fail did not stick")
 	}
 }
+
+// TestCursorObject holds Object to what the hand-written decoders rely on: members in order,
+// unknown keys' values passed over (checked), null as no members, and a refusal for a known
+// field given twice, a key that is not plain, or a field the decoder could not read.
+func TestCursorObject(t *testing.T) {
+	read := func(doc string) (got []string, ok bool) {
+		c := NewCursor([]byte(doc))
+		ok = c.Object(func(k []byte) (int, bool) {
+			switch string(k) {
+			case "a", "b":
+				v := c.Value()
+				got = append(got, string(k)+"="+string(v))
+				return int(k[0] - 'a'), string(v) != `"bad"`
+			}
+			got = append(got, "skip "+string(k))
+			return -1, true
+		}) && c.Done()
+		return got, ok
+	}
+	for _, tc := range []struct {
+		doc  string
+		want string
+		ok   bool
+	}{
+		{`{"a":1,"x":{"y":[1,2]},"b":"s"}`, `a=1|skip x|b="s"`, true},
+		{` null `, ``, true},
+		{`{}`, ``, true},
+		{`{"a":1,"a":2}`, `a=1|a=2`, false},
+		{`{"x":1,"x":2}`, `skip x|skip x`, true},
+		{`{"A":1}`, ``, false},
+		{`{"\u0061":1}`, ``, false},
+		{`{"a":"bad"}`, `a="bad"`, false},
+		{`{"x":[1,}`, `skip x`, false},
+		{`[]`, ``, false},
+		{`{"a":1} 2`, `a=1`, false},
+	} {
+		got, ok := read(tc.doc)
+		if strings.Join(got, "|") != tc.want || ok != tc.ok {
+			t.Errorf("Object(%s) read %q, %v; want %q, %v", tc.doc, got, ok, tc.want, tc.ok)
+		}
+	}
+}

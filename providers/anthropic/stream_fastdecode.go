@@ -20,38 +20,23 @@ import (
 // stream.
 func (e *streamEvent) fastDecode(data []byte) bool {
 	cur := rawjson.NewCursor(data)
-	if cur.Null() {
-		return cur.Done()
-	}
-	var seen rawjson.FieldSet
-	for more := cur.Enter('{'); more; more = cur.More('{') {
-		k := cur.Key()
-		if !rawjson.PlainKey(k) {
-			return false
-		}
-		var ok bool
+	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "type":
-			ok = seen.Add(0) && rawjson.DecodeString(cur.Value(), &e.Type)
+			return 0, rawjson.DecodeString(cur.Value(), &e.Type)
 		case "message":
-			ok = seen.Add(1) && rawjson.DecodePtr(&e.Message, cur.Value(), (*streamMessage).fastDecode)
+			return 1, rawjson.DecodePtr(&e.Message, cur.Value(), (*streamMessage).fastDecode)
 		case "index":
-			ok = seen.Add(2) && decodeIntPtr(cur.Value(), &e.Index, e.room.indexRoom())
+			return 2, decodeIntPtr(cur.Value(), &e.Index, e.room.indexRoom())
 		case "content_block":
-			ok = seen.Add(3) && rawjson.DecodePtr(&e.ContentBlock, cur.Value(), (*ContentBlock).fastDecode)
+			return 3, rawjson.DecodePtr(&e.ContentBlock, cur.Value(), (*ContentBlock).fastDecode)
 		case "delta":
-			ok = seen.Add(4) && e.decodeDelta(&cur)
+			return 4, e.decodeDelta(&cur)
 		case "usage":
-			ok = seen.Add(5) && e.Usage.UnmarshalJSON(cur.Value()) == nil
-		default:
-			cur.Skip()
-			ok = true
+			return 5, e.Usage.UnmarshalJSON(cur.Value()) == nil
 		}
-		if !ok {
-			return false
-		}
-	}
-	return cur.Done()
+		return -1, true
+	}) && cur.Done()
 }
 
 // decodeDelta reads the delta at the cursor as DecodePtrIn does: null makes it nil, an
@@ -68,37 +53,25 @@ func (e *streamEvent) decodeDelta(cur *rawjson.Cursor) bool {
 		*d = streamDelta{}
 	}
 	e.Delta = d
-	var seen rawjson.FieldSet
-	for more := cur.Enter('{'); more; more = cur.More('{') {
-		k := cur.Key()
-		if !rawjson.PlainKey(k) {
-			return false
-		}
-		var ok bool
+	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "type":
-			ok = seen.Add(0) && rawjson.DecodeString(cur.Value(), &d.Type)
+			return 0, rawjson.DecodeString(cur.Value(), &d.Type)
 		case "text":
-			ok = seen.Add(1) && rawjson.DecodeString(cur.Value(), &d.Text)
+			return 1, rawjson.DecodeString(cur.Value(), &d.Text)
 		case "partial_json":
-			ok = seen.Add(2) && rawjson.DecodeString(cur.Value(), &d.PartialJSON)
+			return 2, rawjson.DecodeString(cur.Value(), &d.PartialJSON)
 		case "thinking":
-			ok = seen.Add(3) && rawjson.DecodeString(cur.Value(), &d.Thinking)
+			return 3, rawjson.DecodeString(cur.Value(), &d.Thinking)
 		case "signature":
-			ok = seen.Add(4) && rawjson.DecodeString(cur.Value(), &d.Signature)
+			return 4, rawjson.DecodeString(cur.Value(), &d.Signature)
 		case "stop_reason":
-			ok = seen.Add(5) && rawjson.DecodeStringPtr(cur.Value(), &d.StopReason)
+			return 5, rawjson.DecodeStringPtr(cur.Value(), &d.StopReason)
 		case "stop_sequence":
-			ok = seen.Add(6) && rawjson.DecodeStringPtr(cur.Value(), &d.StopSequence)
-		default:
-			cur.Skip()
-			ok = true
+			return 6, rawjson.DecodeStringPtr(cur.Value(), &d.StopSequence)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return cur.OK()
+		return -1, true
+	})
 }
 
 // The nested types' decoders below take a value the cursor has checked.

@@ -165,30 +165,16 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 // then scanning each nested level again.
 func (c *ChatChunk) fastDecode(data []byte) bool {
 	cur := rawjson.NewCursor(data)
-	if cur.Null() {
-		return cur.Done()
-	}
-	var seen rawjson.FieldSet
-	for more := cur.Enter('{'); more; more = cur.More('{') {
-		k := cur.Key()
-		if !rawjson.PlainKey(k) {
-			return false
-		}
+	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "choices":
-			if !seen.Add(0) || !c.decodeChoices(&cur) {
-				return false
-			}
+			return 0, c.decodeChoices(&cur)
 		case "usage":
-			if !seen.Add(1) || !decodeRaw(&c.Usage, cur.Value()) {
-				return false
-			}
+			return 1, decodeRaw(&c.Usage, cur.Value())
 		case "error":
-			if !seen.Add(2) || !decodeRaw(&c.Error, cur.Value()) {
-				return false
-			}
+			return 2, decodeRaw(&c.Error, cur.Value())
 		case "x_groq":
-			if !seen.Add(3) || !rawjson.DecodePtr(&c.XGroq, cur.Value(), func(g *struct {
+			return 3, rawjson.DecodePtr(&c.XGroq, cur.Value(), func(g *struct {
 				Usage json.RawMessage `json:"usage"`
 			}, v []byte) bool {
 				return rawjson.DecodeFields(v, func(k []byte, v []byte) (bool, bool) {
@@ -197,14 +183,10 @@ func (c *ChatChunk) fastDecode(data []byte) bool {
 					}
 					return false, true
 				})
-			}) {
-				return false
-			}
-		default:
-			cur.Skip()
+			})
 		}
-	}
-	return cur.Done()
+		return -1, true
+	}) && cur.Done()
 }
 
 // decodeChoices reads the choices array at the cursor into c.Choices as DecodeSlice does:
@@ -231,68 +213,38 @@ func (c *ChatChunk) decodeChoices(cur *rawjson.Cursor) bool {
 
 // decode reads the choice at the cursor, null included (which leaves it zero).
 func (ch *ChunkChoice) decode(cur *rawjson.Cursor) bool {
-	if cur.Null() {
-		return true
-	}
-	var seen rawjson.FieldSet
-	for more := cur.Enter('{'); more; more = cur.More('{') {
-		k := cur.Key()
-		if !rawjson.PlainKey(k) {
-			return false
-		}
-		var ok bool
+	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "index":
-			ok = seen.Add(0) && rawjson.DecodeInt(cur.Value(), &ch.Index)
+			return 0, rawjson.DecodeInt(cur.Value(), &ch.Index)
 		case "delta":
-			ok = seen.Add(1) && ch.Delta.decode(cur)
+			return 1, ch.Delta.decode(cur)
 		case "finish_reason":
-			ok = seen.Add(2) && rawjson.DecodeStringPtr(cur.Value(), &ch.FinishReason)
-		default:
-			cur.Skip()
-			ok = true
+			return 2, rawjson.DecodeStringPtr(cur.Value(), &ch.FinishReason)
 		}
-		if !ok {
-			return false
-		}
-	}
-	return cur.OK()
+		return -1, true
+	})
 }
 
 // decode reads the delta at the cursor, null included (which leaves it as it is).
 func (d *ChunkDelta) decode(cur *rawjson.Cursor) bool {
-	if cur.Null() {
-		return true
-	}
-	var seen rawjson.FieldSet
-	for more := cur.Enter('{'); more; more = cur.More('{') {
-		k := cur.Key()
-		if !rawjson.PlainKey(k) {
-			return false
-		}
-		var ok bool
+	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "role":
-			ok = seen.Add(0) && rawjson.DecodeString(cur.Value(), &d.Role)
+			return 0, rawjson.DecodeString(cur.Value(), &d.Role)
 		case "content":
-			ok = seen.Add(1) && decodeRaw(&d.Content, cur.Value())
+			return 1, decodeRaw(&d.Content, cur.Value())
 		case "refusal":
-			ok = seen.Add(2) && rawjson.DecodeStringPtr(cur.Value(), &d.Refusal)
+			return 2, rawjson.DecodeStringPtr(cur.Value(), &d.Refusal)
 		case "tool_calls":
-			ok = seen.Add(3) && rawjson.DecodeSlice(&d.ToolCalls, cur.Value(), (*ChunkToolCall).fastDecode)
+			return 3, rawjson.DecodeSlice(&d.ToolCalls, cur.Value(), (*ChunkToolCall).fastDecode)
 		case "reasoning_content":
-			ok = seen.Add(4) && decodeRaw(&d.ReasoningContent, cur.Value())
+			return 4, decodeRaw(&d.ReasoningContent, cur.Value())
 		case "reasoning":
-			ok = seen.Add(5) && decodeRaw(&d.Reasoning, cur.Value())
-		default:
-			cur.Skip()
-			ok = true
+			return 5, decodeRaw(&d.Reasoning, cur.Value())
 		}
-		if !ok {
-			return false
-		}
-	}
-	return cur.OK()
+		return -1, true
+	})
 }
 
 func (tc *ChunkToolCall) fastDecode(v []byte) bool {
