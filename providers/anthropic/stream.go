@@ -80,6 +80,9 @@ func newMessagesStream(ctx context.Context, provider string, at *upstreamhttp.At
 		conn:   upstreamhttp.NewStreamConn(ctx, provider, at, body),
 		rd:     sse.NewReader(body, 0),
 		blocks: make(map[int]blockState),
+		// A message_delta makes two events (the finish and the usage): room for them from the
+		// start, where growing from nothing took two allocations of every stream.
+		pending: make([]providers.Event, 0, 2),
 	}
 }
 
@@ -427,8 +430,15 @@ type StreamEncoder struct {
 
 // NewStreamEncoder returns an encoder of the message with this id and model.
 func NewStreamEncoder(id, model string) *StreamEncoder {
-	return &StreamEncoder{id: id, model: model, tools: make(map[int]int)}
+	// buf has room for the frames of a usual event from the start: grown from nothing, it
+	// took three or four allocations in the first events of every stream.
+	return &StreamEncoder{id: id, model: model, tools: make(map[int]int), buf: make([]byte, 0, encodeRoom)}
 }
+
+// encodeRoom is what a StreamEncoder's buffer holds to begin with: a text delta's frame is
+// about 80 bytes and its text, the first event's frames (a block's start and its delta) a
+// little more.
+const encodeRoom = 512
 
 // Start returns message_start, with u's input and cache counts (emit the real ones: clients
 // read input usage from here) and its output so far, usually 0. It returns nothing when the
@@ -438,7 +448,10 @@ func (e *StreamEncoder) Start(u providers.Usage) []Frame {
 		return nil
 	}
 	e.started = true
-	b := []byte(`{"type":"message_start","message":{"id":`)
+	// Room for the whole frame: the text around the id and the model, and a usage object of
+	// four counters at most 20 digits each.
+	b := make([]byte, 0, 320+len(e.id)+len(e.model))
+	b = append(b, `{"type":"message_start","message":{"id":`...)
 	b = rawjson.AppendString(b, e.id)
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
 	b = rawjson.AppendString(b, e.model)
@@ -551,7 +564,10 @@ func (e *StreamEncoder) Finish(reason providers.FinishReason, stopSeq string, u 
 		reason = providers.FinishToolCalls
 	}
 	stop := StopReason(reason, stopSeq)
-	b := []byte(`{"type":"message_delta","delta":{"stop_reason":`)
+	// Room for the whole frame (see Start), where growing it from its first words took three
+	// allocations.
+	b := make([]byte, 0, 256+len(stopSeq))
+	b = append(b, `{"type":"message_delta","delta":{"stop_reason":`...)
 	b = rawjson.AppendString(b, stop)
 	b = append(b, `,"stop_sequence":`...)
 	if stop == "stop_sequence" {
@@ -582,7 +598,8 @@ func ErrorFrame(errType, message string) Frame {
 func (e *StreamEncoder) openBlock(frames []Frame, kind blockKind, block string) []Frame {
 	e.cur, e.curIndex, e.signed = kind, e.next, false
 	e.next++
-	b := []byte(`{"type":"content_block_start","index":`)
+	b := make([]byte, 0, 80+len(block))
+	b = append(b, `{"type":"content_block_start","index":`...)
 	b = strconv.AppendInt(b, int64(e.curIndex), 10)
 	b = append(b, `,"content_block":`...)
 	b = append(b, block...)
