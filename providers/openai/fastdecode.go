@@ -160,15 +160,24 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 
 // fastDecode fills c, which must be the zero ChatChunk (its Choices may have room, reused
 // as DecodeSlice reuses it), from data as json.Unmarshal(data, c) would; false means it did
-// not and c is to be discarded. It runs once per streamed frame, so it reads the frame in a
-// single pass with a rawjson.Cursor, down to the delta's fields, instead of checking it and
-// then scanning each nested level again.
-func (c *ChatChunk) fastDecode(data []byte) bool {
+// not and c is to be discarded. It reads the frame in a single pass with a rawjson.Cursor,
+// down to the delta's fields, instead of checking it and then scanning each nested level
+// again.
+func (c *ChatChunk) fastDecode(data []byte) bool { return c.decode(data, decodeRaw) }
+
+// decodeFrame is fastDecode for the stream, which runs it once per frame and is done with
+// the chunk before the next frame replaces data: the delta's raw values (content and
+// reasoning) are left where they are in data instead of copied, one allocation less per
+// frame. Anything that keeps them must copy them.
+func (c *ChatChunk) decodeFrame(data []byte) bool { return c.decode(data, aliasRaw) }
+
+// decode is fastDecode, with raw storing the delta's raw values.
+func (c *ChatChunk) decode(data []byte, raw rawDecoder) bool {
 	cur := rawjson.NewCursor(data)
 	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "choices":
-			return 0, c.decodeChoices(&cur)
+			return 0, c.decodeChoices(&cur, raw)
 		case "usage":
 			return 1, decodeRaw(&c.Usage, cur.Value())
 		case "error":
@@ -191,7 +200,7 @@ func (c *ChatChunk) fastDecode(data []byte) bool {
 
 // decodeChoices reads the choices array at the cursor into c.Choices as DecodeSlice does:
 // null clears it, [] makes it empty but not nil, each element is zeroed before it is read.
-func (c *ChatChunk) decodeChoices(cur *rawjson.Cursor) bool {
+func (c *ChatChunk) decodeChoices(cur *rawjson.Cursor, raw rawDecoder) bool {
 	if cur.Null() {
 		c.Choices = nil
 		return true
@@ -202,7 +211,7 @@ func (c *ChatChunk) decodeChoices(cur *rawjson.Cursor) bool {
 	}
 	for more := cur.Enter('['); more; more = cur.More('[') {
 		s = append(s, ChunkChoice{})
-		if !s[len(s)-1].decode(cur) {
+		if !s[len(s)-1].decode(cur, raw) {
 			c.Choices = s
 			return false
 		}
@@ -212,13 +221,13 @@ func (c *ChatChunk) decodeChoices(cur *rawjson.Cursor) bool {
 }
 
 // decode reads the choice at the cursor, null included (which leaves it zero).
-func (ch *ChunkChoice) decode(cur *rawjson.Cursor) bool {
+func (ch *ChunkChoice) decode(cur *rawjson.Cursor, raw rawDecoder) bool {
 	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "index":
 			return 0, rawjson.DecodeInt(cur.Value(), &ch.Index)
 		case "delta":
-			return 1, ch.Delta.decode(cur)
+			return 1, ch.Delta.decode(cur, raw)
 		case "finish_reason":
 			return 2, rawjson.DecodeStringPtr(cur.Value(), &ch.FinishReason)
 		}
@@ -227,21 +236,21 @@ func (ch *ChunkChoice) decode(cur *rawjson.Cursor) bool {
 }
 
 // decode reads the delta at the cursor, null included (which leaves it as it is).
-func (d *ChunkDelta) decode(cur *rawjson.Cursor) bool {
+func (d *ChunkDelta) decode(cur *rawjson.Cursor, raw rawDecoder) bool {
 	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
 		case "role":
 			return 0, rawjson.DecodeString(cur.Value(), &d.Role)
 		case "content":
-			return 1, decodeRaw(&d.Content, cur.Value())
+			return 1, raw(&d.Content, cur.Value())
 		case "refusal":
 			return 2, rawjson.DecodeStringPtr(cur.Value(), &d.Refusal)
 		case "tool_calls":
 			return 3, rawjson.DecodeSlice(&d.ToolCalls, cur.Value(), (*ChunkToolCall).fastDecode)
 		case "reasoning_content":
-			return 4, decodeRaw(&d.ReasoningContent, cur.Value())
+			return 4, raw(&d.ReasoningContent, cur.Value())
 		case "reasoning":
-			return 5, decodeRaw(&d.Reasoning, cur.Value())
+			return 5, raw(&d.Reasoning, cur.Value())
 		}
 		return -1, true
 	})
@@ -406,6 +415,20 @@ func decodeRaw(dst *json.RawMessage, v []byte) bool {
 		return true
 	}
 	*dst = append(json.RawMessage(nil), v...)
+	return true
+}
+
+// rawDecoder stores a raw value: decodeRaw (a copy) or aliasRaw.
+type rawDecoder func(dst *json.RawMessage, v []byte) bool
+
+// aliasRaw is decodeRaw without the copy: dst is v itself, capped so that an append copies
+// it (null is rawNull, as there).
+func aliasRaw(dst *json.RawMessage, v []byte) bool {
+	if string(v) == "null" {
+		*dst = rawNull
+		return true
+	}
+	*dst = v[:len(v):len(v)]
 	return true
 }
 

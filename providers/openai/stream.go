@@ -158,7 +158,8 @@ func (s *chatStream) handle(ev sse.Event) error {
 	}
 	var c ChatChunk
 	c.Choices = s.choices[:0]
-	ok := c.fastDecode(data)
+	// The chunk's content and reasoning stay in data: they are read into the events below.
+	ok := c.decodeFrame(data)
 	s.choices = c.Choices
 	if !ok {
 		// As in DecodeChatRequest: the fast path (fastdecode.go) takes the usual chunks and

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -132,7 +133,34 @@ func FuzzChatChunkFastDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkFastDecode(t, data, (*ChatChunk).fastDecode)
+		checkDecodeFrame(t, data)
 	})
+}
+
+// checkDecodeFrame holds the stream's decodeFrame to fastDecode: the same answer and the
+// same chunk, read before the frame's buffer changes; and its raw values full to capacity,
+// so that appending to one cannot write into the frame.
+func checkDecodeFrame(t *testing.T, data []byte) {
+	t.Helper()
+	var framed, fast ChatChunk
+	buf := bytes.Clone(data)
+	ok := framed.decodeFrame(buf)
+	if fastOK := fast.fastDecode(data); ok != fastOK {
+		t.Fatalf("decodeFrame(%q) took it: %v, fastDecode: %v", data, ok, fastOK)
+	}
+	if !ok {
+		return
+	}
+	if !reflect.DeepEqual(framed, fast) {
+		t.Fatalf("decodeFrame decodes %q as\n%s\nfastDecode as\n%s", data, dump(framed), dump(fast))
+	}
+	for _, ch := range framed.Choices {
+		for _, raw := range []json.RawMessage{ch.Delta.Content, ch.Delta.ReasoningContent, ch.Delta.Reasoning} {
+			if len(raw) != cap(raw) {
+				t.Fatalf("decodeFrame of %q left room after a raw value (%d of %d)", data, len(raw), cap(raw))
+			}
+		}
+	}
 }
 
 // TestChunkFastDecodeTakesRealisticChunks keeps the fast path from silently becoming dead
@@ -142,6 +170,7 @@ func TestChunkFastDecodeTakesRealisticChunks(t *testing.T) {
 		if !checkFastDecode(t, []byte(s), (*ChatChunk).fastDecode) {
 			t.Errorf("chunk fast path refused %s", s)
 		}
+		checkDecodeFrame(t, []byte(s))
 	}
 }
 
@@ -150,6 +179,7 @@ func TestChunkFastDecodeTakesRealisticChunks(t *testing.T) {
 func TestChunkFastDecodeEdges(t *testing.T) {
 	for _, s := range append(chatChunkEdges, deepBodies...) {
 		checkFastDecode(t, []byte(s), (*ChatChunk).fastDecode)
+		checkDecodeFrame(t, []byte(s))
 	}
 }
 
