@@ -25,9 +25,6 @@ func NewCursor(data []byte) Cursor {
 // OK reports whether nothing went wrong so far.
 func (c *Cursor) OK() bool { return !c.bad }
 
-// Fail marks the document as not the caller's: OK is false from then on.
-func (c *Cursor) Fail() { c.bad = true }
-
 // Done reports whether the document was read whole and well-formed: nothing went wrong and
 // only white space follows the value read.
 func (c *Cursor) Done() bool {

@@ -17,7 +17,7 @@ func walk(c *Cursor, b *strings.Builder, depth int) {
 		return
 	}
 	if !c.OK() || c.i >= len(c.data) {
-		c.Fail()
+		c.bad = true
 		return
 	}
 	switch open := c.data[c.i]; open {
@@ -126,9 +126,16 @@ func TestCursorFaultsStick(t *testing.T) {
 	c = NewCursor([]byte(`{"a":1}`))
 	c.Enter('{')
 	c.Key()
-	c.Fail()
+	c.Value()
+	c.More('{')
+	if !c.Done() {
+		t.Fatal(`{"a":1} read whole is not Done`)
+	}
+	if c.Enter('{') {
+		t.Fatal("entered past the end")
+	}
 	if c.Value() != nil || c.Done() {
-		t.Fatal("Fail did not stick")
+		t.Fatal("a fault past the end did not stick")
 	}
 }
 
