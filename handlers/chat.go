@@ -443,7 +443,9 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		return relayResult(err)
 	}
 	if streamErr != nil {
-		return c.relayFailed(out, rt, began, streamErr, &chatSink{c: c, enc: openai.NewChunkEncoder(c.genID, rt.UpstreamModel, c.start.Unix()), includeUsage: f.includeUsage})
+		sink := &chatSink{c: c, enc: openai.NewChunkEncoder(c.genID, rt.UpstreamModel, c.start.Unix()), includeUsage: f.includeUsage}
+		defer sink.release()
+		return c.relayFailed(out, rt, began, streamErr, sink)
 	}
 	c.relayCommit(out, &rt, began)
 	var final []byte
@@ -627,8 +629,10 @@ func containsFinish(b []byte) bool {
 // usageChunkFor is a chat chunk with choices: [] and the usage, for streams whose upstream
 // sent its usage some other way.
 func usageChunkFor(id, model string, created int64, u providers.Usage) []byte {
-	chunk, _ := openai.NewChunkEncoder(id, model, created).Encode(providers.Event{Type: providers.EventUsage, Usage: u})
-	return chunk
+	enc := openai.NewChunkEncoder(id, model, created)
+	defer enc.Release()
+	chunk, _ := enc.Encode(providers.Event{Type: providers.EventUsage, Usage: u})
+	return bytes.Clone(chunk)
 }
 
 // hasDeltaContent tells cheaply whether a chunk carries a piece of the answer (text or a tool

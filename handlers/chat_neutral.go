@@ -26,22 +26,23 @@ type chatSink struct {
 	c            *call
 	enc          *openai.ChunkEncoder
 	includeUsage bool
-	one          [1]frame
+	// frames is what event and finish return: each call's frames are written before the
+	// next call.
+	frames [2]frame
 }
 
 func (s *chatSink) start() []frame { return nil }
 
 func (s *chatSink) event(ev providers.Event) []frame {
 	if chunk, ok := s.enc.Encode(ev); ok {
-		// The frames are written before the next event: one slice serves them all.
-		s.one[0] = frame{data: chunk}
-		return s.one[:]
+		s.frames[0] = frame{data: chunk}
+		return s.frames[:1]
 	}
 	return nil
 }
 
 func (s *chatSink) finish(c *call) []frame {
-	var frames []frame
+	frames := s.frames[:0]
 	if s.includeUsage || c.wantMeta {
 		if chunk, ok := s.enc.Encode(providers.Event{Type: providers.EventUsage, Usage: c.usage}); ok {
 			if dec, err := c.decorate(chunk); err == nil {
@@ -51,6 +52,9 @@ func (s *chatSink) finish(c *call) []frame {
 	}
 	return append(frames, doneFrame)
 }
+
+// release hands the encoder back once the stream's frames are written.
+func (s *chatSink) release() { s.enc.Release() }
 
 func (s *chatSink) fail(ue *providers.UpstreamError) []frame {
 	return []frame{{data: chatErrorFrame(ue)}}

@@ -40,30 +40,32 @@ func (anthropicSurface) sink(c *call, model string) streamSink {
 
 type anthropicSink struct {
 	enc *anthropic.StreamEncoder
-	// frames is reused by event: its frames are written before the next event is encoded.
+	// frames is reused from one call to the next: its frames are written before the next.
 	frames []frame
 }
 
-func fromAnthropic(fs []anthropic.Frame) []frame {
-	out := make([]frame, len(fs))
-	for i, f := range fs {
-		out[i] = frame{event: f.Event, data: f.Data}
+// appendAnthropic appends the encoder's frames to out.
+func appendAnthropic(out []frame, fs []anthropic.Frame) []frame {
+	for _, f := range fs {
+		out = append(out, frame{event: f.Event, data: f.Data})
 	}
 	return out
 }
 
-func (s *anthropicSink) start() []frame { return fromAnthropic(s.enc.Start(providers.Usage{})) }
+// start, event and finish return s.frames, reused: each call's frames are written before
+// the next call, as the encoder's are.
+func (s *anthropicSink) start() []frame {
+	s.frames = appendAnthropic(s.frames[:0], s.enc.Start(providers.Usage{}))
+	return s.frames
+}
 
 func (s *anthropicSink) event(ev providers.Event) []frame {
-	s.frames = s.frames[:0]
-	for _, f := range s.enc.Encode(ev) {
-		s.frames = append(s.frames, frame{event: f.Event, data: f.Data})
-	}
+	s.frames = appendAnthropic(s.frames[:0], s.enc.Encode(ev))
 	return s.frames
 }
 
 func (s *anthropicSink) finish(c *call) []frame {
-	frames := fromAnthropic(s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))
+	frames := appendAnthropic(s.frames[:0], s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))
 	for i, f := range frames {
 		if f.event == "message_delta" {
 			if dec, err := c.decorateUsage(f.data, anthropic.AppendUsage, "usage"); err == nil {
@@ -74,8 +76,12 @@ func (s *anthropicSink) finish(c *call) []frame {
 			}
 		}
 	}
-	return append(frames, doneFrame)
+	s.frames = append(frames, doneFrame)
+	return s.frames
 }
+
+// release hands the encoder back once the stream's frames are written.
+func (s *anthropicSink) release() { s.enc.Release() }
 
 func (s *anthropicSink) fail(ue *providers.UpstreamError) []frame {
 	f := anthropic.ErrorFrame(inBandAnthropicType(ue), "the answer was interrupted: "+upstreamMessage(ue))

@@ -40,6 +40,10 @@ type streamSink interface {
 	fail(ue *providers.UpstreamError) []frame
 }
 
+// releaser is a sink whose encoder goes back to its pool once the stream's last frame is
+// written.
+type releaser interface{ release() }
+
 var doneFrame = frame{data: []byte("[DONE]")}
 
 // neutral serves a request through a route's ChatProvider and encodes the answer for the
@@ -92,6 +96,10 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 // neutralStream relays a neutral stream through a sink. Nothing is written before the first
 // upstream event, so an early failure can still fall back.
 func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, st providers.Stream, sink streamSink) error {
+	if rs, ok := sink.(releaser); ok {
+		// Every frame is written by the time this returns (sseWriter copies them).
+		defer rs.release()
+	}
 	out := newSSEWriter(w)
 	defer out.release()
 	if wt, ok := st.(providers.Waiter); ok {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -405,10 +406,11 @@ type Frame struct {
 // closes when the kind or the tool call changes, with one exception: a tool_use block whose
 // arguments are not yet complete JSON stays open until Finish, so that a late piece of an
 // interleaved call still reaches its block (the Go SDK resets the input of a block stopped
-// with incomplete JSON). The encoder is not safe for concurrent use. The frames of Start and
-// Finish are the caller's; those of Encode, the one call per upstream event, are valid only
-// until the next call to Encode: write them out first (the encoder reuses its buffers, so a
-// stream's deltas allocate nothing).
+// with incomplete JSON). The encoder is not safe for concurrent use. The frames each call
+// returns (Start, Encode, Finish) are valid only until the next call: write them out first.
+// The encoder reuses its buffers from one call to the next, and Release hands them to the
+// next stream's encoder, so that a stream's frames allocate nothing once its buffers have
+// grown to fit.
 type StreamEncoder struct {
 	id, model string
 
@@ -429,16 +431,60 @@ type StreamEncoder struct {
 }
 
 // NewStreamEncoder returns an encoder of the message with this id and model.
+// Call Release once its last frames are written.
 func NewStreamEncoder(id, model string) *StreamEncoder {
-	// buf has room for the frames of a usual event from the start: grown from nothing, it
-	// took three or four allocations in the first events of every stream.
-	return &StreamEncoder{id: id, model: model, tools: make(map[int]int), buf: make([]byte, 0, encodeRoom)}
+	e := streamEncoders.Get().(*StreamEncoder)
+	e.id, e.model = id, model
+	return e
 }
 
-// encodeRoom is what a StreamEncoder's buffer holds to begin with: a text delta's frame is
-// about 80 bytes and its text, the first event's frames (a block's start and its delta) a
-// little more.
+// streamEncoders keeps released encoders with their buffers: each stream's encoder had
+// allocated its own, 700-900 bytes of every translated stream's heap (the buffer, the frames,
+// message_start, each block's start and stop, message_delta), which the collector then
+// had to reclaim.
+var streamEncoders = sync.Pool{New: func() any {
+	// buf has room for the frames of a usual event from the start: grown from nothing, it
+	// took three or four allocations in the first events of every stream.
+	return &StreamEncoder{tools: make(map[int]int), buf: make([]byte, 0, encodeRoom)}
+}}
+
+// encodeRoom is what a new StreamEncoder's buffer holds to begin with: a text delta's frame
+// is about 80 bytes and its text, the first event's frames (a block's start and its delta) a
+// little more, message_start about 300.
 const encodeRoom = 512
+
+// keptRoom is the largest buffer Release keeps: a stream that wrote a long tool argument or
+// text in one event grew its buffer to fit, and its pooled encoder would hold that memory
+// for whichever stream took it next.
+const keptRoom = 16 << 10
+
+// Release hands e and its buffers to the next stream's encoder. Neither e nor any frame it
+// returned may be used after it.
+func (e *StreamEncoder) Release() {
+	e.reset()
+	streamEncoders.Put(e)
+}
+
+// reset makes e a new encoder, with no id or model yet, that keeps its buffers.
+func (e *StreamEncoder) reset() {
+	buf, frames, args, lingering, tools := e.buf[:0], e.frames[:0], e.args[:0], e.lingering[:0], e.tools
+	if cap(buf) > keptRoom {
+		buf = make([]byte, 0, encodeRoom)
+	}
+	if cap(args) > keptRoom {
+		args = nil
+	}
+	clear(frames[:cap(frames)]) // their data is in buf, or a buffer that grew away from it
+	clear(tools)
+	*e = StreamEncoder{buf: buf, frames: frames, args: args, lingering: lingering, tools: tools}
+}
+
+// put appends a frame whose data is buf from start, capped there, so that nothing appended
+// to the buffer later reaches it, and still valid if the buffer moves on growing.
+func (e *StreamEncoder) put(frames []Frame, event string, b []byte, start int) []Frame {
+	e.buf = b
+	return append(frames, Frame{Event: event, Data: b[start:len(b):len(b)]})
+}
 
 // Start returns message_start, with u's input and cache counts (emit the real ones: clients
 // read input usage from here) and its output so far, usually 0. It returns nothing when the
@@ -447,18 +493,28 @@ func (e *StreamEncoder) Start(u providers.Usage) []Frame {
 	if e.started {
 		return nil
 	}
+	e.buf = e.buf[:0]
+	frames := e.start(e.frames[:0], u)
+	e.frames = frames[:0]
+	return frames
+}
+
+// start appends message_start to frames unless the message has started, its data written
+// in e.buf after what the call wrote there before.
+func (e *StreamEncoder) start(frames []Frame, u providers.Usage) []Frame {
+	if e.started {
+		return frames
+	}
 	e.started = true
-	// Room for the whole frame: the text around the id and the model, and a usage object of
-	// four counters at most 20 digits each.
-	b := make([]byte, 0, 320+len(e.id)+len(e.model))
-	b = append(b, `{"type":"message_start","message":{"id":`...)
+	start := len(e.buf)
+	b := append(e.buf, `{"type":"message_start","message":{"id":`...)
 	b = rawjson.AppendString(b, e.id)
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
 	b = rawjson.AppendString(b, e.model)
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
 	b = appendUsage(b, u, false)
 	b = append(b, "}}"...)
-	return []Frame{{Event: "message_start", Data: b}}
+	return e.put(frames, "message_start", b, start)
 }
 
 const (
@@ -481,7 +537,7 @@ func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
 		if ev.Text == "" {
 			return nil
 		}
-		frames = append(frames, e.Start(providers.Usage{})...)
+		frames = e.start(frames, providers.Usage{})
 		if e.cur != blockText {
 			frames = e.switchBlock(frames)
 			frames = e.openBlock(frames, blockText, textBlock)
@@ -491,7 +547,7 @@ func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
 		if ev.Text == "" && ev.Signature == "" {
 			return nil
 		}
-		frames = append(frames, e.Start(providers.Usage{})...)
+		frames = e.start(frames, providers.Usage{})
 		if ev.Text != "" {
 			if e.cur != blockThinking || e.signed {
 				frames = e.switchBlock(frames)
@@ -508,7 +564,7 @@ func (e *StreamEncoder) Encode(ev providers.Event) []Frame {
 			e.signed = true
 		}
 	case providers.EventToolCall:
-		frames = append(frames, e.Start(providers.Usage{})...)
+		frames = e.start(frames, providers.Usage{})
 		e.sawTool = true
 		var index int
 		switch idx, seen := e.tools[ev.Index]; {
@@ -551,12 +607,13 @@ func (e *StreamEncoder) Finish(reason providers.FinishReason, stopSeq string, u 
 	if e.finished {
 		return nil
 	}
-	frames := e.Start(u)
+	e.buf = e.buf[:0]
+	frames := e.start(e.frames[:0], u)
 	for _, index := range e.lingering {
-		frames = appendStop(frames, index)
+		frames = e.stop(frames, index)
 	}
 	if e.cur != blockNone {
-		frames = appendStop(frames, e.curIndex)
+		frames = e.stop(frames, e.curIndex)
 		e.cur = blockNone
 	}
 	e.finished = true
@@ -564,10 +621,8 @@ func (e *StreamEncoder) Finish(reason providers.FinishReason, stopSeq string, u 
 		reason = providers.FinishToolCalls
 	}
 	stop := StopReason(reason, stopSeq)
-	// Room for the whole frame (see Start), where growing it from its first words took three
-	// allocations.
-	b := make([]byte, 0, 256+len(stopSeq))
-	b = append(b, `{"type":"message_delta","delta":{"stop_reason":`...)
+	start := len(e.buf)
+	b := append(e.buf, `{"type":"message_delta","delta":{"stop_reason":`...)
 	b = rawjson.AppendString(b, stop)
 	b = append(b, `,"stop_sequence":`...)
 	if stop == "stop_sequence" {
@@ -578,10 +633,14 @@ func (e *StreamEncoder) Finish(reason providers.FinishReason, stopSeq string, u 
 	b = append(b, `},"usage":`...)
 	b = appendUsage(b, u, true)
 	b = append(b, '}')
-	return append(frames,
-		Frame{Event: "message_delta", Data: b},
-		Frame{Event: "message_stop", Data: []byte(`{"type":"message_stop"}`)})
+	frames = e.put(frames, "message_delta", b, start)
+	frames = append(frames, Frame{Event: "message_stop", Data: messageStop})
+	e.frames = frames[:0]
+	return frames
 }
+
+// messageStop is message_stop's data, the same for every stream: callers only read it.
+var messageStop = []byte(`{"type":"message_stop"}`)
 
 // ErrorFrame returns an in-stream error event: {"type":"error","error":{"type","message"}}.
 // errType should be one of the API's error types (overloaded_error, api_error...), which
@@ -598,13 +657,13 @@ func ErrorFrame(errType, message string) Frame {
 func (e *StreamEncoder) openBlock(frames []Frame, kind blockKind, block string) []Frame {
 	e.cur, e.curIndex, e.signed = kind, e.next, false
 	e.next++
-	b := make([]byte, 0, 80+len(block))
-	b = append(b, `{"type":"content_block_start","index":`...)
+	start := len(e.buf)
+	b := append(e.buf, `{"type":"content_block_start","index":`...)
 	b = strconv.AppendInt(b, int64(e.curIndex), 10)
 	b = append(b, `,"content_block":`...)
 	b = append(b, block...)
 	b = append(b, '}')
-	return append(frames, Frame{Event: "content_block_start", Data: b})
+	return e.put(frames, "content_block_start", b, start)
 }
 
 // switchBlock ends the current block before another opens: it is stopped, except a tool_use
@@ -616,17 +675,19 @@ func (e *StreamEncoder) switchBlock(frames []Frame) []Frame {
 	case e.cur == blockTool && !json.Valid(e.args):
 		e.lingering = append(e.lingering, e.curIndex)
 	default:
-		frames = appendStop(frames, e.curIndex)
+		frames = e.stop(frames, e.curIndex)
 	}
 	e.cur = blockNone
 	return frames
 }
 
-func appendStop(frames []Frame, index int) []Frame {
-	b := []byte(`{"type":"content_block_stop","index":`)
+// stop appends content_block_stop for the block at index.
+func (e *StreamEncoder) stop(frames []Frame, index int) []Frame {
+	start := len(e.buf)
+	b := append(e.buf, `{"type":"content_block_stop","index":`...)
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, '}')
-	return append(frames, Frame{Event: "content_block_stop", Data: b})
+	return e.put(frames, "content_block_stop", b, start)
 }
 
 // delta appends a content_block_delta frame whose data is written in e.buf: capped, so that
@@ -642,6 +703,5 @@ func (e *StreamEncoder) delta(frames []Frame, index int, typ, field, value strin
 	b = append(b, `":`...)
 	b = rawjson.AppendString(b, value)
 	b = append(b, "}}"...)
-	e.buf = b
-	return append(frames, Frame{Event: "content_block_delta", Data: b[start:len(b):len(b)]})
+	return e.put(frames, "content_block_delta", b, start)
 }

@@ -916,3 +916,54 @@ func TestStreamReleasesItsReaderAtStop(t *testing.T) {
 		t.Fatal("the reader read on after message_stop: its buffer was not released")
 	}
 }
+
+// TestStreamEncoderReusedAsNew: an encoder reset for the next stream (what Release does
+// before pooling it) encodes exactly what a new one does, whatever the last stream left in
+// it: a started message, open and lingering blocks, tool indexes, a buffer grown past what
+// is kept. The frames of every call are whole events, also when several share the buffer.
+func TestStreamEncoderReusedAsNew(t *testing.T) {
+	usage := providers.Usage{Input: 12, CacheRead: 4, Output: 7}
+	encode := func(e *StreamEncoder, evs []providers.Event, finish bool) string {
+		var buf bytes.Buffer
+		writeFrames(t, &buf, e.Start(usage))
+		for _, ev := range evs {
+			writeFrames(t, &buf, e.Encode(ev))
+		}
+		if finish {
+			writeFrames(t, &buf, e.Finish(providers.FinishStop, "", usage))
+		}
+		return buf.String()
+	}
+	tool := func(index int, id, args string) providers.Event {
+		return providers.Event{Type: providers.EventToolCall, Index: index, ToolCall: providers.ToolCall{ID: id, Name: "lookup", Arguments: args}}
+	}
+	last := []providers.Event{
+		{Type: providers.EventReasoning, Text: "first, the weather", Signature: "sig"},
+		tool(0, "toolu_a", `{"city": "Par`), // left incomplete: it lingers
+		tool(1, "toolu_b", `{"city": "London"}`),
+		{Type: providers.EventText, Text: strings.Repeat("long ", 5000)}, // grows the buffer past keptRoom
+	}
+	next := []providers.Event{
+		{Type: providers.EventText, Text: "Hi"},
+		tool(0, "toolu_c", `{"city": "Rome"}`),
+		{Type: providers.EventText, Text: " there"},
+	}
+
+	fresh := streamEncoders.New().(*StreamEncoder)
+	fresh.id, fresh.model = "msg_2", "claude-x"
+	want := encode(fresh, next, true)
+
+	for _, finished := range []bool{false, true} {
+		e := streamEncoders.New().(*StreamEncoder)
+		e.id, e.model = "msg_1", "claude-y"
+		encode(e, last, finished)
+		e.reset()
+		if cap(e.buf) > keptRoom {
+			t.Errorf("a buffer of %d bytes kept, more than %d", cap(e.buf), keptRoom)
+		}
+		e.id, e.model = "msg_2", "claude-x"
+		if got := encode(e, next, true); got != want {
+			t.Errorf("after a stream (finished %v), the reused encoder wrote\n%s\nwant\n%s", finished, got, want)
+		}
+	}
+}

@@ -413,28 +413,38 @@ func TestChunkEncoder(t *testing.T) {
 			head + `"choices":[],"usage":{"prompt_tokens":6,"completion_tokens":9,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":2,"cache_write_tokens":3},"completion_tokens_details":{"reasoning_tokens":5}}}`},
 		{providers.Event{Type: 99}, ""},
 	}
-	for i, st := range steps {
-		got, ok := enc.Encode(st.ev)
-		if ok != (st.want != "") {
-			t.Fatalf("step %d: ok = %v", i, ok)
+	for round := range 2 {
+		if round == 1 {
+			// What Release does before pooling the encoder: the next stream's must encode as
+			// a new one, whatever this one sent (the role, the tool calls' ids and names).
+			enc.reset()
+			enc.init("gen_1", "m", 7)
 		}
-		if string(got) != st.want {
-			t.Fatalf("step %d:\ngot  %s\nwant %s", i, got, st.want)
-		}
-		if ok && !json.Valid(got) {
-			t.Fatalf("step %d: invalid JSON", i)
-		}
-		if ok && bytes.Contains(got, []byte(`"error"`)) {
-			t.Fatalf("step %d: chunk has an error key", i)
+		for i, st := range steps {
+			got, ok := enc.Encode(st.ev)
+			if ok != (st.want != "") {
+				t.Fatalf("round %d, step %d: ok = %v", round, i, ok)
+			}
+			if string(got) != st.want {
+				t.Fatalf("round %d, step %d:\ngot  %s\nwant %s", round, i, got, st.want)
+			}
+			if ok && !json.Valid(got) {
+				t.Fatalf("round %d, step %d: invalid JSON", round, i)
+			}
+			if ok && bytes.Contains(got, []byte(`"error"`)) {
+				t.Fatalf("round %d, step %d: chunk has an error key", round, i)
+			}
 		}
 	}
 
-	// An empty answer still tells the role, in the finish chunk.
-	empty := NewChunkEncoder("a\"b", "m", 1)
-	got, _ := empty.Encode(providers.Event{Type: providers.EventFinish})
+	// An empty answer still tells the role, in the finish chunk; a reused encoder writes
+	// the new id, model and time.
 	want := `{"id":"a\"b","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant"},"logprobs":null,"finish_reason":"stop"}]}`
-	if string(got) != want {
-		t.Fatalf("got  %s\nwant %s", got, want)
+	enc.reset()
+	for _, e := range []*ChunkEncoder{NewChunkEncoder("a\"b", "m", 1), enc.init("a\"b", "m", 1)} {
+		if got, _ := e.Encode(providers.Event{Type: providers.EventFinish}); string(got) != want {
+			t.Fatalf("got  %s\nwant %s", got, want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -326,9 +327,17 @@ type sentCall struct {
 }
 
 // NewChunkEncoder returns an encoder of chunks with this id, model and creation time (Unix
-// seconds).
+// seconds). Call Release once its last chunk is written.
 func NewChunkEncoder(id, model string, created int64) *ChunkEncoder {
-	p := make([]byte, 0, 64+len(id)+len(model)) // room for both quoted, and the rest
+	return chunkEncoders.Get().(*ChunkEncoder).init(id, model, created)
+}
+
+// init writes e's prefix, the chunks' common start.
+func (e *ChunkEncoder) init(id, model string, created int64) *ChunkEncoder {
+	p := e.prefix[:0]
+	if p == nil {
+		p = make([]byte, 0, 64+len(id)+len(model)) // room for both quoted, and the rest
+	}
 	p = append(p, `{"id":`...)
 	p = rawjson.AppendString(p, id)
 	p = append(p, `,"object":"chat.completion.chunk","created":`...)
@@ -336,12 +345,42 @@ func NewChunkEncoder(id, model string, created int64) *ChunkEncoder {
 	p = append(p, `,"model":`...)
 	p = rawjson.AppendString(p, model)
 	p = append(p, ',')
-	return &ChunkEncoder{prefix: p, buf: make([]byte, 0, 512)}
+	e.prefix = p
+	return e
+}
+
+// chunkEncoders keeps released encoders with their buffers: each stream's encoder had
+// allocated its own, about 700 bytes of every translated stream's heap.
+var chunkEncoders = sync.Pool{New: func() any { return &ChunkEncoder{buf: make([]byte, 0, 512)} }}
+
+// keptRoom is the largest buffer Release keeps: a chunk of a long text or tool argument grew
+// its encoder's buffer to fit, and the pooled encoder would hold that memory for whichever
+// stream took it next.
+const keptRoom = 16 << 10
+
+// Release hands e and its buffers to the next stream's encoder. Neither e nor any chunk it
+// returned may be used after it.
+func (e *ChunkEncoder) Release() {
+	e.reset()
+	chunkEncoders.Put(e)
+}
+
+// reset makes e a new encoder, with no prefix yet, that keeps its buffers.
+func (e *ChunkEncoder) reset() {
+	buf, prefix := e.buf[:0], e.prefix[:0]
+	if cap(buf) > keptRoom {
+		buf = make([]byte, 0, 512)
+	}
+	if cap(prefix) > keptRoom {
+		prefix = nil
+	}
+	*e = ChunkEncoder{prefix: prefix, buf: buf, calls: e.calls[:0]}
 }
 
 // Encode returns the JSON of the chunk for ev, false when ev makes no chunk (empty text,
-// reasoning, which the chat format has no field for, an unknown event). The JSON is only valid until the next call. EventUsage makes the usage
-// chunk, with empty choices: callers send it once, with the final usage, after the finish.
+// reasoning, which the chat format has no field for, an unknown event). The JSON is only
+// valid until the next call (or Release). EventUsage makes the usage chunk, with empty
+// choices: callers send it once, with the final usage, after the finish.
 func (e *ChunkEncoder) Encode(ev providers.Event) ([]byte, bool) {
 	b := append(e.buf[:0], e.prefix...)
 	switch ev.Type {
