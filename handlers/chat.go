@@ -453,17 +453,22 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if usageChunk == nil {
 			usageChunk = usageChunkFor(c.genID, rt.UpstreamModel, c.start.Unix(), c.usage)
 		}
-		final, _ = c.decorate(usageChunk)
+		// Built in a pooled buffer, garbage once written.
+		pooled := decorationBufs.Get()
+		final, _ = c.appendDecorated((*pooled)[:0], usageChunk, "id", "usage", openai.AppendChatUsage)
+		defer func() { decorationBufs.Put(pooled, final) }()
 	}
 	if err := c.settle(r.Context()); err != nil {
 		out.data(chatErrorFrame(notRecordedStream))
 		return nil
 	}
+	ending := [2]frame{doneFrame}
 	if final != nil {
-		out.frames([]frame{{data: final}, doneFrame})
+		ending = [2]frame{{data: final}, doneFrame}
+		out.frames(ending[:])
 		return nil
 	}
-	out.frames([]frame{doneFrame})
+	out.frames(ending[:1])
 	return nil
 }
 

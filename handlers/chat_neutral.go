@@ -29,6 +29,8 @@ type chatSink struct {
 	// frames is what event and finish return: each call's frames are written before the
 	// next call.
 	frames [2]frame
+	// decorated holds the final chunk, with cost and meta, until release.
+	decorated *[]byte
 }
 
 func (s *chatSink) start() []frame { return nil }
@@ -45,7 +47,9 @@ func (s *chatSink) finish(c *call) []frame {
 	frames := s.frames[:0]
 	if s.includeUsage || c.wantMeta {
 		if chunk, ok := s.enc.Encode(providers.Event{Type: providers.EventUsage, Usage: c.usage}); ok {
-			if dec, err := c.decorate(chunk); err == nil {
+			s.decorated = decorationBufs.Get()
+			if dec, err := c.appendDecorated((*s.decorated)[:0], chunk, "id", "usage", openai.AppendChatUsage); err == nil {
+				*s.decorated = dec
 				frames = append(frames, frame{data: dec})
 			}
 		}
@@ -53,8 +57,15 @@ func (s *chatSink) finish(c *call) []frame {
 	return append(frames, doneFrame)
 }
 
-// release hands the encoder back once the stream's frames are written.
-func (s *chatSink) release() { s.enc.Release() }
+// release hands the encoder and the decorated chunk's buffer back once the stream's frames
+// are written.
+func (s *chatSink) release() {
+	s.enc.Release()
+	if s.decorated != nil {
+		decorationBufs.Put(s.decorated, *s.decorated)
+		s.decorated = nil
+	}
+}
 
 func (s *chatSink) fail(ue *providers.UpstreamError) []frame {
 	return []frame{{data: chatErrorFrame(ue)}}

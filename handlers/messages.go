@@ -42,6 +42,8 @@ type anthropicSink struct {
 	enc *anthropic.StreamEncoder
 	// frames is reused from one call to the next: its frames are written before the next.
 	frames []frame
+	// decorated holds message_delta, with cost and meta, until release.
+	decorated *[]byte
 }
 
 // appendAnthropic appends the encoder's frames to out.
@@ -68,10 +70,10 @@ func (s *anthropicSink) finish(c *call) []frame {
 	frames := appendAnthropic(s.frames[:0], s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))
 	for i, f := range frames {
 		if f.event == "message_delta" {
-			if dec, err := c.decorateUsage(f.data, anthropic.AppendUsage, "usage"); err == nil {
-				frames[i].data = dec
-			}
-			if dec, err := c.withMeta(frames[i].data); err == nil {
+			// The usage with its cost, and meta when asked, in a pooled buffer.
+			s.decorated = decorationBufs.Get()
+			if dec, err := c.appendDecorated((*s.decorated)[:0], f.data, "", "usage", anthropic.AppendUsage); err == nil {
+				*s.decorated = dec
 				frames[i].data = dec
 			}
 		}
@@ -80,8 +82,15 @@ func (s *anthropicSink) finish(c *call) []frame {
 	return s.frames
 }
 
-// release hands the encoder back once the stream's frames are written.
-func (s *anthropicSink) release() { s.enc.Release() }
+// release hands the encoder and the decorated message_delta's buffer back once the
+// stream's frames are written.
+func (s *anthropicSink) release() {
+	s.enc.Release()
+	if s.decorated != nil {
+		decorationBufs.Put(s.decorated, *s.decorated)
+		s.decorated = nil
+	}
+}
 
 func (s *anthropicSink) fail(ue *providers.UpstreamError) []frame {
 	f := anthropic.ErrorFrame(inBandAnthropicType(ue), "the answer was interrupted: "+upstreamMessage(ue))

@@ -80,12 +80,7 @@ func TestAppendDecoratedAllocatesNothing(t *testing.T) {
 // three surfaces, with and without meta, for text and for tool calls; and an answer an encoder
 // wrote without them is decorated all the same.
 func TestAnswerAdditionsMatchDecoration(t *testing.T) {
-	clock := time.Unix(1_790_000_000, 0)
-	g := &Gateway{Now: func() time.Time { return clock }}
-	var price pricing.Price
-	price.Input, _ = pricing.ParseUSD("3.00")
-	price.Output, _ = pricing.ParseUSD("15.00")
-	rt := &Route{ProviderName: "an", UpstreamModel: "up-model", Price: price}
+	clock, g, rt := pricedRoute()
 	resps := map[string]providers.Response{
 		"text":  {ID: "up_1", Text: "Hello \"there\"\n", FinishReason: providers.FinishStop, Usage: providers.Usage{Input: 12, CacheRead: 3, Output: 7, Reasoning: 2}},
 		"tools": {ID: "up_2", ToolCalls: []providers.ToolCall{{ID: "call_1", Name: "get", Arguments: `{"city":"Paris"}`}}, FinishReason: providers.FinishToolCalls, Usage: providers.Usage{Input: 40, Output: 9}},
@@ -140,6 +135,95 @@ func TestAnswerAdditionsMatchDecoration(t *testing.T) {
 				if err != nil || !bytes.Equal(without, want) {
 					t.Errorf("%s %s meta=%v, written without additions:\n got %s, %v\nwant %s", sname, rname, meta, without, err, want)
 				}
+			}
+		}
+	}
+}
+
+// pricedRoute is a gateway at a fixed time and a route priced at 3 and 15 USD per million
+// input and output tokens, for the calls whose answers the tests decorate.
+func pricedRoute() (time.Time, *Gateway, *Route) {
+	clock := time.Unix(1_790_000_000, 0)
+	var price pricing.Price
+	price.Input, _ = pricing.ParseUSD("3.00")
+	price.Output, _ = pricing.ParseUSD("15.00")
+	return clock, &Gateway{Now: func() time.Time { return clock }}, &Route{ProviderName: "an", UpstreamModel: "up-model", Price: price}
+}
+
+// TestStreamSinksDecorateTheirLastFrame: the chat and messages sinks end a stream with the
+// frame that carries the usage (the usage chunk, message_delta) decorated as a complete
+// answer is, its cost and, when asked, meta; and a sink whose encoder and buffers were
+// handed back (release) leaves the next stream's frames as they would be from new ones.
+func TestStreamSinksDecorateTheirLastFrame(t *testing.T) {
+	clock, g, rt := pricedRoute()
+	usage := providers.Usage{Input: 12, CacheRead: 3, Output: 7}
+	events := []providers.Event{
+		{Type: providers.EventText, Text: "Hello"},
+		{Type: providers.EventText, Text: " there"},
+		{Type: providers.EventFinish, FinishReason: providers.FinishStop},
+	}
+	surfaces := map[string]struct {
+		sink  func(c *call) streamSink
+		last  string // the event of the frame that carries the usage ("" for data only)
+		plain func() []byte
+		idKey string
+		usage usageEncoder
+	}{
+		"chat": {
+			func(c *call) streamSink { return chatSurface{includeUsage: true}.sink(c, "m") },
+			"",
+			func() []byte {
+				b, _ := openai.NewChunkEncoder("gen_1", "m", clock.Add(-1500*time.Millisecond).Unix()).Encode(providers.Event{Type: providers.EventUsage, Usage: usage})
+				return b
+			},
+			"id", openai.AppendChatUsage,
+		},
+		"messages": {
+			func(c *call) streamSink { return anthropicSurface{}.sink(c, "m") },
+			"message_delta",
+			func() []byte {
+				e := anthropic.NewStreamEncoder("gen_1", "m")
+				e.Encode(events[0])
+				for _, f := range e.Finish(providers.FinishStop, "", usage) {
+					if f.Event == "message_delta" {
+						return bytes.Clone(f.Data)
+					}
+				}
+				return nil
+			},
+			"", anthropic.AppendUsage,
+		},
+	}
+	for name, sf := range surfaces {
+		for _, meta := range []bool{false, true, false} {
+			c := &call{g: g, genID: "gen_1", start: clock.Add(-1500 * time.Millisecond), route: rt, model: &Model{Name: "m"},
+				usage: usage, wantMeta: meta, finish: string(providers.FinishStop), firstByte: clock.Add(-time.Second),
+				attempts: []store.Attempt{{Provider: "an", Status: 200}}}
+			want, err := c.appendDecorated(nil, sf.plain(), sf.idKey, "usage", sf.usage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink := sf.sink(c)
+			sink.start()
+			for _, ev := range events {
+				sink.event(ev)
+			}
+			var got []byte
+			frames := sink.finish(c)
+			for _, f := range frames {
+				if f.event == sf.last && bytes.Contains(f.data, []byte(`"usage"`)) {
+					got = bytes.Clone(f.data)
+				}
+			}
+			if last := frames[len(frames)-1]; sf.last == "" && string(last.data) != "[DONE]" {
+				t.Errorf("%s: the last frame is %s, want [DONE]", name, last.data)
+			}
+			sink.(releaser).release()
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s meta=%v:\n got %s\nwant %s", name, meta, got, want)
+			}
+			if !json.Valid(got) || !bytes.Contains(got, []byte(`"cost_nanos":`)) || bytes.Contains(got, []byte(`"meta":`)) != meta {
+				t.Errorf("%s meta=%v: %s", name, meta, got)
 			}
 		}
 	}
