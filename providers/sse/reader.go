@@ -159,14 +159,40 @@ func (r *Reader) Next() bool {
 			r.data = append(r.data, value...)
 			r.hasData = true
 		case "event":
-			// Comparing before converting keeps a repeated name from allocating.
+			// Comparing before converting keeps a repeated name from allocating, and the
+			// names upstreams send take their constant.
 			if string(value) != r.name {
-				r.name = string(value)
+				r.name = knownName(value)
 			}
 			eventName = r.name
 		}
 		// "id", "retry" and unknown fields are ignored: no upstream relies on them.
 	}
+}
+
+// knownNames are the event names the upstreams send. Anthropic's and OpenAI Responses'
+// change from one event to the next (message_start, content_block_start,
+// content_block_delta...): each change made a new string, six or more a stream.
+var knownNames = [...]string{
+	"message_start", "content_block_start", "content_block_delta", "content_block_stop",
+	"message_delta", "message_stop", "ping", "error",
+	"response.created", "response.in_progress", "response.output_item.added",
+	"response.content_part.added", "response.output_text.delta", "response.output_text.done",
+	"response.content_part.done", "response.output_item.done", "response.completed",
+	"response.incomplete", "response.failed", "response.reasoning_text.delta",
+	"response.function_call_arguments.delta", "response.function_call_arguments.done",
+	"response.reasoning_summary_text.delta", "response.reasoning_summary_part.added",
+	"response.reasoning_summary_part.done", "response.reasoning_summary_text.done",
+}
+
+// knownName returns the name in value, the known name's constant when it is one.
+func knownName(value []byte) string {
+	for _, n := range knownNames {
+		if string(value) == n {
+			return n
+		}
+	}
+	return string(value)
 }
 
 func (r *Reader) dispatch(name string) {
