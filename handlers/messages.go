@@ -57,7 +57,13 @@ func appendAnthropic(out []frame, fs []anthropic.Frame) []frame {
 // start, event and finish return s.frames, reused: each call's frames are written before
 // the next call, as the encoder's are.
 func (s *anthropicSink) start() []frame {
-	s.frames = appendAnthropic(s.frames[:0], s.enc.Start(providers.Usage{}))
+	// Once an event's frames began the message (they are written right after this call),
+	// Start has nothing to say, and s.frames holds those frames: left as it is.
+	fs := s.enc.Start(providers.Usage{})
+	if len(fs) == 0 {
+		return nil
+	}
+	s.frames = appendAnthropic(s.frames[:0], fs)
 	return s.frames
 }
 
