@@ -102,6 +102,17 @@ func validLiteral(data []byte, i int, lit string) (int, bool) {
 	return i + len(lit), true
 }
 
+// StringEnd returns the length of the JSON string at the start of data, checked as Valid
+// checks one (any byte from 0x20 up, escapes well formed), and false when data does not
+// start with one. A decoder that knows the exact text around a string finds where it ends
+// with it, and unquotes it with String.
+func StringEnd(data []byte) (int, bool) {
+	if len(data) == 0 || data[0] != '"' {
+		return 0, false
+	}
+	return validString(data, 0)
+}
+
 // validString checks the string starting at data[i] == '"'. Like encoding/json's scanner
 // it accepts any byte from 0x20 up, invalid UTF-8 included.
 //

@@ -199,3 +199,32 @@ func TestValidStringWordWise(t *testing.T) {
 		}
 	}
 }
+
+// TestStringEnd: the length of the string at the start, checked as Valid checks one.
+func TestStringEnd(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{`""`, 2, true},
+		{`"abc"}}`, 5, true},
+		{`"a\"b"x`, 6, true},
+		{`"\\"x"`, 4, true},
+		{`"é \u00e9 \/"`, 14, true},
+		{`"unterminated`, 0, false},
+		{`"bad \q"`, 0, false},
+		{`"short \u12"`, 0, false},
+		{"\"tab\there\"", 0, false},
+		{`x"`, 0, false},
+		{``, 0, false},
+	} {
+		n, ok := StringEnd([]byte(c.in))
+		if ok != c.ok || ok && n != c.want {
+			t.Errorf("StringEnd(%q) = %d, %v; want %d, %v", c.in, n, ok, c.want, c.ok)
+		}
+		if ok && !Valid([]byte(c.in[:n])) {
+			t.Errorf("StringEnd(%q): %q is not valid JSON", c.in, c.in[:n])
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package anthropic
 
 import (
+	"bytes"
+
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 )
 
@@ -19,6 +21,9 @@ import (
 // rawjson.Cursor, the delta's fields included: an event is read once per frame of every
 // stream.
 func (e *streamEvent) fastDecode(data []byte) bool {
+	if e.textDelta(data) {
+		return true
+	}
 	cur := rawjson.NewCursor(data)
 	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
@@ -37,6 +42,55 @@ func (e *streamEvent) fastDecode(data []byte) bool {
 		}
 		return -1, true
 	}) && cur.Done()
+}
+
+// textDeltaHead and textDeltaMid are what a text delta holds, as the API writes it, before
+// its index and between its index and its text.
+const (
+	textDeltaHead = `{"type":"content_block_delta","index":`
+	textDeltaMid  = `,"delta":{"type":"text_delta","text":`
+)
+
+// textDelta decodes data when it is a text delta written exactly as the API writes it (no
+// space, these members in this order, an index of at most nine digits), the most of a
+// stream's events: the words around the index and the text are compared, the text checked
+// and unquoted in one pass (StringEnd, then String). Anything else is left to the cursor.
+// Reading such an event member by member took three to four times as long.
+func (e *streamEvent) textDelta(data []byte) bool {
+	rest, ok := bytes.CutPrefix(data, []byte(textDeltaHead))
+	if !ok {
+		return false
+	}
+	n, i := 0, 0
+	for ; i < len(rest) && i < 9 && '0' <= rest[i] && rest[i] <= '9'; i++ {
+		n = n*10 + int(rest[i]-'0')
+	}
+	if i == 0 || rest[0] == '0' && i > 1 {
+		return false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(textDeltaMid)); !ok {
+		return false
+	}
+	end, ok := rawjson.StringEnd(rest)
+	if !ok || string(rest[end:]) != "}}" {
+		return false
+	}
+	text, ok := rawjson.String(rest[:end])
+	if !ok {
+		return false
+	}
+	index := e.room.indexRoom()
+	if index == nil {
+		index = new(int)
+	}
+	*index = n
+	d := e.room.deltaRoom()
+	if d == nil {
+		d = new(streamDelta)
+	}
+	*d = streamDelta{Type: "text_delta", Text: text}
+	e.Type, e.Index, e.Delta = "content_block_delta", index, d
+	return true
 }
 
 // decodeDelta reads the delta at the cursor as DecodePtrIn does: null makes it nil, an

@@ -77,6 +77,20 @@ var edgeStreamEvents = []string{
 	"{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"bad \xff utf8\"}}",
 	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"lone \ud800 surrogate \udc00\u0041"}}`,
 	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"cut`,
+	// Around textDelta's exact shape: an index with a leading zero, of ten digits or none;
+	// something after the text, or a space; the text not a string, or not closed.
+	`{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"x"}}`,
+	`{"type":"content_block_delta","index":1234567890,"delta":{"type":"text_delta","text":"x"}}`,
+	`{"type":"content_block_delta","index":123456789,"delta":{"type":"text_delta","text":"x"}}`,
+	`{"type":"content_block_delta","index":,"delta":{"type":"text_delta","text":"x"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x","text":"y"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"index":1}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"} }`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":null}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\q"}}`,
+	"{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"tab\tinside\"}}",
 	`{"type":"message_stop",}`,
 	`{"type":"message_stop"} {}`,
 	`data: {"type":"message_stop"}`,
@@ -246,5 +260,29 @@ func TestStreamDecodeFallback(t *testing.T) {
 	}
 	if wantSkipped != 1 || len(want) < 10 {
 		t.Fatalf("%d events, %d skipped: the stream did not run as meant", len(want), wantSkipped)
+	}
+}
+
+// TestTextDeltaShape keeps textDelta from turning into dead code: the text deltas the API
+// sends take it, and what it does not recognise goes on to the cursor.
+func TestTextDeltaShape(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}`,
+		`{"type":"content_block_delta","index":12,"delta":{"type":"text_delta","text":"Voilà : \"日本語\" 🎉\n\ttab \u00e9 \/ \\"}}`,
+	} {
+		var e streamEvent
+		if !e.textDelta([]byte(s)) {
+			t.Errorf("%s: not taken", s)
+		}
+	}
+	for _, s := range []string{
+		`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`,
+		`{"type":"content_block_delta", "index":0,"delta":{"type":"text_delta","text":"x"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"usage":null}`,
+	} {
+		var e streamEvent
+		if e.textDelta([]byte(s)) {
+			t.Errorf("%s: taken", s)
+		}
 	}
 }
