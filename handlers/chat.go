@@ -331,11 +331,6 @@ func (c *call) chatForward(w http.ResponseWriter, r *http.Request, rt Route, fw 
 
 var chatWire = wireFormat{format: providers.FormatOpenAIChat, parseUsage: openai.ParseChatUsage, appendUsage: openai.AppendChatUsage, finish: firstFinishReason}
 
-// decorate sets the gateway's id, adds cost to the usage object and meta when asked.
-func (c *call) decorate(obj []byte) ([]byte, error) {
-	return c.decorateTop(obj, "id", "usage", openai.AppendChatUsage)
-}
-
 func firstFinishReason(resp []byte) string {
 	choices, err := rawjson.Get(resp, "choices")
 	if err != nil || len(choices) == 0 || choices[0] != '[' {
@@ -453,22 +448,19 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if usageChunk == nil {
 			usageChunk = usageChunkFor(c.genID, rt.UpstreamModel, c.start.Unix(), c.usage)
 		}
-		// Built in a pooled buffer, garbage once written.
-		pooled := decorationBufs.Get()
-		final, _ = c.appendDecorated((*pooled)[:0], usageChunk, "id", "usage", openai.AppendChatUsage)
-		defer func() { decorationBufs.Put(pooled, final) }()
+		var last lastFrame
+		defer last.release()
+		final = last.decorate(c, usageChunk, "id", openai.AppendChatUsage)
 	}
 	if err := c.settle(r.Context()); err != nil {
 		out.data(chatErrorFrame(notRecordedStream))
 		return nil
 	}
-	ending := [2]frame{doneFrame}
 	if final != nil {
-		ending = [2]frame{{data: final}, doneFrame}
-		out.frames(ending[:])
+		out.frames([]frame{{data: final}, doneFrame})
 		return nil
 	}
-	out.frames(ending[:1])
+	out.frames([]frame{doneFrame})
 	return nil
 }
 

@@ -29,8 +29,8 @@ type chatSink struct {
 	// frames is what event and finish return: each call's frames are written before the
 	// next call.
 	frames [2]frame
-	// decorated holds the final chunk, with cost and meta, until release.
-	decorated *[]byte
+	// last holds the usage chunk, with cost and meta, until release.
+	last lastFrame
 }
 
 func (s *chatSink) start() []frame { return nil }
@@ -47,11 +47,7 @@ func (s *chatSink) finish(c *call) []frame {
 	frames := s.frames[:0]
 	if s.includeUsage || c.wantMeta {
 		if chunk, ok := s.enc.Encode(providers.Event{Type: providers.EventUsage, Usage: c.usage}); ok {
-			s.decorated = decorationBufs.Get()
-			if dec, err := c.appendDecorated((*s.decorated)[:0], chunk, "id", "usage", openai.AppendChatUsage); err == nil {
-				*s.decorated = dec
-				frames = append(frames, frame{data: dec})
-			}
+			frames = append(frames, frame{data: s.last.decorate(c, chunk, "id", openai.AppendChatUsage)})
 		}
 	}
 	return append(frames, doneFrame)
@@ -61,10 +57,7 @@ func (s *chatSink) finish(c *call) []frame {
 // are written.
 func (s *chatSink) release() {
 	s.enc.Release()
-	if s.decorated != nil {
-		decorationBufs.Put(s.decorated, *s.decorated)
-		s.decorated = nil
-	}
+	s.last.release()
 }
 
 func (s *chatSink) fail(ue *providers.UpstreamError) []frame {

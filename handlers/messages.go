@@ -42,8 +42,8 @@ type anthropicSink struct {
 	enc *anthropic.StreamEncoder
 	// frames is reused from one call to the next: its frames are written before the next.
 	frames []frame
-	// decorated holds message_delta, with cost and meta, until release.
-	decorated *[]byte
+	// last holds message_delta, with cost and meta, until release.
+	last lastFrame
 }
 
 // appendAnthropic appends the encoder's frames to out.
@@ -76,12 +76,7 @@ func (s *anthropicSink) finish(c *call) []frame {
 	frames := appendAnthropic(s.frames[:0], s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))
 	for i, f := range frames {
 		if f.event == "message_delta" {
-			// The usage with its cost, and meta when asked, in a pooled buffer.
-			s.decorated = decorationBufs.Get()
-			if dec, err := c.appendDecorated((*s.decorated)[:0], f.data, "", "usage", anthropic.AppendUsage); err == nil {
-				*s.decorated = dec
-				frames[i].data = dec
-			}
+			frames[i].data = s.last.decorate(c, f.data, "", anthropic.AppendUsage)
 		}
 	}
 	s.frames = append(frames, doneFrame)
@@ -92,10 +87,7 @@ func (s *anthropicSink) finish(c *call) []frame {
 // stream's frames are written.
 func (s *anthropicSink) release() {
 	s.enc.Release()
-	if s.decorated != nil {
-		decorationBufs.Put(s.decorated, *s.decorated)
-		s.decorated = nil
-	}
+	s.last.release()
 }
 
 func (s *anthropicSink) fail(ue *providers.UpstreamError) []frame {
@@ -275,13 +267,9 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		return c.relayFailed(out, rt, began, streamErr, &anthropicTailSink{blocks: blocks})
 	}
 	c.relayCommit(out, &rt, began)
-	final, err := c.decorateUsage(heldDelta, anthropic.AppendUsage, "usage")
-	if err == nil {
-		final, err = c.withMeta(final)
-	}
-	if err != nil {
-		final = heldDelta
-	}
+	var last lastFrame
+	defer last.release()
+	final := last.decorate(c, heldDelta, "", anthropic.AppendUsage)
 	if err := c.settle(r.Context()); err != nil {
 		f := anthropic.ErrorFrame("api_error", notRecordedStream.Message)
 		out.event(f.Event, f.Data)
@@ -360,10 +348,7 @@ func (s *anthropicTailSink) finish(c *call) []frame {
 	}
 	stopJSON, _ := json.Marshal(stop)
 	delta := []byte(`{"type":"message_delta","delta":{"stop_reason":` + string(stopJSON) + `,"stop_sequence":null},"usage":null}`)
-	if dec, err := c.decorateUsage(delta, anthropic.AppendUsage, "usage"); err == nil {
-		delta = dec
-	}
-	if dec, err := c.withMeta(delta); err == nil {
+	if dec, err := c.appendDecorated(nil, delta, "", "usage", anthropic.AppendUsage); err == nil {
 		delta = dec
 	}
 	return append(frames, frame{event: "message_delta", data: delta}, frame{event: "message_stop", data: []byte(`{"type":"message_stop"}`)}, doneFrame)

@@ -44,6 +44,33 @@ type streamSink interface {
 // written.
 type releaser interface{ release() }
 
+// lastFrame holds a stream's last frame, the one that carries the usage, decorated (its
+// cost under "usage", meta when asked, the gateway's id under idKey) in a pooled buffer until
+// the stream's frames are written.
+type lastFrame struct{ buf *[]byte }
+
+// decorate returns obj decorated as a complete answer is, or obj itself when it cannot be
+// (it is not a JSON object).
+func (l *lastFrame) decorate(c *call, obj []byte, idKey string, fallback usageEncoder) []byte {
+	if l.buf == nil {
+		l.buf = decorationBufs.Get()
+	}
+	dec, err := c.appendDecorated((*l.buf)[:0], obj, idKey, "usage", fallback)
+	if err != nil {
+		return obj
+	}
+	*l.buf = dec
+	return dec
+}
+
+// release hands the buffer back; what decorate returned may not be used after it.
+func (l *lastFrame) release() {
+	if l.buf != nil {
+		decorationBufs.Put(l.buf, *l.buf)
+		l.buf = nil
+	}
+}
+
 var doneFrame = frame{data: []byte("[DONE]")}
 
 // neutral serves a request through a route's ChatProvider and encodes the answer for the
@@ -235,14 +262,10 @@ func (c *call) appendCostedUsage(dst, obj []byte, key string, fallback usageEnco
 		rawjson.Edit{Key: "cost_lines", Value: store.AppendCostLinesJSON(linesBuf[:0], nonNilLines(lines))})
 }
 
-// decorateTop sets the gateway's id under idKey, adds cost to the usage object under
-// usageKey (fallback when absent) and adds meta when asked, in one copy of obj.
-func (c *call) decorateTop(obj []byte, idKey, usageKey string, fallback usageEncoder) ([]byte, error) {
-	return c.appendDecorated(nil, obj, idKey, usageKey, fallback)
-}
-
-// appendDecorated appends what decorateTop returns to dst; with no idKey, the id is left
-// as it is. The values it sets are built in a pooled buffer, garbage once copied into dst.
+// appendDecorated appends obj to dst with the gateway's id set under idKey (left as it is
+// with no idKey), cost added to the usage object under usageKey (fallback when absent) and
+// meta when asked, in one copy of obj. The values it sets are built in a pooled buffer,
+// garbage once copied into dst.
 func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback usageEncoder) ([]byte, error) {
 	scratch := decorationBufs.Get()
 	b, err := c.appendCostedUsage((*scratch)[:0], obj, usageKey, fallback)

@@ -108,7 +108,7 @@ func newEchoUpstream(t *testing.T) *httptest.Server {
 }
 
 // TestConcurrentStreamsKeepTheirOwnAnswers: streams served at the same time, through each
-// surface and both translations, each get exactly their own answer and usage. The stream
+// surface, passed through and translated, each get exactly their own answer and usage. The stream
 // encoders and the buffers their last frames are decorated in go back to pools when a
 // stream ends and serve the next one: a buffer handed on too early, or kept by two streams,
 // shows here as one client reading another's text. The prompts differ in length, some with
@@ -171,9 +171,10 @@ func TestConcurrentStreamsKeepTheirOwnAnswers(t *testing.T) {
 		{"chat passthrough", func(p string) (string, int64, error) { return chat("echo-oa", p) }},
 		{"chat to Anthropic-wire", func(p string) (string, int64, error) { return chat("echo-an", p) }},
 		{"messages to OpenAI-wire", func(p string) (string, int64, error) { return messages("echo-oa", p) }},
+		{"messages passthrough", func(p string) (string, int64, error) { return messages("echo-an", p) }},
 	}
 
-	const workers, each = 8, 9
+	const workers, each = 8, 10
 	var wg sync.WaitGroup
 	errs := make(chan error, workers*each)
 	for w := range workers {
