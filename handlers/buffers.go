@@ -10,4 +10,4 @@ var answerBufs = &bufs.Pool{Size: 4096, Max: 64 << 10}
 // few hundred bytes. A pool of their own: sharing answerBufs, their small buffers would
 // take the place of answers' large ones (and, under the race detector's pool drops, make
 // answers' buffers grow again: TestForwardedAnswerBytesDoNotGrowWithIt).
-var decorationBufs = &bufs.Pool{Size: 1024, Max: 16 << 10}
+var decorationBufs = &bufs.Pool{Size: 1024, Max: bufs.KeptRoom}

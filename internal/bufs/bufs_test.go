@@ -18,3 +18,22 @@ func TestGrow(t *testing.T) {
 		t.Fatalf("%v allocations, want 1", n)
 	}
 }
+
+// TestReuse: a buffer within KeptRoom comes back empty with its room; one grown past it is
+// dropped for a new one of the asked size, or for nil.
+func TestReuse(t *testing.T) {
+	small := append(make([]byte, 0, 100), "abc"...)
+	if got := Reuse(small, 512); len(got) != 0 || cap(got) != 100 || &got[:1][0] != &small[0] {
+		t.Errorf("a small buffer came back as len %d cap %d, not itself emptied", len(got), cap(got))
+	}
+	large := make([]byte, 10, KeptRoom+1)
+	if got := Reuse(large, 512); len(got) != 0 || cap(got) != 512 {
+		t.Errorf("a large buffer came back as len %d cap %d, want a new one of 512", len(got), cap(got))
+	}
+	if got := Reuse(large, 0); got != nil {
+		t.Errorf("a large buffer with no size came back with cap %d, want nil", cap(got))
+	}
+	if got := Reuse(nil, 512); got != nil {
+		t.Errorf("nil came back with cap %d", cap(got))
+	}
+}

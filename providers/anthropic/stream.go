@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
@@ -453,11 +454,6 @@ var streamEncoders = sync.Pool{New: func() any {
 // little more, message_start about 300.
 const encodeRoom = 512
 
-// keptRoom is the largest buffer Release keeps: a stream that wrote a long tool argument or
-// text in one event grew its buffer to fit, and its pooled encoder would hold that memory
-// for whichever stream took it next.
-const keptRoom = 16 << 10
-
 // Release hands e and its buffers to the next stream's encoder. Neither e nor any frame it
 // returned may be used after it.
 func (e *StreamEncoder) Release() {
@@ -467,13 +463,7 @@ func (e *StreamEncoder) Release() {
 
 // reset makes e a new encoder, with no id or model yet, that keeps its buffers.
 func (e *StreamEncoder) reset() {
-	buf, frames, args, lingering, tools := e.buf[:0], e.frames[:0], e.args[:0], e.lingering[:0], e.tools
-	if cap(buf) > keptRoom {
-		buf = make([]byte, 0, encodeRoom)
-	}
-	if cap(args) > keptRoom {
-		args = nil
-	}
+	buf, frames, args, lingering, tools := bufs.Reuse(e.buf, encodeRoom), e.frames[:0], bufs.Reuse(e.args, 0), e.lingering[:0], e.tools
 	clear(frames[:cap(frames)]) // their data is in buf, or a buffer that grew away from it
 	clear(tools)
 	*e = StreamEncoder{buf: buf, frames: frames, args: args, lingering: lingering, tools: tools}

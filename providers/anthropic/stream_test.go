@@ -18,6 +18,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
@@ -941,7 +942,7 @@ func TestStreamEncoderReusedAsNew(t *testing.T) {
 		{Type: providers.EventReasoning, Text: "first, the weather", Signature: "sig"},
 		tool(0, "toolu_a", `{"city": "Par`), // left incomplete: it lingers
 		tool(1, "toolu_b", `{"city": "London"}`),
-		{Type: providers.EventText, Text: strings.Repeat("long ", 5000)}, // grows the buffer past keptRoom
+		{Type: providers.EventText, Text: strings.Repeat("long ", 5000)}, // grows the buffer past bufs.KeptRoom
 	}
 	next := []providers.Event{
 		{Type: providers.EventText, Text: "Hi"},
@@ -958,8 +959,8 @@ func TestStreamEncoderReusedAsNew(t *testing.T) {
 		e.id, e.model = "msg_1", "claude-y"
 		encode(e, last, finished)
 		e.reset()
-		if cap(e.buf) > keptRoom {
-			t.Errorf("a buffer of %d bytes kept, more than %d", cap(e.buf), keptRoom)
+		if cap(e.buf) > bufs.KeptRoom {
+			t.Errorf("a buffer of %d bytes kept, more than %d", cap(e.buf), bufs.KeptRoom)
 		}
 		e.id, e.model = "msg_2", "claude-x"
 		if got := encode(e, next, true); got != want {

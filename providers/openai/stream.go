@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
@@ -351,12 +352,10 @@ func (e *ChunkEncoder) init(id, model string, created int64) *ChunkEncoder {
 
 // chunkEncoders keeps released encoders with their buffers: each stream's encoder had
 // allocated its own, about 700 bytes of every translated stream's heap.
-var chunkEncoders = sync.Pool{New: func() any { return &ChunkEncoder{buf: make([]byte, 0, 512)} }}
+var chunkEncoders = sync.Pool{New: func() any { return &ChunkEncoder{buf: make([]byte, 0, chunkRoom)} }}
 
-// keptRoom is the largest buffer Release keeps: a chunk of a long text or tool argument grew
-// its encoder's buffer to fit, and the pooled encoder would hold that memory for whichever
-// stream took it next.
-const keptRoom = 16 << 10
+// chunkRoom is what a new ChunkEncoder's buffer holds to begin with.
+const chunkRoom = 512
 
 // Release hands e and its buffers to the next stream's encoder. Neither e nor any chunk it
 // returned may be used after it.
@@ -367,14 +366,7 @@ func (e *ChunkEncoder) Release() {
 
 // reset makes e a new encoder, with no prefix yet, that keeps its buffers.
 func (e *ChunkEncoder) reset() {
-	buf, prefix := e.buf[:0], e.prefix[:0]
-	if cap(buf) > keptRoom {
-		buf = make([]byte, 0, 512)
-	}
-	if cap(prefix) > keptRoom {
-		prefix = nil
-	}
-	*e = ChunkEncoder{prefix: prefix, buf: buf, calls: e.calls[:0]}
+	*e = ChunkEncoder{prefix: bufs.Reuse(e.prefix, 0), buf: bufs.Reuse(e.buf, chunkRoom), calls: e.calls[:0]}
 }
 
 // Encode returns the JSON of the chunk for ev, false when ev makes no chunk (empty text,
