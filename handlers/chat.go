@@ -364,6 +364,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	var usageChunk []byte
 	done := false
 	var streamErr *providers.UpstreamError
+	var chunk openai.ChunkFrame
 	for rd.Next() {
 		idle.kick()
 		data := rd.Event().Data
@@ -377,54 +378,47 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		if c.firstByte.IsZero() {
 			c.firstByte = c.g.Now()
 		}
-		var cf chunkFields
-		chunkOK := cf.read(data) == nil
+		chunkOK := chunk.Read(data)
 		if !chunkOK && !rawjson.Valid(data) {
-			// One bad frame does not spoil the answer: skip it and note it. (Valid JSON that
-			// is not an object is relayed as it came, with cf empty.)
+			// One bad frame does not spoil the answer: skip it and note it. (Valid JSON of
+			// another shape is relayed as it came.)
 			c.skippedFrames++
 			continue
 		}
-		if e := cf.value(data, cf.err); !rawjson.IsNull(e) {
-			streamErr = inStreamError(rt.ProviderName, e, data)
-			break
-		}
-		if c.trackText {
-			c.delivered.WriteString(chunkText(data))
-		}
-		choices := cf.value(data, cf.choices)
-		if raw := cf.value(data, cf.usage); !rawjson.IsNull(raw) {
-			if u, err := openai.ParseChatUsage(raw); err == nil {
-				c.usage, c.usageKnown = u, true
+		if chunkOK {
+			if chunk.Failed() {
+				streamErr = inStreamError(rt.ProviderName, chunk.Error, data)
+				break
 			}
-			if choices == nil || emptyArray(choices) {
-				usageChunk = append(usageChunk[:0], data...)
-				continue
+			if c.trackText {
+				c.delivered.WriteString(chunk.Text())
 			}
-		}
-		if c.upstreamID == "" {
-			if raw := cf.value(data, cf.id); raw != nil {
-				c.upstreamID, _ = rawjson.String(raw)
+			if raw := chunk.UsageValue(); raw != nil {
+				if u, err := openai.ParseChatUsage(raw); err == nil {
+					c.usage, c.usageKnown = u, true
+				}
+				if len(chunk.Choices) == 0 {
+					usageChunk = append(usageChunk[:0], data...)
+					continue
+				}
 			}
-		}
-		if fr := choicesFinishReason(choices); fr != "" {
-			c.finish = fr
-		}
-		if hasDeltaContent(data) {
-			c.gotToken()
+			if c.upstreamID == "" && chunk.IDEnd > 0 {
+				c.upstreamID, _ = rawjson.String(data[chunk.IDStart:chunk.IDEnd])
+			}
+			if fr := chunk.FinishReason(); fr != "" {
+				c.finish = fr
+			}
+			if c.awaitingToken() && chunk.Answer() {
+				c.gotToken()
+			}
 		}
 		c.relayCommit(out, &rt, began)
-		switch {
-		case chunkOK && cf.id.ok:
+		if chunkOK && chunk.IDEnd > 0 {
 			// The gateway's id in place of the upstream's, spliced as the frame is written.
-			out.dataReplacing(data, cf.id.f.ValueStart, cf.id.f.ValueEnd, quotedID)
-		case chunkOK:
-			chunk, err := rawjson.Set(data, "id", quotedID)
-			if err != nil {
-				chunk = data
-			}
-			out.data(chunk)
-		default:
+			out.dataReplacing(data, chunk.IDStart, chunk.IDEnd, quotedID)
+		} else if withID, err := rawjson.Set(data, "id", quotedID); err == nil {
+			out.data(withID)
+		} else {
 			out.data(data)
 		}
 		c.chunks++
@@ -505,124 +499,6 @@ func chatErrorFrame(ue *providers.UpstreamError) []byte {
 	return b
 }
 
-// chunkFields are the members of a chat chunk the relay reads, found in one pass.
-type chunkFields struct {
-	err, usage, choices, id chunkField
-}
-
-type chunkField struct {
-	f  rawjson.Field
-	ok bool
-}
-
-// read finds the members as it checks that chunk is a well-formed JSON object, in one pass
-// (rawjson.EachValid); malformed JSON may leave cf partly filled, valid JSON that is not an
-// object leaves it empty.
-func (cf *chunkFields) read(chunk []byte) error {
-	return rawjson.EachValid(chunk, func(key []byte, f rawjson.Field) {
-		// An escaped key compares decoded, as rawjson.Get does.
-		if k, ok := rawjson.Key(key); ok {
-			if dst := cf.field(k); dst != nil {
-				dst.f, dst.ok = f, true
-			}
-		}
-	})
-}
-
-func (cf *chunkFields) field(key []byte) *chunkField {
-	switch string(key) {
-	case "error":
-		return &cf.err
-	case "usage":
-		return &cf.usage
-	case "choices":
-		return &cf.choices
-	case "id":
-		return &cf.id
-	}
-	return nil
-}
-
-// value is the raw value of a field read, nil when absent.
-func (cf *chunkFields) value(chunk []byte, fl chunkField) []byte {
-	if !fl.ok {
-		return nil
-	}
-	return chunk[fl.f.ValueStart:fl.f.ValueEnd]
-}
-
-// choicesFinishReason is the first finish reason set in a chunk's choices array.
-func choicesFinishReason(choices []byte) string {
-	if len(choices) < 2 || emptyArray(choices) {
-		return ""
-	}
-	// Cheap test first: most chunks carry "finish_reason":null.
-	if !containsFinish(choices) {
-		return ""
-	}
-	return decodeFinishReason(choices)
-}
-
-// decodeFinishReason is the first non-empty finish_reason of the choices array (well-formed
-// JSON, a chunk EachValid checked), as encoding/json would decode it into a slice of structs
-// with that one field: "" when it would fail (an element not an object, a finish_reason not
-// a string). The usual array is read in place; keys it cannot match by their exact bytes
-// (escapes, upper case: encoding/json matches them case-insensitively), a repeated key, and
-// anything it would not decode go to encoding/json.
-func decodeFinishReason(choices []byte) string {
-	found := ""
-	ok := true
-	err := rawjson.EachElement(choices, func(elem []byte) bool {
-		var fr string // null and "" alike are no finish reason
-		ok = rawjson.DecodeFields(elem, func(k, v []byte) (known, ok bool) {
-			if string(k) != "finish_reason" {
-				return false, true
-			}
-			return true, rawjson.DecodeString(v, &fr)
-		})
-		if ok && found == "" {
-			found = fr
-		}
-		return ok
-	})
-	if ok && err == nil {
-		return found
-	}
-	return decodeFinishReasonJSON(choices)
-}
-
-// decodeFinishReasonJSON is decodeFinishReason through encoding/json.
-func decodeFinishReasonJSON(choices []byte) string {
-	var v []struct {
-		FinishReason *string `json:"finish_reason"`
-	}
-	if json.Unmarshal(choices, &v) != nil {
-		return ""
-	}
-	for _, ch := range v {
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			return *ch.FinishReason
-		}
-	}
-	return ""
-}
-
-func containsFinish(b []byte) bool {
-	const key = `"finish_reason":`
-	for i := 0; i+len(key) <= len(b); i++ {
-		if string(b[i:i+len(key)]) == key {
-			rest := b[i+len(key):]
-			for len(rest) > 0 && rest[0] == ' ' {
-				rest = rest[1:]
-			}
-			if len(rest) > 0 && rest[0] != 'n' {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // usageChunkFor is a chat chunk with choices: [] and the usage, for streams whose upstream
 // sent its usage some other way.
 func usageChunkFor(id, model string, created int64, u providers.Usage) []byte {
@@ -630,38 +506,4 @@ func usageChunkFor(id, model string, created int64, u providers.Usage) []byte {
 	defer enc.Release()
 	chunk, _ := enc.Encode(providers.Event{Type: providers.EventUsage, Usage: u})
 	return bytes.Clone(chunk)
-}
-
-// hasDeltaContent tells cheaply whether a chunk carries a piece of the answer (text or a tool
-// call), as opposed to the role-only first chunk or the finish chunk.
-func hasDeltaContent(chunk []byte) bool {
-	for _, key := range [][]byte{[]byte(`"content":"`), []byte(`"tool_calls":[`), []byte(`"refusal":"`)} {
-		for i := bytes.Index(chunk, key); i >= 0; {
-			end := i + len(key)
-			if end < len(chunk) && chunk[end] != '"' && chunk[end] != ']' {
-				return true
-			}
-			next := bytes.Index(chunk[end:], key)
-			if next < 0 {
-				break
-			}
-			i = end + next
-		}
-	}
-	return false
-}
-
-// chunkText is the answer text a chat chunk carries.
-func chunkText(chunk []byte) string {
-	var v struct {
-		Choices []struct {
-			Delta struct {
-				Content string `json:"content"`
-			} `json:"delta"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(chunk, &v) != nil || len(v.Choices) == 0 {
-		return ""
-	}
-	return v.Choices[0].Delta.Content
 }

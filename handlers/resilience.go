@@ -135,8 +135,10 @@ type attemptState struct {
 	cancel     context.CancelCauseFunc
 	header     *time.Timer
 	firstToken *time.Timer
-	policy     Policy
-	stream     bool
+	// tokenSeen is set once the first piece of the answer arrived.
+	tokenSeen bool
+	policy    Policy
+	stream    bool
 }
 
 // headersArrived is called by an attempt once the upstream answered: the header timer stops
@@ -154,9 +156,17 @@ func (c *call) headersArrived() {
 	}
 }
 
+// awaitingToken reports whether the attempt's first-token timer still waits, so that a
+// relay looks for the first piece of the answer only until it found it.
+func (c *call) awaitingToken() bool {
+	a := c.att
+	return a != nil && a.firstToken != nil && !a.tokenSeen
+}
+
 // gotToken is called by an attempt when the first piece of the answer arrived.
 func (c *call) gotToken() {
-	if a := c.att; a != nil && a.firstToken != nil {
+	if a := c.att; a != nil && a.firstToken != nil && !a.tokenSeen {
+		a.tokenSeen = true
 		a.firstToken.Stop()
 	}
 }

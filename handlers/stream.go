@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
 // sseWriter writes server-sent events to the client, committing the 200 status with the
@@ -73,11 +74,7 @@ func (s *sseWriter) dataReplacing(payload []byte, start, end int, value []byte) 
 	if s.failed {
 		return
 	}
-	b := append(s.buf[:0], "data: "...)
-	b = append(b, payload[:start]...)
-	b = append(b, value...)
-	b = append(b, payload[end:]...)
-	s.write(append(b, '\n', '\n'))
+	s.write(sse.AppendSplicedData(s.buf[:0], payload, start, end, value))
 }
 
 // event writes an event with an optional name and flushes.
@@ -107,15 +104,11 @@ func (s *sseWriter) frames(frames []frame) {
 	s.write(b)
 }
 
+// appendEvent is sse.AppendEvent for names the gateway controls or read from an SSE line,
+// which hold no line break.
 func appendEvent(b []byte, name string, payload []byte) []byte {
-	if name != "" {
-		b = append(b, "event: "...)
-		b = append(b, name...)
-		b = append(b, '\n')
-	}
-	b = append(b, "data: "...)
-	b = append(b, payload...)
-	return append(b, '\n', '\n')
+	b, _ = sse.AppendEvent(b, name, payload)
+	return b
 }
 
 // write sends a complete event and flushes, unless flushes are held.

@@ -163,16 +163,18 @@ func (u *ChatUsage) fastDecode(v []byte) bool {
 // not and c is to be discarded. It reads the frame in a single pass with a rawjson.Cursor,
 // down to the delta's fields, instead of checking it and then scanning each nested level
 // again.
-func (c *ChatChunk) fastDecode(data []byte) bool { return c.decode(data, decodeRaw) }
+func (c *ChatChunk) fastDecode(data []byte) bool { return c.decode(data, decodeRaw, nil) }
 
 // decodeFrame is fastDecode for the stream, which runs it once per frame and is done with
 // the chunk before the next frame replaces data: the delta's raw values (content and
 // reasoning) are left where they are in data instead of copied, one allocation less per
 // frame. Anything that keeps them must copy them.
-func (c *ChatChunk) decodeFrame(data []byte) bool { return c.decode(data, aliasRaw) }
+func (c *ChatChunk) decodeFrame(data []byte) bool { return c.decode(data, aliasRaw, nil) }
 
-// decode is fastDecode, with raw storing the delta's raw values.
-func (c *ChatChunk) decode(data []byte, raw rawDecoder) bool {
+// decode is fastDecode, with raw storing the delta's raw values. When id is not nil, the
+// raw value of the chunk's "id" (which ChatChunk does not keep) is stored there, a slice
+// of data.
+func (c *ChatChunk) decode(data []byte, raw rawDecoder, id *[]byte) bool {
 	cur := rawjson.NewCursor(data)
 	return cur.Object(func(k []byte) (int, bool) {
 		switch string(k) {
@@ -193,6 +195,12 @@ func (c *ChatChunk) decode(data []byte, raw rawDecoder) bool {
 					return false, true
 				})
 			})
+		case "id":
+			if id == nil {
+				return -1, true
+			}
+			*id = cur.Value()
+			return 4, *id != nil
 		}
 		return -1, true
 	}) && cur.Done()

@@ -416,3 +416,53 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// TestRelayKeepsEvents: an upstream stream with multi-line data, comments and retry fields,
+// read and written back with the encoder, reads as the same events, each data whole.
+func TestRelayKeepsEvents(t *testing.T) {
+	upstream := ": keep-alive\n" +
+		"retry: 3000\n" +
+		"event: message_start\n" +
+		"data: {\"type\":\"message_start\",\n" +
+		"data:  \"message\": {\"id\": \"m1\"}}\n\n" +
+		": another comment\r\n" +
+		"data: {\r\n" +
+		"data:   \"choices\": [\r\n" +
+		"data:     {\"delta\": {\"content\": \"line\\nbreak\"}}\r\n" +
+		"data:   ]\r\n" +
+		"data: }\r\n\r\n" +
+		"id: 7\n" +
+		"data: single\n\n"
+	in, err := readAll(t, strings.NewReader(upstream), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in) != 3 {
+		t.Fatalf("read %d events, want 3: %q", len(in), in)
+	}
+	var relayed []byte
+	for i, e := range in {
+		if i == 1 {
+			// The relay's splice of its own value into an unnamed event.
+			at := strings.Index(e.data, `"choices"`)
+			relayed = AppendSplicedData(relayed, []byte(e.data), at, at, []byte("\"id\":\n\"gen_1\",\r\n"))
+			in[i].data = e.data[:at] + "\"id\":\n\"gen_1\",\n" + e.data[at:]
+			continue
+		}
+		if relayed, err = AppendEvent(relayed, e.name, []byte(e.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := readAll(t, bytes.NewReader(relayed), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalEvents(in, out) {
+		t.Fatalf("relayed\n%q\nreads as\n%q\nwant\n%q", relayed, out, in)
+	}
+	for _, line := range strings.Split(string(relayed), "\n") {
+		if line != "" && !strings.HasPrefix(line, "data: ") && !strings.HasPrefix(line, "event: ") {
+			t.Errorf("relayed line %q is neither a data nor an event line", line)
+		}
+	}
+}

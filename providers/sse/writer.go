@@ -14,7 +14,8 @@ var ErrInvalidName = errors.New("sse: event name contains a line break")
 
 // AppendEvent appends one event frame to dst: an "event: name" line when name is set, a
 // "data: " line per line of data (CR, LF and CRLF in data all start a new data line, so data
-// can never break the framing) and the blank line that dispatches the event.
+// can never break the framing, and a reader joins the lines back with LF) and the blank line
+// that dispatches the event. It is the one encoder of every event the gateway writes.
 func AppendEvent(dst []byte, name string, data []byte) ([]byte, error) {
 	if name != "" {
 		if strings.ContainsAny(name, "\r\n") {
@@ -24,23 +25,37 @@ func AppendEvent(dst []byte, name string, data []byte) ([]byte, error) {
 		dst = append(dst, name...)
 		dst = append(dst, '\n')
 	}
+	dst = append(dst, "data: "...)
+	dst = appendDataLines(dst, data)
+	return append(dst, '\n', '\n'), nil
+}
+
+// AppendSplicedData appends an unnamed event, as AppendEvent does, whose data is data with
+// data[start:end] replaced by value: a relay puts its own value in an upstream's frame as it
+// writes it, without building the new data first. value must not begin with LF.
+func AppendSplicedData(dst, data []byte, start, end int, value []byte) []byte {
+	dst = append(dst, "data: "...)
+	dst = appendDataLines(dst, data[:start])
+	dst = appendDataLines(dst, value)
+	dst = appendDataLines(dst, data[end:])
+	return append(dst, '\n', '\n')
+}
+
+// appendDataLines appends data with every line break (CR, LF or CRLF) turned into the start
+// of a new data line.
+func appendDataLines(dst, data []byte) []byte {
 	for {
 		i := indexEOL(data)
 		if i < 0 {
-			break
+			return append(dst, data...)
 		}
-		dst = append(dst, "data: "...)
 		dst = append(dst, data[:i]...)
-		dst = append(dst, '\n')
+		dst = append(dst, "\ndata: "...)
 		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
 			i++
 		}
 		data = data[i+1:]
 	}
-	dst = append(dst, "data: "...)
-	dst = append(dst, data...)
-	dst = append(dst, '\n', '\n')
-	return dst, nil
 }
 
 // framePool holds frame buffers so that writing an event costs no allocation.
