@@ -22,6 +22,13 @@ var (
 	ErrKeyLimitExceeded = errors.New("key spending limit exceeded")
 	// ErrSchemaTooNew means the database was migrated by a newer gateway than this one.
 	ErrSchemaTooNew = errors.New("database schema is newer than this gateway")
+	// ErrClosed is returned by a store used after Close.
+	ErrClosed = errors.New("store is closed")
+	// ErrUnavailable wraps a failure to reach the database or to hear its answer (a
+	// connection refused or lost, a lock held elsewhere too long, an I/O error). A write that
+	// failed so may or may not have been applied: a caller that tries it again must be able
+	// to tell (a settlement's generation id does).
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // NanosPerUSD is the number of nanodollars in one US dollar: every amount is int64 nanos.
@@ -171,6 +178,8 @@ func (b Balance) Available() int64 { return b.BalanceNanos - b.ReservedNanos }
 type Reservation struct {
 	ID          string
 	WorkspaceID string
+	// Owner is the gateway instance holding the reservation (ReserveParams.Owner).
+	Owner       string
 	AmountNanos int64
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
@@ -192,6 +201,10 @@ type ReserveParams struct {
 	AmountNanos       int64
 	MinAvailableNanos int64
 	ExpiresAt         time.Time
+	// Owner is the gateway instance that will settle the reservation (see Instance): when
+	// the instance dies, ReleaseOrphaned frees it long before ExpiresAt. Empty for a
+	// reservation no instance owns, which only its expiry frees.
+	Owner string
 }
 
 // CostLine is one priced dimension of a request's cost.
@@ -341,6 +354,24 @@ type Store interface {
 	ReleaseReservation(ctx context.Context, id string) (int64, error)
 	// ReleaseExpired drops reservations whose ExpiresAt is before now (requests lost to a crash).
 	ReleaseExpired(ctx context.Context, now time.Time) (int, error)
+
+	// Ping checks that the database can be reached and read, within ctx.
+	Ping(ctx context.Context) error
+	// RegisterInstance records the gateway instance id as alive, heartbeat now; registering
+	// an instance again refreshes its heartbeat. Register before reserving with it as Owner.
+	RegisterInstance(ctx context.Context, id string) error
+	// Heartbeat records that instance id is still alive. ErrNotFound means the instance is
+	// no longer registered: another instance found it dead and released its reservations,
+	// and it must register again.
+	Heartbeat(ctx context.Context, id string) error
+	// ReleaseOrphaned releases the reservations of dead instances and unregisters them: of
+	// every registered instance but self whose last heartbeat is older than timeout (or, on
+	// a backend that can tell, whose process is gone), and of owners that are not
+	// registered, for reservations older than timeout. It returns the number released.
+	ReleaseOrphaned(ctx context.Context, self string, timeout time.Duration) (int, error)
+	// RetireInstance releases the reservations instance id still holds and unregisters it:
+	// what a clean stop leaves. It returns the number released.
+	RetireInstance(ctx context.Context, id string) (int, error)
 
 	GetGeneration(ctx context.Context, workspaceID, id string) (Generation, error)
 	// Activity sums a workspace's generations per UTC day, model and provider, ordered by

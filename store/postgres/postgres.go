@@ -13,7 +13,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -29,13 +33,16 @@ import (
 var migrationFiles embed.FS
 
 // errClosed is returned by a store used after Close.
-var errClosed = errors.New("store is closed")
+var errClosed = store.ErrClosed
 
 // Store is a store.Store over PostgreSQL. It is safe for concurrent use.
 type Store struct {
 	pool   *pgxpool.Pool
 	closed atomic.Bool
 	now    func() time.Time
+	// clocked is set when now is a test's clock: heartbeats then follow it instead of the
+	// server's (instances.go).
+	clocked bool
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value string, as
@@ -61,7 +68,7 @@ type Option func(*Store)
 func WithClock(now func() time.Time) Option {
 	return func(s *Store) {
 		if now != nil {
-			s.now = now
+			s.now, s.clocked = now, true
 		}
 	}
 }
@@ -105,7 +112,7 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 		if s.closed.Load() {
 			return nil, errClosed
 		}
-		return nil, fmt.Errorf("acquiring connection: %w", err)
+		return nil, fmt.Errorf("%w: acquiring connection: %w", store.ErrUnavailable, err)
 	}
 	return conn, nil
 }
@@ -168,7 +175,7 @@ func (s *Store) tx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := s.tryTx(ctx, fn)
 		if err == nil || attempt == txAttempts || !retryable(err) || ctx.Err() != nil {
-			return err
+			return markUnavailable(err)
 		}
 	}
 }
@@ -204,7 +211,7 @@ func (s *Store) withConn(ctx context.Context, fn func(conn *pgx.Conn) error) err
 		return err
 	}
 	defer conn.Release()
-	return fn(conn.Conn())
+	return markUnavailable(fn(conn.Conn()))
 }
 
 func pgCode(err error) string {
@@ -224,6 +231,32 @@ func retryable(err error) bool {
 }
 
 func isConflict(err error) bool { return pgCode(err) == "23505" } // unique_violation
+
+// markUnavailable wraps in store.ErrUnavailable the errors of a server that cannot be
+// reached or heard for now: a connection refused, lost or timed out, a server shutting
+// down or out of connections. The server's answers to the statements themselves
+// (constraints, a bug) are returned as they are.
+func markUnavailable(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, errClosed) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// 08: connection exception; 57P01-57P03: the server is shutting down or starting;
+		// 53300: too many connections.
+		if !strings.HasPrefix(pe.Code, "08") && !slices.Contains([]string{"57P01", "57P02", "57P03", "53300"}, pe.Code) {
+			return err
+		}
+	} else {
+		var ne net.Error
+		var ce *pgconn.ConnectError
+		if !errors.As(err, &ne) && !errors.As(err, &ce) && !pgconn.Timeout(err) && !pgconn.SafeToRetry(err) &&
+			!errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+}
 
 // stamp returns t, or now if t is zero, at the millisecond precision both backends keep.
 func (s *Store) stamp(t time.Time) time.Time {

@@ -378,3 +378,72 @@ func TestClosedStore(t *testing.T) {
 		t.Errorf("GetWorkspace on a closed store: error = %v, want errClosed", err)
 	}
 }
+
+// proxied returns dsn with its server reached through a storetest.Proxy.
+func proxied(t *testing.T, dsn string) (string, *storetest.Proxy) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		t.Skipf("the test DSN is not a URL with a host: %v", err)
+	}
+	p := storetest.NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return u.String(), p
+}
+
+// A server that stops answering (a partition) fails calls as store.ErrUnavailable when
+// their context ends, not later; once it answers again, so does the store, with no reopening.
+func TestBlackholedServer(t *testing.T) {
+	ctx := context.Background()
+	dsn, p := proxied(t, freshSchema(t))
+	s := openStore(t, dsn)
+	if err := s.CreateWorkspace(ctx, store.Workspace{ID: "ws_1", Name: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddCredits(ctx, "ws_1", 10*store.NanosPerUSD, "test"); err != nil {
+		t.Fatal(err)
+	}
+	bounded := func(what string, call func(ctx context.Context) error) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		began := time.Now()
+		err := call(cctx)
+		if !errors.Is(err, store.ErrUnavailable) {
+			t.Fatalf("%s through a black hole: %v, want store.ErrUnavailable", what, err)
+		}
+		if d := time.Since(began); d > time.Second {
+			t.Fatalf("%s through a black hole took %v", what, d)
+		}
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Blackhole()
+	bounded("Ping", s.Ping)
+	bounded("Reserve", func(ctx context.Context) error {
+		_, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: "ws_1", AmountNanos: 1, ExpiresAt: time.Now().Add(time.Hour)})
+		return err
+	})
+	bounded("GetKey", func(ctx context.Context) error {
+		_, err := s.GetKey(ctx, "k")
+		return err
+	})
+	p.Restore()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := s.Reserve(cctx, store.ReserveParams{WorkspaceID: "ws_1", AmountNanos: 1, ExpiresAt: time.Now().Add(time.Hour)})
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store did not recover: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if b, err := s.GetBalance(ctx, "ws_1"); err != nil || b.ReservedNanos < 1 {
+		t.Fatalf("balance after recovery %+v, %v", b, err)
+	}
+}

@@ -98,6 +98,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 	r := store.Reservation{
 		ID:          p.ID,
 		WorkspaceID: p.WorkspaceID,
+		Owner:       p.Owner,
 		AmountNanos: p.AmountNanos,
 		CreatedAt:   s.stamp(time.Time{}),
 		ExpiresAt:   p.ExpiresAt.UTC().Truncate(time.Millisecond),
@@ -119,8 +120,8 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO reservations (id, workspace_id, key_id, amount_nanos, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6)`, r.ID, r.WorkspaceID, p.KeyID, r.AmountNanos, r.CreatedAt, r.ExpiresAt)
+		_, err = tx.Exec(ctx, `INSERT INTO reservations (id, workspace_id, key_id, owner, amount_nanos, created_at, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, r.ID, r.WorkspaceID, p.KeyID, p.Owner, r.AmountNanos, r.CreatedAt, r.ExpiresAt)
 		if isConflict(err) {
 			return fmt.Errorf("reservation %q: %w", r.ID, store.ErrConflict)
 		}
@@ -210,41 +211,49 @@ func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) 
 	cutoff := now.UTC().Truncate(time.Millisecond)
 	var n int
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `DELETE FROM reservations WHERE expires_at < $1 RETURNING workspace_id, amount_nanos`, cutoff)
-		if err != nil {
-			return err
-		}
-		released := map[string]int64{}
-		count := 0
-		var ws string
-		var amount int64
-		_, err = pgx.ForEachRow(rows, []any{&ws, &amount}, func() error {
-			released[ws] += amount
-			count++
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		// Wallets in a fixed order, so two instances releasing at once cannot deadlock.
-		workspaces := make([]string, 0, len(released))
-		for ws := range released {
-			workspaces = append(workspaces, ws)
-		}
-		slices.Sort(workspaces)
-		for _, ws := range workspaces {
-			if _, err := tx.Exec(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - $1 WHERE workspace_id = $2`,
-				released[ws], ws); err != nil {
-				return err
-			}
-		}
-		n = count
-		return nil
+		var err error
+		n, err = releaseWhere(ctx, tx, `expires_at < $1`, cutoff)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("releasing expired reservations: %w", err)
 	}
 	return n, nil
+}
+
+// releaseWhere drops the reservations that match cond (a WHERE clause of args) and gives
+// their credit back, in tx; it returns how many it dropped. Reservation rows are locked
+// before wallet rows, as everywhere.
+func releaseWhere(ctx context.Context, tx pgx.Tx, cond string, args ...any) (int, error) {
+	rows, err := tx.Query(ctx, `DELETE FROM reservations WHERE `+cond+` RETURNING workspace_id, amount_nanos`, args...)
+	if err != nil {
+		return 0, err
+	}
+	released := map[string]int64{}
+	count := 0
+	var ws string
+	var amount int64
+	_, err = pgx.ForEachRow(rows, []any{&ws, &amount}, func() error {
+		released[ws] += amount
+		count++
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	// Wallets in a fixed order, so two instances releasing at once cannot deadlock.
+	workspaces := make([]string, 0, len(released))
+	for ws := range released {
+		workspaces = append(workspaces, ws)
+	}
+	slices.Sort(workspaces)
+	for _, ws := range workspaces {
+		if _, err := tx.Exec(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - $1 WHERE workspace_id = $2`,
+			released[ws], ws); err != nil {
+			return 0, err
+		}
+	}
+	return count, nil
 }
 
 // checkKeyLimit refuses amount with a *store.KeyLimitError if the key's spending in the

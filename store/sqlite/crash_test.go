@@ -60,6 +60,13 @@ func TestCrashHelper(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "funding:", err)
 		os.Exit(2)
 	}
+	// As the gateway's instance does: its reservations are its own, and the next Open's
+	// sweep knows they are orphaned once this process is gone (checkAfterCrash).
+	owner := fmt.Sprintf("inst_crash_%d", os.Getpid())
+	if err := s.RegisterInstance(ctx, owner); err != nil {
+		fmt.Fprintln(os.Stderr, "RegisterInstance:", err)
+		os.Exit(2)
+	}
 	var mu sync.Mutex
 	ack := func(g store.Generation) {
 		// Unbuffered: once the parent can read the line, the "client" has it.
@@ -74,7 +81,7 @@ func TestCrashHelper(t *testing.T) {
 			for leases {
 				// As the gateway's leases do: one reservation holds 50 requests' worst case,
 				// 40 requests settle from it, the last one releasing it.
-				r, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: crashWorkspace, AmountNanos: 50 * crashReserve, ExpiresAt: time.Now().Add(time.Hour)})
+				r, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: crashWorkspace, AmountNanos: 50 * crashReserve, ExpiresAt: time.Now().Add(time.Hour), Owner: owner})
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "Reserve:", err)
 					os.Exit(2)
@@ -90,7 +97,7 @@ func TestCrashHelper(t *testing.T) {
 				}
 			}
 			for {
-				r, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: crashWorkspace, AmountNanos: crashReserve, ExpiresAt: time.Now().Add(time.Hour)})
+				r, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: crashWorkspace, AmountNanos: crashReserve, ExpiresAt: time.Now().Add(time.Hour), Owner: owner})
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "Reserve:", err)
 					os.Exit(2)
@@ -199,7 +206,10 @@ func runAndKill(t *testing.T, path string, acked map[string]int64, leases bool) 
 	return n
 }
 
-// checkAfterCrash reopens the database and checks it against what was acknowledged.
+// checkAfterCrash reopens the database and checks it against what was acknowledged, then
+// as the restarted gateway's instance does, frees what the killed process held, at once
+// (its heartbeat is fresh, but its lock is gone with it), and checks again: releasing after
+// the journal's replay loses no charge and charges nothing twice.
 func checkAfterCrash(t *testing.T, path string, acked map[string]int64) (replayed int) {
 	t.Helper()
 	ctx := context.Background()
@@ -208,6 +218,31 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64) (replaye
 		t.Fatalf("reopening after the kill: %v", err)
 	}
 	defer s.Close()
+	checkAcknowledged(t, s, acked)
+	const self = "inst_check"
+	if err := s.RegisterInstance(ctx, self); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.ReleaseOrphaned(ctx, self, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.GetBalance(ctx, crashWorkspace); err != nil || b.ReservedNanos != 0 {
+		t.Fatalf("after releasing %d reservations of the killed process: %+v, %v; want nothing reserved", n, b, err)
+	}
+	t.Logf("released the %d reservations the killed process held", n)
+	checkAcknowledged(t, s, acked)
+	if _, err := s.RetireInstance(ctx, self); err != nil {
+		t.Fatal(err)
+	}
+	return s.replayed
+}
+
+// checkAcknowledged checks that every acknowledged generation is recorded and charged in
+// full, and that the wallet, the ledger, the generations and the reservations agree.
+func checkAcknowledged(t *testing.T, s *Store, acked map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
 	var check string
 	if err := s.r.QueryRowContext(ctx, `PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Fatalf("integrity_check = %q, %v", check, err)
@@ -227,7 +262,7 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64) (replaye
 	}
 
 	var stored, costs, bad, ledger, reservations int64
-	err = s.r.QueryRowContext(ctx, `SELECT
+	err := s.r.QueryRowContext(ctx, `SELECT
 			(SELECT COUNT(*) FROM generations WHERE workspace_id = ?1),
 			(SELECT COALESCE(SUM(cost_nanos), 0) FROM generations WHERE workspace_id = ?1),
 			(SELECT COUNT(*) FROM generations WHERE cost_nanos <= 0 OR unbilled_nanos <> 0),
@@ -256,5 +291,4 @@ func checkAfterCrash(t *testing.T, path string, acked map[string]int64) (replaye
 	case b.BalanceNanos < 0 || b.ReservedNanos < 0 || b.Available() < 0:
 		t.Errorf("wallet went negative: %+v", b)
 	}
-	return s.replayed
 }

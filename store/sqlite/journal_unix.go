@@ -12,23 +12,44 @@ import (
 
 // lockDir takes the journal directory's lock; ok is false when another process holds it.
 func lockDir(dir string) (lock *os.File, ok bool, err error) {
-	lock, err = os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lock, ok, err = tryLock(filepath.Join(dir, "lock"), true)
 	if err != nil {
 		return nil, false, fmt.Errorf("settlement journal: %w", err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = lock.Close()
+	return lock, ok, nil
+}
+
+func unlockDir(lock *os.File) { unlock(lock) }
+
+// locksWork tells whether this platform has the file locks tryLock takes.
+const locksWork = true
+
+// tryLock takes an exclusive lock on the file at path (created if create is set), held
+// until unlock or the end of the process, however it ends. ok is false when someone else
+// holds it (another process, or another open file of this one); a missing file is
+// fs.ErrNotExist unless create is set.
+func tryLock(path string, create bool) (f *os.File, ok bool, err error) {
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err = os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, false, nil
 		}
-		return nil, false, fmt.Errorf("settlement journal: locking: %w", err)
+		return nil, false, fmt.Errorf("locking %s: %w", path, err)
 	}
-	return lock, true, nil
+	return f, true, nil
 }
 
-func unlockDir(lock *os.File) {
-	_ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	_ = lock.Close()
+func unlock(f *os.File) {
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	_ = f.Close()
 }
 
 // mapSegment creates the segment file at path, size bytes of zeros, and maps it shared.

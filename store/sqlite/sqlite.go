@@ -85,6 +85,12 @@ type Store struct {
 	replayed int // records the journal's replay applied at Open
 	pending  atomic.Int64
 	known    knownReservations
+
+	// path is the database file and file what it was at Open (Ping checks it is still
+	// there); locks are the instance locks this store holds (instances.go).
+	path  string
+	file  os.FileInfo
+	locks instanceLocks
 }
 
 // Option adjusts a Store as it opens.
@@ -133,7 +139,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		}
 	}
 
-	s := &Store{now: time.Now, batchLimit: batchLimit, gather: gatherDelay}
+	s := &Store{now: time.Now, batchLimit: batchLimit, gather: gatherDelay, path: path}
 	for _, o := range opts {
 		o(s)
 	}
@@ -164,6 +170,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 
 	s.w = w
+	if s.file, err = os.Stat(path); err != nil {
+		_ = w.Close()
+		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
+	}
 	if err := s.migrate(ctx); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("opening sqlite store %q: %w", path, err)
@@ -233,6 +243,8 @@ func (s *Store) Close() error {
 	if s.jr != nil {
 		s.jr.close()
 	}
+	// An instance registered here and not retired now counts as dead (instances.go).
+	s.locks.releaseAll()
 	var errs []error
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
@@ -311,6 +323,22 @@ func isConflict(err error) bool {
 	var se sqlite3.Error
 	return errors.As(err, &se) &&
 		(se.ExtendedCode == sqlite3.ErrConstraintPrimaryKey || se.ExtendedCode == sqlite3.ErrConstraintUnique)
+}
+
+// markUnavailable wraps in store.ErrUnavailable the errors of a database that cannot be
+// reached for now: a lock held by another process past the busy timeout, a file that
+// cannot be opened, an I/O error, a full disk. Anything else (a constraint, a bug) is
+// returned as it is.
+func markUnavailable(err error) error {
+	var se sqlite3.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code {
+	case sqlite3.ErrBusy, sqlite3.ErrLocked, sqlite3.ErrCantOpen, sqlite3.ErrIoErr, sqlite3.ErrFull, sqlite3.ErrProtocol:
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
 }
 
 func millis(t time.Time) int64 { return t.UnixMilli() }

@@ -99,6 +99,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 	r := store.Reservation{
 		ID:          p.ID,
 		WorkspaceID: p.WorkspaceID,
+		Owner:       p.Owner,
 		AmountNanos: p.AmountNanos,
 		CreatedAt:   s.stamp(time.Time{}),
 		ExpiresAt:   p.ExpiresAt.UTC().Truncate(time.Millisecond),
@@ -122,8 +123,8 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO reservations (id, workspace_id, key_id, amount_nanos, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?)`, r.ID, r.WorkspaceID, p.KeyID, r.AmountNanos, millis(r.CreatedAt), millis(r.ExpiresAt))
+		_, err = tx.ExecContext(ctx, `INSERT INTO reservations (id, workspace_id, key_id, owner, amount_nanos, created_at, expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, r.ID, r.WorkspaceID, p.KeyID, p.Owner, r.AmountNanos, millis(r.CreatedAt), millis(r.ExpiresAt))
 		if isConflict(err) {
 			return fmt.Errorf("reservation %q: %w", r.ID, store.ErrConflict)
 		}
@@ -177,38 +178,47 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) {
 	var n int
 	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `DELETE FROM reservations WHERE expires_at < ? RETURNING id, workspace_id, amount_nanos`, millis(now))
-		if err != nil {
-			return err
-		}
-		released := map[string]int64{}
-		for rows.Next() {
-			var id, ws string
-			var amount int64
-			if err := rows.Scan(&id, &ws, &amount); err != nil {
-				_ = rows.Close()
-				return err
-			}
-			s.known.forget(id)
-			released[ws] += amount
-			n++
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for ws, amount := range released {
-			if _, err := tx.ExecContext(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
-				amount, ws); err != nil {
-				return err
-			}
-		}
-		return nil
+		var err error
+		n, err = s.releaseWhere(ctx, tx, `expires_at < ?`, millis(now))
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("releasing expired reservations: %w", err)
+	}
+	return n, nil
+}
+
+// releaseWhere drops the reservations that match the condition cond (a WHERE clause of
+// its args) and gives their credit back, in tx; it returns how many it dropped.
+func (s *Store) releaseWhere(ctx context.Context, tx *sql.Tx, cond string, args ...any) (int, error) {
+	rows, err := tx.QueryContext(ctx, `DELETE FROM reservations WHERE `+cond+` RETURNING id, workspace_id, amount_nanos`, args...)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	released := map[string]int64{}
+	for rows.Next() {
+		var id, ws string
+		var amount int64
+		if err := rows.Scan(&id, &ws, &amount); err != nil {
+			_ = rows.Close()
+			return 0, err
+		}
+		s.known.forget(id)
+		released[ws] += amount
+		n++
+	}
+	if err := rows.Close(); err != nil {
+		return 0, err
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for ws, amount := range released {
+		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - ? WHERE workspace_id = ?`,
+			amount, ws); err != nil {
+			return 0, err
+		}
 	}
 	return n, nil
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // Group commit.
@@ -48,7 +49,7 @@ import (
 const batchLimit = 256
 
 // errClosed is returned by writes made after Close.
-var errClosed = errors.New("sqlite store is closed")
+var errClosed = fmt.Errorf("sqlite %w", store.ErrClosed)
 
 // States of a writeOp; the writer and the caller race to move it out of opQueued.
 const (
@@ -268,6 +269,13 @@ func (w *writer) stop() {
 	<-w.stopped
 }
 
+// isClosed reports whether the writer refuses new ops (the store is closing).
+func (w *writer) isClosed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
+}
+
 // queued returns how many ops wait in the queue (tests use it to line batches up).
 func (w *writer) queued() int {
 	w.mu.Lock()
@@ -303,7 +311,7 @@ func (s *Store) write(ctx context.Context, o *writeOp) error {
 	if o.panicked != nil {
 		panic(o.panicked)
 	}
-	return o.err
+	return markUnavailable(o.err)
 }
 
 // runWriter is the writer goroutine: it commits batches until the store closes.

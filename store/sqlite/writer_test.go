@@ -366,9 +366,3 @@ func TestCloseDrains(t *testing.T) {
 	s = openTemp(t, path)
 	wantBalance(t, s, "ws_1", 10*usd+n*usd, 0)
 }
-
-func (w *writer) isClosed() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.closed
-}

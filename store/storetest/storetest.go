@@ -64,6 +64,7 @@ func Run(t *testing.T, open Opener) {
 		{"SettleLeaseErrors", testSettleLeaseErrors},
 		{"ReleaseReservation", testReleaseReservation},
 		{"ConcurrentLeaseSettlements", testConcurrentLeaseSettlements},
+		{"Ping", testPing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,6 +77,8 @@ func Run(t *testing.T, open Opener) {
 		fn   func(t *testing.T, s store.Store, c *Clock)
 	}{
 		{"KeyLimitPeriods", testKeyLimitPeriods},
+		{"Instances", testInstances},
+		{"ConcurrentOrphanRelease", testConcurrentOrphanRelease},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {

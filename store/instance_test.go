@@ -1,0 +1,159 @@
+package store_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/store/sqlite"
+)
+
+const usd = store.NanosPerUSD
+
+func openSQLite(t *testing.T, path string) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func waitUntil(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	began := time.Now()
+	for !cond() {
+		if time.Since(began) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(began)
+}
+
+func reserved(t *testing.T, s store.Store, ws string) int64 {
+	t.Helper()
+	b, err := s.GetBalance(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.ReservedNanos
+}
+
+// An instance frees the holds of a registered instance that stopped beating within its
+// timeout and a heartbeat; it keeps its own; a clean stop leaves nothing held.
+func TestInstanceReleasesSilentInstances(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLite(t, filepath.Join(t.TempDir(), "gateway.db"))
+	if err := s.CreateWorkspace(ctx, store.Workspace{ID: "ws_1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AddCredits(ctx, "ws_1", 100*usd, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// A registered instance that never beats again, as a process hung or cut off.
+	if err := s.RegisterInstance(ctx, "inst_silent"); err != nil {
+		t.Fatal(err)
+	}
+	var released atomic.Int64
+	opts := store.InstanceOptions{Heartbeat: 20 * time.Millisecond, Timeout: 200 * time.Millisecond,
+		OnError:   func(err error) { t.Logf("instance: %v", err) },
+		OnRelease: func(n int, why string) { released.Add(int64(n)) }}
+	live := store.NewInstance(s, "inst_live", opts)
+	if _, ok := live.Holds(); ok {
+		t.Fatal("an instance not started holds")
+	}
+	began := time.Now()
+	if err := live.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = live.Stop(context.Background()) })
+	if gen, ok := live.Holds(); !ok || gen != 0 {
+		t.Fatalf("a started instance: generation %d, holds %v", gen, ok)
+	}
+	for _, owner := range []string{"inst_silent", "inst_live"} {
+		if _, err := s.Reserve(ctx, store.ReserveParams{WorkspaceID: "ws_1", Owner: owner, AmountNanos: 10 * usd, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, "the silent instance's hold released", time.Second, func() bool { return reserved(t, s, "ws_1") == 10*usd })
+	if d := time.Since(began); d < 200*time.Millisecond {
+		t.Fatalf("released after %v, before the instance had been silent for the timeout", d)
+	}
+	if released.Load() != 1 {
+		t.Fatalf("%d reservations reported released, want 1", released.Load())
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := reserved(t, s, "ws_1"); got != 10*usd {
+		t.Fatalf("the live instance's own hold went: %d reserved", got)
+	}
+	if err := live.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := reserved(t, s, "ws_1"); got != 0 {
+		t.Fatalf("%d reserved after a clean stop", got)
+	}
+	if _, ok := live.Holds(); ok {
+		t.Fatal("a stopped instance holds")
+	}
+}
+
+// An instance taken for dead (unregistered by another's sweep) notices at its next
+// heartbeat: its generation changes and it registers again. One that cannot beat stops
+// holding one heartbeat before the others may take it for dead.
+func TestInstanceKnowsWhenItsHoldsAreGone(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "gateway.db")
+	s := openSQLite(t, path)
+	opts := store.InstanceOptions{Heartbeat: 20 * time.Millisecond, Timeout: 200 * time.Millisecond}
+	inst := store.NewInstance(s, "inst_1", opts)
+	if err := inst.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+	// What another instance's sweep does to one it finds dead.
+	if _, err := s.RetireInstance(ctx, "inst_1"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a new generation", time.Second, func() bool {
+		gen, ok := inst.Holds()
+		return gen == 1 && ok
+	})
+	if err := s.Heartbeat(ctx, "inst_1"); err != nil {
+		t.Fatalf("the instance did not register again: %v", err)
+	}
+
+	other := openSQLite(t, path)
+	cut := store.NewInstance(other, "inst_2", opts)
+	if err := cut.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = other.Close() // every heartbeat fails from now on
+	d := waitUntil(t, "holding stops", time.Second, func() bool { _, ok := cut.Holds(); return !ok })
+	if d >= opts.Timeout {
+		t.Fatalf("still held %v after the heartbeats stopped: others may take it for dead from %v", d, opts.Timeout)
+	}
+	_ = cut.Stop(ctx)
+}
+
+func TestValidateIntervals(t *testing.T) {
+	for _, tc := range []struct {
+		heartbeat, timeout time.Duration
+		ok                 bool
+	}{
+		{0, 0, true},
+		{time.Second, 2 * time.Second, true},
+		{time.Second, 0, true},
+		{30 * time.Second, 0, false}, // the default timeout, 45s, is not twice 30s
+		{time.Second, 1500 * time.Millisecond, false},
+		{-time.Second, 0, false},
+	} {
+		if err := store.ValidateIntervals(tc.heartbeat, tc.timeout); (err == nil) != tc.ok {
+			t.Errorf("ValidateIntervals(%v, %v) = %v", tc.heartbeat, tc.timeout, err)
+		}
+	}
+}
