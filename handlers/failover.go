@@ -140,6 +140,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 			if !added {
 				c.recordAttempt(rt, began, nil)
 				c.route = &rt
+				c.streaming = c.g.Now()
 				added = true
 			}
 			c.chunks++
@@ -150,10 +151,12 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		out.frames(sink.event(ev))
 		if out.failed || c.gone() {
 			c.clientGone()
+			c.streamDone()
 			_ = c.settle(c.reqCtx)
 			return true
 		}
 	}
+	c.streamDone()
 	if err := st.Err(); err != nil {
 		ue, ok := providers.AsUpstreamError(err)
 		if !ok {

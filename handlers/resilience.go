@@ -27,7 +27,9 @@ type Policy struct {
 	// stays silent that long is not retried: the next route is tried at once. (Non-streamed
 	// answers send their headers only when complete; the provider's total timeout bounds them.)
 	HeaderTimeout time.Duration
-	// FirstTokenTimeout bounds the wait from the headers to the first piece of a streamed answer.
+	// FirstTokenTimeout bounds the wait from the headers to the first piece of a streamed
+	// answer. A route that stays silent that long is not retried either: it would most
+	// likely stay silent again, and the client has already waited.
 	FirstTokenTimeout time.Duration
 	// BreakerThreshold consecutive failures open the route's circuit for BreakerCooldown;
 	// then one probe is let through, and a success closes it.
@@ -191,7 +193,8 @@ func (c *call) timeoutCause(ctx context.Context, rt Route) *providers.UpstreamEr
 }
 
 // attempt runs one try of a route under the policy's timers. When a timer applies, fn gets
-// a request whose context ends with the attempt; otherwise it gets r itself.
+// a request whose context ends with the attempt; otherwise it gets r itself. silent reports
+// that a timer cut the attempt: the route is not tried again, the next one is at once.
 func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.Request) error) (err error, silent bool) {
 	p := rt.Policy
 	if !stream || (p.HeaderTimeout <= 0 && p.FirstTokenTimeout <= 0) {
@@ -219,7 +222,7 @@ func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.R
 	if err != nil && !c.gone() {
 		if ue := c.timeoutCause(ctx, rt); ue != nil {
 			c.replaceLastAttempt(rt, ue)
-			return ue, errors.Is(context.Cause(ctx), errHeaderTimeout)
+			return ue, true
 		}
 	}
 	return err, false

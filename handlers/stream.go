@@ -187,6 +187,7 @@ var errClientLeft = errors.New("client left")
 // attempt returns), or the upstream failed (a timer of the attempt, the idle timer, a read
 // error), or it ended cleanly (nil). streamErr is a failure the loop itself found.
 func (c *call) relayEnd(r *http.Request, rt Route, out *sseWriter, idle *idleTimer, readErr error, streamErr *providers.UpstreamError, complete bool) (*providers.UpstreamError, error) {
+	c.streamDone()
 	if c.gone() || out.failed {
 		if !out.started {
 			return nil, context.Canceled
@@ -229,6 +230,16 @@ func (c *call) relayCommit(out *sseWriter, rt *Route, began time.Time) {
 		c.recordAttempt(*rt, began, nil)
 		c.route = rt
 		c.status = http.StatusOK
+		c.streaming = c.g.Now()
+	}
+}
+
+// streamDone ends the upstream's part of a relayed stream: from its first frame written to
+// its last read, the time is the provider's (generating), not the gateway's.
+func (c *call) streamDone() {
+	if !c.streaming.IsZero() {
+		c.upstreamTime += c.g.Now().Sub(c.streaming)
+		c.streaming = time.Time{}
 	}
 }
 

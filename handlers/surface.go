@@ -167,6 +167,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 			break
 		}
 	}
+	c.streamDone()
 	if sf, ok := st.(interface{ SkippedFrames() int }); ok {
 		c.skippedFrames += sf.SkippedFrames()
 	}

@@ -70,6 +70,10 @@ func resilientProvider(name, baseURL, extra string) string {
 	if strings.Contains(extra, "circuit_breaker") {
 		breaker = ""
 	}
+	firstToken := "first_token_timeout 300ms"
+	if strings.Contains(extra, "first_token_timeout") {
+		firstToken = ""
+	}
 	return fmt.Sprintf(`
 		provider %s {
 			type openai
@@ -78,11 +82,11 @@ func resilientProvider(name, baseURL, extra string) string {
 			retry_backoff 10ms 50ms
 			retry_after_cap 3s
 			header_timeout 300ms
-			first_token_timeout 300ms
 			stream_idle_timeout 300ms
 			%s
 			%s
-		}`, name, baseURL, name, breaker, extra)
+			%s
+		}`, name, baseURL, name, firstToken, breaker, extra)
 }
 
 func chatReq(model string, stream bool) string {
@@ -191,7 +195,7 @@ func TestSilentUpstreamIsNotRetried(t *testing.T) {
 		model string
 		up    *scripted
 		calls int64
-	}{{"m-silent", silent, 1}, {"m-slow", slow, 3}} {
+	}{{"m-silent", silent, 1}, {"m-slow", slow, 1}} {
 		t.Run(tc.model, func(t *testing.T) {
 			began := time.Now()
 			status, _, body := env.post(key, "/chat/completions", chatReq(tc.model, true))
@@ -199,12 +203,31 @@ func TestSilentUpstreamIsNotRetried(t *testing.T) {
 			if status != 200 || !strings.Contains(string(body), "from ") || !strings.Contains(string(body), "backup") {
 				t.Fatalf("%d %s", status, body)
 			}
-			// No response headers: the next route at once. Headers but no token: retried
-			// like any failure before output.
+			// No response headers, or headers but no token: the next route at once.
 			if tc.up.calls.Load() != tc.calls || took > 3*time.Second {
 				t.Fatalf("upstream called %d times, took %s", tc.up.calls.Load(), took)
 			}
 		})
+	}
+}
+
+// TestFirstTokenTimeoutFallsBackAtOnce: a route that sends headers and then nothing is cut
+// once, after first_token_timeout, and the answer comes from the next route.
+func TestFirstTokenTimeoutFallsBackAtOnce(t *testing.T) {
+	slow := newScripted(t, func(int) behaviour { return slowFirstToken(20 * time.Second) })
+	backup := newScripted(t, func(int) behaviour { return chatOK("from backup", 3, 1) })
+	env := startGateway(t, resilientProvider("slow", slow.URL, "first_token_timeout 2s")+resilientProvider("backup", backup.URL, "")+
+		pricedModel("m", pricedRoute("slow", "x")+pricedRoute("backup", "y")), "")
+	_, key := env.workspace(5 * usd)
+	began := time.Now()
+	status, _, body := env.post(key, "/chat/completions", chatReq("m", true))
+	took := time.Since(began)
+	if status != 200 || !strings.Contains(string(body), "from backup") {
+		t.Fatalf("%d %s", status, body)
+	}
+	// One timeout of 2s, not one per retry of the silent route.
+	if slow.calls.Load() != 1 || backup.calls.Load() != 1 || took < 2*time.Second || took >= 4*time.Second {
+		t.Fatalf("silent route called %d times, backup %d, answer after %s", slow.calls.Load(), backup.calls.Load(), took)
 	}
 }
 

@@ -55,6 +55,11 @@ type Config struct {
 	// APIKey is sent as x-api-key; empty sends none (a 401 is then "credentials not
 	// configured").
 	APIKey string
+	// RequireKey says the operator configured a credential: when APIKey is empty all the
+	// same (the environment variable it named is unset) and no header carries one, every
+	// call is refused at once with credentials_not_configured instead of reaching the
+	// upstream.
+	RequireKey bool
 	// Version is sent as anthropic-version; it defaults to DefaultVersion.
 	Version string
 	// Headers are extra headers sent with every request, set before the version and the
@@ -134,6 +139,7 @@ func New(cfg Config) (*Provider, error) {
 		},
 	}
 	up.Secrets.Add(cfg.APIKey)
+	up.NoCredential = cfg.RequireKey && !keySet
 	return &Provider{
 		name:      name,
 		url:       strings.TrimRight(cfg.BaseURL, "/") + "/v1/messages",

@@ -94,6 +94,11 @@ type Config struct {
 	// APIKey is sent as the x-goog-api-key header; empty sends none (for a proxy that adds
 	// credentials itself).
 	APIKey string
+	// RequireKey says the operator configured a credential: when APIKey is empty all the
+	// same (the environment variable it named is unset) and no header carries one, every
+	// call is refused at once with credentials_not_configured instead of reaching the
+	// upstream.
+	RequireKey bool
 	// Headers are extra headers sent with every request (set before the credentials).
 	Headers map[string]string
 	// Transport makes the requests; nil means http.DefaultTransport.
@@ -167,6 +172,7 @@ func New(cfg Config) (*Provider, error) {
 		keyConfigured = true
 		addSecret(cfg.APIKey)
 	}
+	up.NoCredential = cfg.RequireKey && !keyConfigured
 	return &Provider{name: name, base: strings.TrimRight(cfg.BaseURL, "/"), up: up, idle: idle}, nil
 }
 

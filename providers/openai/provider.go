@@ -46,6 +46,11 @@ type Config struct {
 	// APIKey is sent as "Authorization: Bearer <APIKey>"; empty sends no Authorization,
 	// for local servers.
 	APIKey string
+	// RequireKey says the operator configured a credential: when APIKey is empty all the
+	// same (the environment variable it named is unset) and no header carries one, every
+	// call is refused at once with credentials_not_configured instead of reaching the
+	// upstream.
+	RequireKey bool
 	// Organization and Project are sent as OpenAI-Organization and OpenAI-Project when set.
 	Organization string
 	Project      string
@@ -139,6 +144,7 @@ func New(cfg Config) (*Provider, error) {
 		},
 	}
 	up.Secrets.Add(cfg.APIKey)
+	up.NoCredential = cfg.RequireKey && header.Get("Authorization") == ""
 	return &Provider{
 		name:          name,
 		url:           strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",

@@ -76,6 +76,10 @@ type Client struct {
 	Timeout time.Duration
 	// Secrets are redacted from every upstream body kept.
 	Secrets Secrets
+	// NoCredential refuses every request at once, without a network call, with a
+	// credentials_not_configured error: the operator configured a credential that resolved
+	// empty (an unset environment variable), and the upstream would only refuse the call.
+	NoCredential bool
 	// ParseError classifies a non-2xx answer; the body it gets is already redacted.
 	ParseError func(status int, h http.Header, body []byte) *providers.UpstreamError
 	// TimeoutCauseOnce: a transport error that already carries ErrAttemptTimeout (net/http
@@ -122,6 +126,12 @@ func (c *Client) Redact(b []byte) []byte { return c.Secrets.Redact(b) }
 // ParseError, a failure without a response by TransportError; the attempt is over then.
 // in holds the client headers, of which those named in Forwarded are passed on.
 func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, in http.Header) (*http.Response, *Attempt, error) {
+	if c.NoCredential {
+		return nil, nil, &providers.UpstreamError{
+			Provider: c.Provider, Category: providers.CategoryCredentialsNotConfigured,
+			Message: "the provider's api_key is empty in the gateway's configuration (is the environment variable it names set?)",
+		}
+	}
 	target, err := c.parsedURL(u)
 	if err != nil {
 		return nil, nil, fmt.Errorf("provider %s: building request: %w", c.Provider, err)
