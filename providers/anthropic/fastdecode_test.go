@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/internal/wiretest"
 )
 
 // fastResponses are message bodies as the API sends them; the fast path must take them all.
@@ -30,7 +31,7 @@ var fastRequests = []string{
 	multiTurnRequest,
 	`{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"Hello, Claude"}]}`,
 	`{"model":"claude-sonnet-4-5","max_tokens":1024,"system":"You are a helpful assistant.\nAnswer in French.","messages":[{"role":"user","content":"Bonjour"},{"role":"assistant","content":"Bonjour !"},{"role":"user","content":"Ça va ?"}],"temperature":0.7,"top_p":0.95,"top_k":5,"stop_sequences":["\n\nHuman:","END"],"stream":false,"metadata":{"user_id":"13803d75-b4b5-4c3e-b2a2-6f21399b021b"}}`,
-	`{"model":"claude-opus-4-1","max_tokens":2048,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},{"type":"image","source":{"type":"url","url":"https://example.com/cat.jpg"}},{"type":"text","text":"What is in these images?","cache_control":{"type":"ephemeral"}}]}]}`,
+	`{"model":"claude-opus-4-1","max_tokens":2048,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},{"type":"image","source":{"type":"url","url":"https://example.com/cat.jpg"}},{"type":"document","source":{"type":"file","file_id":"file_011CNha8iCJcU1wXNR6q4V8w"},"title":"Vet report"},{"type":"text","text":"What is in these images and this report?","cache_control":{"type":"ephemeral"}}]}]}`,
 	`{"model":"claude-sonnet-4-5","max_tokens":16000,"thinking":{"type":"adaptive"},"output_config":{"effort":"high","format":{"type":"json_schema","schema":{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}}},"messages":[{"role":"user","content":"Answer in JSON."}]}`,
 	`{"model":"claude-sonnet-4-5","max_tokens":1024,"tools":[{"type":"custom","name":"get_weather","description":"Get the weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}},{"type":"web_search_20250305","name":"web_search","max_uses":5}],"tool_choice":{"type":"tool","name":"get_weather","disable_parallel_tool_use":false},"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"get_weather","input":{"city":"Paris"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","is_error":true,"content":"city not found"}]}]}`,
 	`{"model":"claude-haiku-4-5","max_tokens":0,"thinking":{"type":"disabled"},"tool_choice":{"type":"none"},"system":null,"messages":[{"role":"user","content":"warm the cache"}],"temperature":null,"stream":true}`,
@@ -172,6 +173,99 @@ func TestFastDecodeTakesRealisticBodies(t *testing.T) {
 			t.Errorf("request %d fell back to json.Unmarshal: %s", i, s)
 		}
 	}
+	for _, b := range requestBlocks(t) {
+		checkFastDecode(t, []byte(b), func() fastDecoder { return new(ContentBlock) })
+		if !new(ContentBlock).fastDecode([]byte(b)) {
+			t.Errorf("request content block fell back to json.Unmarshal: %s", b)
+		}
+	}
+}
+
+// requestBlocks returns the content blocks of the messages of fastRequests, which
+// DecodeRequest reads one by one with ContentBlock's own fast decoder.
+func requestBlocks(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, s := range fastRequests {
+		var r MessagesRequest
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			t.Fatalf("%v: %s", err, s)
+		}
+		for _, m := range r.Messages {
+			if c := bytes.TrimSpace(m.Content); len(c) > 0 && c[0] == '[' {
+				blocks, err := rawjson.Elements(c)
+				if err != nil {
+					t.Fatalf("%v: %s", err, c)
+				}
+				for _, b := range blocks {
+					out = append(out, string(b))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestSeedsSetEveryField keeps the realistic seeds setting every field of the types the
+// fast decoders fill (as json.Unmarshal decodes them): a field added to types.go fails here
+// until a seed sets it, and after that the TakesRealistic tests until the fast path decodes
+// it. Each type has one decoder wherever it is held, so a field is covered once a seed sets
+// it anywhere (wiretest.ByType): an image source in a request's block covers the blocks of
+// a response too.
+func TestSeedsSetEveryField(t *testing.T) {
+	roots := []struct {
+		seeds []string
+		typ   reflect.Type
+	}{
+		{fastResponses, reflect.TypeFor[Message]()},
+		{fastRequests, reflect.TypeFor[MessagesRequest]()},
+		{fastStreamEvents, reflect.TypeFor[streamEvent]()},
+		{fastUsages, reflect.TypeFor[Usage]()},
+		{requestBlocks(t), reflect.TypeFor[ContentBlock]()},
+	}
+	types := make([]reflect.Type, len(roots))
+	for i, r := range roots {
+		types[i] = r.typ
+	}
+	cov := wiretest.NewCoverage(wiretest.ByType, types...)
+	for _, r := range roots {
+		for _, s := range r.seeds {
+			v := reflect.New(r.typ)
+			if err := json.Unmarshal([]byte(s), v.Interface()); err != nil {
+				t.Fatalf("%v: %s", err, s)
+			}
+			cov.Mark(v.Interface())
+		}
+	}
+	for _, field := range cov.Unset() {
+		t.Errorf("no realistic seed sets %s", field)
+	}
+}
+
+// TestFastDecodeEveryField holds each fast decoder to every field of its type without
+// waiting for a seed: a value with every field set (wiretest.Fill, a field added to
+// types.go included), as json.Marshal writes it, must take the fast path and decode as
+// json.Unmarshal does.
+func TestFastDecodeEveryField(t *testing.T) {
+	for _, fresh := range []func() fastDecoder{
+		func() fastDecoder { return new(Message) },
+		func() fastDecoder { return new(MessagesRequest) },
+		func() fastDecoder { return new(ContentBlock) },
+		func() fastDecoder { return new(Usage) },
+		newStreamEvent,
+	} {
+		v := fresh()
+		wiretest.Fill(reflect.ValueOf(v).Elem(), "<é>\n\"\u2028", nil)
+		data, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		if !fresh().fastDecode(data) {
+			t.Errorf("%T: the fast path refused %s", v, data)
+			continue
+		}
+		checkFastDecode(t, data, fresh)
+	}
 }
 
 // TestFastDecodeEdges runs the edge seeds through the same check as the fuzz targets, so that
@@ -269,14 +363,20 @@ var benchResponse = func() string {
 		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1523,"cache_creation_input_tokens":0,"cache_read_input_tokens":1024,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":0},"output_tokens":612,"service_tier":"standard"}}`
 }()
 
+// fastUsages are usage objects as the API sends them, in a message and at either end of a
+// stream; the usage decoder must take them all.
+var fastUsages = []string{
+	`{"input_tokens":12,"output_tokens":30}`,
+	`{"input_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":7,"output_tokens_details":{"thinking_tokens":3},"service_tier":"standard","server_tool_use":{"web_search_requests":1}}`,
+	`{"output_tokens":15}`,
+}
+
 // FuzzUsageFastDecode: what the usage decoder takes, it reads as json.Unmarshal does.
 func FuzzUsageFastDecode(f *testing.F) {
-	for _, s := range []string{
-		`{"input_tokens":12,"output_tokens":30}`,
-		`{"input_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":7,"output_tokens_details":{"thinking_tokens":3},"service_tier":"standard","server_tool_use":{"web_search_requests":1}}`,
+	for _, s := range slices.Concat(fastUsages, []string{
 		`{"input_tokens":null,"output_tokens":12.0,"output_tokens_details":null}`,
 		`{"input_tokens":1,"input_tokens":2}`, `{"Input_tokens":1}`, `{"output_tokens":"3"}`, `{}`, `[]`, `null`,
-	} {
+	}) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -296,11 +396,11 @@ func FuzzUsageFastDecode(f *testing.F) {
 	})
 }
 
+// TestUsageFastDecodeTakesRealisticUsage keeps the usage decoder from turning into dead
+// code: the usage the API sends takes it, and decodes as json.Unmarshal does.
 func TestUsageFastDecodeTakesRealisticUsage(t *testing.T) {
-	for _, s := range []string{
-		`{"input_tokens":12,"output_tokens":30}`,
-		`{"input_tokens":5,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":7,"output_tokens_details":{"thinking_tokens":3},"service_tier":"standard","server_tool_use":{"web_search_requests":1}}`,
-	} {
+	for _, s := range fastUsages {
+		checkFastDecode(t, []byte(s), func() fastDecoder { return new(Usage) })
 		var u Usage
 		if !u.fastDecode([]byte(s)) {
 			t.Errorf("the usage decoder refused %s", s)

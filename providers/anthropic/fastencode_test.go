@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
+	"github.com/modelgateway/caddy-modelgateway/internal/wiretest"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -222,6 +224,23 @@ func TestFastEncodeValues(t *testing.T) {
 	}
 	for _, tc := range messages {
 		t.Run("message/"+tc.name, func(t *testing.T) { checkFastEncode(t, &tc.m, appendMessage) })
+	}
+}
+
+// TestFastEncodeEveryField keeps the encoders complete: with every field of the encoded
+// types set (wiretest.Fill, a field added to types.go included), json.Marshal writes every
+// key, and the fast path must write the same.
+func TestFastEncodeEveryField(t *testing.T) {
+	for _, s := range []string{"", "<é>\u2028\"\\", "\xff"} {
+		var r MessagesRequest
+		wiretest.Fill(reflect.ValueOf(&r).Elem(), s, nil)
+		checkFastEncode(t, &r, appendMessagesRequest)
+		var m Message
+		wiretest.Fill(reflect.ValueOf(&m).Elem(), s, nil)
+		checkFastEncode(t, &m, appendMessage)
+		var blocks []ContentBlock
+		wiretest.Fill(reflect.ValueOf(&blocks).Elem(), s, nil)
+		checkFastEncode(t, &blocks, func(b []byte, v *[]ContentBlock) ([]byte, bool) { return appendContentBlocks(b, *v) })
 	}
 }
 

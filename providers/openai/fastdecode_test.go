@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/wiretest"
 )
 
 // benchChatResponse is an OpenAI chat.completion as the API sends it.
@@ -292,75 +294,20 @@ func TestFastDecodeTakesRealisticBodies(t *testing.T) {
 // sets it, and after that TestFastDecodeTakesRealisticBodies until the fast path decodes it.
 func TestSeedsSetEveryField(t *testing.T) {
 	check := func(seeds []string, typ reflect.Type) {
-		set := map[string]bool{}
+		cov := wiretest.NewCoverage(wiretest.ByPath, typ)
 		for _, s := range seeds {
 			v := reflect.New(typ)
 			if err := json.Unmarshal([]byte(s), v.Interface()); err != nil {
 				t.Fatalf("%v: %s", err, s)
 			}
-			markSet(v.Elem(), typ.Name(), set)
+			cov.Mark(v.Interface())
 		}
-		for _, path := range fieldPaths(typ, typ.Name()) {
-			if !set[path] {
-				t.Errorf("no realistic seed sets %s", path)
-			}
+		for _, path := range cov.Unset() {
+			t.Errorf("no realistic seed sets %s", path)
 		}
 	}
 	check(chatResponseSeeds, reflect.TypeFor[ChatResponse]())
 	check(chatRequestSeeds, reflect.TypeFor[ChatRequest]())
-}
-
-// fieldPaths lists the fields of the struct type t and of the structs it holds.
-func fieldPaths(t reflect.Type, prefix string) []string {
-	var out []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
-			continue // never decoded (what an encoder is asked to add)
-		}
-		path := prefix + "." + f.Name
-		out = append(out, path)
-		if st := structUnder(f.Type); st != nil {
-			out = append(out, fieldPaths(st, path)...)
-		}
-	}
-	return out
-}
-
-// markSet records the paths of the fields of v, a struct, pointer or slice, that are not zero.
-func markSet(v reflect.Value, prefix string, set map[string]bool) {
-	switch v.Kind() {
-	case reflect.Pointer:
-		if !v.IsNil() {
-			markSet(v.Elem(), prefix, set)
-		}
-	case reflect.Slice:
-		for i := range v.Len() {
-			markSet(v.Index(i), prefix, set)
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			f, path := v.Field(i), prefix+"."+v.Type().Field(i).Name
-			if !f.IsZero() {
-				set[path] = true
-			}
-			if structUnder(f.Type()) != nil {
-				markSet(f, path, set)
-			}
-		}
-	}
-}
-
-// structUnder returns the struct type that t is, points to or holds as elements; nil for
-// other types and for those that decode themselves (UnmarshalJSON).
-func structUnder(t reflect.Type) reflect.Type {
-	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
-		t = t.Elem()
-	}
-	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
-		return nil
-	}
-	return t
 }
 
 // TestFastDecodeRefuses pins the refusals that keep the fast path exact: each of these

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/wiretest"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
@@ -189,12 +190,12 @@ func checkEveryValue(t *testing.T, s string) {
 	}
 	for _, typ := range []reflect.Type{reflect.TypeFor[ChatRequest](), reflect.TypeFor[ChatResponse](), reflect.TypeFor[[]ContentPart]()} {
 		v := reflect.New(typ).Elem()
-		fill(v, s, nil)
+		wiretest.Fill(v, s, nil)
 		check(v)
 		for i := 0; ; i++ {
 			v := reflect.New(typ).Elem()
 			n := 0
-			fill(v, "v", func() []byte {
+			wiretest.Fill(v, "v", func() []byte {
 				n++
 				if n == i+1 {
 					return []byte(s)
@@ -206,48 +207,6 @@ func checkEveryValue(t *testing.T, s string) {
 			}
 			check(v)
 		}
-	}
-}
-
-// fill sets every field of v, recursively, to a value that json.Marshal writes: s for
-// strings, raw() (or a valid value when raw is nil) for json.RawMessage, true, a large
-// negative integer, a float in exponent notation, two elements per slice. A field added to
-// types.go is thus set here, and the fast path must write it.
-func fill(v reflect.Value, s string, raw func() []byte) {
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(s)
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Int, reflect.Int64:
-		v.SetInt(-9007199254740993)
-	case reflect.Float64:
-		v.SetFloat(1.5e-7)
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		fill(v.Elem(), s, raw)
-	case reflect.Slice:
-		if v.Type() == reflect.TypeFor[json.RawMessage]() {
-			if raw == nil {
-				v.SetBytes([]byte(" [ \"<\u2028>\" , {\"a\" : null} ] "))
-			} else {
-				v.SetBytes(raw())
-			}
-			return
-		}
-		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
-		for i := range v.Len() {
-			fill(v.Index(i), s, raw)
-		}
-	case reflect.Struct:
-		for i := range v.NumField() {
-			// json.Marshal skips unexported fields (what an encoder is asked to add).
-			if v.Type().Field(i).IsExported() {
-				fill(v.Field(i), s, raw)
-			}
-		}
-	default:
-		panic("fill: no value for " + v.Type().String())
 	}
 }
 

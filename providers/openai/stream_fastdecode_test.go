@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/wiretest"
 )
 
 // chatChunkSeeds are chat.completion.chunk frames as OpenAI and compatible servers stream
@@ -187,19 +189,16 @@ func TestChunkFastDecodeEdges(t *testing.T) {
 // fails here until a seed sets it, then TestChunkFastDecodeTakesRealisticChunks until the
 // fast path decodes it.
 func TestChunkSeedsSetEveryField(t *testing.T) {
-	typ := reflect.TypeFor[ChatChunk]()
-	set := map[string]bool{}
+	cov := wiretest.NewCoverage(wiretest.ByPath, reflect.TypeFor[ChatChunk]())
 	for _, s := range chatChunkSeeds {
 		var c ChatChunk
 		if err := json.Unmarshal([]byte(s), &c); err != nil {
 			t.Fatalf("%v: %s", err, s)
 		}
-		markSet(reflect.ValueOf(c), typ.Name(), set)
+		cov.Mark(c)
 	}
-	for _, path := range fieldPaths(typ, typ.Name()) {
-		if !set[path] {
-			t.Errorf("no realistic chunk sets %s", path)
-		}
+	for _, path := range cov.Unset() {
+		t.Errorf("no realistic chunk sets %s", path)
 	}
 }
 
