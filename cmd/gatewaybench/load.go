@@ -560,7 +560,7 @@ func interleaved(ctx context.Context, arms []*arm, rate int, warmup, slot, dur t
 // first one after an idle spell, phase-locked to the gateway's three arms in a row: its
 // transactions fell about twice in the first and second arms' slots and three times in
 // the third's (chat → Anthropic-wire), whose requests then overlapped 5–7% of them against
-// 4% (see "Benchmark" in the README). Shuffled, every arm takes every place alike. The
+// 4% (see "Method" in docs/benchmark.md). Shuffled, every arm takes every place alike. The
 // block stays whole, so that the transaction that applies a block's last settlements
 // falls in the slot after it, as it did before: the direct arm's, never Caddy's (unless
 // -arms leaves direct out).
