@@ -123,8 +123,7 @@ func (g *Gateway) authenticate(r *http.Request) (*Caller, *APIError) {
 	k, err := g.lookupKey(r, pk.ID)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			g.Logger.Error("key lookup failed", zapErr(err))
-			return nil, newError(http.StatusInternalServerError, CodeGateway, "the gateway could not check the API key")
+			return nil, g.storeUnavailable("key lookup", err)
 		}
 		// Compare anyway so that unknown and wrong keys take the same time.
 		subtle.ConstantTimeCompare(HashSecret(pk.Secret), make([]byte, sha256.Size))
@@ -168,7 +167,9 @@ func (g *Gateway) lookupKey(r *http.Request, id string) (store.Key, error) {
 			return ck.key, nil
 		}
 	}
-	k, err := g.Store.GetKey(r.Context(), id)
+	ctx, cancel := g.storeContext(r.Context())
+	k, err := g.Store.GetKey(ctx, id)
+	cancel()
 	if err != nil || kc == nil || kc.ttl <= 0 {
 		return k, err
 	}

@@ -115,14 +115,18 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 		}
 		worst = max(worst, pricing.WorstCase(rt.Price, estimateTokens(promptBytes), out))
 	}
-	if l := g.admitLease(r.Context(), caller.Key.WorkspaceID, caller.Key.ID, worst); l != nil {
+	// The credit comes from a lease or a reservation of its own, both within StoreTimeout.
+	sctx, cancel := g.storeContext(r.Context())
+	defer cancel()
+	if l := g.admitLease(sctx, caller.Key.WorkspaceID, caller.Key.ID, worst); l != nil {
 		c.lease, c.held = l, worst
 		return c, nil
 	}
-	res, err := g.Store.Reserve(r.Context(), store.ReserveParams{
+	res, err := g.reserve(sctx, store.ReserveParams{
 		ID:                ids.New("res"),
 		WorkspaceID:       caller.Key.WorkspaceID,
 		KeyID:             caller.Key.ID,
+		Owner:             g.Owner.ID(),
 		AmountNanos:       worst,
 		MinAvailableNanos: MinPreflightNanos,
 		ExpiresAt:         c.start.Add(g.ReservationTTL),
@@ -138,8 +142,7 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 		if e := keyLimitError(err, g.Now()); e != nil {
 			return nil, e
 		}
-		g.Logger.Error("reserving credit failed", zapErr(err))
-		return nil, newError(http.StatusInternalServerError, CodeGateway, "the gateway could not reserve credit for the request")
+		return nil, g.storeUnavailable("reserving credit", err)
 	}
 	c.reservation = res.ID
 	return c, nil
@@ -218,14 +221,16 @@ func (c *call) settle(ctx context.Context) error {
 		gen.LatencyMs = c.firstByte.Sub(c.start).Milliseconds()
 		gen.GenerationMs = end.Sub(c.firstByte).Milliseconds()
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.g.SettleTimeout)
 	defer cancel()
 	var stored store.Generation
 	var err error
 	if c.lease != nil {
 		stored, err = c.g.settleLease(sctx, c.lease, c.held, gen)
 	} else {
-		stored, err = c.g.Store.Settle(sctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
+		stored, err = c.g.settleRetrying(sctx, gen, func(ctx context.Context) (store.Generation, error) {
+			return c.g.Store.Settle(ctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
+		})
 	}
 	if err != nil {
 		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.genID), zapErr(err))

@@ -26,6 +26,9 @@ const (
 	CodeRateLimited         = "rate_limited"
 	CodeGateway             = "gateway_error"
 	CodeClientClosedRequest = "client_closed_request"
+	// CodeStoreUnavailable (503) answers a request the gateway could not serve because its
+	// store did not answer within its bound, and GET /health while that is so.
+	CodeStoreUnavailable = "store_unavailable"
 )
 
 // Surface selects how an error body is dressed so that each official SDK types it right.

@@ -5,6 +5,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -27,6 +28,10 @@ const (
 	DefaultReservationTTL    = 2 * time.Hour
 	// MinPreflightNanos is the spec's 1.00 USD credit check before every paid request.
 	MinPreflightNanos = store.NanosPerUSD
+	// DefaultStoreTimeout bounds each store call a request waits for before its upstream
+	// call; DefaultSettleTimeout bounds a settlement, retried meanwhile.
+	DefaultStoreTimeout  = 2 * time.Second
+	DefaultSettleTimeout = 30 * time.Second
 )
 
 // Gateway serves the API. Build it with its exported fields set, then call Init once.
@@ -60,6 +65,24 @@ type Gateway struct {
 	// settled, so that the key's next request is admitted without a store write; 0 drops
 	// a lease with its last request in flight (lease.go).
 	LeaseLinger time.Duration
+	// StoreTimeout bounds each store call a request waits for before its upstream call
+	// (the key's lookup, the credit reservation and the balance read it may need): past
+	// it the request is answered 503 store_unavailable, and nothing is sent upstream.
+	// Default: DefaultStoreTimeout.
+	StoreTimeout time.Duration
+	// SettleTimeout bounds the settlement of an answered request, tried again meanwhile
+	// while the store cannot be reached; past it the answer is withheld, uncharged.
+	// Default: DefaultSettleTimeout.
+	SettleTimeout time.Duration
+	// Owner is the gateway instance whose heartbeat keeps this Gateway's reservations
+	// (store.Instance): they name it as their owner, and credit leases admit only while it
+	// holds. nil: reservations have no owner, and only their expiry frees them after a crash.
+	Owner *store.Instance
+
+	// ready caches GET /health's look at the store (info.go); unsure holds reservations
+	// whose Reserve failed without an answer (lease.go).
+	ready  readiness
+	unsure unsureReservations
 
 	// leases are the credit leases of this Gateway (lease.go); Close releases them.
 	leases *leaseTable
@@ -103,6 +126,12 @@ func (g *Gateway) Init() {
 	if g.KeyCacheTTL == 0 {
 		g.KeyCacheTTL = DefaultKeyCacheTTL
 	}
+	if g.StoreTimeout <= 0 {
+		g.StoreTimeout = DefaultStoreTimeout
+	}
+	if g.SettleTimeout <= 0 {
+		g.SettleTimeout = DefaultSettleTimeout
+	}
 	g.leases = newLeaseTable()
 	g.keys = &keyCache{ttl: g.KeyCacheTTL, m: map[string]cachedKey{}}
 	if g.Logger == nil {
@@ -120,6 +149,7 @@ func (g *Gateway) Init() {
 		"/generation":       {http.MethodGet: {authAny, SurfaceOpenAI, g.getGeneration}},
 		"/key":              {http.MethodGet: {authAny, SurfaceOpenAI, g.getKey}},
 		"/health":           {http.MethodGet: {authNone, SurfaceOpenAI, g.health}},
+		"/health/live":      {http.MethodGet: {authNone, SurfaceOpenAI, g.live}},
 	}
 	for _, set := range routeSets {
 		for path, methods := range set(g) {
@@ -177,7 +207,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 	}
 	if err := ep.serve(w, r, caller); err != nil {
 		var apiErr *APIError
-		if !errors.As(err, &apiErr) {
+		switch {
+		case errors.As(err, &apiErr):
+		case errors.Is(err, store.ErrUnavailable):
+			apiErr = g.storeUnavailable("request", err)
+		default:
 			g.Logger.Error("request failed", zap.String("path", path), zapErr(err))
 			apiErr = newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to handle the request")
 		}
@@ -224,6 +258,28 @@ func writeRawJSON(w http.ResponseWriter, status int, data []byte) {
 	h.Set("Content-Length", strconv.Itoa(len(data)))
 	w.WriteHeader(status)
 	_, _ = w.Write(data)
+}
+
+// storeContext bounds a store call a request waits for before its upstream call.
+func (g *Gateway) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, g.StoreTimeout)
+}
+
+// storeUnavailable answers a request that a store call failed before anything was done for
+// it: the store is down, partitioned or too slow, and the request may be tried again. The
+// store's error is logged, never answered (it may name hosts, users and files).
+func (g *Gateway) storeUnavailable(what string, err error) *APIError {
+	if ce := g.Logger.Check(zap.ErrorLevel, what+" failed"); ce != nil {
+		ce.Write(zapErr(err))
+	}
+	msg := "the gateway's store cannot be reached; retry shortly"
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = "the gateway's store did not answer within " + g.StoreTimeout.String() + "; retry shortly"
+	}
+	e := newError(http.StatusServiceUnavailable, CodeStoreUnavailable, msg)
+	e.Type, e.Origin = "system", "gateway"
+	e.Extra = map[string]any{"retry_after_seconds": int64(1)}
+	return e
 }
 
 func zapErr(err error) zap.Field { return zap.Error(err) }

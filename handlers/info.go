@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
@@ -117,7 +119,101 @@ func balanceView(b store.Balance) map[string]any {
 	}
 }
 
-// health serves GET /health without authentication.
-func (g *Gateway) health(w http.ResponseWriter, _ *http.Request, _ *Caller) error {
+// health serves GET /health without authentication: readiness. 200 when the store answers
+// within healthProbeTimeout (at most StoreTimeout), 503 store_unavailable with the reason
+// when it does not, so that a load balancer stops sending requests the gateway cannot
+// serve, and sends them again, with no restart, once the store is back.
+func (g *Gateway) health(w http.ResponseWriter, r *http.Request, _ *Caller) error {
+	if err := g.ready.check(r.Context(), g); err != nil {
+		e := newError(http.StatusServiceUnavailable, CodeStoreUnavailable, "not ready: "+storeProblem(err, g.probeTimeout()))
+		e.Type, e.Origin = "system", "gateway"
+		e.Extra = map[string]any{"status": "unavailable", "reason": CodeStoreUnavailable}
+		return e
+	}
 	return writeJSON(w, http.StatusOK, map[string]any{"ok": true, "status": "ok", "models": len(g.Registry.names)})
+}
+
+// live serves GET /health/live without authentication: liveness, 200 while the process
+// serves HTTP, whatever the store does. A process that fails it is to be restarted; one that
+// fails only /health is to be left alone, out of rotation, until its store comes back.
+func (g *Gateway) live(w http.ResponseWriter, _ *http.Request, _ *Caller) error {
+	return writeJSON(w, http.StatusOK, map[string]any{"ok": true, "status": "live"})
+}
+
+// Readiness probes.
+//
+// One probe (store.Ping) runs at a time, bounded by healthProbeTimeout, and its answer
+// serves every /health for healthCacheTTL: a load balancer polling every second costs one
+// probe a second, and a flood of health checks, at most four a second, never a pile of
+// waits on a database that does not answer.
+const (
+	healthProbeTimeout = time.Second
+	healthCacheTTL     = 250 * time.Millisecond
+)
+
+// probeTimeout is the bound of a readiness probe: what requests get, at most
+// healthProbeTimeout.
+func (g *Gateway) probeTimeout() time.Duration { return min(healthProbeTimeout, g.StoreTimeout) }
+
+// readiness is the cached answer of the last probe and the probe in flight.
+type readiness struct {
+	mu      sync.Mutex
+	at      time.Time // when the last probe ended; zero before the first
+	err     error
+	probing chan struct{} // closed when the probe in flight ends
+}
+
+// check returns the store's readiness, probing it if the last answer is too old. A caller
+// that finds a probe in flight waits for its answer (or for its own ctx).
+func (rd *readiness) check(ctx context.Context, g *Gateway) error {
+	for {
+		rd.mu.Lock()
+		if !rd.at.IsZero() && time.Since(rd.at) < healthCacheTTL {
+			err := rd.err
+			rd.mu.Unlock()
+			return err
+		}
+		if ch := rd.probing; ch != nil {
+			rd.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		rd.probing = ch
+		was := rd.err
+		first := rd.at.IsZero()
+		rd.mu.Unlock()
+
+		// Not the caller's context: the probe's answer is everyone's.
+		pctx, cancel := context.WithTimeout(context.Background(), g.probeTimeout())
+		err := g.Store.Ping(pctx)
+		cancel()
+		switch {
+		case err != nil && (was == nil || first):
+			g.Logger.Error("the store is unavailable: not ready", zapErr(err))
+		case err == nil && was != nil:
+			g.Logger.Info("the store answers again: ready")
+		}
+		rd.mu.Lock()
+		rd.at, rd.err, rd.probing = time.Now(), err, nil
+		close(ch)
+		rd.mu.Unlock()
+		return err
+	}
+}
+
+// storeProblem says why the store is not ready, without the store's own words, which may
+// name hosts, users and files.
+func storeProblem(err error, bound time.Duration) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the store did not answer within " + bound.String()
+	case errors.Is(err, store.ErrClosed):
+		return "the store is closed"
+	}
+	return "the store cannot be reached"
 }

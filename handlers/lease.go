@@ -122,6 +122,9 @@ type lease struct {
 	inflightNanos int64
 	created       time.Time
 	lastAdmit     time.Time
+	// gen is the generation of the Gateway's Owner the reservation was taken in: one taken
+	// in an earlier generation was released when the owner was taken for dead.
+	gen uint64
 	// renewAfter: a renewal ahead failed; the next one waits until then (renewDue).
 	renewAfter time.Time
 	// retired leases admit nothing more; releasing is set while a release is under way;
@@ -188,19 +191,23 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 	k := leaseKey{workspaceID, keyID}
 	for {
 		now := g.Now()
+		// An owner that may have been taken for dead (no heartbeat recorded lately) may
+		// have lost its leases' reservations to another instance's sweep: none admits, and
+		// requests reserve for themselves until the heartbeat is recorded again.
+		gen, holds := g.Owner.Holds()
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
 			return nil
 		}
 		if l := t.cur[k]; l != nil {
-			if l.remaining >= w && now.Sub(l.created) < leaseMaxAge {
+			if holds && l.gen == gen && l.remaining >= w && now.Sub(l.created) < leaseMaxAge {
 				l.remaining -= w
 				l.unsettled++
 				l.inflightNanos += w
 				l.lastAdmit = now
 				if g.renewDue(l, now) {
-					g.renewLease(k, w, target, now)
+					g.renewLease(k, w, target, now, gen)
 				}
 				t.mu.Unlock()
 				return l
@@ -208,7 +215,7 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 			// It keeps serving its requests in flight; the last one's settlement drops it.
 			t.retire(l)
 		}
-		if t.refusedAt(k, now) {
+		if !holds || t.refusedAt(k, now) {
 			t.mu.Unlock()
 			return nil
 		}
@@ -226,7 +233,7 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 		t.mu.Unlock()
 
 		res, small, err := g.takeLease(ctx, workspaceID, keyID, w, target, now, knownSmall)
-		return g.leaseTaken(ctx, k, ch, w, now, res, small, err)
+		return g.leaseTaken(ctx, k, ch, w, now, gen, res, small, err)
 	}
 }
 
@@ -256,8 +263,9 @@ func (t *leaseTable) startAcquiring(k leaseKey, now time.Time) (ch chan struct{}
 
 // leaseTaken installs the lease takeLease returned as key k's current one, admitting w
 // from it (0 for a lease taken ahead), and ends the acquisition ch; nil when there is none
-// (the store refused it, or the Gateway closed meanwhile).
-func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, w int64, now time.Time, res store.Reservation, small bool, err error) *lease {
+// (the store refused it, or the Gateway closed meanwhile). gen is the Owner's generation
+// when the lease was asked for.
+func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, w int64, now time.Time, gen uint64, res store.Reservation, small bool, err error) *lease {
 	t := g.leases
 	t.mu.Lock()
 	delete(t.acquiring, k)
@@ -291,7 +299,7 @@ func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, 
 		g.releaseLeaseReservation(res.ID)
 		return nil
 	}
-	l := &lease{id: res.ID, k: k, amount: res.AmountNanos, remaining: res.AmountNanos - w, created: now, lastAdmit: now}
+	l := &lease{id: res.ID, k: k, amount: res.AmountNanos, remaining: res.AmountNanos - w, created: now, lastAdmit: now, gen: gen}
 	if w > 0 {
 		l.unsettled, l.inflightNanos = 1, w
 	}
@@ -352,15 +360,16 @@ func (g *Gateway) renewDue(l *lease, now time.Time) bool {
 }
 
 // renewLease starts taking key k's next lease in the background, for requests of worst
-// case w (the request that found the lease due). Callers hold t.mu.
-func (g *Gateway) renewLease(k leaseKey, w, target int64, now time.Time) {
+// case w (the request that found the lease due), in the Owner's generation gen. Callers
+// hold t.mu.
+func (g *Gateway) renewLease(k leaseKey, w, target int64, now time.Time, gen uint64) {
 	t := g.leases
 	ch, knownSmall := t.startAcquiring(k, now)
 	t.renewals.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), leaseStoreTimeout)
 		defer cancel()
 		res, small, err := g.takeLease(ctx, k.workspace, k.key, w, target, now, knownSmall)
-		g.leaseTaken(ctx, k, ch, 0, now, res, small, err)
+		g.leaseTaken(ctx, k, ch, 0, now, gen, res, small, err)
 	})
 }
 
@@ -372,13 +381,13 @@ func (g *Gateway) renewLease(k leaseKey, w, target int64, now time.Time) {
 // small for a full lease; knownSmall skips asking for one.
 func (g *Gateway) takeLease(ctx context.Context, workspaceID, keyID string, w, target int64, now time.Time, knownSmall bool) (store.Reservation, bool, error) {
 	params := store.ReserveParams{
-		ID: ids.New("res"), WorkspaceID: workspaceID, KeyID: keyID,
+		ID: ids.New("res"), WorkspaceID: workspaceID, KeyID: keyID, Owner: g.Owner.ID(),
 		AmountNanos: target, MinAvailableNanos: max(MinPreflightNanos, leaseMinAvailableNanos),
 		ExpiresAt: now.Add(leaseMaxAge + g.ReservationTTL),
 	}
 	refused := errSmallWallet
 	if !knownSmall {
-		res, err := g.Store.Reserve(ctx, params)
+		res, err := g.reserve(ctx, params)
 		if !errors.Is(err, store.ErrInsufficientFunds) {
 			return res, false, err
 		}
@@ -395,7 +404,7 @@ func (g *Gateway) takeLease(ctx context.Context, workspaceID, keyID string, w, t
 		return store.Reservation{}, small, refused
 	}
 	params.ID, params.AmountNanos, params.MinAvailableNanos = ids.New("res"), l, l+MinPreflightNanos
-	res, err := g.Store.Reserve(ctx, params)
+	res, err := g.reserve(ctx, params)
 	return res, small, err
 }
 
@@ -430,7 +439,9 @@ func (g *Gateway) settleLease(ctx context.Context, l *lease, w int64, gen *store
 	}
 	t.mu.Unlock()
 
-	stored, err := g.Store.SettleLease(ctx, store.SettleLeaseParams{ReservationID: l.id, HeldNanos: w, Generation: gen, Release: release})
+	stored, err := g.settleRetrying(ctx, gen, func(ctx context.Context) (store.Generation, error) {
+		return g.Store.SettleLease(ctx, store.SettleLeaseParams{ReservationID: l.id, HeldNanos: w, Generation: gen, Release: release})
+	})
 
 	t.mu.Lock()
 	l.unsettled--
@@ -586,5 +597,173 @@ func (g *Gateway) Close() error {
 	if done != nil {
 		<-done
 	}
+	g.unsure.close()
 	return nil
+}
+
+// Settlement retries.
+//
+// A settlement comes after the upstream answered: giving up on it withholds an answer
+// already paid for upstream. So while the store cannot be reached (store.ErrUnavailable,
+// or a try that outlived StoreTimeout, given up for a new connection), it is tried again,
+// backing off from settleRetry to settleRetryMax, until SettleTimeout. A try that failed so
+// may have been applied all the same (its commit reached the server, the answer did not come
+// back): the next finds the reservation or the generation id already taken, and the
+// generation as stored, if it is there, is the answer. Nothing is charged twice: the
+// generation id is the record's key.
+const (
+	settleRetry    = 50 * time.Millisecond
+	settleRetryMax = time.Second
+)
+
+// settleRetrying runs settle, one settlement of gen, until it succeeds, fails for good or
+// ctx ends. gen is read before the first try only (the store owns it from then on).
+func (g *Gateway) settleRetrying(ctx context.Context, gen *store.Generation, settle func(ctx context.Context) (store.Generation, error)) (store.Generation, error) {
+	ws, id := gen.WorkspaceID, gen.ID
+	unsure := false
+	for wait := settleRetry; ; wait = min(2*wait, settleRetryMax) {
+		tctx, cancel := g.storeContext(ctx)
+		stored, err := settle(tctx)
+		cancel()
+		if err == nil {
+			return stored, nil
+		}
+		if unsure && (errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict)) {
+			gctx, cancel := g.storeContext(ctx)
+			got, gerr := g.Store.GetGeneration(gctx, ws, id)
+			cancel()
+			switch {
+			case gerr == nil:
+				return got, nil
+			case errors.Is(gerr, store.ErrNotFound):
+				return store.Generation{}, err
+			}
+			err = gerr
+		}
+		if !maybeApplied(err) || ctx.Err() != nil {
+			return store.Generation{}, err
+		}
+		if !unsure {
+			g.Logger.Warn("settling a generation failed; trying again", zap.String("generation_id", id), zapErr(err))
+		}
+		unsure = true
+		select {
+		case <-ctx.Done():
+			return store.Generation{}, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// maybeApplied tells a store call that failed without the store's answer (it may or may
+// not have been applied) from one the store refused.
+func maybeApplied(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// Reservations whose Reserve failed without an answer.
+//
+// A Reserve given up after StoreTimeout, or whose connection was lost, may have committed
+// all the same: nothing would use or release that hold, which its owner would keep until
+// its expiry, hours later. The gateway makes reservation ids, so it releases such a hold
+// in the background, trying every unsureRetry until the store answers (or the reservation
+// expires). Beyond unsureMax ids waiting, during a long outage, the rest wait for their
+// expiry, or for their owner's clean stop (store.Instance), which releases them.
+const (
+	unsureRetry = time.Second
+	unsureMax   = 10_000
+)
+
+type unsureReservations struct {
+	mu     sync.Mutex
+	ids    map[string]time.Time // reservation id → its expiry
+	closed bool
+	// stop ends the worker, which closes done once it returned; nil when none runs.
+	stop, done chan struct{}
+}
+
+// reserve is Store.Reserve, with a hold that may have been taken unbeknown released later.
+func (g *Gateway) reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
+	res, err := g.Store.Reserve(ctx, p)
+	if err != nil && maybeApplied(err) {
+		g.releaseUnsure(p.ID, p.ExpiresAt)
+	}
+	return res, err
+}
+
+func (g *Gateway) releaseUnsure(id string, expires time.Time) {
+	u := &g.unsure
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || len(u.ids) >= unsureMax {
+		return
+	}
+	if u.ids == nil {
+		u.ids = map[string]time.Time{}
+	}
+	u.ids[id] = expires
+	if u.stop == nil {
+		u.stop, u.done = make(chan struct{}), make(chan struct{})
+		go g.releaseUnsureLoop(u.stop, u.done)
+	}
+}
+
+func (g *Gateway) releaseUnsureLoop(stop, done chan struct{}) {
+	defer close(done)
+	u := &g.unsure
+	tick := time.NewTicker(unsureRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		u.mu.Lock()
+		pending := make([]string, 0, len(u.ids))
+		for id := range u.ids {
+			pending = append(pending, id)
+		}
+		u.mu.Unlock()
+		for _, id := range pending {
+			ctx, cancel := g.storeContext(context.Background())
+			_, err := g.Store.ReleaseReservation(ctx, id)
+			cancel()
+			if maybeApplied(err) {
+				break // the store is still away: the next round tries again
+			}
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				g.Logger.Warn("releasing a reservation whose Reserve failed", zap.String("reservation_id", id), zapErr(err))
+			}
+			u.mu.Lock()
+			delete(u.ids, id)
+			u.mu.Unlock()
+		}
+		now := time.Now()
+		u.mu.Lock()
+		for id, expires := range u.ids {
+			if now.After(expires) {
+				delete(u.ids, id)
+			}
+		}
+		if len(u.ids) == 0 {
+			u.stop = nil
+			u.mu.Unlock()
+			return
+		}
+		u.mu.Unlock()
+	}
+}
+
+// close stops the worker: what it still holds is the Owner's, released when it stops.
+func (u *unsureReservations) close() {
+	u.mu.Lock()
+	u.closed = true
+	stop, done := u.stop, u.done
+	u.stop = nil
+	u.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
@@ -65,16 +67,36 @@ type App struct {
 	// workspace's wallet. Turn it off where wallets hold money paid to the operator, so
 	// that only the operator adds credit. Default: on.
 	CreditTopUp *bool `json:"credit_top_up,omitempty"`
+	// StoreTimeout bounds each store call a request waits for before its upstream call:
+	// the key's lookup, the credit reservation and the balance read it may need. Past it
+	// the request is answered 503 store_unavailable, fast, and nothing is sent upstream.
+	// GET /health answers 503 when the store does not answer within it (at most 1s).
+	// Default: 2s.
+	StoreTimeout caddy.Duration `json:"store_timeout,omitempty"`
+	// SettleTimeout bounds the settlement of an answered request (its charge and record),
+	// tried again meanwhile while the store cannot be reached; past it the answer is
+	// withheld (500, or an error at the end of a stream) and nothing is charged. Default:
+	// 30s.
+	SettleTimeout caddy.Duration `json:"settle_timeout,omitempty"`
+	// InstanceHeartbeat is how often this process records in the store that it is alive,
+	// and releases what dead instances hold. Default: 10s.
+	InstanceHeartbeat caddy.Duration `json:"instance_heartbeat,omitempty"`
+	// InstanceTimeout is how long a gateway process may go without recording its heartbeat
+	// before any other one (or itself restarted) releases its credit leases and
+	// reservations; at least twice instance_heartbeat. A process that cannot record its
+	// own heartbeat stops admitting requests from its leases one heartbeat before this.
+	// On SQLite, a process that is gone is known at once (the restarted gateway frees its
+	// previous run's holds as it starts). Default: 45s.
+	InstanceTimeout caddy.Duration `json:"instance_timeout,omitempty"`
 
 	catalog    *catalog.Catalog
 	catalogIDs map[string]string
 	store      store.Store
+	pooled     *pooledStore
 	storeKey   string
 	registry   *handlers.Registry
 	transports []*reverseproxy.HTTPTransport
 	logger     *zap.Logger
-	stop       context.CancelFunc
-	done       chan struct{}
 }
 
 // StoreConfig selects the database.
@@ -266,9 +288,45 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 // and new app instances overlap.
 var stores = caddy.NewUsagePool()
 
-type pooledStore struct{ store.Store }
+// pooledStore is a database handle shared across config reloads, with the process's
+// instance: its identity as the owner of reservations, whose heartbeat runs from the
+// first Start of an app on the handle to the handle's end, once however many configs
+// overlap.
+type pooledStore struct {
+	store.Store
+	inst *store.Instance
+	// logger is the latest started app's: the instance reports through it.
+	logger atomic.Pointer[zap.Logger]
+}
 
-func (p pooledStore) Destruct() error { return p.Close() }
+func newPooledStore(s store.Store) *pooledStore {
+	p := &pooledStore{Store: s}
+	p.inst = store.NewInstance(s, ids.New("inst"), store.InstanceOptions{
+		OnError: func(err error) { p.log().Error("gateway instance", zap.Error(err)) },
+		OnRelease: func(n int, why string) {
+			p.log().Info("released reservations", zap.Int("count", n), zap.String("reason", why))
+		},
+	})
+	return p
+}
+
+func (p *pooledStore) log() *zap.Logger {
+	if l := p.logger.Load(); l != nil {
+		return l
+	}
+	return zap.NewNop()
+}
+
+// Destruct retires the instance (nothing it held stays reserved) and closes the store.
+func (p *pooledStore) Destruct() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := p.inst.Stop(ctx)
+	if err != nil {
+		p.log().Error("retiring the gateway instance", zap.Error(err))
+	}
+	return errors.Join(err, p.Close())
+}
 
 // Provision resolves placeholders, opens the store and builds providers and models.
 func (a *App) Provision(ctx caddy.Context) error {
@@ -304,14 +362,28 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		return pooledStore{s}, nil
+		return newPooledStore(s), nil
 	})
 	if err != nil {
 		a.storeKey = ""
 		return fmt.Errorf("opening the %s store: %w", driver, err)
 	}
-	a.store = val.(pooledStore).Store
+	a.pooled = val.(*pooledStore)
+	a.store = a.pooled.Store
 	return nil
+}
+
+// Validate checks the timeouts.
+func (a *App) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    caddy.Duration
+	}{{"store_timeout", a.StoreTimeout}, {"settle_timeout", a.SettleTimeout}, {"instance_heartbeat", a.InstanceHeartbeat}, {"instance_timeout", a.InstanceTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s must not be negative", d.name)
+		}
+	}
+	return store.ValidateIntervals(time.Duration(a.InstanceHeartbeat), time.Duration(a.InstanceTimeout))
 }
 
 func (s *StoreConfig) resolve(repl *caddy.Replacer) (driver, target string, err error) {
@@ -554,38 +626,22 @@ func (a *App) loadCatalog(repl *caddy.Replacer) error {
 	return nil
 }
 
-// Start begins the sweeper that frees credit held by requests lost to a crash.
+// Start starts the process's instance (once per store handle, whatever the reloads): it
+// registers, releases at once what dead instances hold, and keeps a heartbeat. The latest
+// configuration's intervals apply from its next heartbeat.
 func (a *App) Start() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stop, a.done = cancel, make(chan struct{})
-	go func() {
-		defer close(a.done)
-		t := time.NewTicker(time.Minute)
-		defer t.Stop()
-		for {
-			if n, err := a.store.ReleaseExpired(ctx, time.Now()); err != nil && ctx.Err() == nil {
-				a.logger.Error("releasing expired reservations failed", zap.Error(err))
-			} else if n > 0 {
-				a.logger.Info("released expired reservations", zap.Int("count", n))
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	p := a.pooled
+	p.logger.Store(a.logger)
+	p.inst.SetIntervals(time.Duration(a.InstanceHeartbeat), time.Duration(a.InstanceTimeout))
+	// A failure is reported and retried at the next heartbeat; the gateway serves meanwhile,
+	// each request reserving for itself.
+	_ = p.inst.Start(context.Background())
 	return nil
 }
 
-// Stop ends the sweeper.
-func (a *App) Stop() error {
-	if a.stop != nil {
-		a.stop()
-		<-a.done
-	}
-	return nil
-}
+// Stop leaves the instance to the store handle, which outlives this configuration when a
+// reload keeps it.
+func (a *App) Stop() error { return nil }
 
 // Cleanup releases this instance's hold on the store and its transports.
 func (a *App) Cleanup() error {
@@ -608,6 +664,9 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 		Catalog: a.catalog, CatalogIDs: a.catalogIDs,
 		DisableCreditTopUp: a.CreditTopUp != nil && !*a.CreditTopUp,
 		LeaseLinger:        DefaultCreditLeaseLinger,
+		StoreTimeout:       time.Duration(a.StoreTimeout),
+		SettleTimeout:      time.Duration(a.SettleTimeout),
+		Owner:              a.pooled.inst,
 	}
 	if a.CreditLeaseLinger != nil {
 		g.LeaseLinger = time.Duration(*a.CreditLeaseLinger)
@@ -620,5 +679,6 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 var (
 	_ caddy.App          = (*App)(nil)
 	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )

@@ -41,6 +41,10 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			store postgres <dsn>
 //			reservation_ttl <duration>
 //			credit_lease_linger <duration>
+//			store_timeout <duration>
+//			settle_timeout <duration>
+//			instance_heartbeat <duration>
+//			instance_timeout <duration>
 //			catalog_file <path>
 //			credit_top_up on|off
 //
@@ -148,6 +152,22 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "reservation_ttl":
 			if err := parseDuration(d, &a.ReservationTTL); err != nil {
+				return err
+			}
+		case "store_timeout":
+			if err := parsePositiveDuration(d, &a.StoreTimeout); err != nil {
+				return err
+			}
+		case "settle_timeout":
+			if err := parsePositiveDuration(d, &a.SettleTimeout); err != nil {
+				return err
+			}
+		case "instance_heartbeat":
+			if err := parsePositiveDuration(d, &a.InstanceHeartbeat); err != nil {
+				return err
+			}
+		case "instance_timeout":
+			if err := parsePositiveDuration(d, &a.InstanceTimeout); err != nil {
 				return err
 			}
 		case "credit_lease_linger":
@@ -457,6 +477,22 @@ func parseDuration(d *caddyfile.Dispenser, out *caddy.Duration) error {
 		return d.Errf("invalid duration %q", s)
 	}
 	*out = caddy.Duration(dur)
+	return nil
+}
+
+// parsePositiveDuration parses an option that may appear once and whose zero would mean
+// its default.
+func parsePositiveDuration(d *caddyfile.Dispenser, out *caddy.Duration) error {
+	name := d.Val()
+	if *out != 0 {
+		return d.Errf("%s already specified", name)
+	}
+	if err := parseDuration(d, out); err != nil {
+		return err
+	}
+	if *out == 0 {
+		return d.Errf("%s must be longer than 0", name)
+	}
 	return nil
 }
 

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
@@ -34,6 +36,12 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "duplicate catalog", input: "model_gateway {\n model m {\n catalog a\n catalog b\n route p\n }\n}", wantErr: "catalog already specified"},
 		{name: "unknown subdirective", input: "model_gateway {\n bogus\n}", wantErr: `unrecognized subdirective "bogus"`},
 		{name: "lease linger", input: "model_gateway {\n credit_lease_linger 0\n}", want: `{"credit_lease_linger":0}`},
+		{name: "store and instance timeouts", input: "model_gateway {\n store_timeout 500ms\n settle_timeout 1m\n instance_heartbeat 5s\n instance_timeout 20s\n}",
+			want: `{"store_timeout":500000000,"settle_timeout":60000000000,"instance_heartbeat":5000000000,"instance_timeout":20000000000}`},
+		{name: "duplicate store_timeout", input: "model_gateway {\n store_timeout 1s\n store_timeout 2s\n}", wantErr: "store_timeout already specified"},
+		{name: "zero instance_heartbeat", input: "model_gateway {\n instance_heartbeat 0\n}", wantErr: "instance_heartbeat must be longer than 0"},
+		{name: "bad settle_timeout", input: "model_gateway {\n settle_timeout soon\n}", wantErr: "invalid duration"},
+		{name: "instance_timeout args", input: "model_gateway {\n instance_timeout 1s 2s\n}", wantErr: "wrong argument count"},
 		{name: "sqlite durability", input: "model_gateway {\n store sqlite /var/lib/gw.db {\n  durability power\n }\n}", want: `{"store":{"driver":"sqlite","path":"/var/lib/gw.db","durability":"power"}}`},
 		{name: "bad durability", input: "model_gateway {\n store sqlite {\n  durability disk\n }\n}", wantErr: `durability "disk"`},
 		{name: "durability on postgres", input: "model_gateway {\n store postgres x {\n  durability power\n }\n}", wantErr: "applies to the sqlite store"},
@@ -67,6 +75,28 @@ func TestAppCaddyfile(t *testing.T) {
 			got := string(caddyconfig.JSON(app, nil))
 			if got != tc.want {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAppValidate: an instance may not be taken for dead for one late heartbeat.
+func TestAppValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		app     App
+		wantErr string
+	}{
+		{name: "defaults", app: App{}},
+		{name: "timeout of two heartbeats", app: App{InstanceHeartbeat: caddy.Duration(time.Second), InstanceTimeout: caddy.Duration(2 * time.Second)}},
+		{name: "timeout under two heartbeats", app: App{InstanceHeartbeat: caddy.Duration(10 * time.Second), InstanceTimeout: caddy.Duration(15 * time.Second)}, wantErr: "at least twice"},
+		{name: "heartbeat past half the default timeout", app: App{InstanceHeartbeat: caddy.Duration(30 * time.Second)}, wantErr: "at least twice"},
+		{name: "negative", app: App{StoreTimeout: -1}, wantErr: "store_timeout must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.app.Validate()
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
 			}
 		})
 	}

@@ -54,7 +54,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	app := appIface.(*App)
 	if app.storeKey != "" {
-		stores.LoadOrStore(app.storeKey, pooledStore{app.store})
+		stores.LoadOrStore(app.storeKey, app.pooled)
 		h.storeKey = app.storeKey
 	}
 	h.gw = app.gateway(ctx.Logger(), h.MaxBodySize, time.Duration(h.StreamIdleTimeout))
