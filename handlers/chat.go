@@ -206,7 +206,7 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 			}
 		}
 		for try := 0; ; try++ {
-			err, silent := c.attempt(r, rt, f.stream, func(ar *http.Request) error {
+			err := c.attempt(r, rt, f.stream, func(ar *http.Request) error {
 				if fw, ok := forwarderFor(rt, ts.format); ok && ts.forward != nil {
 					return ts.forward(c, w, ar, rt, fw, body, f)
 				}
@@ -239,7 +239,7 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 				return c.upstreamFailure(ue)
 			}
 			rt.breaker.record(g.Now(), rt.Policy, false)
-			if silent || try >= rt.Policy.Retries || !retrySame(ue, rt.Policy) {
+			if try >= rt.Policy.Retries || !retrySame(ue, rt.Policy) {
 				break
 			}
 			if !c.sleep(rt.Policy.backoff(try+1, ue.RetryAfter)) {

@@ -16,7 +16,8 @@ import (
 // negative numbers and durations turn a mechanism off.
 type Policy struct {
 	// Retries is how many more times a route is tried after a 429, a 5xx or a connection
-	// failure before anything reached the client.
+	// failure before anything reached the client. A timeout is not retried: a route that
+	// kept the client waiting that long most likely would again, so the next one is tried.
 	Retries int
 	// BackoffBase and BackoffMax bound the exponential backoff (with full jitter) between tries.
 	BackoffBase time.Duration
@@ -28,8 +29,7 @@ type Policy struct {
 	// answers send their headers only when complete; the provider's total timeout bounds them.)
 	HeaderTimeout time.Duration
 	// FirstTokenTimeout bounds the wait from the headers to the first piece of a streamed
-	// answer. A route that stays silent that long is not retried either: it would most
-	// likely stay silent again, and the client has already waited.
+	// answer; like every timeout, it moves on to the next route at once.
 	FirstTokenTimeout time.Duration
 	// BreakerThreshold consecutive failures open the route's circuit for BreakerCooldown;
 	// then one probe is let through, and a success closes it.
@@ -193,14 +193,13 @@ func (c *call) timeoutCause(ctx context.Context, rt Route) *providers.UpstreamEr
 }
 
 // attempt runs one try of a route under the policy's timers. When a timer applies, fn gets
-// a request whose context ends with the attempt; otherwise it gets r itself. silent reports
-// that a timer cut the attempt: the route is not tried again, the next one is at once.
-func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.Request) error) (err error, silent bool) {
+// a request whose context ends with the attempt; otherwise it gets r itself.
+func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.Request) error) error {
 	p := rt.Policy
 	if !stream || (p.HeaderTimeout <= 0 && p.FirstTokenTimeout <= 0) {
 		// No timer can cut this attempt short: it runs on the client's context as it is,
 		// without a context, a request copy and timers of its own.
-		return fn(r), false
+		return fn(r)
 	}
 	ctx, cancel := context.WithCancelCause(c.reqCtx)
 	defer cancel(nil)
@@ -218,14 +217,14 @@ func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.R
 		}
 		c.att = nil
 	}()
-	err = fn(r.WithContext(ctx))
+	err := fn(r.WithContext(ctx))
 	if err != nil && !c.gone() {
 		if ue := c.timeoutCause(ctx, rt); ue != nil {
 			c.replaceLastAttempt(rt, ue)
-			return ue, true
+			return ue
 		}
 	}
-	return err, false
+	return err
 }
 
 // replaceLastAttempt corrects the record of an attempt whose error was the gateway's own
@@ -245,7 +244,7 @@ func (c *call) replaceLastAttempt(rt Route, ue *providers.UpstreamError) {
 
 // retrySame tells whether the same route may be tried again after this failure.
 func retrySame(ue *providers.UpstreamError, p Policy) bool {
-	if !ue.Retryable || ue.Category == providers.CategoryInvalidRequest {
+	if !ue.Retryable || ue.Timeout || ue.Category == providers.CategoryInvalidRequest {
 		return false
 	}
 	if ue.RetryAfter > p.RetryAfterCap {

@@ -66,13 +66,12 @@ func slowFirstToken(d time.Duration) behaviour {
 
 // resilientProvider is a provider block with fast, test-sized resilience settings.
 func resilientProvider(name, baseURL, extra string) string {
-	breaker := "circuit_breaker off"
-	if strings.Contains(extra, "circuit_breaker") {
-		breaker = ""
-	}
-	firstToken := "first_token_timeout 300ms"
-	if strings.Contains(extra, "first_token_timeout") {
-		firstToken = ""
+	// Test-sized defaults, each unless extra sets its option itself.
+	var defaults strings.Builder
+	for _, d := range []string{"circuit_breaker off", "header_timeout 300ms", "first_token_timeout 300ms", "stream_idle_timeout 300ms"} {
+		if !strings.Contains(extra, strings.Fields(d)[0]) {
+			defaults.WriteString("\n\t\t\t" + d)
+		}
 	}
 	return fmt.Sprintf(`
 		provider %s {
@@ -80,13 +79,9 @@ func resilientProvider(name, baseURL, extra string) string {
 			base_url %s/v1
 			api_key sk-upstream-secret-%s
 			retry_backoff 10ms 50ms
-			retry_after_cap 3s
-			header_timeout 300ms
-			stream_idle_timeout 300ms
+			retry_after_cap 3s%s
 			%s
-			%s
-			%s
-		}`, name, baseURL, name, firstToken, breaker, extra)
+		}`, name, baseURL, name, defaults.String(), extra)
 }
 
 func chatReq(model string, stream bool) string {
@@ -216,13 +211,13 @@ func TestSilentUpstreamIsNotRetried(t *testing.T) {
 func TestFirstTokenTimeoutFallsBackAtOnce(t *testing.T) {
 	slow := newScripted(t, func(int) behaviour { return slowFirstToken(20 * time.Second) })
 	backup := newScripted(t, func(int) behaviour { return chatOK("from backup", 3, 1) })
-	env := startGateway(t, resilientProvider("slow", slow.URL, "first_token_timeout 2s")+resilientProvider("backup", backup.URL, "")+
+	env := startGateway(t, resilientProvider("slow", slow.URL, "first_token_timeout 2s\n\t\t\tstream_idle_timeout 10s")+resilientProvider("backup", backup.URL, "")+
 		pricedModel("m", pricedRoute("slow", "x")+pricedRoute("backup", "y")), "")
 	_, key := env.workspace(5 * usd)
 	began := time.Now()
 	status, _, body := env.post(key, "/chat/completions", chatReq("m", true))
 	took := time.Since(began)
-	if status != 200 || !strings.Contains(string(body), "from backup") {
+	if status != 200 || !strings.Contains(string(body), `"provider":"backup"`) || !strings.Contains(string(body), "[DONE]") {
 		t.Fatalf("%d %s", status, body)
 	}
 	// One timeout of 2s, not one per retry of the silent route.
