@@ -75,7 +75,10 @@ type call struct {
 	upstreamDone time.Time
 	// upstreamTime is the time spent waiting on providers, for the overhead figure.
 	upstreamTime time.Duration
-	settled      bool
+	// streaming is when the stream being relayed sent its first frame (zero when none is):
+	// its time until its end is the provider's, added to upstreamTime by streamDone.
+	streaming time.Time
+	settled   bool
 }
 
 // skippedRoute is a candidate route the call did not try, and why.

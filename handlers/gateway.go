@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -179,11 +180,19 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 		return
 	}
 	ep, ok := methods[r.Method]
+	if !ok && r.Method == http.MethodHead {
+		// HEAD is GET without the body, which the HTTP server drops.
+		ep, ok = methods[http.MethodGet]
+	}
 	if !ok {
-		allow := make([]string, 0, len(methods))
+		allow := make([]string, 0, len(methods)+1)
 		for m := range methods {
 			allow = append(allow, m)
+			if m == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
 		}
+		slices.Sort(allow)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		writeError(w, SurfaceOpenAI, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed on "+path), "")
 		return

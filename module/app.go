@@ -491,17 +491,20 @@ func (a *App) buildProvider(ctx caddy.Context, repl *caddy.Replacer, name string
 		}
 	}
 	apiKey, idle := repl.ReplaceKnown(pc.APIKey, ""), time.Duration(pc.StreamIdleTimeout)
+	// An api_key written in the configuration that resolves empty is a mistake (an unset
+	// environment variable), not a keyless local server.
+	requireKey := pc.APIKey != ""
 	switch pc.Type {
 	case "anthropic":
 		return anthropic.New(anthropic.Config{
-			Name: name, BaseURL: baseURL, APIKey: apiKey, Version: repl.ReplaceKnown(pc.Version, ""), Headers: headers,
+			Name: name, BaseURL: baseURL, APIKey: apiKey, RequireKey: requireKey, Version: repl.ReplaceKnown(pc.Version, ""), Headers: headers,
 			Transport: rt, Timeout: timeout, StreamIdleTimeout: idle, DefaultMaxTokens: pc.DefaultMaxTokens,
 		})
 	case "gemini":
-		return gemini.New(gemini.Config{Name: name, BaseURL: baseURL, APIKey: apiKey, Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle})
+		return gemini.New(gemini.Config{Name: name, BaseURL: baseURL, APIKey: apiKey, RequireKey: requireKey, Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle})
 	default:
 		return openai.New(openai.Config{
-			Name: name, BaseURL: baseURL, APIKey: apiKey,
+			Name: name, BaseURL: baseURL, APIKey: apiKey, RequireKey: requireKey,
 			Organization: repl.ReplaceKnown(pc.Organization, ""), Project: repl.ReplaceKnown(pc.Project, ""),
 			Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle, API: pc.API,
 		})
