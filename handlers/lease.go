@@ -89,9 +89,13 @@ import (
 // 64 requests: a request of a small model at 64 output tokens has a worst case of a few
 // hundred-thousandths of a dollar, and a lease of 64 of them lasted milliseconds under load.
 //
-// Crash: a lease's reservation expires leaseMaxAge + ReservationTTL after it was taken,
-// so every request it admitted keeps at least ReservationTTL of cover, as a reservation of
-// its own had; after a crash the sweeper (ReleaseExpired) frees it then.
+// Crash: a lease's reservation, like a request's own, names the Gateway's Owner, whose
+// heartbeat keeps it: once the process is dead, another instance (or the gateway
+// restarted) releases it within the owner's instance timeout (store.Instance). A lease
+// admits only while its owner Holds, one heartbeat before others may take the owner for
+// dead, and only in the owner generation it was taken in. Without an owner, a lease's
+// reservation expires leaseMaxAge + ReservationTTL after it was taken, so every request it
+// admitted keeps at least ReservationTTL of cover, as a reservation of its own had.
 const (
 	leaseMultiple          = 64
 	leaseFloorNanos        = store.NanosPerUSD

@@ -49,7 +49,8 @@ type App struct {
 	// Models are the public model names clients ask for, each with its routes.
 	Models []*ModelConfig `json:"models,omitempty"`
 	// ReservationTTL is how long credit held for a request survives if the request never
-	// settles (the process died). Default: 2h.
+	// settles and nothing else frees it: a process that died loses its holds to the others
+	// within instance_timeout, this is the last resort. Default: 2h.
 	ReservationTTL caddy.Duration `json:"reservation_ttl,omitempty"`
 	// CreditLeaseLinger keeps a key's credit lease (credit held for several of its
 	// requests, taken when its wallet holds at least 10 USD) open this long after the

@@ -154,20 +154,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parseDuration(d, &a.ReservationTTL); err != nil {
 				return err
 			}
-		case "store_timeout":
-			if err := parsePositiveDuration(d, &a.StoreTimeout); err != nil {
-				return err
-			}
-		case "settle_timeout":
-			if err := parsePositiveDuration(d, &a.SettleTimeout); err != nil {
-				return err
-			}
-		case "instance_heartbeat":
-			if err := parsePositiveDuration(d, &a.InstanceHeartbeat); err != nil {
-				return err
-			}
-		case "instance_timeout":
-			if err := parsePositiveDuration(d, &a.InstanceTimeout); err != nil {
+		case "store_timeout", "settle_timeout", "instance_heartbeat", "instance_timeout":
+			field := map[string]*caddy.Duration{"store_timeout": &a.StoreTimeout, "settle_timeout": &a.SettleTimeout,
+				"instance_heartbeat": &a.InstanceHeartbeat, "instance_timeout": &a.InstanceTimeout}[d.Val()]
+			if err := parsePositiveDuration(d, field); err != nil {
 				return err
 			}
 		case "credit_lease_linger":

@@ -27,6 +27,10 @@ import (
 
 const chatHi = `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}]}`
 
+// chatHiCost is what chatHi costs on pricedRoute when the upstream reports 10 prompt and 20
+// completion tokens (chatOK("ok", 10, 20)).
+const chatHiCost = 10*1000 + 20*2000
+
 // postgresSchema makes a schema of its own on the test server, dropped when t ends, and
 // returns a DSN whose search_path is it; the test is skipped when no server answers,
 // except with CI=true.
@@ -242,7 +246,7 @@ func TestSQLiteRestartFreesTheDeadRunsHolds(t *testing.T) {
 	if status, _, body := env.post(key, "/chat/completions", chatHi); status != 200 {
 		t.Fatalf("the first request after the restart: %d %s", status, body)
 	}
-	if b := env.balance(ws); b.ReservedNanos != 0 || b.BalanceNanos != 11*usd-(10*1000+20*2000) {
+	if b := env.balance(ws); b.ReservedNanos != 0 || b.BalanceNanos != 11*usd-chatHiCost {
 		t.Fatalf("balance %+v: want the dead run's hold gone and one charge", b)
 	}
 }
@@ -286,7 +290,7 @@ func TestPostgresDeadInstanceHoldsTakenOver(t *testing.T) {
 	if up.calls.Load() != 1 {
 		t.Fatalf("%d upstream calls, want only the admitted request's", up.calls.Load())
 	}
-	if b := env.balance(ws); b.ReservedNanos != 0 || b.BalanceNanos != 11*usd-(10*1000+20*2000) {
+	if b := env.balance(ws); b.ReservedNanos != 0 || b.BalanceNanos != 11*usd-chatHiCost {
 		t.Fatalf("balance %+v", b)
 	}
 }
@@ -358,7 +362,7 @@ func TestPostgresBlackholedStore(t *testing.T) {
 	}
 	// A reservation that may have been taken as the store went away is released in the
 	// background: nothing stays held.
-	charges := 3 * (10*1000 + 20*2000)
+	charges := 3 * chatHiCost
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		b, err := setup.GetBalance(context.Background(), ws)
 		if err != nil {
