@@ -8,7 +8,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
-// Error codes of the gateway (DESIGN.md, "Errors").
+// Error codes of the gateway; the README's "API behaviour" lists them with their statuses.
 const (
 	CodeUnauthorised        = "unauthorised"
 	CodeForbidden           = "forbidden"
