@@ -136,13 +136,13 @@ func TestCandidatesShareTheModelsRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		if _, routes, apiErr := reg.candidates("all", providers.FormatOpenAIChat, "/chat/completions"); apiErr != nil || len(routes) != 2 {
+		if _, routes, apiErr := reg.candidates("all", &chatCompletionsSurface.capability); apiErr != nil || len(routes) != 2 {
 			t.Fatalf("candidates: %v, %d routes", apiErr, len(routes))
 		}
 	}); n != 0 {
 		t.Fatalf("%.0f allocations to pick a model's routes, want none", n)
 	}
-	m, routes, apiErr := reg.candidates("some", providers.FormatOpenAIChat, "/chat/completions")
+	m, routes, apiErr := reg.candidates("some", &chatCompletionsSurface.capability)
 	if apiErr != nil || len(routes) != 1 || routes[0].UpstreamModel != "a" || len(m.Routes) != 2 {
 		t.Fatalf("candidates: %v, %+v", apiErr, routes)
 	}

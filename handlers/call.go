@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -95,61 +93,6 @@ type failure struct {
 // estimateTokens is a deliberately high guess of the tokens in n bytes of request: no
 // tokenizer packs less than one byte a token for text, so the reservation covers the prompt.
 func estimateTokens(n int) int64 { return int64(n) }
-
-// begin picks the routes, issues the generation id and reserves the worst-case cost.
-func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, endpoint string, format providers.WireFormat, modelName string, promptBytes int, maxTokens int64, wantMeta bool) (*call, *APIError) {
-	m, routes, apiErr := g.Registry.candidates(modelName, format, endpoint)
-	if apiErr != nil {
-		return nil, apiErr
-	}
-	c := &call{
-		g: g, caller: caller, endpoint: endpoint, genID: ids.New("gen"), model: m, routes: routes,
-		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(),
-	}
-	w.Header().Set("X-Generation-Id", c.genID)
-	if m.Free() {
-		return c, nil
-	}
-	var worst int64
-	for _, rt := range routes {
-		out := rt.MaxOutputTokens
-		if maxTokens > 0 {
-			out = maxTokens
-		}
-		worst = max(worst, pricing.WorstCase(rt.Price, estimateTokens(promptBytes), out))
-	}
-	// The credit comes from a lease or a reservation of its own, both within StoreTimeout.
-	sctx, cancel := g.storeContext(r.Context())
-	defer cancel()
-	if l := g.admitLease(sctx, caller.Key.WorkspaceID, caller.Key.ID, worst); l != nil {
-		c.lease, c.held = l, worst
-		return c, nil
-	}
-	res, err := g.reserve(sctx, store.ReserveParams{
-		ID:                ids.New("res"),
-		WorkspaceID:       caller.Key.WorkspaceID,
-		KeyID:             caller.Key.ID,
-		Owner:             g.Owner.ID(),
-		AmountNanos:       worst,
-		MinAvailableNanos: MinPreflightNanos,
-		ExpiresAt:         c.start.Add(g.ReservationTTL),
-	})
-	if err != nil {
-		if errors.Is(err, store.ErrInsufficientFunds) {
-			e := newError(http.StatusPaymentRequired, CodeInsufficientFunds, fmt.Sprintf(
-				"insufficient credit: this request needs an available balance of at least %s USD (1.00 USD minimum, worst-case cost %s USD); add credits to the workspace",
-				pricing.FormatUSD(max(worst, MinPreflightNanos)), pricing.FormatUSD(worst)))
-			e.Extra = map[string]any{"required_nanos": max(worst, MinPreflightNanos)}
-			return nil, e
-		}
-		if e := keyLimitError(err, g.Now()); e != nil {
-			return nil, e
-		}
-		return nil, g.storeUnavailable("reserving credit", err)
-	}
-	c.reservation = res.ID
-	return c, nil
-}
 
 // recordAttempt notes one upstream call's outcome.
 func (c *call) recordAttempt(rt Route, began time.Time, err error) {
@@ -371,8 +314,22 @@ func (c *call) diagnostics() map[string]any {
 		}
 	}
 	before := len(c.model.Routes)
+	unsupported := []string{}
+	droppedUnsupported := []any{}
+	if len(c.routes) < before {
+		serving := make(map[string]bool, len(c.routes))
+		for _, rt := range c.routes {
+			serving[rt.ProviderName+"\x00"+rt.UpstreamModel] = true
+		}
+		for _, rt := range c.model.Routes {
+			if !serving[rt.ProviderName+"\x00"+rt.UpstreamModel] {
+				unsupported = append(unsupported, rt.ProviderName)
+				droppedUnsupported = append(droppedUnsupported, map[string]any{"providerId": rt.ProviderName, "reason": "unsupported_endpoint"})
+			}
+		}
+	}
 	stages := []any{
-		map[string]any{"stage": "endpoint_support", "beforeCount": before, "afterCount": len(c.routes), "droppedProviders": []any{}},
+		map[string]any{"stage": "endpoint_support", "beforeCount": before, "afterCount": len(c.routes), "droppedProviders": droppedUnsupported},
 	}
 	if len(c.skipped) > 0 {
 		dropped := make([]any, 0, len(c.skipped))
@@ -382,10 +339,7 @@ func (c *call) diagnostics() map[string]any {
 		stages = append(stages, map[string]any{"stage": "availability", "beforeCount": len(c.routes), "afterCount": len(c.routes) - len(c.skipped), "droppedProviders": dropped})
 	}
 	d["routing_diagnostics"] = map[string]any{"filterStages": stages}
-	d["provider_candidate_diagnostics"] = map[string]any{
-		"totalProviders": before, "supportsEndpointCount": len(c.routes), "candidateCount": len(c.routes),
-		"droppedUnsupportedEndpoint": []string{}, "droppedMissingAdapter": []any{},
-	}
+	d["provider_candidate_diagnostics"] = candidateDiagnostics(before, len(c.routes), unsupported)
 	return d
 }
 

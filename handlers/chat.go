@@ -3,12 +3,12 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/openai"
@@ -131,8 +131,9 @@ func emptyArray(v []byte) bool {
 // textSurface describes one text-generation surface: how its requests are read, forwarded to
 // an upstream of the same format, and answered from the neutral model.
 type textSurface struct {
-	endpoint    string
-	format      providers.WireFormat
+	// capability is the surface's endpoint and wire format; every text surface needs a
+	// ChatProvider when the route cannot take its format as it is.
+	capability  capability
 	inputKey    string
 	stringInput bool
 	decode      func(body []byte) (*providers.Request, error)
@@ -145,10 +146,11 @@ type textSurface struct {
 }
 
 var chatCompletionsSurface = textSurface{
-	endpoint: "/chat/completions", format: providers.FormatOpenAIChat, inputKey: "messages",
-	decode:  openai.DecodeChatRequest,
-	forward: (*call).chatForward,
-	encoder: func(f chatFields) neutralSurface { return chatSurface{includeUsage: f.includeUsage} },
+	capability: capability{endpoint: "/chat/completions", format: providers.FormatOpenAIChat, neutral: isChatProvider},
+	inputKey:   "messages",
+	decode:     openai.DecodeChatRequest,
+	forward:    (*call).chatForward,
+	encoder:    func(f chatFields) neutralSurface { return chatSurface{includeUsage: f.includeUsage} },
 }
 
 // chatCompletions serves POST /chat/completions.
@@ -171,7 +173,13 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 			return newError(http.StatusBadRequest, CodeNotSupported, err.Error())
 		}
 	}
-	c, apiErr := g.begin(w, r, caller, ts.endpoint, ts.format, f.model, len(body), f.maxTokens, f.meta)
+	c, apiErr := g.begin(w, r, caller, &ts.capability, f.model, len(body), f.meta, func(rt Route) int64 {
+		out := rt.MaxOutputTokens
+		if f.maxTokens > 0 {
+			out = f.maxTokens
+		}
+		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), out)
+	})
 	if apiErr != nil {
 		return apiErr
 	}
@@ -188,70 +196,19 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 		return neutral, err
 	}
 	c.prepareFailover(f.stream, decode)
-	var tooLong *providers.UpstreamError
-	var tooLongWindow int64
-	for _, rt := range c.routes {
-		// After a context-length refusal only a larger window can help.
-		if tooLong != nil && (rt.ContextWindow == 0 || rt.ContextWindow <= tooLongWindow) {
-			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "context_window_too_small"})
-			continue
-		}
-		if !rt.breaker.allow(g.Now(), rt.Policy) {
-			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "circuit_open"})
-			continue
-		}
-		if _, ok := forwarderFor(rt, ts.format); !ok || ts.forward == nil {
+	return c.tryRoutes(r, f.stream, func(rt Route) *APIError {
+		if _, ok := forwarderFor(rt, ts.capability.format); !ok || ts.forward == nil {
 			if _, err := decode(); err != nil {
-				return c.failed(validationFrom(err))
+				return validationFrom(err)
 			}
 		}
-		for try := 0; ; try++ {
-			err := c.attempt(r, rt, f.stream, func(ar *http.Request) error {
-				if fw, ok := forwarderFor(rt, ts.format); ok && ts.forward != nil {
-					return ts.forward(c, w, ar, rt, fw, body, f)
-				}
-				return c.neutral(w, ar, rt, neutral, f.stream, ts.encoder(f))
-			})
-			if c.gone() {
-				rt.breaker.record(g.Now(), rt.Policy, true)
-				c.clientGone()
-				return nil
-			}
-			if err == nil {
-				rt.breaker.record(g.Now(), rt.Policy, true)
-				return nil
-			}
-			var apiErr *APIError
-			if errors.As(err, &apiErr) {
-				return c.failed(apiErr)
-			}
-			ue, ok := providers.AsUpstreamError(err)
-			if !ok {
-				g.Logger.Error("serving a text request failed", zapErr(err))
-				return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
-			}
-			if !ue.Fallbackable() {
-				rt.breaker.record(g.Now(), rt.Policy, true)
-				if ue.Code == CodeContextLengthExceeded {
-					tooLong, tooLongWindow = ue, rt.ContextWindow
-					break
-				}
-				return c.upstreamFailure(ue)
-			}
-			rt.breaker.record(g.Now(), rt.Policy, false)
-			if try >= rt.Policy.Retries || !retrySame(ue, rt.Policy) {
-				break
-			}
-			if !c.sleep(rt.Policy.backoff(try+1, ue.RetryAfter)) {
-				c.clientGone()
-				return nil
-			}
+		return nil
+	}, func(ar *http.Request, rt Route) error {
+		if fw, ok := forwarderFor(rt, ts.capability.format); ok && ts.forward != nil {
+			return ts.forward(c, w, ar, rt, fw, body, f)
 		}
-	}
-	if tooLong != nil && len(c.failures) > 0 && c.failures[len(c.failures)-1].err == tooLong {
-		return c.upstreamFailure(tooLong)
-	}
-	return c.allFailed()
+		return c.neutral(w, ar, rt, neutral, f.stream, ts.encoder(f))
+	})
 }
 
 // CodeContextLengthExceeded is the code adapters give a request too long for the model.

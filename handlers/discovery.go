@@ -80,7 +80,7 @@ func (g *Gateway) offeredModels() []offered {
 		} else {
 			o.organisation = modelOwner(m)
 			for _, rt := range m.Routes {
-				if routeSupports(rt, providers.FormatOpenAIChat) {
+				if chatCompletionsSurface.capability.supports(rt) {
 					o.endpoints = []string{"chat"}
 					break
 				}

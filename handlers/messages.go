@@ -14,10 +14,11 @@ import (
 )
 
 var messagesSurface = textSurface{
-	endpoint: "/messages", format: providers.FormatAnthropic, inputKey: "messages",
-	decode:  anthropic.DecodeRequest,
-	forward: (*call).messagesForward,
-	encoder: func(chatFields) neutralSurface { return anthropicSurface{} },
+	capability: capability{endpoint: "/messages", format: providers.FormatAnthropic, neutral: isChatProvider},
+	inputKey:   "messages",
+	decode:     anthropic.DecodeRequest,
+	forward:    (*call).messagesForward,
+	encoder:    func(chatFields) neutralSurface { return anthropicSurface{} },
 }
 
 // messages serves POST /messages, Anthropic's Messages API.

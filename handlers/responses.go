@@ -14,7 +14,8 @@ import (
 )
 
 var responsesSurface = textSurface{
-	endpoint: "/responses", format: providers.FormatOpenAIResponses, inputKey: "input", stringInput: true,
+	capability: capability{endpoint: "/responses", format: providers.FormatOpenAIResponses, neutral: isChatProvider},
+	inputKey:   "input", stringInput: true,
 	decode:   openai.DecodeResponsesRequest,
 	forward:  (*call).responsesForward,
 	encoder:  func(chatFields) neutralSurface { return responsesEncoder{} },

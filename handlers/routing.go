@@ -117,23 +117,11 @@ func (r *Registry) Models() []*Model {
 	return out
 }
 
-// routeSupports tells whether a route's adapter can serve a surface of the given format.
-func routeSupports(rt Route, f providers.WireFormat) bool {
-	if fw, ok := rt.Provider.(providers.Forwarder); ok {
-		for _, have := range fw.Formats() {
-			if have == f {
-				return true
-			}
-		}
-	}
-	_, ok := rt.Provider.(providers.ChatProvider)
-	return ok
-}
-
-// candidates selects the model's routes that can serve the surface, or explains why none can
-// in the spec's diagnostics. When every route can, the routes are the model's own slice,
-// not a copy: callers only read them.
-func (r *Registry) candidates(name string, f providers.WireFormat, endpoint string) (*Model, []Route, *APIError) {
+// candidates selects the model's routes whose adapter has the capability, or explains why
+// none has in the spec's diagnostics: a route whose adapter lacks it is dropped as an
+// unsupported endpoint. When every route has it, the routes are the model's own slice, not
+// a copy: callers only read them.
+func (r *Registry) candidates(name string, cp *capability) (*Model, []Route, *APIError) {
 	m, ok := r.models[name]
 	if !ok {
 		e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf("model %q is not offered by this gateway; GET /models lists the models you can use", name))
@@ -149,35 +137,51 @@ func (r *Registry) candidates(name string, f providers.WireFormat, endpoint stri
 		}
 		return nil, nil, e
 	}
-	if allSupport(m.Routes, f) {
+	if allSupport(m.Routes, cp) {
 		return m, m.Routes, nil
 	}
 	var out []Route
+	unsupported := []string{}
 	var dropped []any
 	for _, rt := range m.Routes {
-		if routeSupports(rt, f) {
+		if cp.supports(rt) {
 			out = append(out, rt)
 			continue
 		}
-		dropped = append(dropped, map[string]any{"providerId": rt.ProviderName, "endpoint": endpoint})
+		unsupported = append(unsupported, rt.ProviderName)
+		dropped = append(dropped, map[string]any{"providerId": rt.ProviderName, "reason": "unsupported_endpoint"})
 	}
 	if len(out) == 0 {
-		e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf("model %q has no provider that serves %s", name, endpoint))
+		e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf("model %q has no provider that serves %s", name, cp.endpoint))
 		e.Param = "model"
 		e.Extra = map[string]any{
-			"provider_candidate_diagnostics": map[string]any{
-				"totalProviders": len(m.Routes), "supportsEndpointCount": 0, "candidateCount": 0,
-				"droppedUnsupportedEndpoint": []string{}, "droppedMissingAdapter": dropped,
-			},
+			"provider_candidate_diagnostics": candidateDiagnostics(len(m.Routes), 0, unsupported),
+			"routing_diagnostics": map[string]any{"filterStages": []any{
+				map[string]any{"stage": "endpoint_support", "beforeCount": len(m.Routes), "afterCount": 0, "droppedProviders": dropped},
+			}},
 		}
 		return nil, nil, e
 	}
 	return m, out, nil
 }
 
-func allSupport(routes []Route, f providers.WireFormat) bool {
+// candidateDiagnostics is the spec's provider_candidate_diagnostics of a model with total
+// routes, of which supporting serve the endpoint; unsupported names the others' providers.
+// Every route's adapter is compiled in (a configuration naming an unknown provider type
+// does not load), so none is dropped for a missing adapter.
+func candidateDiagnostics(total, supporting int, unsupported []string) map[string]any {
+	if unsupported == nil {
+		unsupported = []string{}
+	}
+	return map[string]any{
+		"totalProviders": total, "supportsEndpointCount": supporting, "candidateCount": supporting,
+		"droppedUnsupportedEndpoint": unsupported, "droppedMissingAdapter": []any{},
+	}
+}
+
+func allSupport(routes []Route, cp *capability) bool {
 	for _, rt := range routes {
-		if !routeSupports(rt, f) {
+		if !cp.supports(rt) {
 			return false
 		}
 	}

@@ -1,0 +1,180 @@
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// Every metered endpoint runs the same lifecycle, one step a function:
+//
+//	authenticate (ServeHTTP) → validate (the endpoint's handler) →
+//	begin: the model's routes whose adapter has the endpoint's capability, a generation id,
+//	       the worst-case cost reserved (or admitted from a credit lease) →
+//	tryRoutes: each route in order under its resilience policy (breaker, retries with
+//	       backoff, timeouts, fallback) → the endpoint's attempt: relay or translate, and meter
+//	       the usage on the call →
+//	settle: price the usage by dimension, charge, record the generation.
+//
+// An endpoint family is one handler file that validates its request, names its capability
+// and worst case, and writes its attempt.
+
+// capability is what an endpoint needs of a route's adapter: its wire format, which a
+// Forwarder may accept and serve byte for byte, or the neutral interface of the capability.
+type capability struct {
+	endpoint string
+	format   providers.WireFormat
+	// neutral reports whether the adapter implements the capability's interface.
+	neutral func(providers.Provider) bool
+}
+
+func isChatProvider(p providers.Provider) bool {
+	_, ok := p.(providers.ChatProvider)
+	return ok
+}
+
+// supports tells whether a route's adapter has the capability.
+func (cp *capability) supports(rt Route) bool {
+	if _, ok := forwarderFor(rt, cp.format); ok {
+		return true
+	}
+	return cp.neutral != nil && cp.neutral(rt.Provider)
+}
+
+// begin picks the routes that have the capability, issues the generation id and reserves
+// worst(route) at its largest over the routes, the most the call may cost.
+func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, modelName string, promptBytes int, wantMeta bool, worst func(Route) int64) (*call, *APIError) {
+	m, routes, apiErr := g.Registry.candidates(modelName, cp)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	c := &call{
+		g: g, caller: caller, endpoint: cp.endpoint, genID: ids.New("gen"), model: m, routes: routes,
+		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(),
+	}
+	w.Header().Set("X-Generation-Id", c.genID)
+	if m.Free() {
+		return c, nil
+	}
+	var most int64
+	for _, rt := range routes {
+		most = max(most, worst(rt))
+	}
+	// The credit comes from a lease or a reservation of its own, both within StoreTimeout.
+	sctx, cancel := g.storeContext(r.Context())
+	defer cancel()
+	if l := g.admitLease(sctx, caller.Key.WorkspaceID, caller.Key.ID, most); l != nil {
+		c.lease, c.held = l, most
+		return c, nil
+	}
+	res, err := g.reserve(sctx, store.ReserveParams{
+		ID:                ids.New("res"),
+		WorkspaceID:       caller.Key.WorkspaceID,
+		KeyID:             caller.Key.ID,
+		Owner:             g.Owner.ID(),
+		AmountNanos:       most,
+		MinAvailableNanos: MinPreflightNanos,
+		ExpiresAt:         c.start.Add(g.ReservationTTL),
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrInsufficientFunds) {
+			e := newError(http.StatusPaymentRequired, CodeInsufficientFunds, fmt.Sprintf(
+				"insufficient credit: this request needs an available balance of at least %s USD (1.00 USD minimum, worst-case cost %s USD); add credits to the workspace",
+				pricing.FormatUSD(max(most, MinPreflightNanos)), pricing.FormatUSD(most)))
+			e.Extra = map[string]any{"required_nanos": max(most, MinPreflightNanos)}
+			return nil, e
+		}
+		if e := keyLimitError(err, g.Now()); e != nil {
+			return nil, e
+		}
+		return nil, g.storeUnavailable("reserving credit", err)
+	}
+	c.reservation = res.ID
+	return c, nil
+}
+
+// tryRoutes works the call's routes in order until one answers: a route whose circuit is
+// open is skipped, a failure before anything reached the client is retried on the same
+// route while the policy allows (never after a timeout), then the next route is tried. A
+// request the upstream refused as invalid is answered at once, except one too long for the
+// route's context window, which only a route with a larger window may take. prepare, when
+// set, readies a route before its first attempt (a request decoded for translation); its
+// error answers the request. attempt is the endpoint's one try: it writes the answer and
+// settles on success, and returns the upstream's failure (an *UpstreamError) or an *APIError
+// to answer with. The result is the error to answer with, nil once answered.
+func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIError, attempt func(ar *http.Request, rt Route) error) error {
+	g := c.g
+	var tooLong *providers.UpstreamError
+	var tooLongWindow int64
+	for _, rt := range c.routes {
+		// After a context-length refusal only a larger window can help.
+		if tooLong != nil && (rt.ContextWindow == 0 || rt.ContextWindow <= tooLongWindow) {
+			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "context_window_too_small"})
+			continue
+		}
+		if !rt.breaker.allow(g.Now(), rt.Policy) {
+			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "circuit_open"})
+			continue
+		}
+		if prepare != nil {
+			if apiErr := prepare(rt); apiErr != nil {
+				return c.failed(apiErr)
+			}
+		}
+		for try := 0; ; try++ {
+			err := c.attempt(r, rt, stream, func(ar *http.Request) error { return attempt(ar, rt) })
+			if c.gone() {
+				rt.breaker.record(g.Now(), rt.Policy, true)
+				c.clientGone()
+				return nil
+			}
+			if err == nil {
+				rt.breaker.record(g.Now(), rt.Policy, true)
+				return nil
+			}
+			var apiErr *APIError
+			if errors.As(err, &apiErr) {
+				return c.failed(apiErr)
+			}
+			ue, ok := providers.AsUpstreamError(err)
+			if !ok {
+				g.Logger.Error("calling a provider failed", zap.String("endpoint", c.endpoint), zapErr(err))
+				return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
+			}
+			if !ue.Fallbackable() {
+				rt.breaker.record(g.Now(), rt.Policy, true)
+				if ue.Code == CodeContextLengthExceeded {
+					tooLong, tooLongWindow = ue, rt.ContextWindow
+					break
+				}
+				return c.upstreamFailure(ue)
+			}
+			rt.breaker.record(g.Now(), rt.Policy, false)
+			if try >= rt.Policy.Retries || !retrySame(ue, rt.Policy) {
+				if ce := g.Logger.Check(zapcore.DebugLevel, "moving on to the next route"); ce != nil {
+					ce.Write(zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName), zapErr(ue))
+				}
+				break
+			}
+			if ce := g.Logger.Check(zapcore.DebugLevel, "retrying the route"); ce != nil {
+				ce.Write(zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName), zap.Int("try", try+1), zapErr(ue))
+			}
+			if !c.sleep(rt.Policy.backoff(try+1, ue.RetryAfter)) {
+				c.clientGone()
+				return nil
+			}
+		}
+	}
+	if tooLong != nil && len(c.failures) > 0 && c.failures[len(c.failures)-1].err == tooLong {
+		return c.upstreamFailure(tooLong)
+	}
+	return c.allFailed()
+}
