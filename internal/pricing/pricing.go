@@ -1,184 +1,438 @@
-// Package pricing turns token usage into money: integer nanodollars, one cost line per
+// Package pricing turns metered usage into money: integer nanodollars, one cost line per
 // priced dimension. The same arithmetic bills requests and answers price calculations.
+//
+// A route's Price has one figure per dimension (tokens of each kind, characters, seconds
+// of audio or video, images, pages, requests); images and video seconds are keyed (by size
+// and quality, by resolution), and a key the route does not price cannot be charged, so
+// Price.Cost refuses it rather than charge nothing.
 package pricing
 
 import (
-	"errors"
 	"fmt"
-	"math"
-	"math/bits"
-	"strconv"
+	"slices"
 	"strings"
-
-	"github.com/modelgateway/caddy-modelgateway/providers"
-	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// Price is what a route charges, in nanodollars per million tokens (per request for
-// PerRequest). Unset dimensions are resolved by Normalize.
+// Price is what a route charges, in nanodollars per Unit of each dimension (see
+// Dimensions): per million tokens, per million characters, per second, per image, per page,
+// per request. A zero figure is free, and so are images or video seconds at a route that
+// prices none. The keyed prices are set with WithImages and WithVideoSeconds; compare
+// prices with Equal, not ==.
 type Price struct {
 	Input       int64
 	CachedInput int64
 	CacheWrite  int64
 	Output      int64
 	Reasoning   int64
-	PerRequest  int64
+
+	InputAudioTokens   int64
+	OutputAudioTokens  int64
+	ImageInputTokens   int64
+	ImageOutputTokens  int64
+	InputCharacters    int64
+	InputAudioSeconds  int64
+	OutputAudioSeconds int64
+	Page               int64
+
+	PerRequest int64
+
+	// keyed is shared by the copies of a price and never changed: With* make a new one.
+	keyed *keyed
 }
 
-// IsZero tells whether nothing about the route costs money.
-func (p Price) IsZero() bool { return p == Price{} }
+// ImagePrice is what one image of Size and Quality costs. An empty Size or Quality stands
+// for any: an image is billed at the most specific price that matches it, a matching size
+// counting for more than a matching quality.
+type ImagePrice struct {
+	Size    string
+	Quality string
+	Nanos   int64
+}
 
-// Dimension names of cost lines.
+// VideoPrice is what one second of video at Resolution costs; an empty Resolution stands
+// for any, and prices what no other resolution's price matches.
+type VideoPrice struct {
+	Resolution string
+	Nanos      int64
+}
+
+type keyed struct {
+	images []ImagePrice
+	video  []VideoPrice
+}
+
+// Dimension names of cost lines and prices.
 const (
-	DimInput       = "input"
-	DimCachedInput = "cached_input"
-	DimCacheWrite  = "cache_write"
-	DimOutput      = "output"
-	DimReasoning   = "reasoning"
-	DimRequest     = "request"
+	DimInput              = "input"
+	DimCachedInput        = "cached_input"
+	DimCacheWrite         = "cache_write"
+	DimOutput             = "output"
+	DimReasoning          = "reasoning"
+	DimInputAudioTokens   = "input_audio_tokens"
+	DimOutputAudioTokens  = "output_audio_tokens"
+	DimImageInputTokens   = "image_input_tokens"
+	DimImageOutputTokens  = "image_output_tokens"
+	DimInputCharacters    = "input_characters"
+	DimInputAudioSeconds  = "input_audio_seconds"
+	DimOutputAudioSeconds = "output_audio_seconds"
+	DimImage              = "image"
+	DimPage               = "page"
+	DimOutputVideoSeconds = "output_video_seconds"
+	DimRequest            = "request"
 )
+
+// Units that prices are for.
+const (
+	UnitMillionTokens     = "1M tokens"
+	UnitMillionCharacters = "1M characters"
+	UnitSecond            = "second"
+	UnitImage             = "image"
+	UnitPage              = "page"
+	UnitRequest           = "request"
+)
+
+// Dimension is one thing a route may charge for.
+type Dimension struct {
+	// Name names the dimension in cost lines, in prices and in the configuration.
+	Name string
+	// Unit is what one price buys (UnitMillionTokens, UnitSecond...). A cost line's quantity
+	// counts tokens, characters, whole started seconds, images, pages or requests.
+	Unit string
+	// Keyed tells that the dimension's prices depend on a key: size and quality for
+	// images, resolution for video seconds.
+	Keyed bool
+}
+
+// Indexes of the dimensions in the order of cost lines.
+const (
+	iInput = iota
+	iCachedInput
+	iCacheWrite
+	iOutput
+	iReasoning
+	iInputAudioTokens
+	iOutputAudioTokens
+	iImageInputTokens
+	iImageOutputTokens
+	iInputCharacters
+	iInputAudioSeconds
+	iOutputAudioSeconds
+	iImage
+	iPage
+	iOutputVideoSeconds
+	iRequest
+	numDimensions
+)
+
+// dimension is a Dimension with how many units of quantity make one Unit.
+type dimension struct {
+	Dimension
+	per int64
+}
 
 const perMillion = 1_000_000
 
-// mulDivCeil returns ceil(a*b/c) for non-negative values without overflowing the product.
-func mulDivCeil(a, b, c int64) int64 {
-	if a <= 0 || b <= 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi >= uint64(c) {
-		// The quotient would not fit: saturate, the caller's reservation will refuse it.
-		return 1<<63 - 1
-	}
-	q, r := bits.Div64(hi, lo, uint64(c))
-	if r != 0 {
-		q++
-	}
-	if q > 1<<63-1 {
-		return 1<<63 - 1
-	}
-	return int64(q)
+var dimensions = [numDimensions]dimension{
+	iInput:              {Dimension{DimInput, UnitMillionTokens, false}, perMillion},
+	iCachedInput:        {Dimension{DimCachedInput, UnitMillionTokens, false}, perMillion},
+	iCacheWrite:         {Dimension{DimCacheWrite, UnitMillionTokens, false}, perMillion},
+	iOutput:             {Dimension{DimOutput, UnitMillionTokens, false}, perMillion},
+	iReasoning:          {Dimension{DimReasoning, UnitMillionTokens, false}, perMillion},
+	iInputAudioTokens:   {Dimension{DimInputAudioTokens, UnitMillionTokens, false}, perMillion},
+	iOutputAudioTokens:  {Dimension{DimOutputAudioTokens, UnitMillionTokens, false}, perMillion},
+	iImageInputTokens:   {Dimension{DimImageInputTokens, UnitMillionTokens, false}, perMillion},
+	iImageOutputTokens:  {Dimension{DimImageOutputTokens, UnitMillionTokens, false}, perMillion},
+	iInputCharacters:    {Dimension{DimInputCharacters, UnitMillionCharacters, false}, perMillion},
+	iInputAudioSeconds:  {Dimension{DimInputAudioSeconds, UnitSecond, false}, 1},
+	iOutputAudioSeconds: {Dimension{DimOutputAudioSeconds, UnitSecond, false}, 1},
+	iImage:              {Dimension{DimImage, UnitImage, true}, 1},
+	iPage:               {Dimension{DimPage, UnitPage, false}, 1},
+	iOutputVideoSeconds: {Dimension{DimOutputVideoSeconds, UnitSecond, true}, 1},
+	iRequest:            {Dimension{DimRequest, UnitRequest, false}, 1},
 }
 
-func addSat(a, b int64) int64 {
-	if s := a + b; s >= a {
-		return s
+// field is the figure of the dimension at index i, nil for a keyed one. (A switch, not a
+// table of functions: a price called through a function value would escape to the heap.)
+func (p *Price) field(i int) *int64 {
+	switch i {
+	case iInput:
+		return &p.Input
+	case iCachedInput:
+		return &p.CachedInput
+	case iCacheWrite:
+		return &p.CacheWrite
+	case iOutput:
+		return &p.Output
+	case iReasoning:
+		return &p.Reasoning
+	case iInputAudioTokens:
+		return &p.InputAudioTokens
+	case iOutputAudioTokens:
+		return &p.OutputAudioTokens
+	case iImageInputTokens:
+		return &p.ImageInputTokens
+	case iImageOutputTokens:
+		return &p.ImageOutputTokens
+	case iInputCharacters:
+		return &p.InputCharacters
+	case iInputAudioSeconds:
+		return &p.InputAudioSeconds
+	case iOutputAudioSeconds:
+		return &p.OutputAudioSeconds
+	case iPage:
+		return &p.Page
+	case iRequest:
+		return &p.PerRequest
 	}
-	return 1<<63 - 1
+	return nil
 }
 
-// Cost prices usage: one line per dimension with a non-zero quantity (and the per-request
-// fee when there is one). Each line is rounded up to the nanodollar, so the wallet is never
-// charged less than the listed prices.
-func Cost(u providers.Usage, p Price) ([]store.CostLine, int64) {
-	// Sized to the lines there will be (usually input and output): the lines go into the
-	// generation record and are made on every request.
-	n := 0
-	for _, q := range [...]int64{u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning, p.PerRequest} {
-		if q > 0 {
-			n++
+// unit is the price of one Unit of the dimension at index i for the usage.
+func (p *Price) unit(i int, u *Usage) (int64, error) {
+	switch i {
+	case iImage:
+		return p.imageUnit(u)
+	case iOutputVideoSeconds:
+		return p.videoUnit(u)
+	}
+	return *p.field(i), nil
+}
+
+// index finds a dimension by name.
+func index(dim string) int {
+	for i := range dimensions {
+		if dimensions[i].Name == dim {
+			return i
 		}
 	}
-	lines := make([]store.CostLine, 0, n)
-	var total int64
-	add := func(dim string, qty, unit int64) {
-		if qty <= 0 {
-			return
+	return -1
+}
+
+// Dimensions lists every dimension a route may price, in the order of cost lines.
+func Dimensions() []Dimension {
+	out := make([]Dimension, len(dimensions))
+	for i, d := range dimensions {
+		out[i] = d.Dimension
+	}
+	return out
+}
+
+// PerUnit is the price of one Unit of a dimension priced by one figure; 0 for a keyed
+// dimension (see Images and VideoSeconds) or an unknown name.
+func (p Price) PerUnit(dim string) int64 {
+	if i := index(dim); i >= 0 && !dimensions[i].Keyed {
+		return *p.field(i)
+	}
+	return 0
+}
+
+// SetPerUnit sets the price of one Unit of a dimension priced by one figure.
+func (p *Price) SetPerUnit(dim string, nanos int64) error {
+	i := index(dim)
+	if i < 0 || dimensions[i].Keyed {
+		return fmt.Errorf("%q is not a dimension priced by one figure", dim)
+	}
+	if nanos < 0 {
+		return fmt.Errorf("price %s: negative", dim)
+	}
+	*p.field(i) = nanos
+	return nil
+}
+
+// Images lists the route's prices per image, as set; none when images are free.
+func (p Price) Images() []ImagePrice { return slices.Clone(p.images()) }
+
+// VideoSeconds lists the route's prices per second of video, as set; none when video is free.
+func (p Price) VideoSeconds() []VideoPrice { return slices.Clone(p.video()) }
+
+func (p *Price) images() []ImagePrice {
+	if p.keyed == nil {
+		return nil
+	}
+	return p.keyed.images
+}
+
+func (p *Price) video() []VideoPrice {
+	if p.keyed == nil {
+		return nil
+	}
+	return p.keyed.video
+}
+
+// WithImages returns p with its prices per image replaced by list. Keys compare without
+// regard to case; "auto" is no key (the caller resolves it to the model's default), and a
+// key may be priced once.
+func (p Price) WithImages(list ...ImagePrice) (Price, error) {
+	for i, ip := range list {
+		if err := checkKey(DimImage, ip.Nanos, "size", ip.Size, "quality", ip.Quality); err != nil {
+			return p, err
 		}
-		n := mulDivCeil(qty, unit, perMillion)
-		lines = append(lines, store.CostLine{Dimension: dim, Quantity: qty, UnitPriceNanos: unit, Nanos: n})
-		total = addSat(total, n)
-	}
-	add(DimInput, u.Input, p.Input)
-	add(DimCachedInput, u.CacheRead, p.CachedInput)
-	add(DimCacheWrite, u.CacheWrite, p.CacheWrite)
-	add(DimOutput, u.Output, p.Output)
-	add(DimReasoning, u.Reasoning, p.Reasoning)
-	if p.PerRequest > 0 {
-		lines = append(lines, store.CostLine{Dimension: DimRequest, Quantity: 1, UnitPriceNanos: p.PerRequest, Nanos: p.PerRequest})
-		total = addSat(total, p.PerRequest)
-	}
-	return lines, total
-}
-
-// WorstCase is the most a request can cost: every prompt token at the dearest input rate
-// plus maxOutput tokens at the dearest output rate plus the request fee.
-func WorstCase(p Price, promptTokens, maxOutput int64) int64 {
-	in := max(p.Input, p.CachedInput, p.CacheWrite)
-	out := max(p.Output, p.Reasoning)
-	return addSat(addSat(mulDivCeil(promptTokens, in, perMillion), mulDivCeil(maxOutput, out, perMillion)), p.PerRequest)
-}
-
-// ParseUSD reads a decimal dollar amount ("0.15", "3", "1e-3" is refused) into nanodollars
-// exactly, without floating point. At most nine decimals; negative amounts are refused.
-func ParseUSD(s string) (int64, error) {
-	s = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "$"))
-	if s == "" {
-		return 0, errors.New("empty amount")
-	}
-	whole, frac, _ := strings.Cut(s, ".")
-	if whole == "" {
-		whole = "0"
-	}
-	if len(frac) > 9 {
-		return 0, fmt.Errorf("amount %q has more than 9 decimals", s)
-	}
-	for _, part := range []string{whole, frac} {
-		for _, c := range part {
-			if c < '0' || c > '9' {
-				return 0, fmt.Errorf("amount %q is not a non-negative decimal number", s)
+		for _, prev := range list[:i] {
+			if strings.EqualFold(prev.Size, ip.Size) && strings.EqualFold(prev.Quality, ip.Quality) {
+				return p, fmt.Errorf("price %s: %s is priced twice", DimImage, imageKey(ip.Size, ip.Quality))
 			}
 		}
 	}
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil || w > (1<<63-1)/store.NanosPerUSD-1 {
-		return 0, fmt.Errorf("amount %q is too large", s)
-	}
-	var f int64
-	if frac != "" {
-		f, _ = strconv.ParseInt(frac+strings.Repeat("0", 9-len(frac)), 10, 64)
-	}
-	return w*store.NanosPerUSD + f, nil
+	k := p.keyedCopy()
+	k.images = slices.Clone(list)
+	p.keyed = k
+	return p, nil
 }
 
-// FormatUSD writes nanodollars as an exact decimal dollar amount without trailing zeros.
-func FormatUSD(nanos int64) string {
-	sign := ""
-	if nanos < 0 {
-		sign = "-"
-		nanos = -nanos
+// WithVideoSeconds returns p with its prices per second of video replaced by list, under
+// the rules of WithImages.
+func (p Price) WithVideoSeconds(list ...VideoPrice) (Price, error) {
+	for i, vp := range list {
+		if err := checkKey(DimOutputVideoSeconds, vp.Nanos, "resolution", vp.Resolution); err != nil {
+			return p, err
+		}
+		for _, prev := range list[:i] {
+			if strings.EqualFold(prev.Resolution, vp.Resolution) {
+				return p, fmt.Errorf("price %s: %s is priced twice", DimOutputVideoSeconds, videoKey(vp.Resolution))
+			}
+		}
 	}
-	whole, frac := nanos/store.NanosPerUSD, nanos%store.NanosPerUSD
-	if frac == 0 {
-		return sign + strconv.FormatInt(whole, 10)
-	}
-	f := strings.TrimRight(fmt.Sprintf("%09d", frac), "0")
-	return sign + strconv.FormatInt(whole, 10) + "." + f
+	k := p.keyedCopy()
+	k.video = slices.Clone(list)
+	p.keyed = k
+	return p, nil
 }
 
-// AppendUSD appends FormatUSD(nanos) to b without allocating a string.
-func AppendUSD(b []byte, nanos int64) []byte {
-	if nanos == math.MinInt64 {
-		return append(b, FormatUSD(nanos)...)
+func (p Price) keyedCopy() *keyed {
+	if p.keyed == nil {
+		return new(keyed)
 	}
+	k := *p.keyed
+	return &k
+}
+
+// checkKey refuses a keyed price that could never match or would pay the caller: the
+// parts of its key are named and valued in pairs.
+func checkKey(dim string, nanos int64, parts ...string) error {
 	if nanos < 0 {
-		b = append(b, '-')
-		nanos = -nanos
+		return fmt.Errorf("price %s: negative", dim)
 	}
-	whole, frac := nanos/store.NanosPerUSD, nanos%store.NanosPerUSD
-	b = strconv.AppendInt(b, whole, 10)
-	if frac == 0 {
-		return b
+	for i := 0; i < len(parts); i += 2 {
+		v := parts[i+1]
+		if strings.EqualFold(v, "auto") || strings.ContainsAny(v, " \t\r\n") {
+			return fmt.Errorf("price %s: %s %q is not a %s (leave it out to price any)", dim, parts[i], v, parts[i])
+		}
 	}
-	var digits [9]byte
-	for i := len(digits) - 1; i >= 0; i-- {
-		digits[i] = byte('0' + frac%10)
-		frac /= 10
+	return nil
+}
+
+// IsZero tells whether nothing about the route costs money.
+func (p Price) IsZero() bool {
+	for _, ip := range p.images() {
+		if ip.Nanos != 0 {
+			return false
+		}
 	}
-	n := len(digits)
-	for digits[n-1] == '0' {
-		n--
+	for _, vp := range p.video() {
+		if vp.Nanos != 0 {
+			return false
+		}
 	}
-	b = append(b, '.')
-	return append(b, digits[:n]...)
+	p.keyed = nil
+	return p == Price{}
+}
+
+// Equal tells whether p and q charge the same for everything.
+func (p Price) Equal(q Price) bool {
+	if !slices.Equal(p.images(), q.images()) || !slices.Equal(p.video(), q.video()) {
+		return false
+	}
+	p.keyed, q.keyed = nil, nil
+	return p == q
+}
+
+// imageUnit is the price of one of the usage's images: free when the route prices no
+// image, an *UnpricedError when it prices images but none of this size and quality.
+func (p *Price) imageUnit(u *Usage) (int64, error) {
+	list := p.images()
+	if len(list) == 0 {
+		return 0, nil
+	}
+	best, score := int64(0), -1
+	for _, ip := range list {
+		s := 0
+		switch {
+		case ip.Size == "":
+		case strings.EqualFold(ip.Size, u.ImageSize):
+			s += 2
+		default:
+			continue
+		}
+		switch {
+		case ip.Quality == "":
+		case strings.EqualFold(ip.Quality, u.ImageQuality):
+			s++
+		default:
+			continue
+		}
+		if s > score {
+			best, score = ip.Nanos, s
+		}
+	}
+	if score < 0 {
+		priced := make([]string, len(list))
+		for i, ip := range list {
+			priced[i] = imageKey(ip.Size, ip.Quality)
+		}
+		return 0, &UnpricedError{Dimension: DimImage, Key: imageKey(u.ImageSize, u.ImageQuality), Priced: priced}
+	}
+	return best, nil
+}
+
+// videoUnit is the price of a second of the usage's video, under the rules of imageUnit.
+func (p *Price) videoUnit(u *Usage) (int64, error) {
+	list := p.video()
+	if len(list) == 0 {
+		return 0, nil
+	}
+	best, found := int64(0), false
+	for _, vp := range list {
+		if strings.EqualFold(vp.Resolution, u.VideoResolution) {
+			return vp.Nanos, nil
+		}
+		if vp.Resolution == "" {
+			best, found = vp.Nanos, true
+		}
+	}
+	if !found {
+		priced := make([]string, len(list))
+		for i, vp := range list {
+			priced[i] = videoKey(vp.Resolution)
+		}
+		return 0, &UnpricedError{Dimension: DimOutputVideoSeconds, Key: videoKey(u.VideoResolution), Priced: priced}
+	}
+	return best, nil
+}
+
+func imageKey(size, quality string) string {
+	return "size " + orAny(size) + ", quality " + orAny(quality)
+}
+
+func videoKey(resolution string) string { return "resolution " + orAny(resolution) }
+
+func orAny(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return s
+}
+
+// UnpricedError is a usage that the route's prices cannot price: units of a keyed
+// dimension whose key the route has no price for. The gateway refuses such a request
+// before it calls the upstream rather than charge it nothing.
+type UnpricedError struct {
+	// Dimension is DimImage or DimOutputVideoSeconds.
+	Dimension string
+	// Key is the usage's key ("size 512x512, quality low"); Priced lists the route's.
+	Key    string
+	Priced []string
+}
+
+func (e *UnpricedError) Error() string {
+	return fmt.Sprintf("the route has no %s price for %s (it prices %s)", e.Dimension, e.Key, strings.Join(e.Priced, "; "))
 }
