@@ -98,11 +98,14 @@ func TestRoutePatternsAndAliases(t *testing.T) {
 	a := newAdminGateway(t, nil, nil)
 	_, std, mgmt := a.workspace(0)
 
+	// A family not built yet answers 501; an alias answers as its route does.
+	status, v := a.do(http.MethodPost, "/ocr", std, `{"model":"m"}`)
+	wantError(t, "/ocr", status, v, 501, CodeNotImplemented, "")
 	for _, path := range []string{"/moderations", "/moderation"} {
 		status, v := a.do(http.MethodPost, path, std, `{"input":"hi"}`)
-		wantError(t, path, status, v, 501, CodeNotImplemented, "")
+		wantError(t, path, status, v, 400, CodeUnsupportedModel, "model")
 	}
-	status, v := a.do(http.MethodGet, "/moderation", std, "")
+	status, v = a.do(http.MethodGet, "/moderation", std, "")
 	wantError(t, "GET /moderation", status, v, 405, CodeMethodNotAllowed, "")
 	status, v = a.do(http.MethodPost, "/moderation", mgmt, `{}`)
 	wantError(t, "moderation with a management key", status, v, 403, CodeForbidden, "")
@@ -117,13 +120,15 @@ func TestRoutePatternsAndAliases(t *testing.T) {
 	status, v = a.do(http.MethodPut, "/keys/abc", mgmt, "")
 	wantError(t, "PUT on /keys/{id}", status, v, 405, CodeMethodNotAllowed, "")
 
-	// A family that claims a placeholder's path replaces it, and the alias follows.
-	g := &Gateway{routes: map[string]map[string]endpoint{
-		"/moderations": {http.MethodPost: {authStandard, SurfaceOpenAI, nil}},
-		"/things/{id}": {http.MethodGet: {authAny, SurfaceOpenAI, nil}},
-	}}
-	g.finishRoutes()
-	if len(g.placeholders) != 0 || g.routes["/moderation"] == nil || !g.serves(http.MethodPost, "/moderations") {
+	// A route without a handler is a placeholder; a parameterised one leaves the exact table.
+	served := func(w http.ResponseWriter, r *http.Request, c *Caller) error { return nil }
+	g := &Gateway{}
+	g.buildRoutes([]apiRoute{
+		{http.MethodPost, "/moderations", authStandard, SurfaceOpenAI, served},
+		{http.MethodPost, "/ocr", authStandard, SurfaceOpenAI, nil},
+		{http.MethodGet, "/things/{id}", authAny, SurfaceOpenAI, served},
+	})
+	if g.placeholders["POST /moderations"] || !g.placeholders["POST /ocr"] || g.serves(http.MethodPost, "/ocr") || !g.serves(http.MethodPost, "/moderations") {
 		t.Fatalf("placeholders %v, routes %v", g.placeholders, g.routes)
 	}
 	if _, ok := g.routes["/things/{id}"]; ok || !g.serves(http.MethodGet, "/things/{id}") {
@@ -344,8 +349,11 @@ func TestDataModelsAndDirectories(t *testing.T) {
 	if chat["available"] != true || chat["model_count"] != float64(4) || routes[0].(map[string]any)["available"] != true {
 		t.Fatalf("chat endpoint %v", chat)
 	}
-	if mod := item(t, v, "moderations"); mod["available"] != false {
-		t.Fatalf("moderations is a placeholder yet: %v", mod)
+	if mod := item(t, v, "moderations"); mod["available"] != true {
+		t.Fatalf("moderations is served: %v", mod)
+	}
+	if ocr := item(t, v, "ocr"); ocr["available"] != false {
+		t.Fatalf("ocr is a placeholder yet: %v", ocr)
 	}
 	if got := a.walk("/endpoints", std, 3); len(got) != 7 {
 		t.Fatalf("walked endpoints %v", got)

@@ -19,6 +19,9 @@ type wireFormat struct {
 	parseUsage  func(raw []byte) (providers.Usage, error)
 	appendUsage usageEncoder
 	finish      func(answer []byte) string
+	// adapt, when set, rewrites a complete answer before it is read and decorated (an
+	// embedding's encoding made the one the client asked for).
+	adapt func(answer []byte) ([]byte, error)
 }
 
 // forward sends the rewritten body to an upstream of the surface's own format. A streamed
@@ -51,6 +54,13 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 		c.recordAttempt(rt, began, ue)
 		return ue
 	}
+	if wf.adapt != nil {
+		if data, err = wf.adapt(data); err != nil {
+			ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Err: err}
+			c.recordAttempt(rt, began, ue)
+			return ue
+		}
+	}
 	c.recordAttempt(rt, began, nil)
 	c.firstByte = c.g.Now()
 	c.route = &rt
@@ -59,6 +69,8 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 			c.usage, c.usageKnown = u, true
 		}
 	}
+	// An answer without usage shows the estimate it is charged.
+	c.estimateUsage()
 	if raw, _ := rawjson.Get(data, "id"); raw != nil {
 		c.upstreamID, _ = rawjson.String(raw)
 	}

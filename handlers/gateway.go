@@ -141,32 +141,8 @@ func (g *Gateway) Init() {
 	if g.Registry == nil {
 		g.Registry, _ = NewRegistry(nil)
 	}
-	g.routes = map[string]map[string]endpoint{
-		"/chat/completions": {http.MethodPost: {authStandard, SurfaceOpenAI, g.chatCompletions}},
-		"/messages":         {http.MethodPost: {authStandard, SurfaceAnthropic, g.messages}},
-		"/responses":        {http.MethodPost: {authStandard, SurfaceOpenAI, g.responses}},
-		"/models":           {http.MethodGet: {authAny, SurfaceOpenAI, g.listModels}},
-		"/generations":      {http.MethodGet: {authAny, SurfaceOpenAI, g.getGeneration}},
-		"/generation":       {http.MethodGet: {authAny, SurfaceOpenAI, g.getGeneration}},
-		"/key":              {http.MethodGet: {authAny, SurfaceOpenAI, g.getKey}},
-		"/health":           {http.MethodGet: {authNone, SurfaceOpenAI, g.health}},
-		"/health/live":      {http.MethodGet: {authNone, SurfaceOpenAI, g.live}},
-	}
-	for _, set := range routeSets {
-		for path, methods := range set(g) {
-			if g.routes[path] == nil {
-				g.routes[path] = map[string]endpoint{}
-			}
-			for m, ep := range methods {
-				g.routes[path][m] = ep
-			}
-		}
-	}
-	g.finishRoutes()
+	g.buildRoutes(g.routeTable())
 }
-
-// routeSets are endpoint families registered by their own files (discovery, administration).
-var routeSets []func(g *Gateway) map[string]map[string]endpoint
 
 // ServeHTTP answers a request whose path, relative to the API's base path, is path.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string) {

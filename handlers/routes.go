@@ -6,18 +6,88 @@ import (
 	"strings"
 )
 
-// pathAliases are the route names of the specification's earlier listing (Versioning):
-// each answers exactly as its current counterpart, whatever that is when Init runs.
-// GET /generation is in the base table; include_endpoints on GET /models is handled there.
-var pathAliases = map[string]string{
-	"/moderation": "/moderations",
+// apiRoute is one row of the route table: a method and a path (with {parameter} segments),
+// who may call it, the error dialect it answers in, and its handler. A nil handler marks a
+// route the specification names whose family is not built yet: it answers 501
+// not_implemented_yet, so that clients get a precise answer rather than 404.
+type apiRoute struct {
+	method, path string
+	auth         authLevel
+	surface      Surface
+	serve        func(w http.ResponseWriter, r *http.Request, c *Caller) error
 }
 
-// placeholderRoutes are routes the specification names whose family is not built yet.
-// Until a route set claims them they answer 501 not_implemented_yet, so that clients get
-// a precise answer rather than 404, and their aliases are wired already.
-var placeholderRoutes = map[string][]string{
-	"/moderations": {http.MethodPost},
+// routeTable is every route of the API, relative to the base path. The earlier listing's
+// names (the specification's Versioning: /moderation, /generation, /models, /health) answer
+// exactly as their current counterparts.
+func (g *Gateway) routeTable() []apiRoute {
+	const (
+		get, post, patch, del = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete
+		oa, an                = SurfaceOpenAI, SurfaceAnthropic
+	)
+	return []apiRoute{
+		// Inference.
+		{post, "/chat/completions", authStandard, oa, g.chatCompletions},
+		{post, "/responses", authStandard, oa, g.responses},
+		{post, "/messages", authStandard, an, g.messages},
+		{post, "/embeddings", authStandard, oa, g.embeddings},
+		{post, "/moderations", authStandard, oa, g.moderations},
+		{post, "/moderation", authStandard, oa, g.moderations},
+		{post, "/audio/speech", authStandard, oa, nil},
+		{post, "/audio/transcriptions", authStandard, oa, nil},
+		{post, "/audio/translations", authStandard, oa, nil},
+		{post, "/images/generations", authStandard, oa, nil},
+		{post, "/images/edits", authStandard, oa, nil},
+		{post, "/ocr", authStandard, oa, nil},
+		// Jobs, files and batches.
+		{post, "/videos", authStandard, oa, nil},
+		{get, "/videos", authStandard, oa, nil},
+		{get, "/videos/models", authStandard, oa, nil},
+		{get, "/videos/{video_id}", authStandard, oa, nil},
+		{del, "/videos/{video_id}", authStandard, oa, nil},
+		{get, "/videos/{video_id}/content", authStandard, oa, nil},
+		{post, "/videos/{video_id}/download_url", authStandard, oa, nil},
+		{post, "/videos/{video_id}/cancel", authStandard, oa, nil},
+		{post, "/music/generate", authStandard, oa, nil},
+		{get, "/music/generate/{music_id}", authStandard, oa, nil},
+		{post, "/batches", authStandard, oa, nil},
+		{get, "/batches", authStandard, oa, nil},
+		{get, "/batches/{batch_id}", authStandard, oa, nil},
+		{post, "/batches/{batch_id}/cancel", authStandard, oa, nil},
+		{post, "/files", authStandard, oa, nil},
+		{get, "/files", authStandard, oa, nil},
+		{get, "/files/{file_id}", authStandard, oa, nil},
+		{get, "/files/{file_id}/content", authStandard, oa, nil},
+		// Discovery.
+		{get, "/models", authAny, oa, g.listModels},
+		{get, "/gateway/models", authAny, oa, g.gatewayModels},
+		{get, "/gateway/models/me", authAny, oa, g.gatewayModelsMe},
+		{get, "/data/models", authAny, oa, g.dataModels},
+		{get, "/providers", authAny, oa, g.listProviders},
+		{get, "/endpoints", authAny, oa, g.listEndpoints},
+		{get, "/organisations", authAny, oa, g.listOrganisations},
+		{get, "/pricing/models", authAny, oa, g.pricingModels},
+		{post, "/pricing/calculate", authAny, oa, g.pricingCalculate},
+		{get, "/generations", authAny, oa, g.getGeneration},
+		{get, "/generation", authAny, oa, g.getGeneration},
+		{get, "/health", authNone, oa, g.health},
+		{get, "/health/live", authNone, oa, g.live},
+		// Administration.
+		{get, "/key", authAny, oa, g.getKey},
+		{get, "/keys", authManagement, oa, g.listKeys},
+		{post, "/keys", authManagement, oa, g.createKey},
+		{get, "/keys/{id}", authManagement, oa, g.getKeyByID},
+		{patch, "/keys/{id}", authManagement, oa, g.updateKey},
+		{del, "/keys/{id}", authManagement, oa, g.revokeKey},
+		{get, "/workspaces", authManagement, oa, g.listWorkspaces},
+		{post, "/workspaces", authManagement, oa, g.createWorkspace},
+		{get, "/credits", authManagement, oa, g.getCredits},
+		{post, "/credits", authManagement, oa, g.topUpCredits},
+		{get, "/activity", authManagement, oa, g.activity},
+		{post, "/webhook-endpoints/{id}/rotate-secret", authManagement, oa, nil},
+		{post, "/notifications/destinations/{id}/test", authManagement, oa, nil},
+		{del, "/notifications/destinations/{id}", authManagement, oa, nil},
+	}
 }
 
 // routePattern is a route whose path has {parameter} segments, such as /keys/{id}.
@@ -27,28 +97,21 @@ type routePattern struct {
 	methods  map[string]endpoint
 }
 
-// finishRoutes completes the route table once every route set is in: placeholders where
-// nothing else answers, then aliases, then the parameterised paths move to g.patterns.
-func (g *Gateway) finishRoutes() {
+// buildRoutes indexes the route table: exact paths in g.routes, parameterised ones in
+// g.patterns, and the routes not built yet in g.placeholders.
+func (g *Gateway) buildRoutes(table []apiRoute) {
+	g.routes = map[string]map[string]endpoint{}
 	g.placeholders = map[string]bool{}
-	for path, methods := range placeholderRoutes {
-		for _, m := range methods {
-			if _, ok := g.routes[path][m]; ok {
-				continue
-			}
-			if g.routes[path] == nil {
-				g.routes[path] = map[string]endpoint{}
-			}
-			g.routes[path][m] = endpoint{authStandard, SurfaceOpenAI, notImplemented(m + " " + path)}
-			g.placeholders[m+" "+path] = true
+	for _, rt := range table {
+		serve := rt.serve
+		if serve == nil {
+			serve = notImplemented(rt.method + " " + rt.path)
+			g.placeholders[rt.method+" "+rt.path] = true
 		}
-	}
-	for alias, target := range pathAliases {
-		if methods, ok := g.routes[target]; ok {
-			if _, taken := g.routes[alias]; !taken {
-				g.routes[alias] = methods
-			}
+		if g.routes[rt.path] == nil {
+			g.routes[rt.path] = map[string]endpoint{}
 		}
+		g.routes[rt.path][rt.method] = endpoint{rt.auth, rt.surface, serve}
 	}
 	g.patterns = g.patterns[:0]
 	for path, methods := range g.routes {

@@ -119,8 +119,9 @@ func TestDiscoveryEndToEnd(t *testing.T) {
 		env.expectError(404, "not_found", "", http.MethodGet, b.std, path+"?id="+gen.ID, "")
 	}
 	for _, path := range []string{"/moderations", "/moderation"} {
-		env.expectError(501, "not_implemented_yet", "", http.MethodPost, a.std, path, `{"input":"hello"}`)
+		env.expectError(400, "unsupported_model_or_endpoint", "model", http.MethodPost, a.std, path, `{"input":"hello"}`)
 	}
+	env.expectError(501, "not_implemented_yet", "", http.MethodPost, a.std, "/ocr", `{"model":"m"}`)
 
 	// Bad input, each with its precise code and param.
 	bad := []struct {

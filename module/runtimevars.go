@@ -1,3 +1,8 @@
+//go:build gatewaybench
+
+// Package-level hooks for cmd/gatewaybench, compiled in only with the gatewaybench build tag
+// (its own builds of Caddy use it): production builds publish nothing of the kind.
+
 package module
 
 import (

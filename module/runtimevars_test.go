@@ -1,3 +1,5 @@
+//go:build gatewaybench
+
 package module
 
 import (

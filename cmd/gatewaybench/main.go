@@ -149,7 +149,7 @@ func main() {
 	flag.StringVar(&c.VariantCaddy, "variant-caddy", "", "run the second gateway (see -variant, which it needs no more) from this Caddy binary instead: two builds side by side in the same run, each arm of the one taking turns with the other's")
 	flag.StringVar(&c.ProxyCPUs, "proxy-cpus", "", "run both proxies on these CPUs (taskset syntax, e.g. 1) and the load generator and fake upstream on the others, so that they do not compete for a core (needs taskset)")
 	flag.StringVar(&c.Credits, "credits", "1000000", "credits of the benchmark workspace, in USD")
-	flag.StringVar(&c.caddyBin, "caddy", "", "a Caddy binary built with the gateway (default: go build ./cmd/caddy)")
+	flag.StringVar(&c.caddyBin, "caddy", "", "a Caddy binary built with the gateway (default: go build -tags gatewaybench ./cmd/caddy, which publishes the runtime figures the benchmark reads)")
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results to this JSON file")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (configurations, logs, database)")
 	flag.StringVar(&c.profileDir, "profile", "", "after the rounds, profile the proxies under saturation and write the profiles to this directory")

@@ -228,7 +228,7 @@ func buildCaddy(ctx context.Context, dir string) (string, error) {
 		return "", errors.New("run the benchmark inside the caddy-modelgateway module, or pass -caddy")
 	}
 	bin := filepath.Join(dir, "caddy")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/caddy")
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "gatewaybench", "-o", bin, "./cmd/caddy")
 	cmd.Dir = filepath.Dir(gomod)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {

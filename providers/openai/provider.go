@@ -84,6 +84,8 @@ type Provider struct {
 	maxCompletion bool
 	responsesURL  string
 	responses     bool // Chat and ChatStream use /responses
+	// base is the base URL without a trailing slash, under which the other endpoints are.
+	base string
 }
 
 // New checks cfg and returns its Provider.
@@ -152,6 +154,7 @@ func New(cfg Config) (*Provider, error) {
 		idle:          idle,
 		maxCompletion: maxCompletion,
 		responsesURL:  strings.TrimRight(cfg.BaseURL, "/") + "/responses",
+		base:          strings.TrimRight(cfg.BaseURL, "/"),
 		responses:     cfg.API == "responses",
 	}, nil
 }
@@ -159,11 +162,12 @@ func New(cfg Config) (*Provider, error) {
 // Name is the operator's name for the provider.
 func (p *Provider) Name() string { return p.name }
 
-// Formats lists the wire formats Forward accepts: chat completions and responses.
+// Formats lists the wire formats Forward accepts: chat completions or responses, embeddings
+// and moderations.
 //
-// An upstream speaks the one API its Config.API names: compatible servers (vLLM, Ollama...)
-// have no /responses, and some models exist only there. Requests in the other format are
-// translated through ChatProvider.
+// An upstream speaks the one text API its Config.API names: compatible servers (vLLM,
+// Ollama...) have no /responses, and some models exist only there. Text requests in the
+// other format are translated through ChatProvider.
 //
 // The slice is shared by every call (routing asks on every request): callers only read it.
 func (p *Provider) Formats() []providers.WireFormat {
@@ -174,20 +178,25 @@ func (p *Provider) Formats() []providers.WireFormat {
 }
 
 var (
-	chatFormats      = []providers.WireFormat{providers.FormatOpenAIChat}
-	responsesFormats = []providers.WireFormat{providers.FormatOpenAIResponses}
+	chatFormats      = []providers.WireFormat{providers.FormatOpenAIChat, providers.FormatOpenAIEmbeddings, providers.FormatOpenAIModerations}
+	responsesFormats = []providers.WireFormat{providers.FormatOpenAIResponses, providers.FormatOpenAIEmbeddings, providers.FormatOpenAIModerations}
 )
 
-// Forward posts a chat completions body to /chat/completions, or a responses body to
-// /responses, as it is. The body of a streamed answer fails with an *UpstreamError when it
-// stays silent longer than the idle timeout; a read error of the body is an *UpstreamError
-// too, except the caller's own cancellation.
+// Forward posts a body of one of Formats to its endpoint (/chat/completions, /responses,
+// /embeddings, /moderations) as it is. The body of a streamed answer fails with an
+// *UpstreamError when it stays silent longer than the idle timeout; a read error of the
+// body is an *UpstreamError too, except the caller's own cancellation.
 func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*providers.RawResponse, error) {
-	u := p.url
+	var u string
 	switch req.Format {
 	case providers.FormatOpenAIChat:
+		u = p.url
 	case providers.FormatOpenAIResponses:
 		u = p.responsesURL
+	case providers.FormatOpenAIEmbeddings:
+		u = p.base + "/embeddings"
+	case providers.FormatOpenAIModerations:
+		u = p.base + "/moderations"
 	default:
 		return nil, fmt.Errorf("provider %s: cannot forward format %q", p.name, req.Format)
 	}

@@ -775,11 +775,13 @@ func TestResponsesForward(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		writeSSE(w, rsCreated, rsCompleted)
 	}, func(c *Config) { c.API = "responses" })
-	// An upstream speaks the one API it is configured with; the gateway translates the rest.
-	if got := p.Formats(); !reflect.DeepEqual(got, []providers.WireFormat{providers.FormatOpenAIResponses}) {
+	// An upstream speaks the one text API it is configured with; the gateway translates the
+	// rest. Embeddings and moderations are forwarded either way.
+	other := []providers.WireFormat{providers.FormatOpenAIEmbeddings, providers.FormatOpenAIModerations}
+	if got := p.Formats(); !reflect.DeepEqual(got, append([]providers.WireFormat{providers.FormatOpenAIResponses}, other...)) {
 		t.Errorf("formats %v", got)
 	}
-	if chat, _ := New(Config{BaseURL: "http://127.0.0.1:1/v1"}); !reflect.DeepEqual(chat.Formats(), []providers.WireFormat{providers.FormatOpenAIChat}) {
+	if chat, _ := New(Config{BaseURL: "http://127.0.0.1:1/v1"}); !reflect.DeepEqual(chat.Formats(), append([]providers.WireFormat{providers.FormatOpenAIChat}, other...)) {
 		t.Errorf("chat formats %v", chat.Formats())
 	}
 	in := []byte(`{"model":"gpt-5","input":"Hi","stream":true,"store":true}`)
