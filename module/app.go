@@ -1,6 +1,3 @@
-// Package module is the only package that knows Caddy: the model_gateway app (what exists
-// once per process: store, providers, models), the http.handlers.model_gateway handler,
-// their Caddyfile syntax and the `caddy gateway` command group.
 package module
 
 import (
@@ -96,7 +93,6 @@ type App struct {
 	pooled     *pooledStore
 	storeKey   string
 	registry   *handlers.Registry
-	transports []*reverseproxy.HTTPTransport
 	logger     *zap.Logger
 }
 
@@ -115,53 +111,6 @@ type StoreConfig struct {
 	// fsync'd commit (synchronous=FULL), which costs a disk flush of latency per request.
 	// PostgreSQL's own settings (synchronous_commit) decide there.
 	Durability string `json:"durability,omitempty"`
-}
-
-// ProviderConfig is one upstream API.
-type ProviderConfig struct {
-	// Type is the adapter: "openai" (OpenAI and every OpenAI-compatible server),
-	// "anthropic" (the Messages API), "gemini" (Google's generateContent) or "mock".
-	Type string `json:"type"`
-	// BaseURL is the API root, e.g. https://api.groq.com/openai/v1. Defaults: openai
-	// https://api.openai.com/v1, anthropic https://api.anthropic.com, gemini
-	// https://generativelanguage.googleapis.com/v1beta.
-	BaseURL string `json:"base_url,omitempty"`
-	// APIKey authenticates to the provider; write "{env.OPENAI_API_KEY}" to read it from the
-	// environment when the configuration loads. Never logged.
-	APIKey string `json:"api_key,omitempty"`
-	// API is the one OpenAI API the upstream speaks: "chat" (/chat/completions, the default,
-	// what compatible servers have) or "responses" (/responses). Requests in that format are
-	// forwarded byte for byte; the others are translated to it.
-	API string `json:"api,omitempty"`
-	// Version is Anthropic's anthropic-version header. Default: 2023-06-01.
-	Version string `json:"version,omitempty"`
-	// DefaultMaxTokens is the max_tokens sent to Anthropic when a request has none (the API
-	// requires one). Default: 4096.
-	DefaultMaxTokens int64 `json:"default_max_tokens,omitempty"`
-	// Organization and Project set OpenAI's OpenAI-Organization and OpenAI-Project headers.
-	Organization string `json:"organization,omitempty"`
-	Project      string `json:"project,omitempty"`
-	// Headers are added to every upstream request.
-	Headers map[string]string `json:"headers,omitempty"`
-	// Timeout bounds one upstream attempt from request to last byte. Default: 10m.
-	Timeout caddy.Duration `json:"timeout,omitempty"`
-	// StreamIdleTimeout ends a stream that sends nothing for this long. Default: 30s.
-	StreamIdleTimeout caddy.Duration `json:"stream_idle_timeout,omitempty"`
-	// TransportRaw is Caddy's reverse-proxy HTTP transport ({"protocol": "http", ...}) with its
-	// dial and header timeouts, keep-alive pool, TLS and HTTP/2 options. Default: Caddy's.
-	TransportRaw json.RawMessage `json:"transport,omitempty" caddy:"namespace=http.reverse_proxy.transport inline_key=protocol"`
-
-	// Resilience is the retry, timeout and circuit-breaking policy of the provider's routes.
-	Resilience
-
-	// Latency is the mock's wait before answering. Default: 0.
-	Latency caddy.Duration `json:"latency,omitempty"`
-	// Chunks is the number of pieces of a mock stream. Default: 8.
-	Chunks int `json:"chunks,omitempty"`
-	// ChunkInterval is the wait between mock stream pieces. Default: 0.
-	ChunkInterval caddy.Duration `json:"chunk_interval,omitempty"`
-	// Text is the mock's fixed reply. Default: a reply derived from the prompt.
-	Text string `json:"text,omitempty"`
 }
 
 // ModelConfig is a public model name.
@@ -266,18 +215,62 @@ func (r Resilience) policy() handlers.Policy {
 	return p
 }
 
-// PriceConfig holds USD prices as exact decimal strings: per million tokens, and per request.
+// PriceConfig holds a route's prices in USD as exact decimal strings (at most nine
+// decimals): per million tokens, per million characters, per second, per image, per page
+// or per request, as each field says. An unset price is free, with the defaults below.
 type PriceConfig struct {
+	// Input prices prompt tokens that are neither cached nor audio or image tokens, per million.
 	Input string `json:"input,omitempty"`
-	// CachedInput prices prompt tokens read from a cache. Default: the input price.
+	// CachedInput prices prompt tokens read from a cache, per million. Default: the input price.
 	CachedInput string `json:"cached_input,omitempty"`
-	// CacheWrite prices prompt tokens written to a cache. Default: the input price.
+	// CacheWrite prices prompt tokens written to a cache, per million. Default: the input price.
 	CacheWrite string `json:"cache_write,omitempty"`
-	Output     string `json:"output,omitempty"`
-	// Reasoning prices reasoning tokens. Default: the output price.
+	// Output prices completion tokens other than reasoning, audio or image tokens, per million.
+	Output string `json:"output,omitempty"`
+	// Reasoning prices reasoning tokens, per million. Default: the output price.
 	Reasoning string `json:"reasoning,omitempty"`
+	// InputAudioTokens and OutputAudioTokens price audio tokens, per million.
+	InputAudioTokens  string `json:"input_audio_tokens,omitempty"`
+	OutputAudioTokens string `json:"output_audio_tokens,omitempty"`
+	// ImageInputTokens and ImageOutputTokens price image tokens, per million.
+	ImageInputTokens  string `json:"image_input_tokens,omitempty"`
+	ImageOutputTokens string `json:"image_output_tokens,omitempty"`
+	// InputCharacters prices input text by the character (speech), per million.
+	InputCharacters string `json:"input_characters,omitempty"`
+	// InputAudioSeconds and OutputAudioSeconds price audio per second; a started second
+	// counts as one.
+	InputAudioSeconds  string `json:"input_audio_seconds,omitempty"`
+	OutputAudioSeconds string `json:"output_audio_seconds,omitempty"`
+	// Image prices images by size and quality, per image. A route that lists any refuses
+	// images that none of them prices.
+	Image []ImagePriceConfig `json:"image,omitempty"`
+	// Page prices document pages, per page.
+	Page string `json:"page,omitempty"`
+	// OutputVideoSeconds prices generated video by resolution, per second; a started second
+	// counts as one. A route that lists any refuses video that none of them prices.
+	OutputVideoSeconds []VideoPriceConfig `json:"output_video_seconds,omitempty"`
 	// Request is a fixed fee per request.
 	Request string `json:"request,omitempty"`
+}
+
+// ImagePriceConfig is the price of one image of a size and quality.
+type ImagePriceConfig struct {
+	// Price is in USD per image.
+	Price string `json:"price"`
+	// Size is as requests give it ("1024x1024"). Default: any size that no other price names.
+	Size string `json:"size,omitempty"`
+	// Quality is as requests give it ("high", "hd"). Default: any quality that no other
+	// price of the size names.
+	Quality string `json:"quality,omitempty"`
+}
+
+// VideoPriceConfig is the price of one second of video at a resolution.
+type VideoPriceConfig struct {
+	// Price is in USD per second.
+	Price string `json:"price"`
+	// Resolution is as requests give it ("720p"). Default: any resolution that no other
+	// price names.
+	Resolution string `json:"resolution,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -340,7 +333,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	provs, err := a.buildProviders(ctx, repl)
+	provs, err := a.buildProviders(ctx)
 	if err != nil {
 		return err
 	}
@@ -442,100 +435,6 @@ func openStore(ctx context.Context, driver, target, durability string, logger *z
 	}))
 }
 
-func (a *App) buildProviders(ctx caddy.Context, repl *caddy.Replacer) (map[string]providers.Provider, error) {
-	out := make(map[string]providers.Provider, len(a.Providers))
-	names := make([]string, 0, len(a.Providers))
-	for name := range a.Providers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		pc := a.Providers[name]
-		if pc == nil {
-			return nil, fmt.Errorf("provider %q: empty configuration", name)
-		}
-		p, err := a.buildProvider(ctx, repl, name, pc)
-		if err != nil {
-			return nil, fmt.Errorf("provider %q: %w", name, err)
-		}
-		out[name] = p
-	}
-	return out, nil
-}
-
-func (a *App) buildProvider(ctx caddy.Context, repl *caddy.Replacer, name string, pc *ProviderConfig) (providers.Provider, error) {
-	switch pc.Type {
-	case "mock":
-		return mock.New(mock.Config{Name: name, Latency: time.Duration(pc.Latency), Chunks: pc.Chunks, ChunkInterval: time.Duration(pc.ChunkInterval), Text: pc.Text}), nil
-	case "openai", "anthropic", "gemini":
-	case "":
-		return nil, errors.New("type is required (" + providerTypes + ")")
-	default:
-		return nil, fmt.Errorf("unknown type %q (want %s)", pc.Type, providerTypes)
-	}
-	rt, err := a.transport(ctx, pc)
-	if err != nil {
-		return nil, err
-	}
-	headers := make(map[string]string, len(pc.Headers))
-	for k, v := range pc.Headers {
-		headers[k] = repl.ReplaceKnown(v, "")
-	}
-	timeout := time.Duration(pc.Timeout)
-	if timeout == 0 {
-		timeout = 10 * time.Minute
-	}
-	baseURL := repl.ReplaceKnown(pc.BaseURL, "")
-	if baseURL != "" {
-		if u, err := url.Parse(baseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("base_url %q must be an http or https URL", baseURL)
-		}
-	}
-	apiKey, idle := repl.ReplaceKnown(pc.APIKey, ""), time.Duration(pc.StreamIdleTimeout)
-	// An api_key written in the configuration that resolves empty is a mistake (an unset
-	// environment variable), not a keyless local server.
-	requireKey := pc.APIKey != ""
-	switch pc.Type {
-	case "anthropic":
-		return anthropic.New(anthropic.Config{
-			Name: name, BaseURL: baseURL, APIKey: apiKey, RequireKey: requireKey, Version: repl.ReplaceKnown(pc.Version, ""), Headers: headers,
-			Transport: rt, Timeout: timeout, StreamIdleTimeout: idle, DefaultMaxTokens: pc.DefaultMaxTokens,
-		})
-	case "gemini":
-		return gemini.New(gemini.Config{Name: name, BaseURL: baseURL, APIKey: apiKey, RequireKey: requireKey, Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle})
-	default:
-		return openai.New(openai.Config{
-			Name: name, BaseURL: baseURL, APIKey: apiKey, RequireKey: requireKey,
-			Organization: repl.ReplaceKnown(pc.Organization, ""), Project: repl.ReplaceKnown(pc.Project, ""),
-			Headers: headers, Transport: rt, Timeout: timeout, StreamIdleTimeout: idle, API: pc.API,
-		})
-	}
-}
-
-const providerTypes = "openai, anthropic, gemini or mock"
-
-// transport is the provider's HTTP round tripper: Caddy's reverse-proxy transport, as
-// configured or with Caddy's defaults.
-func (a *App) transport(ctx caddy.Context, pc *ProviderConfig) (http.RoundTripper, error) {
-	if pc.TransportRaw != nil {
-		mod, err := ctx.LoadModule(pc, "TransportRaw")
-		if err != nil {
-			return nil, fmt.Errorf("loading transport: %w", err)
-		}
-		rt, ok := mod.(http.RoundTripper)
-		if !ok {
-			return nil, fmt.Errorf("transport %T is not an HTTP round tripper", mod)
-		}
-		return rt, nil
-	}
-	t := new(reverseproxy.HTTPTransport)
-	if err := t.Provision(ctx); err != nil {
-		return nil, fmt.Errorf("provisioning the default transport: %w", err)
-	}
-	a.transports = append(a.transports, t)
-	return t, nil
-}
-
 func (a *App) buildModels(provs map[string]providers.Provider) ([]*handlers.Model, error) {
 	out := make([]*handlers.Model, 0, len(a.Models))
 	for _, mc := range a.Models {
@@ -557,7 +456,7 @@ func (a *App) buildModels(provs map[string]providers.Provider) ([]*handlers.Mode
 				upstream = strings.TrimSuffix(mc.Name, handlers.FreeSuffix)
 			}
 			res := a.Providers[rc.Provider].Resilience.over(rc.Resilience)
-			prefill := a.Providers[rc.Provider].Type == "anthropic" || a.Providers[rc.Provider].Type == "mock"
+			prefill := a.Providers[rc.Provider].prefill
 			if res.Prefill != nil {
 				prefill = *res.Prefill
 			}
@@ -576,23 +475,25 @@ func (pc *PriceConfig) resolve() (pricing.Price, error) {
 	if pc == nil {
 		return p, nil
 	}
-	fields := []struct {
-		name string
-		in   string
-		out  *int64
-	}{
-		{"input", pc.Input, &p.Input}, {"cached_input", pc.CachedInput, &p.CachedInput}, {"cache_write", pc.CacheWrite, &p.CacheWrite},
-		{"output", pc.Output, &p.Output}, {"reasoning", pc.Reasoning, &p.Reasoning}, {"request", pc.Request, &p.PerRequest},
-	}
-	for _, f := range fields {
-		if f.in == "" {
+	for _, f := range []struct{ dim, usd string }{
+		{pricing.DimInput, pc.Input}, {pricing.DimCachedInput, pc.CachedInput}, {pricing.DimCacheWrite, pc.CacheWrite},
+		{pricing.DimOutput, pc.Output}, {pricing.DimReasoning, pc.Reasoning},
+		{pricing.DimInputAudioTokens, pc.InputAudioTokens}, {pricing.DimOutputAudioTokens, pc.OutputAudioTokens},
+		{pricing.DimImageInputTokens, pc.ImageInputTokens}, {pricing.DimImageOutputTokens, pc.ImageOutputTokens},
+		{pricing.DimInputCharacters, pc.InputCharacters},
+		{pricing.DimInputAudioSeconds, pc.InputAudioSeconds}, {pricing.DimOutputAudioSeconds, pc.OutputAudioSeconds},
+		{pricing.DimPage, pc.Page}, {pricing.DimRequest, pc.Request},
+	} {
+		if f.usd == "" {
 			continue
 		}
-		n, err := pricing.ParseUSD(f.in)
+		n, err := pricing.ParseUSD(f.usd)
 		if err != nil {
-			return p, fmt.Errorf("price %s: %w", f.name, err)
+			return p, fmt.Errorf("price %s: %w", f.dim, err)
 		}
-		*f.out = n
+		if err := p.SetPerUnit(f.dim, n); err != nil {
+			return p, err
+		}
 	}
 	if pc.CachedInput == "" {
 		p.CachedInput = p.Input
@@ -602,6 +503,34 @@ func (pc *PriceConfig) resolve() (pricing.Price, error) {
 	}
 	if pc.Reasoning == "" {
 		p.Reasoning = p.Output
+	}
+	if len(pc.Image) > 0 {
+		list := make([]pricing.ImagePrice, len(pc.Image))
+		for i, ic := range pc.Image {
+			n, err := pricing.ParseUSD(ic.Price)
+			if err != nil {
+				return p, fmt.Errorf("price %s %d: %w", pricing.DimImage, i+1, err)
+			}
+			list[i] = pricing.ImagePrice{Size: ic.Size, Quality: ic.Quality, Nanos: n}
+		}
+		var err error
+		if p, err = p.WithImages(list...); err != nil {
+			return p, err
+		}
+	}
+	if len(pc.OutputVideoSeconds) > 0 {
+		list := make([]pricing.VideoPrice, len(pc.OutputVideoSeconds))
+		for i, vc := range pc.OutputVideoSeconds {
+			n, err := pricing.ParseUSD(vc.Price)
+			if err != nil {
+				return p, fmt.Errorf("price %s %d: %w", pricing.DimOutputVideoSeconds, i+1, err)
+			}
+			list[i] = pricing.VideoPrice{Resolution: vc.Resolution, Nanos: n}
+		}
+		var err error
+		if p, err = p.WithVideoSeconds(list...); err != nil {
+			return p, err
+		}
 	}
 	return p, nil
 }
@@ -647,11 +576,8 @@ func (a *App) Start() error {
 // reload keeps it.
 func (a *App) Stop() error { return nil }
 
-// Cleanup releases this instance's hold on the store and its transports.
+// Cleanup releases this instance's hold on the store.
 func (a *App) Cleanup() error {
-	for _, t := range a.transports {
-		_ = t.Cleanup()
-	}
 	if a.storeKey != "" {
 		if _, err := stores.Delete(a.storeKey); err != nil {
 			return fmt.Errorf("closing the store: %w", err)

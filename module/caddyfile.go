@@ -2,6 +2,7 @@ package module
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -87,6 +88,16 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //					cache_write <usd per 1M tokens>
 //					output <usd per 1M tokens>
 //					reasoning <usd per 1M tokens>
+//					input_audio_tokens <usd per 1M tokens>
+//					output_audio_tokens <usd per 1M tokens>
+//					image_input_tokens <usd per 1M tokens>
+//					image_output_tokens <usd per 1M tokens>
+//					input_characters <usd per 1M characters>
+//					input_audio_seconds <usd per second>
+//					output_audio_seconds <usd per second>
+//					image <usd per image> [size <size>] [quality <quality>]
+//					page <usd per page>
+//					output_video_seconds <usd per second> [resolution <resolution>]
 //					request <usd per request>
 //					max_output_tokens <n>
 //					context_window <n>
@@ -95,6 +106,11 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			}
 //		}
 //	}
+//
+// Prices are exact decimals in USD. image and output_video_seconds may repeat, once per
+// key: a line without size (quality, resolution) prices any size (quality, resolution) that
+// no other line names, and a route with such lines refuses a request they do not price. A
+// started second counts as one.
 //
 // Placeholders such as {env.OPENAI_API_KEY} are kept as written and resolved when the
 // configuration loads.
@@ -353,7 +369,8 @@ func parseRoute(d *caddyfile.Dispenser, rc *RouteConfig) error {
 	seen := map[string]bool{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
-		if seen[sub] {
+		// Keyed prices repeat, once a key.
+		if seen[sub] && sub != "image" && sub != "output_video_seconds" {
 			return d.Errf("%s already specified", sub)
 		}
 		seen[sub] = true
@@ -377,26 +394,91 @@ func parseRoute(d *caddyfile.Dispenser, rc *RouteConfig) error {
 		if rc.Pricing == nil {
 			rc.Pricing = new(PriceConfig)
 		}
+		pc := rc.Pricing
 		var target *string
 		switch sub {
 		case "input":
-			target = &rc.Pricing.Input
+			target = &pc.Input
 		case "cached_input":
-			target = &rc.Pricing.CachedInput
+			target = &pc.CachedInput
 		case "cache_write":
-			target = &rc.Pricing.CacheWrite
+			target = &pc.CacheWrite
 		case "output":
-			target = &rc.Pricing.Output
+			target = &pc.Output
 		case "reasoning":
-			target = &rc.Pricing.Reasoning
+			target = &pc.Reasoning
+		case "input_audio_tokens":
+			target = &pc.InputAudioTokens
+		case "output_audio_tokens":
+			target = &pc.OutputAudioTokens
+		case "image_input_tokens":
+			target = &pc.ImageInputTokens
+		case "image_output_tokens":
+			target = &pc.ImageOutputTokens
+		case "input_characters":
+			target = &pc.InputCharacters
+		case "input_audio_seconds":
+			target = &pc.InputAudioSeconds
+		case "output_audio_seconds":
+			target = &pc.OutputAudioSeconds
+		case "page":
+			target = &pc.Page
 		case "request":
-			target = &rc.Pricing.Request
+			target = &pc.Request
+		case "image":
+			var ic ImagePriceConfig
+			if err := parseKeyedPrice(d, sub, &ic.Price, map[string]*string{"size": &ic.Size, "quality": &ic.Quality}); err != nil {
+				return err
+			}
+			for _, prev := range pc.Image {
+				if strings.EqualFold(prev.Size, ic.Size) && strings.EqualFold(prev.Quality, ic.Quality) {
+					return d.Errf("image price for size %q and quality %q already specified", ic.Size, ic.Quality)
+				}
+			}
+			pc.Image = append(pc.Image, ic)
+			continue
+		case "output_video_seconds":
+			var vc VideoPriceConfig
+			if err := parseKeyedPrice(d, sub, &vc.Price, map[string]*string{"resolution": &vc.Resolution}); err != nil {
+				return err
+			}
+			for _, prev := range pc.OutputVideoSeconds {
+				if strings.EqualFold(prev.Resolution, vc.Resolution) {
+					return d.Errf("output_video_seconds price for resolution %q already specified", vc.Resolution)
+				}
+			}
+			pc.OutputVideoSeconds = append(pc.OutputVideoSeconds, vc)
+			continue
 		default:
 			return d.Errf("unrecognized subdirective %q", sub)
 		}
 		if err := parseString(d, target); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// parseKeyedPrice reads the arguments of a keyed price, "<usd> [<key> <value>]...": the
+// price, then each of keys at most once, in any order.
+func parseKeyedPrice(d *caddyfile.Dispenser, dim string, price *string, keys map[string]*string) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*price = d.Val()
+	for d.NextArg() {
+		name := d.Val()
+		out, ok := keys[name]
+		if !ok {
+			return d.Errf("%s: unknown key %q", dim, name)
+		}
+		if *out != "" {
+			return d.Errf("%s: %s already specified", dim, name)
+		}
+		if !d.NextArg() || d.Val() == "" {
+			return d.Errf("%s: %s needs a value", dim, name)
+		}
+		*out = d.Val()
 	}
 	return nil
 }

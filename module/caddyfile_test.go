@@ -13,6 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -55,6 +57,23 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "model needs route", input: "model_gateway {\n model x {\n owned_by me\n }\n}", wantErr: "at least one route"},
 		{name: "duplicate model", input: "model_gateway {\n model x {\n route p\n }\n model x {\n route p\n }\n}", wantErr: `model "x" already defined`},
 		{name: "bad price key", input: "model_gateway {\n model x {\n route p {\n price 1\n }\n }\n}", wantErr: `unrecognized subdirective "price"`},
+		{name: "every price dimension", input: "model_gateway {\n model x {\n route p {\n  input 0.15\n  cached_input 0.075\n  cache_write 0.1875\n  output 0.60\n  reasoning 1.2\n" +
+			"  input_audio_tokens 40\n  output_audio_tokens 80\n  image_input_tokens 10\n  image_output_tokens 40\n  input_characters 15\n" +
+			"  input_audio_seconds 0.0001\n  output_audio_seconds 0.0002\n  image 0.04 size 1024x1024\n  image 0.08 quality hd size 1024x1024\n  image 0.02\n" +
+			"  page 0.001\n  output_video_seconds 0.10 resolution 720p\n  output_video_seconds 0.30 resolution 1080p\n  request 0.001\n }\n }\n}",
+			want: `{"models":[{"name":"x","routes":[{"provider":"p","pricing":{"input":"0.15","cached_input":"0.075","cache_write":"0.1875","output":"0.60","reasoning":"1.2",` +
+				`"input_audio_tokens":"40","output_audio_tokens":"80","image_input_tokens":"10","image_output_tokens":"40","input_characters":"15",` +
+				`"input_audio_seconds":"0.0001","output_audio_seconds":"0.0002","image":[{"price":"0.04","size":"1024x1024"},{"price":"0.08","size":"1024x1024","quality":"hd"},{"price":"0.02"}],` +
+				`"page":"0.001","output_video_seconds":[{"price":"0.10","resolution":"720p"},{"price":"0.30","resolution":"1080p"}],"request":"0.001"}}]}]}`},
+		{name: "image key twice", input: "model_gateway {\n model x {\n route p {\n  image 0.04 size 1024x1024\n  image 0.05 size 1024X1024\n }\n }\n}", wantErr: `image price for size "1024X1024" and quality "" already specified`},
+		{name: "image any twice", input: "model_gateway {\n model x {\n route p {\n  image 0.04\n  image 0.05\n }\n }\n}", wantErr: "already specified"},
+		{name: "resolution twice", input: "model_gateway {\n model x {\n route p {\n  output_video_seconds 0.1 resolution 720p\n  output_video_seconds 0.2 resolution 720p\n }\n }\n}", wantErr: `resolution "720p" already specified`},
+		{name: "image unknown key", input: "model_gateway {\n model x {\n route p {\n  image 0.04 resolution 720p\n }\n }\n}", wantErr: `image: unknown key "resolution"`},
+		{name: "image key twice on a line", input: "model_gateway {\n model x {\n route p {\n  image 0.04 size 1 size 2\n }\n }\n}", wantErr: "image: size already specified"},
+		{name: "image key without value", input: "model_gateway {\n model x {\n route p {\n  image 0.04 quality\n }\n }\n}", wantErr: "image: quality needs a value"},
+		{name: "image without price", input: "model_gateway {\n model x {\n route p {\n  image\n }\n }\n}", wantErr: "wrong argument count"},
+		{name: "page twice", input: "model_gateway {\n model x {\n route p {\n  page 1\n  page 2\n }\n }\n}", wantErr: "page already specified"},
+		{name: "price args", input: "model_gateway {\n model x {\n route p {\n  input_characters 15 per_million\n }\n }\n}", wantErr: "wrong argument count"},
 		{name: "bad duration", input: "model_gateway {\n provider x {\n type mock\n latency soon\n }\n}", wantErr: "invalid duration"},
 		{name: "bad chunks", input: "model_gateway {\n provider x {\n type mock\n chunks -2\n }\n}", wantErr: "positive whole number"},
 		{name: "route args", input: "model_gateway {\n model x {\n route a b c\n }\n}", wantErr: "wrong argument count"},
@@ -167,5 +186,53 @@ func TestCaddyfileExampleGolden(t *testing.T) {
 	}
 	if !bytes.Equal(pretty.Bytes(), want) {
 		t.Fatalf("Caddyfile.example adapts to:\n%s\nwant:\n%s", pretty.Bytes(), want)
+	}
+}
+
+// TestPriceConfigResolve: every price of the configuration reaches the route's price, in
+// nanodollars, with the defaults of the cached, cache-write and reasoning prices; a price
+// that could never bill is refused when the configuration loads.
+func TestPriceConfigResolve(t *testing.T) {
+	pc := &PriceConfig{
+		Input: "0.15", Output: "0.60", InputAudioTokens: "40", OutputAudioTokens: "80", ImageInputTokens: "10", ImageOutputTokens: "40",
+		InputCharacters: "15", InputAudioSeconds: "0.0001", OutputAudioSeconds: "0.0002", Page: "0.001", Request: "$0.002",
+		Image:              []ImagePriceConfig{{Price: "0.04", Size: "1024x1024"}, {Price: "0.08", Size: "1024x1024", Quality: "hd"}},
+		OutputVideoSeconds: []VideoPriceConfig{{Price: "0.10", Resolution: "720p"}},
+	}
+	got, err := pc.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pricing.Price{
+		Input: 150_000_000, CachedInput: 150_000_000, CacheWrite: 150_000_000, Output: 600_000_000, Reasoning: 600_000_000,
+		InputAudioTokens: 40_000_000_000, OutputAudioTokens: 80_000_000_000, ImageInputTokens: 10_000_000_000, ImageOutputTokens: 40_000_000_000,
+		InputCharacters: 15_000_000_000, InputAudioSeconds: 100_000, OutputAudioSeconds: 200_000, Page: 1_000_000, PerRequest: 2_000_000,
+	}
+	want, _ = want.WithImages(pricing.ImagePrice{Size: "1024x1024", Nanos: 40_000_000}, pricing.ImagePrice{Size: "1024x1024", Quality: "hd", Nanos: 80_000_000})
+	want, _ = want.WithVideoSeconds(pricing.VideoPrice{Resolution: "720p", Nanos: 100_000_000})
+	if !got.Equal(want) {
+		t.Fatalf("resolved %+v %+v %+v\nwant %+v", got, got.Images(), got.VideoSeconds(), want)
+	}
+	if p, err := (*PriceConfig)(nil).resolve(); err != nil || !p.IsZero() {
+		t.Fatalf("no pricing: %+v %v", p, err)
+	}
+	for _, tc := range []struct {
+		name string
+		pc   PriceConfig
+		want string
+	}{
+		{"bad decimal", PriceConfig{InputCharacters: "1e3"}, "price input_characters"},
+		{"bad image price", PriceConfig{Image: []ImagePriceConfig{{Price: "-1"}}}, "price image 1"},
+		{"missing image price", PriceConfig{Image: []ImagePriceConfig{{Size: "1024x1024"}}}, "price image 1: empty amount"},
+		{"auto size", PriceConfig{Image: []ImagePriceConfig{{Price: "0.04", Size: "auto"}}}, `size "auto"`},
+		{"image key twice", PriceConfig{Image: []ImagePriceConfig{{Price: "1", Quality: "hd"}, {Price: "2", Quality: "HD"}}}, "priced twice"},
+		{"bad video price", PriceConfig{OutputVideoSeconds: []VideoPriceConfig{{Price: "0.1"}, {Price: "x", Resolution: "720p"}}}, "price output_video_seconds 2"},
+		{"resolution twice", PriceConfig{OutputVideoSeconds: []VideoPriceConfig{{Price: "1"}, {Price: "2"}}}, "priced twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.pc.resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
