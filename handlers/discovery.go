@@ -3,16 +3,17 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
-	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -33,23 +34,6 @@ import (
 // ":free"), then its first route's upstream model id, each compared with the catalogue's
 // ids and aliases. Unmatched models are listed with what the configuration tells
 // (unknown context length and modalities, endpoints from their routes' adapters).
-func init() {
-	routeSets = append(routeSets, func(g *Gateway) map[string]map[string]endpoint {
-		get := func(fn func(w http.ResponseWriter, r *http.Request, c *Caller) error) map[string]endpoint {
-			return map[string]endpoint{http.MethodGet: {authAny, SurfaceOpenAI, fn}}
-		}
-		return map[string]map[string]endpoint{
-			"/gateway/models":    get(g.gatewayModels),
-			"/gateway/models/me": get(g.gatewayModelsMe),
-			"/data/models":       get(g.dataModels),
-			"/providers":         get(g.listProviders),
-			"/endpoints":         get(g.listEndpoints),
-			"/organisations":     get(g.listOrganisations),
-			"/pricing/models":    get(g.pricingModels),
-			"/pricing/calculate": {http.MethodPost: {authAny, SurfaceOpenAI, g.pricingCalculate}},
-		}
-	})
-}
 
 // catalog is the catalogue the discovery routes read.
 func (g *Gateway) catalog() *catalog.Catalog {
@@ -195,25 +179,54 @@ func offeredView(o offered) map[string]any {
 	return v
 }
 
-// priceView is a configured price, the one that bills: USD per million tokens and per request.
-func priceView(p pricing.Price) map[string]any {
-	return map[string]any{
-		"currency":                     "USD",
-		"input_per_million_tokens":     costNumber(p.Input),
-		"cached_input_per_million":     costNumber(p.CachedInput),
-		"cache_write_per_million":      costNumber(p.CacheWrite),
-		"output_per_million_tokens":    costNumber(p.Output),
-		"reasoning_per_million_tokens": costNumber(p.Reasoning),
-		"per_request":                  costNumber(p.PerRequest),
-	}
+// priceViewKeys name the USD figures of priceView by dimension, with their units.
+var priceViewKeys = map[string]string{
+	pricing.DimInput: "input_per_million_tokens", pricing.DimCachedInput: "cached_input_per_million", pricing.DimCacheWrite: "cache_write_per_million",
+	pricing.DimOutput: "output_per_million_tokens", pricing.DimReasoning: "reasoning_per_million_tokens",
+	pricing.DimInputAudioTokens: "input_audio_per_million_tokens", pricing.DimOutputAudioTokens: "output_audio_per_million_tokens",
+	pricing.DimImageInputTokens: "image_input_per_million_tokens", pricing.DimImageOutputTokens: "image_output_per_million_tokens",
+	pricing.DimInputCharacters: "input_per_million_characters", pricing.DimInputAudioSeconds: "input_audio_per_second",
+	pricing.DimOutputAudioSeconds: "output_audio_per_second", pricing.DimImage: "per_image", pricing.DimPage: "per_page",
+	pricing.DimOutputVideoSeconds: "output_video_per_second", pricing.DimRequest: "per_request",
 }
 
-// priceNanos is a configured price in integer nanodollars, per million tokens and per request.
-func priceNanos(p pricing.Price) map[string]int64 {
-	return map[string]int64{
-		"input": p.Input, "cached_input": p.CachedInput, "cache_write": p.CacheWrite,
-		"output": p.Output, "reasoning": p.Reasoning, "request": p.PerRequest,
+// priceView is a configured price, the one that bills, in USD: every dimension, named with
+// its unit; the keyed ones as lists of {size, quality, price} and {resolution, price}, a
+// null key part standing for any.
+func priceView(p pricing.Price) map[string]any {
+	v := priceFigures(p, func(dim string) string { return priceViewKeys[dim] }, "price", func(n int64) any { return costNumber(n) })
+	v["currency"] = "USD"
+	return v
+}
+
+// priceNanos is a configured price in integer nanodollars, by dimension name.
+func priceNanos(p pricing.Price) map[string]any {
+	return priceFigures(p, func(dim string) string { return dim }, "nanos", func(n int64) any { return n })
+}
+
+// priceFigures lists every dimension of p under the key its name gives, each price written
+// by figure, under the name price in the lists of keyed prices.
+func priceFigures(p pricing.Price, name func(dim string) string, price string, figure func(int64) any) map[string]any {
+	v := map[string]any{}
+	for _, d := range pricing.Dimensions() {
+		switch d.Name {
+		case pricing.DimImage:
+			list := []map[string]any{}
+			for _, ip := range p.Images() {
+				list = append(list, map[string]any{"size": orNull(ip.Size), "quality": orNull(ip.Quality), price: figure(ip.Nanos)})
+			}
+			v[name(d.Name)] = list
+		case pricing.DimOutputVideoSeconds:
+			list := []map[string]any{}
+			for _, vp := range p.VideoSeconds() {
+				list = append(list, map[string]any{"resolution": orNull(vp.Resolution), price: figure(vp.Nanos)})
+			}
+			v[name(d.Name)] = list
+		default:
+			v[name(d.Name)] = figure(p.PerUnit(d.Name))
+		}
 	}
+	return v
 }
 
 // listPriceKeys names the catalogue's price dimensions in views, with their units.
@@ -573,6 +586,13 @@ func nullableEntryID(e *catalog.Model) any {
 // POST /pricing/calculate also reads.
 var neutralUsageFields = []string{"input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens"}
 
+// meteredUsageFields are the other dimensions POST /pricing/calculate prices, with the keys
+// of the keyed ones: counts, seconds (a decimal number), and size, quality and resolution.
+var meteredUsageFields = []string{
+	"input_audio_tokens", "output_audio_tokens", "image_input_tokens", "image_output_tokens", "input_characters",
+	"input_audio_seconds", "output_audio_seconds", "images", "size", "quality", "pages", "output_video_seconds", "resolution", "requests",
+}
+
 // chatUsageFields are OpenAI's chat completion usage fields.
 var chatUsageFields = []string{"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details", "completion_tokens_details"}
 
@@ -583,10 +603,12 @@ var chatUsageFields = []string{"prompt_tokens", "completion_tokens", "total_toke
 // provider is optional (default: the model's first route, the one that answers unless it
 // fails). usage is either the gateway's counters (input_tokens, cache_read_tokens,
 // cache_write_tokens, output_tokens, reasoning_tokens: disjoint, as GET /generations
-// shows them) or an OpenAI chat completion usage object (prompt_tokens,
-// completion_tokens, prompt_tokens_details.cached_tokens,
-// completion_tokens_details.reasoning_tokens), read as the gateway reads an upstream's.
-// The answer prices it with pricing.Cost, the arithmetic that bills requests.
+// shows them), with any other dimension by name (meteredUsageFields), or an OpenAI chat
+// completion usage object (prompt_tokens, completion_tokens,
+// prompt_tokens_details.cached_tokens, completion_tokens_details.reasoning_tokens), read
+// as the gateway reads an upstream's. The answer prices it at the route's price as billing
+// does (nothing on a free model), with Price.Cost, the arithmetic that bills requests; a
+// usage the route cannot price (an image size it has no price for) is 400.
 func (g *Gateway) pricingCalculate(w http.ResponseWriter, r *http.Request, _ *Caller) error {
 	f, apiErr := g.readObject(w, r, "model", "provider", "usage")
 	if apiErr != nil {
@@ -627,33 +649,70 @@ func (g *Gateway) pricingCalculate(w http.ResponseWriter, r *http.Request, _ *Ca
 	}
 	raw, ok := f["usage"]
 	if !ok || isJSONNull(raw) {
-		return paramError("usage", "usage is required: an object of token counts")
+		return paramError("usage", "usage is required: an object of token counts or other quantities")
 	}
 	u, apiErr := parseUsage(raw)
 	if apiErr != nil {
 		return apiErr
 	}
-	lines, total := pricing.Cost(u, rt.Price)
+	lines, total, err := billedPrice(m, rt).Cost(u)
+	if err != nil {
+		return priceError(err, "usage.")
+	}
 	if lines == nil {
 		lines = []store.CostLine{}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{
 		"object": "pricing.calculation", "model": m.Name, "provider": rt.ProviderName, "upstream_model": rt.UpstreamModel,
-		"currency": "USD", "free": m.Free(),
-		"usage": map[string]any{
-			"input_tokens": u.Input, "cache_read_tokens": u.CacheRead, "cache_write_tokens": u.CacheWrite,
-			"output_tokens": u.Output, "reasoning_tokens": u.Reasoning,
-			"prompt_tokens": u.PromptTokens(), "completion_tokens": u.CompletionTokens(),
-		},
+		"currency": "USD", "free": m.Free(), "usage": usageView(u),
 		"cost": costNumber(total), "cost_nanos": total, "cost_usd": pricing.FormatUSD(total), "cost_lines": lines,
 	})
 }
 
+// billedPrice is what a route of m charges: nothing on a free model, which reserved
+// nothing, whatever its routes cost.
+func billedPrice(m *Model, rt Route) pricing.Price {
+	if m.Free() {
+		return pricing.Price{}
+	}
+	return rt.Price
+}
+
+// priceError answers a usage that a route cannot price (a *pricing.UnpricedError) with 400
+// and the key's parameter, under prefix; any other error is the gateway's.
+func priceError(err error, prefix string) *APIError {
+	var ue *pricing.UnpricedError
+	if !errors.As(err, &ue) {
+		return newError(http.StatusInternalServerError, CodeGateway, "pricing the usage failed: "+err.Error())
+	}
+	param := "size"
+	if ue.Dimension == pricing.DimOutputVideoSeconds {
+		param = "resolution"
+	}
+	return paramError(prefix+param, ue.Error())
+}
+
+// usageView is a usage as POST /pricing/calculate shows it: the fields it reads, seconds
+// as a number, with the prompt and completion token totals.
+func usageView(u pricing.Usage) map[string]any {
+	return map[string]any{
+		"input_tokens": u.Input, "cache_read_tokens": u.CachedInput, "cache_write_tokens": u.CacheWrite,
+		"output_tokens": u.Output, "reasoning_tokens": u.Reasoning,
+		"input_audio_tokens": u.InputAudioTokens, "output_audio_tokens": u.OutputAudioTokens,
+		"image_input_tokens": u.ImageInputTokens, "image_output_tokens": u.ImageOutputTokens, "input_characters": u.InputCharacters,
+		"input_audio_seconds": u.InputAudio.Seconds(), "output_audio_seconds": u.OutputAudio.Seconds(),
+		"images": u.Images, "size": orNull(u.ImageSize), "quality": orNull(u.ImageQuality), "pages": u.Pages,
+		"output_video_seconds": u.OutputVideo.Seconds(), "resolution": orNull(u.VideoResolution), "requests": max(u.Requests, 1),
+		"prompt_tokens":     u.Input + u.CachedInput + u.CacheWrite + u.InputAudioTokens + u.ImageInputTokens,
+		"completion_tokens": u.Output + u.Reasoning + u.OutputAudioTokens + u.ImageOutputTokens,
+	}
+}
+
 // parseUsage reads a usage object in either of the two shapes pricingCalculate takes.
-func parseUsage(raw json.RawMessage) (providers.Usage, *APIError) {
+func parseUsage(raw json.RawMessage) (pricing.Usage, *APIError) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		return providers.Usage{}, paramError("usage", "usage must be an object of token counts")
+		return pricing.Usage{}, paramError("usage", "usage must be an object of token counts or other quantities")
 	}
 	chat := false
 	for k := range fields {
@@ -661,15 +720,16 @@ func parseUsage(raw json.RawMessage) (providers.Usage, *APIError) {
 			chat = true
 		}
 	}
-	allowed := neutralUsageFields
+	gateway := slices.Concat(neutralUsageFields, meteredUsageFields)
+	allowed := gateway
 	if chat {
 		allowed = chatUsageFields
 	}
 	for k := range fields {
 		if !slices.Contains(allowed, k) {
-			return providers.Usage{}, paramError("usage."+k, fmt.Sprintf(
+			return pricing.Usage{}, paramError("usage."+k, fmt.Sprintf(
 				"unknown usage field %q; give either %s, or an OpenAI chat usage (%s), not both",
-				k, strings.Join(neutralUsageFields, ", "), strings.Join(chatUsageFields, ", ")))
+				k, strings.Join(gateway, ", "), strings.Join(chatUsageFields, ", ")))
 		}
 	}
 	count := func(path string, raw json.RawMessage) (int64, *APIError) {
@@ -680,24 +740,48 @@ func parseUsage(raw json.RawMessage) (providers.Usage, *APIError) {
 		return v, nil
 	}
 	if !chat {
-		var vals [5]int64
-		for i, k := range neutralUsageFields {
-			if raw, ok := fields[k]; ok {
+		var u pricing.Usage
+		counts := map[string]*int64{
+			"input_tokens": &u.Input, "cache_read_tokens": &u.CachedInput, "cache_write_tokens": &u.CacheWrite, "output_tokens": &u.Output,
+			"reasoning_tokens": &u.Reasoning, "input_audio_tokens": &u.InputAudioTokens, "output_audio_tokens": &u.OutputAudioTokens,
+			"image_input_tokens": &u.ImageInputTokens, "image_output_tokens": &u.ImageOutputTokens, "input_characters": &u.InputCharacters,
+			"images": &u.Images, "pages": &u.Pages, "requests": &u.Requests,
+		}
+		seconds := map[string]*time.Duration{"input_audio_seconds": &u.InputAudio, "output_audio_seconds": &u.OutputAudio, "output_video_seconds": &u.OutputVideo}
+		keys := map[string]*string{"size": &u.ImageSize, "quality": &u.ImageQuality, "resolution": &u.VideoResolution}
+		// In the order of the fields, so that of two bad fields the same one is named.
+		for _, k := range gateway {
+			raw, ok := fields[k]
+			if !ok {
+				continue
+			}
+			switch {
+			case counts[k] != nil:
 				v, apiErr := count(k, raw)
 				if apiErr != nil {
-					return providers.Usage{}, apiErr
+					return pricing.Usage{}, apiErr
 				}
-				vals[i] = v
+				*counts[k] = v
+			case seconds[k] != nil:
+				d, err := pricing.ParseSeconds(string(raw))
+				if !isJSONNumber(raw) || err != nil {
+					return pricing.Usage{}, paramError("usage."+k, k+" must be a non-negative number of seconds, with at most nine decimals")
+				}
+				*seconds[k] = d
+			default:
+				if err := json.Unmarshal(raw, keys[k]); err != nil {
+					return pricing.Usage{}, paramError("usage."+k, k+" must be a string")
+				}
 			}
 		}
-		return providers.Usage{Input: vals[0], CacheRead: vals[1], CacheWrite: vals[2], Output: vals[3], Reasoning: vals[4]}, nil
+		return u, nil
 	}
 	// Check every count, nested ones included, before the OpenAI reader (which clamps
 	// negatives to zero) converts them as it converts an upstream's usage.
 	for _, k := range []string{"prompt_tokens", "completion_tokens", "total_tokens"} {
 		if raw, ok := fields[k]; ok {
 			if _, apiErr := count(k, raw); apiErr != nil {
-				return providers.Usage{}, apiErr
+				return pricing.Usage{}, apiErr
 			}
 		}
 	}
@@ -708,22 +792,22 @@ func parseUsage(raw json.RawMessage) (providers.Usage, *APIError) {
 		}
 		var details map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &details); err != nil || details == nil {
-			return providers.Usage{}, paramError("usage."+k, k+" must be an object of token counts")
+			return pricing.Usage{}, paramError("usage."+k, k+" must be an object of token counts")
 		}
 		for dk, dv := range details {
 			if isJSONNull(dv) {
 				continue
 			}
 			if _, apiErr := count(k+"."+dk, dv); apiErr != nil {
-				return providers.Usage{}, apiErr
+				return pricing.Usage{}, apiErr
 			}
 		}
 	}
 	u, err := openai.ParseChatUsage(raw)
 	if err != nil {
-		return providers.Usage{}, paramError("usage", "usage is not a valid OpenAI chat usage object: "+err.Error())
+		return pricing.Usage{}, paramError("usage", "usage is not a valid OpenAI chat usage object: "+err.Error())
 	}
-	return u, nil
+	return pricing.Tokens(u), nil
 }
 
 func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }

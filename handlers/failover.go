@@ -108,12 +108,9 @@ func (c *call) carry() {
 	c.usageKnown = false
 }
 
-func (c *call) priceOf(rt Route) pricing.Price {
-	if c.model.Free() {
-		return pricing.Price{}
-	}
-	return rt.Price
-}
+// priceOf is what the call is charged on rt: billedPrice, which POST /pricing/calculate
+// prices with too.
+func (c *call) priceOf(rt Route) pricing.Price { return billedPrice(c.model, rt) }
 
 // relayContinuation streams a continuation through sink. It returns false if the route failed
 // before adding anything (the next route may try), true once the client has the end of the
