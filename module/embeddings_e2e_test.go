@@ -146,7 +146,9 @@ func TestEmbeddingsAndModerations(t *testing.T) {
 		var v struct {
 			Usage map[string]any `json:"usage"`
 		}
-		if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		dec := json.NewDecoder(strings.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
 			t.Fatal(err)
 		}
 		return v.Usage
