@@ -33,20 +33,6 @@ import (
 //
 // Another workspace's key is 404, exactly like a key that does not exist. A standard key
 // on these routes is 403 (the route table's authManagement).
-func init() {
-	routeSets = append(routeSets, func(g *Gateway) map[string]map[string]endpoint {
-		mgmt := func(fn func(w http.ResponseWriter, r *http.Request, c *Caller) error) endpoint {
-			return endpoint{authManagement, SurfaceOpenAI, fn}
-		}
-		return map[string]map[string]endpoint{
-			"/keys":       {http.MethodGet: mgmt(g.listKeys), http.MethodPost: mgmt(g.createKey)},
-			"/keys/{id}":  {http.MethodGet: mgmt(g.getKeyByID), http.MethodPatch: mgmt(g.updateKey), http.MethodDelete: mgmt(g.revokeKey)},
-			"/workspaces": {http.MethodGet: mgmt(g.listWorkspaces), http.MethodPost: mgmt(g.createWorkspace)},
-			"/credits":    {http.MethodGet: mgmt(g.getCredits), http.MethodPost: mgmt(g.topUpCredits)},
-			"/activity":   {http.MethodGet: mgmt(g.activity)},
-		}
-	})
-}
 
 // CodeKeyLimitExceeded is the error of a request refused by its key's spending limit (429).
 const CodeKeyLimitExceeded = "key_limit_exceeded"
@@ -154,13 +140,10 @@ func (g *Gateway) listKeys(w http.ResponseWriter, r *http.Request, c *Caller) er
 	if apiErr != nil {
 		return apiErr
 	}
-	keys, err := g.Store.ListKeys(r.Context(), c.Key.WorkspaceID)
+	keys, err := g.Store.ListKeys(r.Context(), c.Key.WorkspaceID, p.store())
+	env, err := storePage(keys, err, func(k store.Key) string { return k.ID }, p)
 	if err != nil {
 		return err
-	}
-	env, apiErr := page(keys, func(k store.Key) string { return k.ID }, p)
-	if apiErr != nil {
-		return apiErr
 	}
 	pageKeys := env["data"].([]store.Key)
 	views := make([]map[string]any, 0, len(pageKeys))
@@ -374,19 +357,28 @@ func (g *Gateway) listWorkspaces(w http.ResponseWriter, r *http.Request, c *Call
 	if err != nil {
 		return err
 	}
-	children, err := g.Store.ListChildWorkspaces(r.Context(), own.ID)
+	// The list is the caller's workspace, then its children: a page that starts before
+	// the children holds the caller's, and the children's page starts after p.after
+	// unless p.after is the caller's.
+	var items []store.Workspace
+	children := p.store()
+	switch p.after {
+	case "":
+		items = append(items, own)
+	case own.ID:
+		children.After = ""
+	}
+	kids, err := g.Store.ListChildWorkspaces(r.Context(), own.ID, children)
+	env, err := storePage(append(items, kids...), err, func(ws store.Workspace) string { return ws.ID }, p)
 	if err != nil {
 		return err
 	}
-	all := append([]store.Workspace{own}, children...)
-	views := make([]map[string]any, 0, len(all))
-	for _, ws := range all {
+	pageWorkspaces := env["data"].([]store.Workspace)
+	views := make([]map[string]any, 0, len(pageWorkspaces))
+	for _, ws := range pageWorkspaces {
 		views = append(views, workspaceView(ws, own.ID))
 	}
-	env, apiErr := page(views, offeredID, p)
-	if apiErr != nil {
-		return apiErr
-	}
+	env["data"] = views
 	return writeJSON(w, http.StatusOK, env)
 }
 
@@ -524,7 +516,14 @@ func (g *Gateway) activity(w http.ResponseWriter, r *http.Request, c *Caller) er
 	if !from.Before(to) {
 		return paramError("to", fmt.Sprintf("to (%s) must be after from (%s)", rfc3339(to), rfc3339(from)))
 	}
-	aq := store.ActivityQuery{WorkspaceID: c.Key.WorkspaceID, From: from, To: to}
+	aq := store.ActivityQuery{WorkspaceID: c.Key.WorkspaceID, From: from, To: to, Limit: p.limit}
+	if p.after != "" {
+		k, ok := parseActivityID(p.after)
+		if !ok {
+			return afterError(p.after)
+		}
+		aq.After = &k
+	}
 	if vs, ok := q["key_id"]; ok {
 		aq.KeyID = first(vs)
 		k, err := g.Store.GetKey(r.Context(), aq.KeyID)
@@ -538,31 +537,45 @@ func (g *Gateway) activity(w http.ResponseWriter, r *http.Request, c *Caller) er
 		}
 	}
 	rows, err := g.Store.Activity(r.Context(), aq)
+	env, err := storePage(rows, err, activityID, p)
 	if err != nil {
 		return err
 	}
-	var totals store.ActivityRow
-	views := make([]map[string]any, 0, len(rows))
-	for _, a := range rows {
-		totals.Requests += a.Requests
-		totals.InputTokens += a.InputTokens
-		totals.CacheReadTokens += a.CacheReadTokens
-		totals.CacheWriteTokens += a.CacheWriteTokens
-		totals.OutputTokens += a.OutputTokens
-		totals.ReasoningTokens += a.ReasoningTokens
-		totals.CostNanos += a.CostNanos
-		day := a.Day.Format(time.DateOnly)
+	totals, err := g.Store.ActivityTotals(r.Context(), aq)
+	if err != nil {
+		return err
+	}
+	pageRows := env["data"].([]store.ActivityRow)
+	views := make([]map[string]any, 0, len(pageRows))
+	for _, a := range pageRows {
 		v := activityView(a)
-		v["id"], v["object"], v["date"], v["model"], v["provider"] = day+"|"+a.Model+"|"+a.Provider, "activity", day, a.Model, a.Provider
+		v["id"], v["object"], v["date"], v["model"], v["provider"] = activityID(a), "activity", a.Day.Format(time.DateOnly), a.Model, a.Provider
 		views = append(views, v)
 	}
-	env, apiErr := page(views, offeredID, p)
-	if apiErr != nil {
-		return apiErr
-	}
+	env["data"] = views
 	env["from"], env["to"] = rfc3339(from), rfc3339(to)
 	env["totals"] = activityView(totals)
 	return writeJSON(w, http.StatusOK, env)
+}
+
+// activityID is the id of an activity row: its date, model and provider, joined by |.
+func activityID(a store.ActivityRow) string {
+	return a.Day.Format(time.DateOnly) + "|" + a.Model + "|" + a.Provider
+}
+
+// parseActivityID reads an activityID. The provider is what follows the last |: provider
+// names are configuration identifiers, model names may hold anything.
+func parseActivityID(id string) (store.ActivityKey, bool) {
+	date, rest, ok := strings.Cut(id, "|")
+	i := strings.LastIndexByte(rest, '|')
+	if !ok || i < 0 {
+		return store.ActivityKey{}, false
+	}
+	day, err := time.Parse(time.DateOnly, date)
+	if err != nil {
+		return store.ActivityKey{}, false
+	}
+	return store.ActivityKey{Day: day, Model: rest[:i], Provider: rest[i+1:]}, true
 }
 
 // activityView is a sum of generations. prompt_tokens and completion_tokens are whole

@@ -1,10 +1,13 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // Pagination. Every list the gateway answers (GET /keys, /workspaces, /activity,
@@ -27,11 +30,15 @@ import (
 // order (documented per list), so walking pages with after=last_id until has_more is
 // false visits every item once.
 //
+// Lists of the store (keys, workspaces, activity) are read a page at a time from it
+// (storePage); lists of the configuration (models, providers...) are cut from memory
+// (page).
+//
 // GET /models is OpenAI's model list, which the SDKs read as one unpaged list: it
 // answers every model unless the request sets limit or after.
 const (
-	defaultPageLimit = 20
-	maxPageLimit     = 100
+	defaultPageLimit = store.DefaultPageLimit
+	maxPageLimit     = store.MaxPageLimit
 )
 
 // pageRequest is a page asked for.
@@ -41,6 +48,9 @@ type pageRequest struct {
 	// set tells whether the request named limit or after at all.
 	set bool
 }
+
+// store is the page as a store list method takes it.
+func (p pageRequest) store() store.Page { return store.Page{After: p.after, Limit: p.limit} }
 
 // parsePage reads limit and after.
 func parsePage(q url.Values) (pageRequest, *APIError) {
@@ -83,20 +93,43 @@ func page[T any](items []T, id func(T) string, p pageRequest) (map[string]any, *
 			}
 		}
 		if start < 0 {
-			return nil, paramError("after", "after "+strconv.Quote(p.after)+" is not the id of an item of this list")
+			return nil, afterError(p.after)
 		}
 	}
 	end := min(start+p.limit, len(items))
-	data := items[start:end]
+	return envelope(items[start:end], id, end < len(items)), nil
+}
+
+// storePage wraps in the list envelope the page a store list method returned for p (and
+// err): at most p.limit of items, and has_more when it returned more. An after the store
+// did not find in the list is 400, as for page.
+func storePage[T any](items []T, err error, id func(T) string, p pageRequest) (map[string]any, error) {
+	if errors.Is(err, store.ErrCursorNotFound) {
+		return nil, afterError(p.after)
+	}
+	if err != nil {
+		return nil, err
+	}
+	data, more := store.Cut(items, p.limit)
+	return envelope(data, id, more), nil
+}
+
+// envelope is the list envelope of one page; data is [] rather than null when empty.
+func envelope[T any](data []T, id func(T) string, more bool) map[string]any {
 	if data == nil {
 		data = []T{}
 	}
-	env := map[string]any{"object": "list", "data": data, "first_id": nil, "last_id": nil, "has_more": end < len(items)}
+	env := map[string]any{"object": "list", "data": data, "first_id": nil, "last_id": nil, "has_more": more}
 	if len(data) > 0 {
 		env["first_id"] = id(data[0])
 		env["last_id"] = id(data[len(data)-1])
 	}
-	return env, nil
+	return env
+}
+
+// afterError is the 400 of an after that is not the id of an item of the list.
+func afterError(after string) *APIError {
+	return paramError("after", "after "+strconv.Quote(after)+" is not the id of an item of this list")
 }
 
 // paramError is a 400 validation_error about one parameter.

@@ -159,14 +159,16 @@ func workspaceCommand() *cobra.Command {
 	list := &cobra.Command{Use: "list", Short: "Lists workspaces", Args: cobra.NoArgs}
 	list.RunE = func(cmd *cobra.Command, _ []string) error {
 		return withStore(cmd, func(ctx context.Context, s store.Store, out io.Writer) error {
-			all, err := s.ListWorkspaces(ctx)
-			if err != nil {
-				return err
-			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			_, _ = fmt.Fprintln(tw, "ID\tNAME\tCREATED")
-			for _, ws := range all {
-				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\n", ws.ID, ws.Name, ws.CreatedAt.Format(time.RFC3339))
+			err := store.Each(func(p store.Page) ([]store.Workspace, error) { return s.ListWorkspaces(ctx, p) },
+				func(ws store.Workspace) string { return ws.ID },
+				func(ws store.Workspace) error {
+					_, err := fmt.Fprintf(tw, "%s\t%s\t%s\n", ws.ID, ws.Name, ws.CreatedAt.Format(time.RFC3339))
+					return err
+				})
+			if err != nil {
+				return err
 			}
 			return tw.Flush()
 		})
@@ -212,21 +214,23 @@ func keyCommand() *cobra.Command {
 			return errors.New("--workspace is required")
 		}
 		return withStore(cmd, func(ctx context.Context, s store.Store, out io.Writer) error {
-			keys, err := s.ListKeys(ctx, *lws)
-			if err != nil {
-				return err
-			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			_, _ = fmt.Fprintln(tw, "ID\tKIND\tNAME\tSTATE\tCREATED")
-			for _, k := range keys {
-				state := "active"
-				switch {
-				case k.RevokedAt != nil:
-					state = "revoked"
-				case k.Disabled:
-					state = "disabled"
-				}
-				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Kind, k.Name, state, k.CreatedAt.Format(time.RFC3339))
+			err := store.Each(func(p store.Page) ([]store.Key, error) { return s.ListKeys(ctx, *lws, p) },
+				func(k store.Key) string { return k.ID },
+				func(k store.Key) error {
+					state := "active"
+					switch {
+					case k.RevokedAt != nil:
+						state = "revoked"
+					case k.Disabled:
+						state = "disabled"
+					}
+					_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Kind, k.Name, state, k.CreatedAt.Format(time.RFC3339))
+					return err
+				})
+			if err != nil {
+				return err
 			}
 			return tw.Flush()
 		})

@@ -4,10 +4,45 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// Instances is the store's role for gateway processes as the owners of reservations, and
+// for freeing what dead ones held: an instance registers, records heartbeats, and any
+// instance releases the reservations of those that went silent (Instance runs it all).
+type Instances interface {
+	// RegisterInstance records the gateway instance id as alive, heartbeat now; registering
+	// an instance again refreshes its heartbeat. Register before reserving with it as Owner.
+	// Ids are letters, digits, _ and - (ValidateInstanceID).
+	RegisterInstance(ctx context.Context, id string) error
+	// Heartbeat records that instance id is still alive. ErrNotFound means the instance is
+	// no longer registered: another instance found it dead and released its reservations,
+	// and it must register again.
+	Heartbeat(ctx context.Context, id string) error
+	// ReleaseOrphaned releases the reservations of dead instances and unregisters them: of
+	// every registered instance but self whose last heartbeat is older than timeout (or, on
+	// a backend that can tell, whose process is gone), and of owners that are not
+	// registered, for reservations older than timeout. It returns the number released.
+	ReleaseOrphaned(ctx context.Context, self string, timeout time.Duration) (int, error)
+	// RetireInstance releases the reservations instance id still holds and unregisters it:
+	// what a clean stop leaves. It returns the number released.
+	RetireInstance(ctx context.Context, id string) (int, error)
+	// ReleaseExpired drops reservations whose ExpiresAt is before now (requests lost to a
+	// crash, of owners no heartbeat speaks for) and returns the number released.
+	ReleaseExpired(ctx context.Context, now time.Time) (int, error)
+}
+
+// ValidateInstanceID checks an instance id: letters, digits, _ and -, at most 128 bytes,
+// so that a backend may name a file after it.
+func ValidateInstanceID(id string) error {
+	if id == "" || len(id) > 128 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return fmt.Errorf("invalid instance id %q (letters, digits, _ and -)", id)
+	}
+	return nil
+}
 
 // Defaults of an Instance's intervals.
 const (
@@ -41,7 +76,7 @@ const expiredSweepInterval = time.Minute
 // methods that only read (ID, Holds) work on a nil Instance, which owns nothing and is
 // always trusted.
 type Instance struct {
-	s  Store
+	s  Instances
 	id string
 	// heartbeat and timeout are time.Durations, changed by SetIntervals.
 	heartbeat, timeout atomic.Int64
@@ -78,7 +113,7 @@ type InstanceOptions struct {
 }
 
 // NewInstance returns the instance id of store s, not yet registered: Start registers it.
-func NewInstance(s Store, id string, o InstanceOptions) *Instance {
+func NewInstance(s Instances, id string, o InstanceOptions) *Instance {
 	i := &Instance{s: s, id: id, onError: o.OnError, onRelease: o.OnRelease, base: time.Now()}
 	i.SetIntervals(o.Heartbeat, o.Timeout)
 	return i

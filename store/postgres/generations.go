@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,30 +14,47 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-const generationColumns = `id, workspace_id, key_id, endpoint, model, provider, upstream_model, upstream_id,
-	streamed, cancelled, status, finish_reason, error_code, error_message,
-	input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
-	cost_nanos, unbilled_nanos, cost_lines, attempts,
-	latency_ms, generation_ms, end_to_end_ms, created_at`
+// Generations are stored as store.GenerationFields lists them: cost lines and attempts
+// as JSONB.
+
+// generationValue is a field of a generation (what GenerationField.Addr returns) as it is
+// written: cost lines and attempts as their JSON text (nil as null and empty as [], so
+// both read back as they were written).
+func generationValue(field any) any {
+	switch p := field.(type) {
+	case *[]store.CostLine:
+		return string(store.AppendCostLinesJSON(nil, *p))
+	case *[]store.Attempt:
+		return string(store.AppendAttemptsJSON(nil, *p))
+	case *string:
+		return *p
+	case *int64:
+		return *p
+	case *int:
+		return *p
+	case *bool:
+		return *p
+	case *time.Time:
+		return *p
+	}
+	panic(fmt.Sprintf("postgres: generation field of unknown type %T", field))
+}
+
+// insertGenerationStatement inserts one generation.
+var insertGenerationStatement = func() string {
+	params := make([]string, len(store.GenerationFields))
+	for i := range params {
+		params[i] = "$" + strconv.Itoa(i+1)
+	}
+	return `INSERT INTO generations (` + store.GenerationColumns + `) VALUES (` + strings.Join(params, ", ") + `)`
+}()
 
 func insertGeneration(ctx context.Context, tx pgx.Tx, g *store.Generation) error {
-	// json.Marshal keeps nil as null and empty as [], so both read back as they were written.
-	lines, err := json.Marshal(g.CostLines)
-	if err != nil {
-		return fmt.Errorf("encoding cost lines: %w", err)
+	var args [len(store.GenerationFields)]any
+	for i, f := range store.GenerationFields {
+		args[i] = generationValue(f.Addr(g))
 	}
-	attempts, err := json.Marshal(g.Attempts)
-	if err != nil {
-		return fmt.Errorf("encoding attempts: %w", err)
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO generations (`+generationColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-			$21, $22, $23, $24, $25, $26, $27)`,
-		g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,
-		g.Streamed, g.Cancelled, g.Status, g.FinishReason, g.ErrorCode, g.ErrorMessage,
-		g.InputTokens, g.CacheReadTokens, g.CacheWriteTokens, g.OutputTokens, g.ReasoningTokens,
-		g.CostNanos, g.UnbilledNanos, string(lines), string(attempts),
-		g.LatencyMs, g.GenerationMs, g.EndToEndMs, g.CreatedAt)
+	_, err := tx.Exec(ctx, insertGenerationStatement, args[:]...)
 	if isConflict(err) {
 		return fmt.Errorf("generation %q: %w", g.ID, store.ErrConflict)
 	}
@@ -51,7 +70,7 @@ func (s *Store) GetGeneration(ctx context.Context, workspaceID, id string) (stor
 	var g store.Generation
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
 		var err error
-		g, err = scanGeneration(conn.QueryRow(ctx, `SELECT `+generationColumns+` FROM generations
+		g, err = scanGeneration(conn.QueryRow(ctx, `SELECT `+store.GenerationColumns+` FROM generations
 			WHERE workspace_id = $1 AND id = $2`, workspaceID, id))
 		return err
 	})
@@ -64,44 +83,84 @@ func (s *Store) GetGeneration(ctx context.Context, workspaceID, id string) (stor
 	return g, nil
 }
 
+// scanGeneration reads a row of store.GenerationColumns.
 func scanGeneration(row pgx.Row) (store.Generation, error) {
 	var g store.Generation
+	var dest [len(store.GenerationFields)]any
 	// Raw JSON, decoded here rather than by pgx, so a stored null stays a nil slice.
-	var lines, attempts []byte
-	err := row.Scan(&g.ID, &g.WorkspaceID, &g.KeyID, &g.Endpoint, &g.Model, &g.Provider, &g.UpstreamModel, &g.UpstreamID,
-		&g.Streamed, &g.Cancelled, &g.Status, &g.FinishReason, &g.ErrorCode, &g.ErrorMessage,
-		&g.InputTokens, &g.CacheReadTokens, &g.CacheWriteTokens, &g.OutputTokens, &g.ReasoningTokens,
-		&g.CostNanos, &g.UnbilledNanos, &lines, &attempts,
-		&g.LatencyMs, &g.GenerationMs, &g.EndToEndMs, &g.CreatedAt)
-	if err != nil {
+	var raw [len(store.GenerationFields)][]byte
+	for i, f := range store.GenerationFields {
+		switch p := f.Addr(&g).(type) {
+		case *[]store.CostLine, *[]store.Attempt:
+			dest[i] = &raw[i]
+		default:
+			dest[i] = p
+		}
+	}
+	if err := row.Scan(dest[:]...); err != nil {
 		return store.Generation{}, err
 	}
-	if err := json.Unmarshal(lines, &g.CostLines); err != nil {
-		return store.Generation{}, fmt.Errorf("decoding cost lines: %w", err)
+	for i, f := range store.GenerationFields {
+		switch p := f.Addr(&g).(type) {
+		case *time.Time:
+			*p = utc(*p)
+		case *[]store.CostLine, *[]store.Attempt:
+			if err := json.Unmarshal(raw[i], p); err != nil {
+				return store.Generation{}, fmt.Errorf("decoding %s: %w", f.Column, err)
+			}
+		}
 	}
-	if err := json.Unmarshal(attempts, &g.Attempts); err != nil {
-		return store.Generation{}, fmt.Errorf("decoding attempts: %w", err)
-	}
-	g.CreatedAt = utc(g.CreatedAt)
 	return g, nil
 }
 
-// Activity sums a workspace's generations per UTC day, model and provider.
+// activityFilter selects the generations of an activity query created in [from, to): the
+// condition over $1 to $4 and its arguments. The key filter is written so that an empty
+// KeyID matches every key.
+func activityFilter(q store.ActivityQuery, from, to time.Time) (string, []any) {
+	return `workspace_id = $1 AND created_at >= $2 AND created_at < $3 AND ($4 = '' OR key_id = $4)`,
+		[]any{q.WorkspaceID, from, to, q.KeyID}
+}
+
+// activityDay is the UTC day of a generation, as text that sorts as the day.
+const activityDay = `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`
+
+// activitySums are the sums of an activity row, after its day, model and provider.
+const activitySums = `COUNT(*), SUM(input_tokens)::BIGINT, SUM(cache_read_tokens)::BIGINT, SUM(cache_write_tokens)::BIGINT,
+	SUM(output_tokens)::BIGINT, SUM(reasoning_tokens)::BIGINT, SUM(cost_nanos)::BIGINT`
+
+// Activity returns a page of a workspace's generations summed per UTC day, model and
+// provider. Models and providers sort byte by byte (COLLATE "C"), as on SQLite.
 func (s *Store) Activity(ctx context.Context, q store.ActivityQuery) ([]store.ActivityRow, error) {
-	if q.WorkspaceID == "" {
-		return nil, errors.New("activity: empty workspace id")
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	from, to := q.Range()
+	where, args := activityFilter(q, from, to)
+	having := ""
+	if a := q.After; a != nil {
+		having = ` HAVING (` + activityDay + `, model COLLATE "C", provider COLLATE "C") > ($5, $6, $7)`
+		args = append(args, a.Day.Format(time.DateOnly), a.Model, a.Provider)
 	}
 	out := []store.ActivityRow{}
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
-		// The key filter is written so that an empty KeyID matches every key.
-		rows, err := conn.Query(ctx, `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, model, provider,
-				COUNT(*), SUM(input_tokens)::BIGINT, SUM(cache_read_tokens)::BIGINT, SUM(cache_write_tokens)::BIGINT,
-				SUM(output_tokens)::BIGINT, SUM(reasoning_tokens)::BIGINT, SUM(cost_nanos)::BIGINT
-			FROM generations
-			WHERE workspace_id = $1 AND created_at >= $2 AND created_at < $3 AND ($4 = '' OR key_id = $4)
-			GROUP BY day, model, provider
-			ORDER BY day, model COLLATE "C", provider COLLATE "C"`,
-			q.WorkspaceID, q.From, q.To, q.KeyID)
+		if a := q.After; a != nil {
+			from, to := q.AfterDay()
+			cond, cargs := activityFilter(q, from, to)
+			var exists bool
+			err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM generations WHERE `+cond+` AND model = $5 AND provider = $6)`,
+				append(cargs, a.Model, a.Provider)...).Scan(&exists)
+			if err != nil {
+				return err
+			}
+			if !exists {
+				return fmt.Errorf("after %s|%s|%s: %w", a.Day.Format(time.DateOnly), a.Model, a.Provider, store.ErrCursorNotFound)
+			}
+		}
+		rows, err := conn.Query(ctx, `SELECT `+activityDay+` AS day, model, provider, `+activitySums+`
+			FROM generations WHERE `+where+`
+			GROUP BY day, model, provider`+having+`
+			ORDER BY day, model COLLATE "C", provider COLLATE "C"
+			LIMIT `+"$"+strconv.Itoa(len(args)+1), append(args, store.PageSize(q.Limit)+1)...)
 		if err != nil {
 			return err
 		}
@@ -123,4 +182,25 @@ func (s *Store) Activity(ctx context.Context, q store.ActivityQuery) ([]store.Ac
 		return nil, fmt.Errorf("summing activity: %w", err)
 	}
 	return out, nil
+}
+
+// ActivityTotals sums every generation of the query.
+func (s *Store) ActivityTotals(ctx context.Context, q store.ActivityQuery) (store.ActivityRow, error) {
+	if err := q.Validate(); err != nil {
+		return store.ActivityRow{}, err
+	}
+	where, args := activityFilter(q, q.From, q.To)
+	var a store.ActivityRow
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		// COALESCE: the SUM of no rows is NULL.
+		return conn.QueryRow(ctx, `SELECT COUNT(*), COALESCE(SUM(input_tokens), 0)::BIGINT, COALESCE(SUM(cache_read_tokens), 0)::BIGINT,
+				COALESCE(SUM(cache_write_tokens), 0)::BIGINT, COALESCE(SUM(output_tokens), 0)::BIGINT,
+				COALESCE(SUM(reasoning_tokens), 0)::BIGINT, COALESCE(SUM(cost_nanos), 0)::BIGINT
+			FROM generations WHERE `+where, args...).
+			Scan(&a.Requests, &a.InputTokens, &a.CacheReadTokens, &a.CacheWriteTokens, &a.OutputTokens, &a.ReasoningTokens, &a.CostNanos)
+	})
+	if err != nil {
+		return store.ActivityRow{}, fmt.Errorf("summing activity: %w", err)
+	}
+	return a, nil
 }

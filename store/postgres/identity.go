@@ -13,8 +13,8 @@ import (
 
 // CreateWorkspace creates a workspace and its empty wallet.
 func (s *Store) CreateWorkspace(ctx context.Context, ws store.Workspace) error {
-	if ws.ID == "" {
-		return errors.New("creating workspace: empty id")
+	if err := store.ValidateWorkspace(ws); err != nil {
+		return err
 	}
 	created := s.stamp(ws.CreatedAt)
 	var parent *string
@@ -60,24 +60,21 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, e
 
 const workspaceColumns = `id, name, COALESCE(parent_id, ''), created_at`
 
-// ListWorkspaces returns every workspace, oldest first.
-func (s *Store) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
-	return s.listWorkspaces(ctx, `SELECT `+workspaceColumns+` FROM workspaces ORDER BY created_at, id`)
+// ListWorkspaces returns a page of every workspace, oldest first.
+func (s *Store) ListWorkspaces(ctx context.Context, p store.Page) ([]store.Workspace, error) {
+	return s.listWorkspaces(ctx, `TRUE`, nil, p)
 }
 
-// ListChildWorkspaces returns the workspaces created by parentID, oldest first.
-func (s *Store) ListChildWorkspaces(ctx context.Context, parentID string) ([]store.Workspace, error) {
-	return s.listWorkspaces(ctx, `SELECT `+workspaceColumns+` FROM workspaces WHERE parent_id = $1 ORDER BY created_at, id`, parentID)
+// ListChildWorkspaces returns a page of the workspaces created by parentID, oldest first.
+func (s *Store) ListChildWorkspaces(ctx context.Context, parentID string, p store.Page) ([]store.Workspace, error) {
+	return s.listWorkspaces(ctx, `parent_id = $1`, []any{parentID}, p)
 }
 
-func (s *Store) listWorkspaces(ctx context.Context, query string, args ...any) ([]store.Workspace, error) {
+func (s *Store) listWorkspaces(ctx context.Context, where string, args []any, p store.Page) ([]store.Workspace, error) {
 	var out []store.Workspace
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
-		rows, err := conn.Query(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Workspace, error) { return scanWorkspace(row) })
+		var err error
+		out, err = readPage(ctx, conn, "workspaces", workspaceColumns, where, args, p, scanWorkspace)
 		return err
 	})
 	if err != nil {
@@ -97,17 +94,8 @@ func scanWorkspace(row pgx.Row) (store.Workspace, error) {
 
 // CreateKey stores a key of an existing workspace.
 func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
-	switch {
-	case k.ID == "":
-		return errors.New("creating key: empty id")
-	case k.WorkspaceID == "":
-		return errors.New("creating key: empty workspace id")
-	case len(k.SecretHash) == 0:
-		// A key without a hash could never authenticate; storing one is a caller bug.
-		return errors.New("creating key: empty secret hash")
-	}
-	if err := store.ValidateKeyLimit(k); err != nil {
-		return fmt.Errorf("creating key: %w", err)
+	if err := store.ValidateNewKey(k); err != nil {
+		return err
 	}
 	created := s.stamp(k.CreatedAt)
 	var revoked *time.Time
@@ -152,20 +140,17 @@ func (s *Store) GetKey(ctx context.Context, id string) (store.Key, error) {
 	return k, nil
 }
 
-// ListKeys returns a workspace's keys, oldest first; ErrNotFound if the workspace does not exist.
-func (s *Store) ListKeys(ctx context.Context, workspaceID string) ([]store.Key, error) {
+// ListKeys returns a page of a workspace's keys, oldest first; ErrNotFound if the
+// workspace does not exist.
+func (s *Store) ListKeys(ctx context.Context, workspaceID string, p store.Page) ([]store.Key, error) {
 	var out []store.Key
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
 		// Workspaces are never deleted, so checking first and listing second cannot race.
 		if err := workspaceExists(ctx, conn, workspaceID); err != nil {
 			return err
 		}
-		rows, err := conn.Query(ctx, `SELECT `+keyColumns+` FROM api_keys
-			WHERE workspace_id = $1 ORDER BY created_at, id`, workspaceID)
-		if err != nil {
-			return err
-		}
-		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Key, error) { return scanKey(row) })
+		var err error
+		out, err = readPage(ctx, conn, "api_keys", keyColumns, `workspace_id = $1`, []any{workspaceID}, p, scanKey)
 		return err
 	})
 	if err != nil {
@@ -217,8 +202,7 @@ func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.K
 		if err != nil {
 			return err
 		}
-		k = applyKeyUpdate(k, u)
-		if err := store.ValidateKeyLimit(k); err != nil {
+		if k, err = u.Apply(k); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE api_keys SET name = $1, disabled = $2, limit_nanos = $3, limit_reset = $4 WHERE id = $5`,
@@ -232,22 +216,6 @@ func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.K
 		return store.Key{}, fmt.Errorf("updating key %q: %w", id, err)
 	}
 	return out, nil
-}
-
-func applyKeyUpdate(k store.Key, u store.KeyUpdate) store.Key {
-	if u.Name != nil {
-		k.Name = *u.Name
-	}
-	if u.Disabled != nil {
-		k.Disabled = *u.Disabled
-	}
-	if u.LimitNanos != nil {
-		k.LimitNanos = *u.LimitNanos
-	}
-	if u.LimitReset != nil {
-		k.LimitReset = *u.LimitReset
-	}
-	return k
 }
 
 // querier is what pgx.Tx and *pgx.Conn have in common.

@@ -39,8 +39,8 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // RegisterInstance records instance id as alive.
 func (s *Store) RegisterInstance(ctx context.Context, id string) error {
-	if id == "" {
-		return fmt.Errorf("registering instance: empty id")
+	if err := store.ValidateInstanceID(id); err != nil {
+		return fmt.Errorf("registering instance: %w", err)
 	}
 	now := s.clock()
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {

@@ -447,3 +447,10 @@ func TestBlackholedServer(t *testing.T) {
 		t.Fatalf("balance after recovery %+v, %v", b, err)
 	}
 }
+
+// TestClaimsAcrossInstances claims one queue from two stores over one schema, as two
+// gateway instances would: no item is held by two claimers.
+func TestClaimsAcrossInstances(t *testing.T) {
+	dsn := freshSchema(t)
+	storetest.ClaimersNeverShare(t, openStore(t, dsn), openStore(t, dsn))
+}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -18,28 +16,22 @@ import (
 // moves the balance with it. A debit that would take the balance below zero is refused
 // with store.ErrInsufficientFunds.
 func (s *Store) AddCredits(ctx context.Context, workspaceID string, amountNanos int64, note string) (store.Balance, error) {
-	kind := "credit"
-	if amountNanos < 0 {
-		kind = "adjustment"
-	}
+	kind := store.CreditKind(amountNanos)
 	now := s.stamp(time.Time{})
 	var out store.Balance
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		b, err := lockWallet(ctx, tx, workspaceID)
+		was, err := lockWallet(ctx, tx, workspaceID)
 		if err != nil {
 			return err
 		}
-		if amountNanos > 0 && b.BalanceNanos > math.MaxInt64-amountNanos {
-			return errors.New("balance would overflow")
-		}
-		if b.BalanceNanos+amountNanos < 0 {
-			return fmt.Errorf("debit of %d nanos exceeds balance of %d: %w", -amountNanos, b.BalanceNanos, store.ErrInsufficientFunds)
+		b, err := store.ApplyCredit(was, amountNanos)
+		if err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, note, created_at)
 			VALUES ($1, $2, $3, $4, $5)`, workspaceID, amountNanos, kind, note, now); err != nil {
 			return fmt.Errorf("appending to ledger: %w", err)
 		}
-		b.BalanceNanos += amountNanos
 		if _, err := tx.Exec(ctx, `UPDATE wallets SET balance_nanos = $1 WHERE workspace_id = $2`,
 			b.BalanceNanos, workspaceID); err != nil {
 			return fmt.Errorf("updating wallet: %w", err)
@@ -86,34 +78,17 @@ func lockWallet(ctx context.Context, tx pgx.Tx, workspaceID string) (store.Balan
 
 // Reserve holds p.AmountNanos of the available balance for one request.
 func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
-	switch {
-	case p.WorkspaceID == "":
-		return store.Reservation{}, errors.New("reserving: empty workspace id")
-	case p.AmountNanos < 0 || p.MinAvailableNanos < 0:
-		return store.Reservation{}, errors.New("reserving: negative amount")
-	case p.ExpiresAt.IsZero():
-		// Without an expiry a request lost to a crash would hold the credit forever.
-		return store.Reservation{}, errors.New("reserving: expiry is required")
+	r, err := store.NewReservation(p, s.now)
+	if err != nil {
+		return store.Reservation{}, err
 	}
-	r := store.Reservation{
-		ID:          p.ID,
-		WorkspaceID: p.WorkspaceID,
-		Owner:       p.Owner,
-		AmountNanos: p.AmountNanos,
-		CreatedAt:   s.stamp(time.Time{}),
-		ExpiresAt:   p.ExpiresAt.UTC().Truncate(time.Millisecond),
-	}
-	if r.ID == "" {
-		r.ID = ids.New("res")
-	}
-	need := max(p.AmountNanos, p.MinAvailableNanos)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		b, err := lockWallet(ctx, tx, p.WorkspaceID)
 		if err != nil {
 			return err
 		}
-		if b.Available() < need {
-			return fmt.Errorf("available %d nanos, need %d: %w", b.Available(), need, store.ErrInsufficientFunds)
+		if err := store.CheckFunds(b, p); err != nil {
+			return err
 		}
 		if p.KeyID != "" {
 			if err := checkKeyLimit(ctx, tx, p.WorkspaceID, p.KeyID, p.AmountNanos, r.CreatedAt); err != nil {
@@ -143,24 +118,14 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 // Settle releases the reservation (if any), charges the generation's cost capped at the
 // balance, and records the generation, all in one transaction.
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generation, error) {
-	if p.Generation == nil {
-		return store.Generation{}, errors.New("settling: no generation")
+	in, err := store.PrepareSettle(p, s.now)
+	if err != nil {
+		return store.Generation{}, err
 	}
-	in := *p.Generation
-	switch {
-	case in.WorkspaceID == "":
-		return store.Generation{}, errors.New("settling: empty workspace id")
-	case in.CostNanos < 0:
-		return store.Generation{}, errors.New("settling: negative cost")
-	}
-	if in.ID == "" {
-		in.ID = ids.New("gen")
-	}
-	in.CreatedAt = s.stamp(in.CreatedAt)
 	now := s.stamp(time.Time{})
 
 	var out store.Generation
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		// Reservation row before wallet row, as in ReleaseExpired: one lock order, no deadlocks.
 		if p.ReservationID != "" {
 			var wsID string
@@ -266,33 +231,18 @@ func releaseWhere(ctx context.Context, tx pgx.Tx, cond string, args ...any) (int
 // sees what committed before it, so the sums include everything that held the locks
 // before us. The lock order is wallet then key, in Reserve only.
 func checkKeyLimit(ctx context.Context, tx pgx.Tx, workspaceID, keyID string, amount int64, now time.Time) error {
-	var limit int64
-	var reset string
+	k := store.Key{ID: keyID}
 	err := tx.QueryRow(ctx, `SELECT limit_nanos, limit_reset FROM api_keys WHERE id = $1 AND workspace_id = $2 FOR UPDATE`,
-		keyID, workspaceID).Scan(&limit, &reset)
+		keyID, workspaceID).Scan(&k.LimitNanos, &k.LimitReset)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("key %q of workspace %q: %w", keyID, workspaceID, store.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("reading key %q: %w", keyID, err)
 	}
-	if limit == 0 {
-		return nil
-	}
-	start, end := store.LimitPeriod(reset, now)
-	spend, err := keySpend(ctx, tx, keyID, start)
-	if err != nil {
-		return err
-	}
-	// Written as a subtraction so that no sum can overflow.
-	if amount > limit-spend.SpentNanos-spend.ReservedNanos {
-		return &store.KeyLimitError{
-			KeyID: keyID, LimitNanos: limit, LimitReset: reset,
-			SpentNanos: spend.SpentNanos, ReservedNanos: spend.ReservedNanos, AmountNanos: amount,
-			PeriodStart: start, PeriodEnd: end,
-		}
-	}
-	return nil
+	return store.CheckKeyLimit(k, amount, now, func(since time.Time) (store.KeySpend, error) {
+		return keySpend(ctx, tx, keyID, since)
+	})
 }
 
 func keySpend(ctx context.Context, q querier, keyID string, since time.Time) (store.KeySpend, error) {
@@ -310,8 +260,8 @@ func keySpend(ctx context.Context, q querier, keyID string, since time.Time) (st
 // KeySpend returns what a key was charged since the given time and what its open
 // reservations hold.
 func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (store.KeySpend, error) {
-	if keyID == "" {
-		return store.KeySpend{}, errors.New("key spend: empty key id")
+	if err := store.ValidateKeySpend(keyID); err != nil {
+		return store.KeySpend{}, err
 	}
 	var sp store.KeySpend
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
@@ -326,26 +276,14 @@ func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (st
 // and shrinks the lease's reservation by what was charged (at most p.HeldNanos), or drops
 // it when p.Release is set, all in one transaction.
 func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (store.Generation, error) {
-	if p.Generation == nil {
-		return store.Generation{}, errors.New("settling: no generation")
+	in, err := store.PrepareSettleLease(p, s.now)
+	if err != nil {
+		return store.Generation{}, err
 	}
-	in := *p.Generation
-	switch {
-	case p.ReservationID == "":
-		return store.Generation{}, errors.New("settling a lease: empty reservation id")
-	case in.WorkspaceID == "":
-		return store.Generation{}, errors.New("settling: empty workspace id")
-	case in.CostNanos < 0 || p.HeldNanos < 0:
-		return store.Generation{}, errors.New("settling: negative amount")
-	}
-	if in.ID == "" {
-		in.ID = ids.New("gen")
-	}
-	in.CreatedAt = s.stamp(in.CreatedAt)
 	now := s.stamp(time.Time{})
 
 	var out store.Generation
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		// Reservation row before wallet row, as in Settle and ReleaseExpired: one lock order.
 		var wsID string
 		var amount int64
@@ -366,12 +304,11 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 		if err != nil {
 			return err
 		}
-		unreserve := min(charge, p.HeldNanos, amount)
+		unreserve := store.LeaseUnreserve(charge, p.HeldNanos, amount, p.Release)
 		if p.Release {
 			if _, err := tx.Exec(ctx, `DELETE FROM reservations WHERE id = $1`, p.ReservationID); err != nil {
 				return fmt.Errorf("releasing reservation %q: %w", p.ReservationID, err)
 			}
-			unreserve = amount
 		} else if unreserve > 0 {
 			if _, err := tx.Exec(ctx, `UPDATE reservations SET amount_nanos = amount_nanos - $1 WHERE id = $2`,
 				unreserve, p.ReservationID); err != nil {
@@ -420,9 +357,7 @@ func (s *Store) ReleaseReservation(ctx context.Context, id string) (int64, error
 // rest is recorded as unbilled, the balance never goes below zero), records the generation
 // and appends the charge to the ledger. The caller updates the wallet row.
 func recordCharge(ctx context.Context, tx pgx.Tx, g *store.Generation, cost, balance int64, now time.Time) (int64, error) {
-	charge := max(min(cost, balance), 0)
-	g.CostNanos = charge
-	g.UnbilledNanos = cost - charge
+	charge := store.Charge(g, cost, balance)
 	if err := insertGeneration(ctx, tx, g); err != nil {
 		return 0, err
 	}

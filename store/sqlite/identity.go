@@ -12,8 +12,8 @@ import (
 
 // CreateWorkspace creates a workspace and its empty wallet.
 func (s *Store) CreateWorkspace(ctx context.Context, ws store.Workspace) error {
-	if ws.ID == "" {
-		return errors.New("creating workspace: empty id")
+	if err := store.ValidateWorkspace(ws); err != nil {
+		return err
 	}
 	created := s.stamp(ws.CreatedAt)
 	var parent any
@@ -55,31 +55,19 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, e
 
 const workspaceColumns = `id, name, COALESCE(parent_id, ''), created_at`
 
-// ListWorkspaces returns every workspace, oldest first.
-func (s *Store) ListWorkspaces(ctx context.Context) ([]store.Workspace, error) {
-	return s.listWorkspaces(ctx, `SELECT `+workspaceColumns+` FROM workspaces ORDER BY created_at, id`)
+// ListWorkspaces returns a page of every workspace, oldest first.
+func (s *Store) ListWorkspaces(ctx context.Context, p store.Page) ([]store.Workspace, error) {
+	return s.listWorkspaces(ctx, `TRUE`, nil, p)
 }
 
-// ListChildWorkspaces returns the workspaces created by parentID, oldest first.
-func (s *Store) ListChildWorkspaces(ctx context.Context, parentID string) ([]store.Workspace, error) {
-	return s.listWorkspaces(ctx, `SELECT `+workspaceColumns+` FROM workspaces WHERE parent_id = ? ORDER BY created_at, id`, parentID)
+// ListChildWorkspaces returns a page of the workspaces created by parentID, oldest first.
+func (s *Store) ListChildWorkspaces(ctx context.Context, parentID string, p store.Page) ([]store.Workspace, error) {
+	return s.listWorkspaces(ctx, `parent_id = ?`, []any{parentID}, p)
 }
 
-func (s *Store) listWorkspaces(ctx context.Context, query string, args ...any) ([]store.Workspace, error) {
-	rows, err := s.r.QueryContext(ctx, query, args...)
+func (s *Store) listWorkspaces(ctx context.Context, where string, args []any, p store.Page) ([]store.Workspace, error) {
+	out, err := readPage(ctx, s.r, "workspaces", workspaceColumns, where, args, p, scanWorkspace)
 	if err != nil {
-		return nil, fmt.Errorf("listing workspaces: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Workspace
-	for rows.Next() {
-		ws, err := scanWorkspace(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing workspaces: %w", err)
-		}
-		out = append(out, ws)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing workspaces: %w", err)
 	}
 	return out, nil
@@ -97,17 +85,8 @@ func scanWorkspace(row scanner) (store.Workspace, error) {
 
 // CreateKey stores a key of an existing workspace.
 func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
-	switch {
-	case k.ID == "":
-		return errors.New("creating key: empty id")
-	case k.WorkspaceID == "":
-		return errors.New("creating key: empty workspace id")
-	case len(k.SecretHash) == 0:
-		// A key without a hash could never authenticate; storing one is a caller bug.
-		return errors.New("creating key: empty secret hash")
-	}
-	if err := store.ValidateKeyLimit(k); err != nil {
-		return fmt.Errorf("creating key: %w", err)
+	if err := store.ValidateNewKey(k); err != nil {
+		return err
 	}
 	created := s.stamp(k.CreatedAt)
 	var revoked any
@@ -146,9 +125,10 @@ func (s *Store) GetKey(ctx context.Context, id string) (store.Key, error) {
 	return k, nil
 }
 
-// ListKeys returns a workspace's keys, oldest first; ErrNotFound if the workspace does not exist.
-func (s *Store) ListKeys(ctx context.Context, workspaceID string) ([]store.Key, error) {
-	// One read transaction, so the existence check and the list see the same snapshot.
+// ListKeys returns a page of a workspace's keys, oldest first; ErrNotFound if the
+// workspace does not exist.
+func (s *Store) ListKeys(ctx context.Context, workspaceID string, p store.Page) ([]store.Key, error) {
+	// One read transaction, so the existence check and the page see the same snapshot.
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing keys: %w", err)
@@ -157,21 +137,8 @@ func (s *Store) ListKeys(ctx context.Context, workspaceID string) ([]store.Key, 
 	if err := workspaceExists(ctx, tx, workspaceID); err != nil {
 		return nil, fmt.Errorf("listing keys: %w", err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys
-		WHERE workspace_id = ? ORDER BY created_at, id`, workspaceID)
+	out, err := readPage(ctx, tx, "api_keys", keyColumns, `workspace_id = ?`, []any{workspaceID}, p, scanKey)
 	if err != nil {
-		return nil, fmt.Errorf("listing keys: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing keys: %w", err)
 	}
 	return out, nil
@@ -224,8 +191,7 @@ func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.K
 		if err != nil {
 			return err
 		}
-		k = applyKeyUpdate(k, u)
-		if err := store.ValidateKeyLimit(k); err != nil {
+		if k, err = u.Apply(k); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET name = ?, disabled = ?, limit_nanos = ?, limit_reset = ? WHERE id = ?`,
@@ -242,25 +208,9 @@ func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.K
 	return out, nil
 }
 
-func applyKeyUpdate(k store.Key, u store.KeyUpdate) store.Key {
-	if u.Name != nil {
-		k.Name = *u.Name
-	}
-	if u.Disabled != nil {
-		k.Disabled = *u.Disabled
-	}
-	if u.LimitNanos != nil {
-		k.LimitNanos = *u.LimitNanos
-	}
-	if u.LimitReset != nil {
-		k.LimitReset = *u.LimitReset
-	}
-	return k
-}
-
-func workspaceExists(ctx context.Context, tx *sql.Tx, id string) error {
+func workspaceExists(ctx context.Context, q rowQuerier, id string) error {
 	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM workspaces WHERE id = ?`, id).Scan(&one)
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM workspaces WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("workspace %q: %w", id, store.ErrNotFound)
 	}

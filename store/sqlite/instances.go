@@ -56,14 +56,6 @@ func (l *instanceLocks) holds(id string) bool {
 
 func (s *Store) instancesDir() string { return s.path + "-instances" }
 
-// validInstanceID keeps instance ids usable as file names.
-func validInstanceID(id string) error {
-	if id == "" || len(id) > 128 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
-		return fmt.Errorf("invalid instance id %q (letters, digits, _ and -)", id)
-	}
-	return nil
-}
-
 // lockInstance takes the lock file of instance id, unless this store holds it already.
 func (s *Store) lockInstance(id string) error {
 	if !locksWork {
@@ -132,7 +124,7 @@ func (s *Store) goneInstances(self string) []goneLock {
 			continue
 		}
 		id, ok := strings.CutSuffix(name, ".lock")
-		if !ok || id == self || s.locks.holds(id) || validInstanceID(id) != nil {
+		if !ok || id == self || s.locks.holds(id) || store.ValidateInstanceID(id) != nil {
 			continue
 		}
 		if f, ok, err := tryLock(path, false); err == nil && ok {
@@ -170,7 +162,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // RegisterInstance records instance id as alive and takes its lock file.
 func (s *Store) RegisterInstance(ctx context.Context, id string) error {
-	if err := validInstanceID(id); err != nil {
+	if err := store.ValidateInstanceID(id); err != nil {
 		return fmt.Errorf("registering instance: %w", err)
 	}
 	if err := s.lockInstance(id); err != nil {

@@ -1,61 +1,80 @@
 package sqlite
 
 import (
+	"encoding/json"
+	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// journalGen is a generation as a journal record holds it (short keys, the time in
-// milliseconds).
-type journalGen struct {
-	ID               string           `json:"id"`
-	WorkspaceID      string           `json:"ws"`
-	KeyID            string           `json:"key"`
-	Endpoint         string           `json:"ep"`
-	Model            string           `json:"m"`
-	Provider         string           `json:"p"`
-	UpstreamModel    string           `json:"um"`
-	UpstreamID       string           `json:"uid"`
-	Streamed         bool             `json:"st"`
-	Cancelled        bool             `json:"cx"`
-	Status           int              `json:"s"`
-	FinishReason     string           `json:"fr"`
-	ErrorCode        string           `json:"ec"`
-	ErrorMessage     string           `json:"em"`
-	InputTokens      int64            `json:"it"`
-	CacheReadTokens  int64            `json:"cr"`
-	CacheWriteTokens int64            `json:"cw"`
-	OutputTokens     int64            `json:"ot"`
-	ReasoningTokens  int64            `json:"rt"`
-	CostNanos        int64            `json:"cn"`
-	UnbilledNanos    int64            `json:"ub"`
-	CostLines        []store.CostLine `json:"cl"`
-	Attempts         []store.Attempt  `json:"at"`
-	LatencyMs        int64            `json:"lat"`
-	GenerationMs     int64            `json:"gms"`
-	EndToEndMs       int64            `json:"e2e"`
-	CreatedAtMs      int64            `json:"ca"`
+// A journal record holds its generation as a JSON object of store.GenerationFields: times
+// in milliseconds, and under short keys for the fields of the first journal's format (the
+// journals a previous run left must still replay); a field added since is under its column.
+var journalShortKeys = map[string]string{
+	"id": "id", "workspace_id": "ws", "key_id": "key", "endpoint": "ep", "model": "m", "provider": "p",
+	"upstream_model": "um", "upstream_id": "uid", "streamed": "st", "cancelled": "cx", "status": "s",
+	"finish_reason": "fr", "error_code": "ec", "error_message": "em",
+	"input_tokens": "it", "cache_read_tokens": "cr", "cache_write_tokens": "cw", "output_tokens": "ot",
+	"reasoning_tokens": "rt", "cost_nanos": "cn", "unbilled_nanos": "ub", "cost_lines": "cl", "attempts": "at",
+	"latency_ms": "lat", "generation_ms": "gms", "end_to_end_ms": "e2e", "created_at": "ca",
 }
 
-func (j *journalGen) generation() store.Generation {
-	return store.Generation{
-		ID: j.ID, WorkspaceID: j.WorkspaceID, KeyID: j.KeyID, Endpoint: j.Endpoint, Model: j.Model,
-		Provider: j.Provider, UpstreamModel: j.UpstreamModel, UpstreamID: j.UpstreamID,
-		Streamed: j.Streamed, Cancelled: j.Cancelled, Status: j.Status, FinishReason: j.FinishReason,
-		ErrorCode: j.ErrorCode, ErrorMessage: j.ErrorMessage,
-		InputTokens: j.InputTokens, CacheReadTokens: j.CacheReadTokens, CacheWriteTokens: j.CacheWriteTokens,
-		OutputTokens: j.OutputTokens, ReasoningTokens: j.ReasoningTokens,
-		CostNanos: j.CostNanos, UnbilledNanos: j.UnbilledNanos, CostLines: j.CostLines, Attempts: j.Attempts,
-		LatencyMs: j.LatencyMs, GenerationMs: j.GenerationMs, EndToEndMs: j.EndToEndMs,
-		CreatedAt: fromMillis(j.CreatedAtMs),
+// journalKeys are the keys of store.GenerationFields in a record, and journalPrefixes what
+// the encoder writes before each value: the key, quoted, after a comma but for the first.
+var journalKeys, journalPrefixes = func() (keys, prefixes [len(store.GenerationFields)]string) {
+	for i, f := range store.GenerationFields {
+		keys[i] = f.Column
+		if k, ok := journalShortKeys[f.Column]; ok {
+			keys[i] = k
+		}
+		prefixes[i] = strconv.Quote(keys[i]) + ":"
+		if i > 0 {
+			prefixes[i] = "," + prefixes[i]
+		}
 	}
+	return keys, prefixes
+}()
+
+// journalGen is a generation as a journal record holds it.
+type journalGen store.Generation
+
+func (j *journalGen) generation() store.Generation { return store.Generation(*j) }
+
+// UnmarshalJSON reads what appendJournalRecord wrote. A field the record lacks (one added
+// after it was written) stays zero.
+func (j *journalGen) UnmarshalJSON(data []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	g := (*store.Generation)(j)
+	*g = store.Generation{}
+	for i, f := range store.GenerationFields {
+		raw, ok := m[journalKeys[i]]
+		if !ok {
+			continue
+		}
+		var err error
+		switch p := f.Addr(g).(type) {
+		case *time.Time:
+			var ms int64
+			err = json.Unmarshal(raw, &ms)
+			*p = fromMillis(ms)
+		default:
+			err = json.Unmarshal(raw, p)
+		}
+		if err != nil {
+			return fmt.Errorf("journal record field %s: %w", journalKeys[i], err)
+		}
+	}
+	return nil
 }
 
 // appendJournalRecord appends r as the JSON of a journalRecord.
 func appendJournalRecord(b []byte, r *settleReq) []byte {
-	g := r.g
 	b = append(b, `{"r":`...)
 	b = rawjson.AppendString(b, r.reservationID)
 	b = appendIntField(b, `,"h":`, r.held)
@@ -63,34 +82,28 @@ func appendJournalRecord(b []byte, r *settleReq) []byte {
 	b = strconv.AppendBool(b, r.release)
 	b = appendIntField(b, `,"c":`, r.cost)
 	b = appendIntField(b, `,"n":`, millis(r.now))
-	b = append(b, `,"g":{"id":`...)
-	b = rawjson.AppendString(b, g.ID)
-	for _, f := range [...]struct {
-		key string
-		v   string
-	}{{`,"ws":`, g.WorkspaceID}, {`,"key":`, g.KeyID}, {`,"ep":`, g.Endpoint}, {`,"m":`, g.Model},
-		{`,"p":`, g.Provider}, {`,"um":`, g.UpstreamModel}, {`,"uid":`, g.UpstreamID},
-		{`,"fr":`, g.FinishReason}, {`,"ec":`, g.ErrorCode}, {`,"em":`, g.ErrorMessage}} {
-		b = append(b, f.key...)
-		b = rawjson.AppendString(b, f.v)
+	b = append(b, `,"g":{`...)
+	for i, f := range store.GenerationFields {
+		b = append(b, journalPrefixes[i]...)
+		switch p := f.Addr(r.g).(type) {
+		case *string:
+			b = rawjson.AppendString(b, *p)
+		case *int64:
+			b = strconv.AppendInt(b, *p, 10)
+		case *int:
+			b = strconv.AppendInt(b, int64(*p), 10)
+		case *bool:
+			b = strconv.AppendBool(b, *p)
+		case *time.Time:
+			b = strconv.AppendInt(b, millis(*p), 10)
+		case *[]store.CostLine:
+			b = store.AppendCostLinesJSON(b, *p)
+		case *[]store.Attempt:
+			b = store.AppendAttemptsJSON(b, *p)
+		default:
+			panic(fmt.Sprintf("sqlite: generation field of unknown type %T", p))
+		}
 	}
-	b = append(b, `,"st":`...)
-	b = strconv.AppendBool(b, g.Streamed)
-	b = append(b, `,"cx":`...)
-	b = strconv.AppendBool(b, g.Cancelled)
-	for _, f := range [...]struct {
-		key string
-		v   int64
-	}{{`,"s":`, int64(g.Status)}, {`,"it":`, g.InputTokens}, {`,"cr":`, g.CacheReadTokens},
-		{`,"cw":`, g.CacheWriteTokens}, {`,"ot":`, g.OutputTokens}, {`,"rt":`, g.ReasoningTokens},
-		{`,"cn":`, g.CostNanos}, {`,"ub":`, g.UnbilledNanos}, {`,"lat":`, g.LatencyMs},
-		{`,"gms":`, g.GenerationMs}, {`,"e2e":`, g.EndToEndMs}, {`,"ca":`, millis(g.CreatedAt)}} {
-		b = appendIntField(b, f.key, f.v)
-	}
-	b = append(b, `,"cl":`...)
-	b = store.AppendCostLinesJSON(b, g.CostLines)
-	b = append(b, `,"at":`...)
-	b = store.AppendAttemptsJSON(b, g.Attempts)
 	return append(b, "}}"...)
 }
 

@@ -94,3 +94,36 @@ func mustMarshal(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// A record as the first journal format wrote it (a journal left by a gateway before the
+// generation's fields were listed once) reads back whole.
+func TestJournalReadsTheFirstFormat(t *testing.T) {
+	const rec = `{"r":"res_1","h":5,"x":true,"c":7,"n":1700000000000,"g":{"id":"gen_1","ws":"ws_1","key":"k",` +
+		`"ep":"/chat/completions","m":"m","p":"p","um":"um","uid":"uid","fr":"stop","ec":"e","em":"msg","st":true,"cx":false,` +
+		`"s":200,"it":1,"cr":2,"cw":3,"ot":4,"rt":5,"cn":6,"ub":7,"lat":8,"gms":9,"e2e":10,"ca":1700000000123,` +
+		`"cl":[{"dimension":"input","quantity":1,"unit_price_nanos":2,"nanos":3}],"at":null}}`
+	var r journalRecord
+	if err := json.Unmarshal([]byte(rec), &r); err != nil {
+		t.Fatal(err)
+	}
+	req := r.request()
+	want := store.Generation{ID: "gen_1", WorkspaceID: "ws_1", KeyID: "k", Endpoint: "/chat/completions", Model: "m", Provider: "p",
+		UpstreamModel: "um", UpstreamID: "uid", FinishReason: "stop", ErrorCode: "e", ErrorMessage: "msg", Streamed: true, Status: 200,
+		InputTokens: 1, CacheReadTokens: 2, CacheWriteTokens: 3, OutputTokens: 4, ReasoningTokens: 5, CostNanos: 6, UnbilledNanos: 7,
+		LatencyMs: 8, GenerationMs: 9, EndToEndMs: 10, CreatedAt: time.UnixMilli(1700000000123).UTC(),
+		CostLines: []store.CostLine{{Dimension: "input", Quantity: 1, UnitPriceNanos: 2, Nanos: 3}}}
+	if !reflect.DeepEqual(*req.g, want) || req.reservationID != "res_1" || req.held != 5 || !req.release || req.cost != 7 ||
+		!req.now.Equal(time.UnixMilli(1700000000000)) {
+		t.Fatalf("read %+v\nwant %+v", *req.g, want)
+	}
+	// Only the fields of that format have short keys: a field added since is under its column.
+	columns := map[string]bool{}
+	for _, f := range store.GenerationFields {
+		columns[f.Column] = true
+	}
+	for col := range journalShortKeys {
+		if !columns[col] {
+			t.Errorf("journal key for %q, which is no column", col)
+		}
+	}
+}

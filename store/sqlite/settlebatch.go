@@ -161,21 +161,17 @@ func settleTogether(ctx context.Context, tx *sql.Tx, conn *sql.Conn, raw *rawExe
 			o.err = fmt.Errorf("wallet of workspace %q: %w", g.WorkspaceID, store.ErrNotFound)
 			continue
 		}
-		charge := max(min(r.cost, w.balance), 0)
+		charge := store.Charge(g, r.cost, w.balance)
 		var unreserve int64
-		switch {
-		case rs == nil:
-		case !r.lease || r.release:
-			unreserve = rs.amount
-			rs.amount = 0
-			rs.gone = true
-		default:
-			unreserve = min(charge, r.held, rs.amount)
+		if rs != nil {
+			// Settle drops its reservation, as the last settlement of a lease does.
+			drop := !r.lease || r.release
+			unreserve = store.LeaseUnreserve(charge, r.held, rs.amount, drop)
 			rs.amount -= unreserve
+			rs.gone = drop
 		}
 		w.balance -= charge
 		w.reserved -= unreserve
-		g.CostNanos, g.UnbilledNanos = charge, r.cost-charge
 		if charge > 0 {
 			charges++
 		}
@@ -281,30 +277,18 @@ func queryIn(ctx context.Context, tx *sql.Tx, prefix string, ids []string, scan 
 	return nil
 }
 
-// generationValues is the number of columns of generationColumns.
-const generationValues = 27
-
 func insertGenerations(raw *rawExec, conn *sql.Conn, ops []*writeOp) error {
 	var scratch []byte
 	for chunk := range chunksOf(ops, raw.rows()) {
 		args := raw.start()
 		for _, o := range chunk {
-			g := o.settle.g
-			scratch = store.AppendCostLinesJSON(scratch[:0], g.CostLines)
-			lines := string(scratch)
-			scratch = store.AppendAttemptsJSON(scratch[:0], g.Attempts)
-			attempts := string(scratch)
-			for _, v := range [...]driver.Value{
-				g.ID, g.WorkspaceID, g.KeyID, g.Endpoint, g.Model, g.Provider, g.UpstreamModel, g.UpstreamID,
-				g.Streamed, g.Cancelled, int64(g.Status), g.FinishReason, g.ErrorCode, g.ErrorMessage,
-				g.InputTokens, g.CacheReadTokens, g.CacheWriteTokens, g.OutputTokens, g.ReasoningTokens,
-				g.CostNanos, g.UnbilledNanos, lines, attempts,
-				g.LatencyMs, g.GenerationMs, g.EndToEndMs, millis(g.CreatedAt),
-			} {
+			for _, f := range store.GenerationFields {
+				var v driver.Value
+				v, scratch = generationValue(f.Addr(o.settle.g), scratch)
 				args = arg(args, v)
 			}
 		}
-		if err := raw.exec(conn, insertStatement(`INSERT INTO generations (`+generationColumns+`) VALUES `, generationValues, len(chunk)), args); err != nil {
+		if err := raw.exec(conn, insertStatement(`INSERT INTO generations (`+store.GenerationColumns+`) VALUES `, len(store.GenerationFields), len(chunk)), args); err != nil {
 			return fmt.Errorf("inserting generations: %w", err)
 		}
 	}

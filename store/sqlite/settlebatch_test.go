@@ -108,7 +108,7 @@ func dumpState(t *testing.T, s *Store) []string {
 	for _, q := range []string{
 		`SELECT workspace_id, balance_nanos, reserved_nanos FROM wallets ORDER BY workspace_id`,
 		`SELECT id, workspace_id, amount_nanos FROM reservations ORDER BY id`,
-		`SELECT ` + generationColumns + ` FROM generations ORDER BY id`,
+		`SELECT ` + store.GenerationColumns + ` FROM generations ORDER BY id`,
 		`SELECT id, workspace_id, amount_nanos, kind, COALESCE(generation_id, ''), key_id, note, created_at FROM ledger ORDER BY id`,
 	} {
 		rows, err := s.r.Query(q)

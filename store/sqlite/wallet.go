@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
-	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -16,31 +14,23 @@ import (
 // moves the balance with it. A debit that would take the balance below zero is refused
 // with store.ErrInsufficientFunds.
 func (s *Store) AddCredits(ctx context.Context, workspaceID string, amountNanos int64, note string) (store.Balance, error) {
-	kind := "credit"
-	if amountNanos < 0 {
-		kind = "adjustment"
-	}
+	kind := store.CreditKind(amountNanos)
 	now := s.now()
 	var b store.Balance
 	// Money paid in (or taken back) is made to survive a power cut even with
 	// DurableProcess: writer.go flushes the WAL before answering (onDisk).
 	err := s.write(ctx, &writeOp{onDisk: true, fn: func(ctx context.Context, tx *sql.Tx) error {
-		var err error
-		b, err = wallet(ctx, tx, workspaceID)
+		was, err := wallet(ctx, tx, workspaceID)
 		if err != nil {
 			return err
 		}
-		if amountNanos > 0 && b.BalanceNanos > math.MaxInt64-amountNanos {
-			return errors.New("balance would overflow")
-		}
-		if b.BalanceNanos+amountNanos < 0 {
-			return fmt.Errorf("debit of %d nanos exceeds balance of %d: %w", -amountNanos, b.BalanceNanos, store.ErrInsufficientFunds)
+		if b, err = store.ApplyCredit(was, amountNanos); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger (workspace_id, amount_nanos, kind, note, created_at)
 			VALUES (?, ?, ?, ?, ?)`, workspaceID, amountNanos, kind, note, millis(now)); err != nil {
 			return fmt.Errorf("appending to ledger: %w", err)
 		}
-		b.BalanceNanos += amountNanos
 		if _, err := tx.ExecContext(ctx, `UPDATE wallets SET balance_nanos = ? WHERE workspace_id = ?`,
 			b.BalanceNanos, workspaceID); err != nil {
 			return fmt.Errorf("updating wallet: %w", err)
@@ -87,34 +77,17 @@ func wallet(ctx context.Context, tx *sql.Tx, workspaceID string) (store.Balance,
 
 // Reserve holds p.AmountNanos of the available balance for one request.
 func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
-	switch {
-	case p.WorkspaceID == "":
-		return store.Reservation{}, errors.New("reserving: empty workspace id")
-	case p.AmountNanos < 0 || p.MinAvailableNanos < 0:
-		return store.Reservation{}, errors.New("reserving: negative amount")
-	case p.ExpiresAt.IsZero():
-		// Without an expiry a request lost to a crash would hold the credit forever.
-		return store.Reservation{}, errors.New("reserving: expiry is required")
+	r, err := store.NewReservation(p, s.now)
+	if err != nil {
+		return store.Reservation{}, err
 	}
-	r := store.Reservation{
-		ID:          p.ID,
-		WorkspaceID: p.WorkspaceID,
-		Owner:       p.Owner,
-		AmountNanos: p.AmountNanos,
-		CreatedAt:   s.stamp(time.Time{}),
-		ExpiresAt:   p.ExpiresAt.UTC().Truncate(time.Millisecond),
-	}
-	if r.ID == "" {
-		r.ID = ids.New("res")
-	}
-	need := max(p.AmountNanos, p.MinAvailableNanos)
-	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		b, err := wallet(ctx, tx, p.WorkspaceID)
 		if err != nil {
 			return err
 		}
-		if b.Available() < need {
-			return fmt.Errorf("available %d nanos, need %d: %w", b.Available(), need, store.ErrInsufficientFunds)
+		if err := store.CheckFunds(b, p); err != nil {
+			return err
 		}
 		if p.KeyID != "" {
 			// BEGIN IMMEDIATE already made this transaction the only writer: no other
@@ -146,25 +119,12 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 // Settle releases the reservation (if any), charges the generation's cost capped at the
 // balance, and records the generation, all in one transaction.
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generation, error) {
-	if p.Generation == nil {
-		return store.Generation{}, errors.New("settling: no generation")
+	g, err := store.PrepareSettle(p, s.now)
+	if err != nil {
+		return store.Generation{}, err
 	}
-	g := *p.Generation
-	switch {
-	case g.WorkspaceID == "":
-		return store.Generation{}, errors.New("settling: empty workspace id")
-	case g.CostNanos < 0:
-		return store.Generation{}, errors.New("settling: negative cost")
-	}
-	if g.ID == "" {
-		g.ID = ids.New("gen")
-	}
-	g.CreatedAt = s.stamp(g.CreatedAt)
-	now := s.now()
-	cost := g.CostNanos
-
-	req := &settleReq{g: &g, cost: cost, reservationID: p.ReservationID, now: now}
-	err := s.write(ctx, &writeOp{settle: req})
+	req := &settleReq{g: &g, cost: g.CostNanos, reservationID: p.ReservationID, now: s.now()}
+	err = s.write(ctx, &writeOp{settle: req})
 	if p.ReservationID != "" {
 		s.known.forget(p.ReservationID)
 	}
@@ -226,33 +186,18 @@ func (s *Store) releaseWhere(ctx context.Context, tx *sql.Tx, cond string, args 
 // checkKeyLimit refuses amount with a *store.KeyLimitError if the key's spending in the
 // current period, its open reservations and amount together exceed its limit.
 func checkKeyLimit(ctx context.Context, tx *sql.Tx, workspaceID, keyID string, amount int64, now time.Time) error {
-	var limit int64
-	var reset string
+	k := store.Key{ID: keyID}
 	err := tx.QueryRowContext(ctx, `SELECT limit_nanos, limit_reset FROM api_keys WHERE id = ? AND workspace_id = ?`,
-		keyID, workspaceID).Scan(&limit, &reset)
+		keyID, workspaceID).Scan(&k.LimitNanos, &k.LimitReset)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("key %q of workspace %q: %w", keyID, workspaceID, store.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("reading key %q: %w", keyID, err)
 	}
-	if limit == 0 {
-		return nil
-	}
-	start, end := store.LimitPeriod(reset, now)
-	spend, err := keySpend(ctx, tx, keyID, start)
-	if err != nil {
-		return err
-	}
-	// Written as a subtraction so that no sum can overflow.
-	if amount > limit-spend.SpentNanos-spend.ReservedNanos {
-		return &store.KeyLimitError{
-			KeyID: keyID, LimitNanos: limit, LimitReset: reset,
-			SpentNanos: spend.SpentNanos, ReservedNanos: spend.ReservedNanos, AmountNanos: amount,
-			PeriodStart: start, PeriodEnd: end,
-		}
-	}
-	return nil
+	return store.CheckKeyLimit(k, amount, now, func(since time.Time) (store.KeySpend, error) {
+		return keySpend(ctx, tx, keyID, since)
+	})
 }
 
 // rowQuerier is what *sql.DB and *sql.Tx have in common.
@@ -275,8 +220,8 @@ func keySpend(ctx context.Context, q rowQuerier, keyID string, since time.Time) 
 // KeySpend returns what a key was charged since the given time and what its open
 // reservations hold.
 func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (store.KeySpend, error) {
-	if keyID == "" {
-		return store.KeySpend{}, errors.New("key spend: empty key id")
+	if err := store.ValidateKeySpend(keyID); err != nil {
+		return store.KeySpend{}, err
 	}
 	if err := s.caughtUp(ctx); err != nil {
 		return store.KeySpend{}, fmt.Errorf("key spend: %w", err)
@@ -288,22 +233,10 @@ func (s *Store) KeySpend(ctx context.Context, keyID string, since time.Time) (st
 // and shrinks the lease's reservation by what was charged (at most p.HeldNanos), or drops
 // it when p.Release is set, all in one transaction.
 func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (store.Generation, error) {
-	if p.Generation == nil {
-		return store.Generation{}, errors.New("settling: no generation")
+	g, err := store.PrepareSettleLease(p, s.now)
+	if err != nil {
+		return store.Generation{}, err
 	}
-	g := *p.Generation
-	switch {
-	case p.ReservationID == "":
-		return store.Generation{}, errors.New("settling a lease: empty reservation id")
-	case g.WorkspaceID == "":
-		return store.Generation{}, errors.New("settling: empty workspace id")
-	case g.CostNanos < 0 || p.HeldNanos < 0:
-		return store.Generation{}, errors.New("settling: negative amount")
-	}
-	if g.ID == "" {
-		g.ID = ids.New("gen")
-	}
-	g.CreatedAt = s.stamp(g.CreatedAt)
 	now := s.now()
 	cost := g.CostNanos
 
@@ -327,7 +260,7 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 		// The journal could not take it: settle synchronously.
 	}
 	so.op.settle = &so.req
-	err := s.write(ctx, &so.op)
+	err = s.write(ctx, &so.op)
 	if err == nil && !p.Release {
 		s.known.add(p.ReservationID, g.WorkspaceID)
 	}
@@ -365,9 +298,7 @@ func (s *Store) ReleaseReservation(ctx context.Context, id string) (int64, error
 // rest is recorded as unbilled, the balance never goes below zero), records the generation
 // and appends the charge to the ledger. The caller updates the wallet row.
 func recordCharge(ctx context.Context, tx *sql.Tx, g *store.Generation, cost, balance int64, now time.Time) (int64, error) {
-	charge := max(min(cost, balance), 0)
-	g.CostNanos = charge
-	g.UnbilledNanos = cost - charge
+	charge := store.Charge(g, cost, balance)
 	if err := insertGeneration(ctx, tx, g); err != nil {
 		return 0, err
 	}
@@ -450,7 +381,7 @@ func (r *settleReq) apply(ctx context.Context, tx *sql.Tx) error {
 		}
 		unreserve = amount
 	default:
-		if unreserve = min(charge, r.held, amount); unreserve > 0 {
+		if unreserve = store.LeaseUnreserve(charge, r.held, amount, false); unreserve > 0 {
 			if _, err := tx.ExecContext(ctx, `UPDATE reservations SET amount_nanos = amount_nanos - ? WHERE id = ?`,
 				unreserve, r.reservationID); err != nil {
 				return fmt.Errorf("shrinking reservation %q: %w", r.reservationID, err)

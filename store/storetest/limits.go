@@ -96,17 +96,17 @@ func testChildWorkspaces(t *testing.T, s store.Store) {
 	if top, err := s.GetWorkspace(ctx, parent); err != nil || top.ParentID != "" {
 		t.Fatalf("GetWorkspace(parent) = %+v, %v; want no parent", top, err)
 	}
-	children, err := s.ListChildWorkspaces(ctx, parent)
+	children, err := s.ListChildWorkspaces(ctx, parent, store.Page{})
 	if err != nil {
 		t.Fatalf("ListChildWorkspaces: %v", err)
 	}
 	if len(children) != 2 || children[0].ID != "ws_child1" || children[1].ID != "ws_child2" || children[1].ParentID != parent {
 		t.Errorf("ListChildWorkspaces = %+v, want ws_child1 then ws_child2", children)
 	}
-	if children, err := s.ListChildWorkspaces(ctx, other); err != nil || len(children) != 0 {
+	if children, err := s.ListChildWorkspaces(ctx, other, store.Page{}); err != nil || len(children) != 0 {
 		t.Errorf("ListChildWorkspaces(other) = %+v, %v; want none", children, err)
 	}
-	all, err := s.ListWorkspaces(ctx)
+	all, err := s.ListWorkspaces(ctx, store.Page{})
 	if err != nil || len(all) != 4 {
 		t.Fatalf("ListWorkspaces = %+v, %v; want 4", all, err)
 	}
@@ -136,7 +136,7 @@ func testKeyLimitFields(t *testing.T, s store.Store) {
 	if !reflect.DeepEqual(got, k) {
 		t.Errorf("GetKey = %+v, want %+v", got, k)
 	}
-	list, err := s.ListKeys(ctx, ws)
+	list, err := s.ListKeys(ctx, ws, store.Page{})
 	if err != nil || len(list) != 1 || !reflect.DeepEqual(list[0], k) {
 		t.Errorf("ListKeys = %+v, %v; want the key", list, err)
 	}

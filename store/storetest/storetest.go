@@ -1,4 +1,5 @@
-// Package storetest is the conformance suite every store.Store backend must pass.
+// Package storetest is the conformance suite every store.Store backend must pass. Tests of
+// one role take that role's interface (store.Identity, store.Claims...).
 // A backend's test calls Run with a function that opens a fresh, empty store whose clock
 // is now (the system clock when now is nil):
 //
@@ -65,6 +66,9 @@ func Run(t *testing.T, open Opener) {
 		{"ReleaseReservation", testReleaseReservation},
 		{"ConcurrentLeaseSettlements", testConcurrentLeaseSettlements},
 		{"Ping", testPing},
+		{"IdentityPages", func(t *testing.T, s store.Store) { testIdentityPages(t, s) }},
+		{"ActivityPages", testActivityPages},
+		{"ConcurrentClaims", func(t *testing.T, s store.Store) { testConcurrentClaims(t, s) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +83,8 @@ func Run(t *testing.T, open Opener) {
 		{"KeyLimitPeriods", testKeyLimitPeriods},
 		{"Instances", testInstances},
 		{"ConcurrentOrphanRelease", testConcurrentOrphanRelease},
+		{"Claims", func(t *testing.T, s store.Store, c *Clock) { testClaims(t, s, c) }},
+		{"ClaimLifecycle", func(t *testing.T, s store.Store, c *Clock) { testClaimLifecycle(t, s, c) }},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,7 +179,7 @@ func testWorkspaces(t *testing.T, s store.Store) {
 		t.Errorf("defaulted CreatedAt = %v, want between %v and %v", b.CreatedAt, before, after)
 	}
 
-	list, err := s.ListWorkspaces(ctx)
+	list, err := s.ListWorkspaces(ctx, store.Page{})
 	if err != nil {
 		t.Fatalf("ListWorkspaces: %v", err)
 	}
@@ -220,7 +226,7 @@ func testKeys(t *testing.T, s store.Store) {
 		t.Errorf("GetKey = %+v, want %+v", got, keys[1])
 	}
 
-	list, err := s.ListKeys(ctx, ws)
+	list, err := s.ListKeys(ctx, ws, store.Page{})
 	if err != nil {
 		t.Fatalf("ListKeys: %v", err)
 	}
@@ -228,7 +234,7 @@ func testKeys(t *testing.T, s store.Store) {
 		t.Errorf("ListKeys = %+v, want k1 then k2", list)
 	}
 	empty := newWorkspace(t, s, 0)
-	if list, err := s.ListKeys(ctx, empty); err != nil || len(list) != 0 {
+	if list, err := s.ListKeys(ctx, empty, store.Page{}); err != nil || len(list) != 0 {
 		t.Errorf("ListKeys(empty workspace) = %v, %v; want nothing", list, err)
 	}
 
@@ -247,7 +253,7 @@ func testKeys(t *testing.T, s store.Store) {
 			return s.CreateKey(ctx, store.Key{ID: "k9", WorkspaceID: "ws_missing", Kind: store.KeyStandard, SecretHash: hash})
 		}, store.ErrNotFound},
 		{"get unknown key", func() error { _, err := s.GetKey(ctx, "k_missing"); return err }, store.ErrNotFound},
-		{"list unknown workspace", func() error { _, err := s.ListKeys(ctx, "ws_missing"); return err }, store.ErrNotFound},
+		{"list unknown workspace", func() error { _, err := s.ListKeys(ctx, "ws_missing", store.Page{}); return err }, store.ErrNotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { wantErr(t, tc.name, tc.call(), tc.want) })
