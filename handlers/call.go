@@ -109,6 +109,7 @@ func (c *call) recordAttempt(rt Route, began time.Time, err error) {
 		}
 	}
 	c.attempts = append(c.attempts, a)
+	c.g.Metrics.attempt(c, rt.ProviderName, d, err != nil, a.Category)
 }
 
 // cost prices the call's usage at its route's prices.
@@ -178,6 +179,7 @@ func (c *call) settle(ctx context.Context) error {
 			return c.g.Store.Settle(ctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
 		})
 	}
+	c.g.Metrics.settled(c, lines, err)
 	if err != nil {
 		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.genID), zapErr(err))
 		return err

@@ -79,6 +79,9 @@ type Gateway struct {
 	// (store.Instance): they name it as their owner, and credit leases admit only while it
 	// holds. nil: reservations have no owner, and only their expiry frees them after a crash.
 	Owner *store.Instance
+	// Metrics, when set, counts requests, usage and upstream behaviour for Prometheus
+	// (NewMetrics); nil counts nothing.
+	Metrics *Metrics
 
 	// ready caches GET /health's look at the store (info.go); unsure holds reservations
 	// whose Reserve failed without an answer (lease.go).

@@ -90,12 +90,12 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 				"insufficient credit: this request needs an available balance of at least %s USD (1.00 USD minimum, worst-case cost %s USD); add credits to the workspace",
 				pricing.FormatUSD(max(most, MinPreflightNanos)), pricing.FormatUSD(most)))
 			e.Extra = map[string]any{"required_nanos": max(most, MinPreflightNanos)}
-			return nil, e
+			return nil, g.Metrics.refused(cp.endpoint, m.Name, e)
 		}
 		if e := keyLimitError(err, g.Now()); e != nil {
-			return nil, e
+			return nil, g.Metrics.refused(cp.endpoint, m.Name, e)
 		}
-		return nil, g.storeUnavailable("reserving credit", err)
+		return nil, g.Metrics.refused(cp.endpoint, m.Name, g.storeUnavailable("reserving credit", err))
 	}
 	c.reservation = res.ID
 	return c, nil
@@ -129,6 +129,7 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 				return c.failed(apiErr)
 			}
 		}
+		g.Metrics.routeTried(c, rt.ProviderName)
 		for try := 0; ; try++ {
 			err := c.attempt(r, rt, stream, func(ar *http.Request) error { return attempt(ar, rt) })
 			if c.gone() {
@@ -164,6 +165,7 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 				}
 				break
 			}
+			g.Metrics.retry(rt.ProviderName)
 			if ce := g.Logger.Check(zapcore.DebugLevel, "retrying the route"); ce != nil {
 				ce.Write(zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName), zap.Int("try", try+1), zapErr(ue))
 			}

@@ -92,6 +92,9 @@ type breaker struct {
 	failures  int
 	openUntil time.Time
 	probing   bool
+	// gauge, when set, counts the circuit while it is open (reported): metrics.go.
+	gauge    gauge
+	reported bool
 }
 
 // allow tells whether the route may be tried now; a half-open circuit lets one probe through.
@@ -115,6 +118,7 @@ func (b *breaker) allow(now time.Time, p Policy) bool {
 func (b *breaker) record(now time.Time, p Policy, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.report(p)
 	b.probing = false
 	if ok {
 		b.failures = 0

@@ -58,6 +58,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.storeKey = app.storeKey
 	}
 	h.gw = app.gateway(ctx.Logger(), h.MaxBodySize, time.Duration(h.StreamIdleTimeout))
+	// Caddy's registry of this configuration, served on the admin API's /metrics: the
+	// handlers of the configuration share its collectors.
+	if reg := ctx.GetMetricsRegistry(); reg != nil {
+		if h.gw.Metrics, err = handlers.NewMetrics(reg, h.gw.Registry); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
