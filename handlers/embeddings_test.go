@@ -1,0 +1,118 @@
+package handlers
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+)
+
+func TestParseEmbeddings(t *testing.T) {
+	for _, tc := range []struct {
+		body   string
+		inputs []string
+		tokens [][]int64
+		base64 bool
+		param  string // the invalid field, "" when valid
+	}{
+		{body: `{"model":"m","input":"hi"}`, inputs: []string{"hi"}},
+		{body: `{"model":"m","input":["a","b"],"encoding_format":"base64"}`, inputs: []string{"a", "b"}, base64: true},
+		{body: `{"model":"m","input":[1,2,3],"encoding_format":"float"}`, tokens: [][]int64{{1, 2, 3}}},
+		{body: `{"model":"m","input":[[1],[2,3]]}`, tokens: [][]int64{{1}, {2, 3}}},
+		{body: `{"model":"m","input":"x","dimensions":256,"user":"u","meta":true}`, inputs: []string{"x"}},
+		{body: `{"input":"x"}`, param: "model"},
+		{body: `{"model":"m"}`, param: "input"},
+		{body: `{"model":"m","input":""}`, param: "input"},
+		{body: `{"model":"m","input":[]}`, param: "input"},
+		{body: `{"model":"m","input":["a",""]}`, param: "input"},
+		{body: `{"model":"m","input":["a",1]}`, param: "input"},
+		{body: `{"model":"m","input":[1.5]}`, param: "input"},
+		{body: `{"model":"m","input":[[]]}`, param: "input"},
+		{body: `{"model":"m","input":{"text":"x"}}`, param: "input"},
+		{body: `{"model":"m","input":"x","encoding_format":"int8"}`, param: "encoding_format"},
+		{body: `{"model":"m","input":"x","dimensions":-1}`, param: "dimensions"},
+	} {
+		req, apiErr := parseEmbeddings([]byte(tc.body))
+		if tc.param != "" {
+			if apiErr == nil || apiErr.Param != tc.param {
+				t.Errorf("%s: error %v, want one on %s", tc.body, apiErr, tc.param)
+			}
+			continue
+		}
+		if apiErr != nil {
+			t.Errorf("%s: %v", tc.body, apiErr)
+			continue
+		}
+		if !reflect.DeepEqual(req.inputs, tc.inputs) || !reflect.DeepEqual(req.tokens, tc.tokens) || req.base64 != tc.base64 || req.model != "m" {
+			t.Errorf("%s: read %+v", tc.body, req)
+		}
+	}
+}
+
+func le32(v ...float32) string {
+	raw := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
+	}
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+func TestAppendVector(t *testing.T) {
+	floats := `[0.5,-0.25,1e-7,0.1]`
+	want64 := `"` + le32(0.5, -0.25, 1e-7, 0.1) + `"`
+	for _, tc := range []struct {
+		in       string
+		asBase64 bool
+		want     string
+	}{
+		{floats, false, floats}, // as it came, to the digit
+		{floats, true, want64},
+		{want64, true, want64},
+		{want64, false, `[0.5,-0.25,1e-07,0.1]`},
+		{` [1, 2] `, false, `[1, 2]`},
+	} {
+		got, err := appendVector(nil, json.RawMessage(tc.in), tc.asBase64)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("appendVector(%s, base64 %v) = %s, %v; want %s", tc.in, tc.asBase64, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{``, `"not base64!"`, `"` + base64.StdEncoding.EncodeToString([]byte{1, 2, 3}) + `"`, `["a"]`} {
+		if _, err := appendVector(nil, json.RawMessage(bad), bad != "" && bad[0] == '['); err == nil {
+			t.Errorf("appendVector(%s) accepted it", bad)
+		}
+	}
+}
+
+func TestEncodeEmbeddings(t *testing.T) {
+	floats := []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,-0.25]}],"model":"m","usage":{"prompt_tokens":2,"total_tokens":2}}`)
+	if got, err := encodeEmbeddings(floats, false); err != nil || &got[0] != &floats[0] {
+		t.Fatalf("floats asked, floats answered: rewritten (%v)", err)
+	}
+	got, err := encodeEmbeddings(floats, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Data []struct {
+			Index     int    `json:"index"`
+			Embedding string `json:"embedding"`
+		} `json:"data"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(got, &v); err != nil || len(v.Data) != 1 || v.Data[0].Embedding != le32(0.5, -0.25) || v.Usage.PromptTokens != 2 {
+		t.Fatalf("base64 asked, floats answered: %s (%v)", got, err)
+	}
+	back, err := encodeEmbeddings(got, false)
+	if err != nil || !json.Valid(back) {
+		t.Fatalf("%s %v", back, err)
+	}
+	for _, bad := range []string{`[]`, `{"data":"x"}`, `{"data":[{"index":0}]}`} {
+		if _, err := encodeEmbeddings([]byte(bad), true); err == nil {
+			t.Errorf("encodeEmbeddings(%s) accepted it", bad)
+		}
+	}
+}
