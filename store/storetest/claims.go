@@ -224,3 +224,22 @@ func ClaimersNeverShare(t *testing.T, a, b store.Claims) {
 		t.Fatalf("%d items claimed, want all %d", len(holders), items)
 	}
 }
+
+// testClaimLeaseExpiry lets a short lease run out on the store's own clock (the database
+// server's, on PostgreSQL): the item is claimed again.
+func testClaimLeaseExpiry(t *testing.T, s store.Claims) {
+	enqueue(t, s, "jobs", "job_1", nil, time.Time{})
+	first := claim(t, s, "jobs", "inst_a", 50*time.Millisecond, 1)
+	if len(first) != 1 {
+		t.Fatalf("claimed %v", claimedIDs(first))
+	}
+	if got := claim(t, s, "jobs", "inst_b", time.Minute, 1); len(got) != 0 {
+		t.Fatalf("a leased item was claimed again at once: %v", claimedIDs(got))
+	}
+	time.Sleep(100 * time.Millisecond)
+	second := claim(t, s, "jobs", "inst_b", time.Minute, 1)
+	if len(second) != 1 || second[0].Attempt != 2 {
+		t.Fatalf("after the lease ran out, claimed %+v", second)
+	}
+	wantErr(t, "Complete of the expired claim", s.Complete(context.Background(), first[0].Claim), store.ErrClaimLost)
+}

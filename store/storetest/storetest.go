@@ -69,6 +69,7 @@ func Run(t *testing.T, open Opener) {
 		{"IdentityPages", func(t *testing.T, s store.Store) { testIdentityPages(t, s) }},
 		{"ActivityPages", testActivityPages},
 		{"ConcurrentClaims", func(t *testing.T, s store.Store) { testConcurrentClaims(t, s) }},
+		{"ClaimLeaseExpiry", func(t *testing.T, s store.Store) { testClaimLeaseExpiry(t, s) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
