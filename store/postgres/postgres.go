@@ -259,12 +259,7 @@ func markUnavailable(err error) error {
 }
 
 // stamp returns t, or now if t is zero, at the millisecond precision both backends keep.
-func (s *Store) stamp(t time.Time) time.Time {
-	if t.IsZero() {
-		t = s.now()
-	}
-	return t.UTC().Truncate(time.Millisecond)
-}
+func (s *Store) stamp(t time.Time) time.Time { return store.Stamp(t, s.now) }
 
 func utc(t time.Time) time.Time { return t.UTC() }
 

@@ -346,12 +346,7 @@ func millis(t time.Time) int64 { return t.UnixMilli() }
 func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 // stamp returns t, or now if t is zero, at the millisecond precision the database keeps.
-func (s *Store) stamp(t time.Time) time.Time {
-	if t.IsZero() {
-		t = s.now()
-	}
-	return t.UTC().Truncate(time.Millisecond)
-}
+func (s *Store) stamp(t time.Time) time.Time { return store.Stamp(t, s.now) }
 
 // scanner is what *sql.Row and *sql.Rows have in common.
 type scanner interface{ Scan(dest ...any) error }
