@@ -7,6 +7,8 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 )
 
 func TestParseEmbeddings(t *testing.T) {
@@ -113,6 +115,29 @@ func TestEncodeEmbeddings(t *testing.T) {
 	for _, bad := range []string{`[]`, `{"data":"x"}`, `{"data":[{"index":0}]}`} {
 		if _, err := encodeEmbeddings([]byte(bad), true); err == nil {
 			t.Errorf("encodeEmbeddings(%s) accepted it", bad)
+		}
+	}
+}
+
+func TestModerationIsBilledPerRequestOnly(t *testing.T) {
+	var p pricing.Price
+	if dim := meteredOtherThanRequests(p); dim != "" {
+		t.Fatalf("a free route prices %s", dim)
+	}
+	p.PerRequest = 1000
+	if dim := meteredOtherThanRequests(p); dim != "" {
+		t.Fatalf("a per-request route prices %s", dim)
+	}
+	for _, d := range pricing.Dimensions() {
+		if d.Keyed || d.Name == pricing.DimRequest {
+			continue
+		}
+		q := p
+		if err := q.SetPerUnit(d.Name, 5); err != nil {
+			t.Fatal(err)
+		}
+		if got := meteredOtherThanRequests(q); got != d.Name {
+			t.Errorf("a route pricing %s: %q", d.Name, got)
 		}
 	}
 }

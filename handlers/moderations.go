@@ -102,10 +102,9 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 	// Moderation reports no tokens: it is billed per request, or free.
 	c.usageKnown = true
 	return c.tryRoutes(r, false, func(rt Route) *APIError {
-		if p := rt.Price; !c.model.Free() && (p.Input|p.CachedInput|p.CacheWrite|p.Output|p.Reasoning) != 0 {
-			e := newError(http.StatusInternalServerError, CodeGateway, fmt.Sprintf(
-				"model %q prices moderation by tokens on route %s, which moderation does not report; the operator must price it per request (request <usd>) or make it free", c.model.Name, rt.ProviderName))
-			return e
+		if dim := meteredOtherThanRequests(rt.Price); dim != "" && !c.model.Free() {
+			return newError(http.StatusInternalServerError, CodeGateway, fmt.Sprintf(
+				"model %q prices moderation by %s on route %s, which a moderation does not report; the operator must price it per request (request <usd>) or make it free", c.model.Name, dim, rt.ProviderName))
 		}
 		return nil
 	}, func(ar *http.Request, rt Route) error {
@@ -121,6 +120,23 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 		}
 		return c.moderateNeutral(w, ar, rt, inputs)
 	})
+}
+
+// meteredOtherThanRequests names a dimension other than requests that p prices, "" when
+// there is none: what a moderation cannot be billed by.
+func meteredOtherThanRequests(p pricing.Price) string {
+	if len(p.Images()) > 0 {
+		return pricing.DimImage
+	}
+	if len(p.VideoSeconds()) > 0 {
+		return pricing.DimOutputVideoSeconds
+	}
+	for _, d := range pricing.Dimensions() {
+		if d.Name != pricing.DimRequest && p.PerUnit(d.Name) != 0 {
+			return d.Name
+		}
+	}
+	return ""
 }
 
 // moderationsWire: a moderation answer carries no usage; the gateway adds one with its cost.
