@@ -2,19 +2,14 @@ package module
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/handlers"
@@ -22,10 +17,6 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
-	"github.com/modelgateway/caddy-modelgateway/providers/anthropic"
-	"github.com/modelgateway/caddy-modelgateway/providers/gemini"
-	"github.com/modelgateway/caddy-modelgateway/providers/mock"
-	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
 	"github.com/modelgateway/caddy-modelgateway/store/postgres"
 	"github.com/modelgateway/caddy-modelgateway/store/sqlite"

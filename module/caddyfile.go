@@ -50,25 +50,8 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			credit_top_up on|off
 //
 //			provider <name> {
-//				type openai|anthropic|gemini|mock
-//				base_url <url>
-//				api_key <key>
-//				organization <id>
-//				project <id>
-//				api chat|responses
-//				version <anthropic-version>
-//				default_max_tokens <n>
-//				header <field> <value>
-//				timeout <duration>
-//				stream_idle_timeout <duration>
-//				transport http {
-//					<reverse_proxy transport options>
-//				}
-//				# mock only
-//				latency <duration>
-//				chunks <n>
-//				chunk_interval <duration>
-//				text <reply>
+//				type openai|anthropic|gemini|mock|<type of a provider module>
+//				<the type's options: see its UnmarshalCaddyfile>
 //				# resilience (also settable per route)
 //				retries <n>
 //				retry_backoff <base> [<max>]
@@ -247,82 +230,229 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
+// parseProvider reads a provider block (d is on the provider's name). The gateway keeps
+// type and the resilience options; the type's module reads the other lines, given as the
+// block of "<type> { ... }", as reverse_proxy gives "transport <name> { ... }" to its
+// transport.
 func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
+	seg := d.NextSegment() // the name, then the block with its braces
+	pd := caddyfile.NewDispenser(seg)
+	pd.Next()
 	pc := new(ProviderConfig)
-	seen := map[string]bool{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		if sub != "header" && seen[sub] {
-			return nil, d.Errf("%s already specified", sub)
-		}
-		seen[sub] = true
-		var err error
-		switch sub {
+	var (
+		typ  string
+		rest caddyfile.Segment
+		seen = map[string]bool{}
+	)
+	for pd.NextBlock(0) {
+		switch sub := pd.Val(); sub {
 		case "type":
-			err = parseString(d, &pc.Type)
-		case "base_url":
-			err = parseString(d, &pc.BaseURL)
-		case "api_key":
-			err = parseString(d, &pc.APIKey)
-		case "organization":
-			err = parseString(d, &pc.Organization)
-		case "project":
-			err = parseString(d, &pc.Project)
-		case "version":
-			err = parseString(d, &pc.Version)
-		case "api":
-			if err = parseString(d, &pc.API); err == nil && pc.API != "chat" && pc.API != "responses" {
-				err = d.Errf("api: want chat or responses, got %q", pc.API)
+			if typ != "" {
+				return nil, pd.Err("type already specified")
 			}
-		case "default_max_tokens":
-			err = parseInt(d, &pc.DefaultMaxTokens)
-		case "text":
-			err = parseString(d, &pc.Text)
-		case "header":
-			args := d.RemainingArgs()
-			if len(args) != 2 {
-				return nil, d.ArgErr()
+			if err := parseString(pd, &typ); err != nil {
+				return nil, err
 			}
-			if pc.Headers == nil {
-				pc.Headers = map[string]string{}
-			}
-			pc.Headers[args[0]] = args[1]
-		case "timeout":
-			err = parseDuration(d, &pc.Timeout)
-		case "stream_idle_timeout":
-			err = parseDuration(d, &pc.StreamIdleTimeout)
-		case "latency":
-			err = parseDuration(d, &pc.Latency)
-		case "chunk_interval":
-			err = parseDuration(d, &pc.ChunkInterval)
-		case "chunks":
-			var n int64
-			if err = parseInt(d, &n); err == nil {
-				pc.Chunks = int(n)
+			if err := checkProviderType(typ); err != nil {
+				return nil, pd.Err(err.Error())
 			}
 		case "retries", "retry_backoff", "retry_after_cap", "header_timeout", "first_token_timeout", "circuit_breaker", "prefill":
-			err = parseResilience(d, &pc.Resilience)
-		case "transport":
-			if !d.NextArg() {
-				return nil, d.ArgErr()
+			if seen[sub] {
+				return nil, pd.Errf("%s already specified", sub)
 			}
-			name := d.Val()
-			mod, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.transport."+name)
-			if err != nil {
-				return nil, d.Errf("transport %s: %v", name, err)
+			seen[sub] = true
+			if err := parseResilience(pd, &pc.Resilience); err != nil {
+				return nil, err
 			}
-			pc.TransportRaw = caddyconfig.JSONModuleObject(mod, "protocol", name, nil)
 		default:
-			return nil, d.Errf("unrecognized subdirective %q", sub)
+			rest = append(rest, pd.NextSegment()...)
 		}
-		if err != nil {
+	}
+	if typ == "" {
+		return nil, d.Errf("provider: type is required (%s)", providerTypes("or"))
+	}
+	info, _ := caddy.GetModule(ProvidersNamespace + "." + typ)
+	mod := info.New()
+	if unm, ok := mod.(caddyfile.Unmarshaler); ok {
+		// The type's name stands where the provider's name was, before the block's brace.
+		head := seg[0]
+		head.Text = typ
+		tokens := append(caddyfile.Segment{head, seg[1]}, rest...)
+		if err := unm.UnmarshalCaddyfile(caddyfile.NewDispenser(append(tokens, seg[len(seg)-1]))); err != nil {
 			return nil, err
 		}
+	} else if len(rest) > 0 {
+		rd := caddyfile.NewDispenser(rest)
+		rd.Next()
+		return nil, rd.Errf("provider type %s takes no options", typ)
 	}
-	if pc.Type == "" {
-		return nil, d.Err("provider: type is required (" + providerTypes + ")")
+	var warnings []caddyconfig.Warning
+	if pc.AdapterRaw = caddyconfig.JSONModuleObject(mod, "type", typ, &warnings); len(warnings) > 0 {
+		return nil, d.Errf("provider type %s: encoding its options: %s", typ, warnings[0].Message)
 	}
 	return pc, nil
+}
+
+// UnmarshalCaddyfile reads the openai provider type's options, the lines of a provider
+// block other than type and the resilience options:
+//
+//	provider <name> {
+//		type openai
+//		base_url <url>
+//		api_key <key>
+//		organization <id>
+//		project <id>
+//		api chat|responses
+//		header <field> <value>
+//		timeout <duration>
+//		stream_idle_timeout <duration>
+//		transport http {
+//			<reverse_proxy transport options>
+//		}
+//	}
+func (p *OpenAIProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return parseProviderOptions(d, p.httpUpstream.unmarshalOption, func(d *caddyfile.Dispenser) (bool, error) {
+		switch d.Val() {
+		case "organization":
+			return true, parseString(d, &p.Organization)
+		case "project":
+			return true, parseString(d, &p.Project)
+		case "api":
+			if err := parseString(d, &p.API); err != nil {
+				return true, err
+			}
+			if p.API != "chat" && p.API != "responses" {
+				return true, d.Errf("api: want chat or responses, got %q", p.API)
+			}
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// UnmarshalCaddyfile reads the anthropic provider type's options, the lines of a provider
+// block other than type and the resilience options:
+//
+//	provider <name> {
+//		type anthropic
+//		version <anthropic-version>
+//		default_max_tokens <n>
+//		<base_url, api_key, header, timeout, stream_idle_timeout, transport as for openai>
+//	}
+func (p *AnthropicProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return parseProviderOptions(d, p.httpUpstream.unmarshalOption, func(d *caddyfile.Dispenser) (bool, error) {
+		switch d.Val() {
+		case "version":
+			return true, parseString(d, &p.Version)
+		case "default_max_tokens":
+			return true, parseInt(d, &p.DefaultMaxTokens)
+		}
+		return false, nil
+	})
+}
+
+// UnmarshalCaddyfile reads the gemini provider type's options, the lines of a provider
+// block other than type and the resilience options:
+//
+//	provider <name> {
+//		type gemini
+//		<base_url, api_key, header, timeout, stream_idle_timeout, transport as for openai>
+//	}
+func (p *GeminiProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return parseProviderOptions(d, p.httpUpstream.unmarshalOption)
+}
+
+// UnmarshalCaddyfile reads the mock provider type's options, the lines of a provider block
+// other than type and the resilience options:
+//
+//	provider <name> {
+//		type mock
+//		latency <duration>
+//		chunks <n>
+//		chunk_interval <duration>
+//		text <reply>
+//	}
+func (p *MockProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return parseProviderOptions(d, func(d *caddyfile.Dispenser) (bool, error) {
+		switch d.Val() {
+		case "latency":
+			return true, parseDuration(d, &p.Latency)
+		case "chunk_interval":
+			return true, parseDuration(d, &p.ChunkInterval)
+		case "text":
+			return true, parseString(d, &p.Text)
+		case "chunks":
+			var n int64
+			err := parseInt(d, &n)
+			p.Chunks = int(n)
+			return true, err
+		}
+		return false, nil
+	})
+}
+
+// parseProviderOptions walks the block after a provider type's name: each option but
+// header at most once, read by the first of parse that knows it.
+func parseProviderOptions(d *caddyfile.Dispenser, parse ...func(*caddyfile.Dispenser) (bool, error)) error {
+	d.Next() // the type's name
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		if sub != "header" && seen[sub] {
+			return d.Errf("%s already specified", sub)
+		}
+		seen[sub] = true
+		known := false
+		for _, f := range parse {
+			ok, err := f(d)
+			if err != nil {
+				return err
+			}
+			if known = ok; known {
+				break
+			}
+		}
+		if !known {
+			return d.Errf("unrecognized subdirective %q", sub)
+		}
+	}
+	return nil
+}
+
+// unmarshalOption reads the option of an HTTP provider type that d is on, if it is one.
+func (u *httpUpstream) unmarshalOption(d *caddyfile.Dispenser) (bool, error) {
+	switch d.Val() {
+	case "base_url":
+		return true, parseString(d, &u.BaseURL)
+	case "api_key":
+		return true, parseString(d, &u.APIKey)
+	case "timeout":
+		return true, parseDuration(d, &u.Timeout)
+	case "stream_idle_timeout":
+		return true, parseDuration(d, &u.StreamIdleTimeout)
+	case "header":
+		args := d.RemainingArgs()
+		if len(args) != 2 {
+			return true, d.ArgErr()
+		}
+		if u.Headers == nil {
+			u.Headers = map[string]string{}
+		}
+		u.Headers[args[0]] = args[1]
+		return true, nil
+	case "transport":
+		if !d.NextArg() {
+			return true, d.ArgErr()
+		}
+		name := d.Val()
+		mod, err := caddyfile.UnmarshalModule(d, "http.reverse_proxy.transport."+name)
+		if err != nil {
+			return true, d.Errf("transport %s: %v", name, err)
+		}
+		u.TransportRaw = caddyconfig.JSONModuleObject(mod, "protocol", name, nil)
+		return true, nil
+	}
+	return false, nil
 }
 
 func parseModel(d *caddyfile.Dispenser, mc *ModelConfig) error {
@@ -585,6 +715,10 @@ func parseInt(d *caddyfile.Dispenser, out *int64) error {
 var (
 	_ caddyfile.Unmarshaler = (*App)(nil)
 	_ caddyfile.Unmarshaler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler = (*OpenAIProvider)(nil)
+	_ caddyfile.Unmarshaler = (*AnthropicProvider)(nil)
+	_ caddyfile.Unmarshaler = (*GeminiProvider)(nil)
+	_ caddyfile.Unmarshaler = (*MockProvider)(nil)
 )
 
 // parseResilience reads one resilience option (the current token names it).
