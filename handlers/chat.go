@@ -146,7 +146,7 @@ type textSurface struct {
 }
 
 var chatCompletionsSurface = textSurface{
-	capability: capability{endpoint: "/chat/completions", format: providers.FormatOpenAIChat, neutral: isChatProvider},
+	capability: capability{endpoint: "/chat/completions", format: providers.FormatOpenAIChat, neutral: isChatProvider, meters: textMeters},
 	inputKey:   "messages",
 	decode:     openai.DecodeChatRequest,
 	forward:    (*call).chatForward,

@@ -17,7 +17,7 @@ import (
 )
 
 var embeddingsCapability = capability{
-	endpoint: "/embeddings", format: providers.FormatOpenAIEmbeddings,
+	endpoint: "/embeddings", format: providers.FormatOpenAIEmbeddings, meters: []string{pricing.DimInput, pricing.DimRequest},
 	neutral: func(p providers.Provider) bool { _, ok := p.(providers.Embedder); return ok },
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
@@ -119,13 +120,13 @@ func TestEncodeEmbeddings(t *testing.T) {
 	}
 }
 
-func TestModerationIsBilledPerRequestOnly(t *testing.T) {
+func TestUnmeteredDimensions(t *testing.T) {
 	var p pricing.Price
-	if dim := meteredOtherThanRequests(p); dim != "" {
+	if dim := unmetered(p, moderationsCapability.meters); dim != "" {
 		t.Fatalf("a free route prices %s", dim)
 	}
 	p.PerRequest = 1000
-	if dim := meteredOtherThanRequests(p); dim != "" {
+	if dim := unmetered(p, moderationsCapability.meters); dim != "" {
 		t.Fatalf("a per-request route prices %s", dim)
 	}
 	for _, d := range pricing.Dimensions() {
@@ -136,8 +137,15 @@ func TestModerationIsBilledPerRequestOnly(t *testing.T) {
 		if err := q.SetPerUnit(d.Name, 5); err != nil {
 			t.Fatal(err)
 		}
-		if got := meteredOtherThanRequests(q); got != d.Name {
-			t.Errorf("a route pricing %s: %q", d.Name, got)
+		if got := unmetered(q, moderationsCapability.meters); got != d.Name {
+			t.Errorf("moderation on a route pricing %s: %q", d.Name, got)
+		}
+		want := d.Name
+		if slices.Contains(textMeters, d.Name) {
+			want = ""
+		}
+		if got := unmetered(q, textMeters); got != want {
+			t.Errorf("text on a route pricing %s: %q, want %q", d.Name, got, want)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -34,6 +36,29 @@ type capability struct {
 	format   providers.WireFormat
 	// neutral reports whether the adapter implements the capability's interface.
 	neutral func(providers.Provider) bool
+	// meters are the pricing dimensions the endpoint measures. A route of a paid model that
+	// prices anything else could only charge 0 for it: the request is refused before any
+	// upstream call instead.
+	meters []string
+}
+
+// textMeters are the dimensions the text surfaces measure.
+var textMeters = []string{pricing.DimInput, pricing.DimCachedInput, pricing.DimCacheWrite, pricing.DimOutput, pricing.DimReasoning, pricing.DimRequest}
+
+// unmetered names a dimension p prices that is not among meters, "" when there is none.
+func unmetered(p pricing.Price, meters []string) string {
+	if len(p.Images()) > 0 && !slices.Contains(meters, pricing.DimImage) {
+		return pricing.DimImage
+	}
+	if len(p.VideoSeconds()) > 0 && !slices.Contains(meters, pricing.DimOutputVideoSeconds) {
+		return pricing.DimOutputVideoSeconds
+	}
+	for _, d := range pricing.Dimensions() {
+		if !d.Keyed && p.PerUnit(d.Name) != 0 && !slices.Contains(meters, d.Name) {
+			return d.Name
+		}
+	}
+	return ""
 }
 
 func isChatProvider(p providers.Provider) bool {
@@ -66,6 +91,11 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 	}
 	var most int64
 	for _, rt := range routes {
+		if dim := unmetered(rt.Price, cp.meters); dim != "" {
+			return nil, newError(http.StatusInternalServerError, CodeGateway, fmt.Sprintf(
+				"model %q is priced by %s on route %s, which %s does not measure, so it could not be billed; the operator must price it by what the endpoint measures (%s) or make it free",
+				m.Name, dim, rt.ProviderName, cp.endpoint, strings.Join(cp.meters, ", ")))
+		}
 		most = max(most, worst(rt))
 	}
 	// The credit comes from a lease or a reservation of its own, both within StoreTimeout.

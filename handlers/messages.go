@@ -14,7 +14,7 @@ import (
 )
 
 var messagesSurface = textSurface{
-	capability: capability{endpoint: "/messages", format: providers.FormatAnthropic, neutral: isChatProvider},
+	capability: capability{endpoint: "/messages", format: providers.FormatAnthropic, neutral: isChatProvider, meters: textMeters},
 	inputKey:   "messages",
 	decode:     anthropic.DecodeRequest,
 	forward:    (*call).messagesForward,

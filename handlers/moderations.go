@@ -13,7 +13,7 @@ import (
 )
 
 var moderationsCapability = capability{
-	endpoint: "/moderations", format: providers.FormatOpenAIModerations,
+	endpoint: "/moderations", format: providers.FormatOpenAIModerations, meters: []string{pricing.DimRequest},
 	neutral: func(p providers.Provider) bool { _, ok := p.(providers.Moderator); return ok },
 }
 
@@ -99,15 +99,9 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 		return apiErr
 	}
 	defer func() { _ = c.settle(r.Context()) }()
-	// Moderation reports no tokens: it is billed per request, or free.
+	// Moderation reports no usage: it is billed per request (capability.meters), or free.
 	c.usageKnown = true
-	return c.tryRoutes(r, false, func(rt Route) *APIError {
-		if dim := meteredOtherThanRequests(rt.Price); dim != "" && !c.model.Free() {
-			return newError(http.StatusInternalServerError, CodeGateway, fmt.Sprintf(
-				"model %q prices moderation by %s on route %s, which a moderation does not report; the operator must price it per request (request <usd>) or make it free", c.model.Name, dim, rt.ProviderName))
-		}
-		return nil
-	}, func(ar *http.Request, rt Route) error {
+	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
 		if fw, ok := forwarderFor(rt, providers.FormatOpenAIModerations); ok {
 			up, err := rawjson.Set(body, "model", rawjson.AppendStringLikeMarshal(nil, rt.UpstreamModel))
 			if err == nil {
@@ -120,23 +114,6 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 		}
 		return c.moderateNeutral(w, ar, rt, inputs)
 	})
-}
-
-// meteredOtherThanRequests names a dimension other than requests that p prices, "" when
-// there is none: what a moderation cannot be billed by.
-func meteredOtherThanRequests(p pricing.Price) string {
-	if len(p.Images()) > 0 {
-		return pricing.DimImage
-	}
-	if len(p.VideoSeconds()) > 0 {
-		return pricing.DimOutputVideoSeconds
-	}
-	for _, d := range pricing.Dimensions() {
-		if d.Name != pricing.DimRequest && p.PerUnit(d.Name) != 0 {
-			return d.Name
-		}
-	}
-	return ""
 }
 
 // moderationsWire: a moderation answer carries no usage; the gateway adds one with its cost.

@@ -14,7 +14,7 @@ import (
 )
 
 var responsesSurface = textSurface{
-	capability: capability{endpoint: "/responses", format: providers.FormatOpenAIResponses, neutral: isChatProvider},
+	capability: capability{endpoint: "/responses", format: providers.FormatOpenAIResponses, neutral: isChatProvider, meters: textMeters},
 	inputKey:   "input", stringInput: true,
 	decode:   openai.DecodeResponsesRequest,
 	forward:  (*call).responsesForward,

@@ -98,7 +98,7 @@ func embeddingRoute(provider, upstream, price string) string {
 }
 
 func TestEmbeddingsAndModerations(t *testing.T) {
-	oa, _ := newFakeEmbeddings(t, false)
+	oa, oaCalls := newFakeEmbeddings(t, false)
 	floaty, _ := newFakeEmbeddings(t, true)
 	ge, geCalls := newFakeEmbeddings(t, false)
 	down := newScripted(t, func(int) behaviour { return upstreamError(503, "server_error", "", "unavailable", nil) })
@@ -124,7 +124,8 @@ func TestEmbeddingsAndModerations(t *testing.T) {
 		embeddingModel("emb-mixed", embeddingRoute("an", "claude", "input 1")+embeddingRoute("mk", "mock-embed", "input 0.10")) +
 		embeddingModel("chat-only", embeddingRoute("an", "claude", "input 1\n\t\t\t\toutput 1")) +
 		embeddingModel("omni-moderation-latest", embeddingRoute("oa", "omni-moderation-latest", "request 0.001")) +
-		embeddingModel("mod-mock:free", embeddingRoute("mk", "mock-moderation", "request 0.001"))
+		embeddingModel("mod-mock:free", embeddingRoute("mk", "mock-moderation", "request 0.001")) +
+		embeddingModel("mod-by-tokens", embeddingRoute("oa", "omni-moderation-latest", "input 1"))
 	env := startGateway(t, cfg, "")
 	wsID, key := env.workspace(5 * usd)
 	ctx := context.Background()
@@ -273,6 +274,14 @@ func TestEmbeddingsAndModerations(t *testing.T) {
 		}
 		if status, _, out := env.post(key, "/moderation", `{"input":"legacy alias"}`); status != 200 || !strings.Contains(string(out), `"results"`) {
 			t.Fatalf("POST /moderation: %d %s", status, out)
+		}
+		// A moderation reports no tokens: a route priced by them could only charge 0.
+		before := oaCalls.Load()
+		if status, _, out := env.post(key, "/moderations", `{"model":"mod-by-tokens","input":"hi"}`); status != 500 || !strings.Contains(string(out), "priced by input") {
+			t.Fatalf("a moderation priced by tokens: %d %s", status, out)
+		}
+		if oaCalls.Load() != before {
+			t.Fatal("the upstream was called for a request that could not be billed")
 		}
 	})
 
