@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -157,7 +158,7 @@ func (m *Metrics) settled(c *call, lines []store.CostLine, err error) {
 		provider = c.route.ProviderName
 	}
 	if err != nil {
-		status = 500
+		status = http.StatusInternalServerError
 	}
 	m.requests.WithLabelValues(c.endpoint, c.model.Name, provider, statusCode(status)).Inc()
 	if c.streamed && c.route != nil && !c.firstByte.IsZero() {
