@@ -133,7 +133,7 @@ func TestUnmeteredDimensions(t *testing.T) {
 		if d.Keyed || d.Name == pricing.DimRequest {
 			continue
 		}
-		q := p
+		var q pricing.Price
 		if err := q.SetPerUnit(d.Name, 5); err != nil {
 			t.Fatal(err)
 		}
@@ -146,6 +146,11 @@ func TestUnmeteredDimensions(t *testing.T) {
 		}
 		if got := unmetered(q, textMeters); got != want {
 			t.Errorf("text on a route pricing %s: %q, want %q", d.Name, got, want)
+		}
+		// Beside a dimension the endpoint measures, another is no refusal.
+		q.PerRequest = 1000
+		if got := unmetered(q, moderationsCapability.meters); got != "" {
+			t.Errorf("moderation on a route pricing requests and %s: %q", d.Name, got)
 		}
 	}
 }

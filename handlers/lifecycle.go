@@ -37,28 +37,44 @@ type capability struct {
 	// neutral reports whether the adapter implements the capability's interface.
 	neutral func(providers.Provider) bool
 	// meters are the pricing dimensions the endpoint measures. A route of a paid model that
-	// prices anything else could only charge 0 for it: the request is refused before any
-	// upstream call instead.
+	// prices none of them could only charge 0: the request is refused before any upstream
+	// call instead.
 	meters []string
 }
 
 // textMeters are the dimensions the text surfaces measure.
 var textMeters = []string{pricing.DimInput, pricing.DimCachedInput, pricing.DimCacheWrite, pricing.DimOutput, pricing.DimReasoning, pricing.DimRequest}
 
-// unmetered names a dimension p prices that is not among meters, "" when there is none.
+// unmetered names a dimension p prices when it prices none of meters (a route billed by what
+// its endpoint never measures could only charge 0), "" otherwise. Only a price of none of
+// meters counts: a route's derived prices (cached input at the input price...) may well
+// name dimensions an endpoint does not measure beside one it does.
 func unmetered(p pricing.Price, meters []string) string {
-	if len(p.Images()) > 0 && !slices.Contains(meters, pricing.DimImage) {
-		return pricing.DimImage
+	other := ""
+	if len(p.Images()) > 0 {
+		if slices.Contains(meters, pricing.DimImage) {
+			return ""
+		}
+		other = pricing.DimImage
 	}
-	if len(p.VideoSeconds()) > 0 && !slices.Contains(meters, pricing.DimOutputVideoSeconds) {
-		return pricing.DimOutputVideoSeconds
+	if len(p.VideoSeconds()) > 0 {
+		if slices.Contains(meters, pricing.DimOutputVideoSeconds) {
+			return ""
+		}
+		other = pricing.DimOutputVideoSeconds
 	}
 	for _, d := range pricing.Dimensions() {
-		if !d.Keyed && p.PerUnit(d.Name) != 0 && !slices.Contains(meters, d.Name) {
-			return d.Name
+		if d.Keyed || p.PerUnit(d.Name) == 0 {
+			continue
+		}
+		if slices.Contains(meters, d.Name) {
+			return ""
+		}
+		if other == "" {
+			other = d.Name
 		}
 	}
-	return ""
+	return other
 }
 
 func isChatProvider(p providers.Provider) bool {
