@@ -213,16 +213,7 @@ func (c *call) embedNeutral(w http.ResponseWriter, r *http.Request, rt Route, re
 	b = rawjson.AppendStringLikeMarshal(b, rt.UpstreamModel)
 	b = append(b, `,"usage":`...)
 	b = append(appendPromptUsage(b, c.usage), '}')
-	out, err := c.appendDecorated(nil, b, "id", "usage", appendPromptUsage)
-	if err != nil {
-		return fmt.Errorf("decorating the response: %w", err)
-	}
-	c.status = http.StatusOK
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
-	}
-	writeRawJSON(w, http.StatusOK, out)
-	return nil
+	return c.answerComplete(w, r, b, appendPromptUsage)
 }
 
 // appendVector appends vector (a JSON array of numbers, or a base64 string of little-endian

@@ -75,15 +75,21 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 		c.upstreamID, _ = rawjson.String(raw)
 	}
 	c.finish = wf.finish(data)
+	return c.answerComplete(w, r, data, wf.appendUsage)
+}
+
+// answerComplete decorates a complete answer (the gateway's id, cost in its usage object,
+// made with fallback when it has none, meta when asked), charges and records it, then
+// writes it: charged and recorded before the client has the answer, so that an answer
+// delivered is an answer billed, even if the process dies right after.
+func (c *call) answerComplete(w http.ResponseWriter, r *http.Request, answer []byte, fallback usageEncoder) error {
 	outBuf := answerBufs.Get()
-	out, err := c.appendDecorated((*outBuf)[:0], data, "id", "usage", wf.appendUsage)
+	out, err := c.appendDecorated((*outBuf)[:0], answer, "id", "usage", fallback)
 	defer answerBufs.Put(outBuf, out)
 	if err != nil {
 		return fmt.Errorf("decorating the response: %w", err)
 	}
 	c.status = http.StatusOK
-	// Charged and recorded before the client has the answer: an answer delivered is an
-	// answer billed, even if the process dies right after.
 	if err := c.settle(r.Context()); err != nil {
 		return notRecorded()
 	}

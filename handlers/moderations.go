@@ -144,14 +144,5 @@ func (c *call) moderateNeutral(w http.ResponseWriter, r *http.Request, rt Route,
 	if err != nil {
 		return err
 	}
-	out, err := c.appendDecorated(nil, b, "id", "usage", appendPromptUsage)
-	if err != nil {
-		return fmt.Errorf("decorating the response: %w", err)
-	}
-	c.status = http.StatusOK
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
-	}
-	writeRawJSON(w, http.StatusOK, out)
-	return nil
+	return c.answerComplete(w, r, b, appendPromptUsage)
 }
