@@ -208,14 +208,18 @@ func index(dim string) int {
 	return -1
 }
 
-// Dimensions lists every dimension a route may price, in the order of cost lines.
-func Dimensions() []Dimension {
+// Dimensions lists every dimension a route may price, in the order of cost lines. The list
+// is shared, so that reading it on a request's path costs nothing: do not change it. (Cost
+// reads its own table, never this list.)
+func Dimensions() []Dimension { return dimensionList }
+
+var dimensionList = func() []Dimension {
 	out := make([]Dimension, len(dimensions))
 	for i, d := range dimensions {
 		out[i] = d.Dimension
 	}
 	return out
-}
+}()
 
 // PerUnit is the price of one Unit of a dimension priced by one figure; 0 for a keyed
 // dimension (see Images and VideoSeconds) or an unknown name.

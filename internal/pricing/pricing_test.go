@@ -337,6 +337,15 @@ func TestTokenCostAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = WorstCase(p, 1000, 100) }); n != 0 {
 		t.Fatalf("%.0f allocations for a worst case, want none", n)
 	}
+	// What a request's path reads of a text route's price costs nothing either.
+	if n := testing.AllocsPerRun(100, func() {
+		for _, d := range Dimensions() {
+			_ = p.PerUnit(d.Name)
+		}
+		_, _ = p.Images(), p.VideoSeconds()
+	}); n != 0 {
+		t.Fatalf("%.0f allocations to read a text route's prices, want none", n)
+	}
 	lines, total := Cost(u, p)
 	lines2, total2, err := p.Cost(Tokens(u))
 	if err != nil || total != total2 || !slices.Equal(lines, lines2) || lines[1].Dimension != DimCachedInput {
