@@ -117,12 +117,8 @@ func (c *call) cost() ([]store.CostLine, int64) {
 	if c.route == nil {
 		return nil, 0
 	}
-	price := c.route.Price
-	if c.model.Free() {
-		// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
-		price = pricing.Price{}
-	}
-	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage), price)
+	// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
+	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage), c.priceOf(*c.route))
 	if c.carriedLines != nil {
 		lines = append(append([]store.CostLine{}, c.carriedLines...), lines...)
 		total += c.carriedNanos
