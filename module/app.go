@@ -279,13 +279,14 @@ var stores = caddy.NewUsagePool()
 // overlap.
 type pooledStore struct {
 	store.Store
+	lazy *lazyStore
 	inst *store.Instance
 	// logger is the latest started app's: the instance reports through it.
 	logger atomic.Pointer[zap.Logger]
 }
 
-func newPooledStore(s store.Store) *pooledStore {
-	p := &pooledStore{Store: s}
+func newPooledStore(s *lazyStore) *pooledStore {
+	p := &pooledStore{Store: s, lazy: s}
 	p.inst = store.NewInstance(s, ids.New("inst"), store.InstanceOptions{
 		OnError: func(err error) { p.log().Error("gateway instance", zap.Error(err)) },
 		OnRelease: func(n int, why string) {
@@ -313,7 +314,8 @@ func (p *pooledStore) Destruct() error {
 	return errors.Join(err, p.Close())
 }
 
-// Provision resolves placeholders, opens the store and builds providers and models.
+// Provision resolves placeholders, builds providers and models, and takes a handle on the
+// store, which opens at Start: Provision also runs under `caddy validate`.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	repl := caddy.NewReplacer()
@@ -339,19 +341,23 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.storeKey = driver + ":" + target + ":" + a.Store.Durability
-	logger := ctx.Logger()
+	logger, durability := ctx.Logger(), a.Store.Durability
+	// The handle is shared across reloads; the database is opened by the first Start on it
+	// (lazyStore), not here.
 	val, _, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
-		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		s, err := openStore(octx, driver, target, a.Store.Durability, logger)
-		if err != nil {
-			return nil, err
-		}
-		return newPooledStore(s), nil
+		return newPooledStore(newLazyStore(func(ctx context.Context) (store.Store, error) {
+			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			s, err := openStore(octx, driver, target, durability, logger)
+			if err != nil {
+				return nil, fmt.Errorf("opening the %s store: %w", driver, err)
+			}
+			return s, nil
+		})), nil
 	})
 	if err != nil {
 		a.storeKey = ""
-		return fmt.Errorf("opening the %s store: %w", driver, err)
+		return err
 	}
 	a.pooled = val.(*pooledStore)
 	a.store = a.pooled.Store
@@ -550,11 +556,15 @@ func (a *App) loadCatalog(repl *caddy.Replacer) error {
 	return nil
 }
 
-// Start starts the process's instance (once per store handle, whatever the reloads): it
-// registers, releases at once what dead instances hold, and keeps a heartbeat. The latest
+// Start opens the store and starts the process's instance (once per store handle, whatever
+// the reloads): it registers, releases at once what dead instances hold, and keeps a heartbeat. The latest
 // configuration's intervals apply from its next heartbeat.
 func (a *App) Start() error {
 	p := a.pooled
+	// The database opens here, once per handle: its schema migrated, its journal replayed.
+	if _, err := p.lazy.get(context.Background()); err != nil {
+		return err
+	}
 	p.logger.Store(a.logger)
 	p.inst.SetIntervals(time.Duration(a.InstanceHeartbeat), time.Duration(a.InstanceTimeout))
 	// A failure is reported and retried at the next heartbeat; the gateway serves meanwhile,

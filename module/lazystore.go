@@ -1,0 +1,318 @@
+package module
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// lazyStore is a configuration's store, opened on first use (the app's Start) rather than in
+// Provision: Provision also runs under `caddy validate` and for a reload that is then thrown
+// away, and opening a store migrates its schema and, on SQLite, replays the settlement
+// journal. Until it is open every call opens it, and a failure to open is the call's error,
+// tried again by the next call.
+type lazyStore struct {
+	open func(ctx context.Context) (store.Store, error)
+	mu   sync.Mutex
+	s    atomic.Pointer[store.Store]
+}
+
+func newLazyStore(open func(ctx context.Context) (store.Store, error)) *lazyStore {
+	return &lazyStore{open: open}
+}
+
+// get returns the open store, opening it first if need be.
+func (l *lazyStore) get(ctx context.Context) (store.Store, error) {
+	if s := l.s.Load(); s != nil {
+		return *s, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.s.Load(); s != nil {
+		return *s, nil
+	}
+	s, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.s.Store(&s)
+	return s, nil
+}
+
+// Close closes the store if it was opened.
+func (l *lazyStore) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.s.Load(); s != nil {
+		return (*s).Close()
+	}
+	return nil
+}
+
+// The methods below open the store, then call it.
+
+func (l *lazyStore) Activity(ctx context.Context, a1 store.ActivityQuery) ([]store.ActivityRow, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero []store.ActivityRow
+		return zero, err
+	}
+	return s.Activity(ctx, a1)
+}
+
+func (l *lazyStore) ActivityTotals(ctx context.Context, a1 store.ActivityQuery) (store.ActivityRow, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.ActivityRow
+		return zero, err
+	}
+	return s.ActivityTotals(ctx, a1)
+}
+
+func (l *lazyStore) AddCredits(ctx context.Context, a1 string, a2 int64, a3 string) (store.Balance, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Balance
+		return zero, err
+	}
+	return s.AddCredits(ctx, a1, a2, a3)
+}
+
+func (l *lazyStore) Claim(ctx context.Context, a1 string, a2 string, a3 time.Duration, a4 int) ([]store.ClaimedItem, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero []store.ClaimedItem
+		return zero, err
+	}
+	return s.Claim(ctx, a1, a2, a3, a4)
+}
+
+func (l *lazyStore) Complete(ctx context.Context, a1 store.Claim) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Complete(ctx, a1)
+}
+
+func (l *lazyStore) CreateKey(ctx context.Context, a1 store.Key) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.CreateKey(ctx, a1)
+}
+
+func (l *lazyStore) CreateWorkspace(ctx context.Context, a1 store.Workspace) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.CreateWorkspace(ctx, a1)
+}
+
+func (l *lazyStore) Enqueue(ctx context.Context, a1 string, a2 string, a3 []byte, a4 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Enqueue(ctx, a1, a2, a3, a4)
+}
+
+func (l *lazyStore) Extend(ctx context.Context, a1 store.Claim, a2 time.Duration) (time.Time, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero time.Time
+		return zero, err
+	}
+	return s.Extend(ctx, a1, a2)
+}
+
+func (l *lazyStore) GetBalance(ctx context.Context, a1 string) (store.Balance, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Balance
+		return zero, err
+	}
+	return s.GetBalance(ctx, a1)
+}
+
+func (l *lazyStore) GetGeneration(ctx context.Context, a1 string, a2 string) (store.Generation, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Generation
+		return zero, err
+	}
+	return s.GetGeneration(ctx, a1, a2)
+}
+
+func (l *lazyStore) GetKey(ctx context.Context, a1 string) (store.Key, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Key
+		return zero, err
+	}
+	return s.GetKey(ctx, a1)
+}
+
+func (l *lazyStore) GetWorkspace(ctx context.Context, a1 string) (store.Workspace, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Workspace
+		return zero, err
+	}
+	return s.GetWorkspace(ctx, a1)
+}
+
+func (l *lazyStore) Heartbeat(ctx context.Context, a1 string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Heartbeat(ctx, a1)
+}
+
+func (l *lazyStore) KeySpend(ctx context.Context, a1 string, a2 time.Time) (store.KeySpend, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.KeySpend
+		return zero, err
+	}
+	return s.KeySpend(ctx, a1, a2)
+}
+
+func (l *lazyStore) ListChildWorkspaces(ctx context.Context, a1 string, a2 store.Page) ([]store.Workspace, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero []store.Workspace
+		return zero, err
+	}
+	return s.ListChildWorkspaces(ctx, a1, a2)
+}
+
+func (l *lazyStore) ListKeys(ctx context.Context, a1 string, a2 store.Page) ([]store.Key, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero []store.Key
+		return zero, err
+	}
+	return s.ListKeys(ctx, a1, a2)
+}
+
+func (l *lazyStore) ListWorkspaces(ctx context.Context, a1 store.Page) ([]store.Workspace, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero []store.Workspace
+		return zero, err
+	}
+	return s.ListWorkspaces(ctx, a1)
+}
+
+func (l *lazyStore) Ping(ctx context.Context) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Ping(ctx)
+}
+
+func (l *lazyStore) RegisterInstance(ctx context.Context, a1 string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.RegisterInstance(ctx, a1)
+}
+
+func (l *lazyStore) ReleaseExpired(ctx context.Context, a1 time.Time) (int, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero int
+		return zero, err
+	}
+	return s.ReleaseExpired(ctx, a1)
+}
+
+func (l *lazyStore) ReleaseOrphaned(ctx context.Context, a1 string, a2 time.Duration) (int, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero int
+		return zero, err
+	}
+	return s.ReleaseOrphaned(ctx, a1, a2)
+}
+
+func (l *lazyStore) ReleaseReservation(ctx context.Context, a1 string) (int64, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero int64
+		return zero, err
+	}
+	return s.ReleaseReservation(ctx, a1)
+}
+
+func (l *lazyStore) Reserve(ctx context.Context, a1 store.ReserveParams) (store.Reservation, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Reservation
+		return zero, err
+	}
+	return s.Reserve(ctx, a1)
+}
+
+func (l *lazyStore) RetireInstance(ctx context.Context, a1 string) (int, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero int
+		return zero, err
+	}
+	return s.RetireInstance(ctx, a1)
+}
+
+func (l *lazyStore) Retry(ctx context.Context, a1 store.Claim, a2 time.Time, a3 string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Retry(ctx, a1, a2, a3)
+}
+
+func (l *lazyStore) RevokeKey(ctx context.Context, a1 string, a2 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.RevokeKey(ctx, a1, a2)
+}
+
+func (l *lazyStore) Settle(ctx context.Context, a1 store.SettleParams) (store.Generation, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Generation
+		return zero, err
+	}
+	return s.Settle(ctx, a1)
+}
+
+func (l *lazyStore) SettleLease(ctx context.Context, a1 store.SettleLeaseParams) (store.Generation, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Generation
+		return zero, err
+	}
+	return s.SettleLease(ctx, a1)
+}
+
+func (l *lazyStore) UpdateKey(ctx context.Context, a1 string, a2 string, a3 store.KeyUpdate) (store.Key, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Key
+		return zero, err
+	}
+	return s.UpdateKey(ctx, a1, a2, a3)
+}
+
+var _ store.Store = (*lazyStore)(nil)
