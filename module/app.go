@@ -281,12 +281,14 @@ type pooledStore struct {
 	store.Store
 	lazy *lazyStore
 	inst *store.Instance
+	// workers run from the first Start on the handle to its end.
+	workers *workerSet
 	// logger is the latest started app's: the instance reports through it.
 	logger atomic.Pointer[zap.Logger]
 }
 
 func newPooledStore(s *lazyStore) *pooledStore {
-	p := &pooledStore{Store: s, lazy: s}
+	p := &pooledStore{Store: s, lazy: s, workers: newWorkerSet()}
 	p.inst = store.NewInstance(s, ids.New("inst"), store.InstanceOptions{
 		OnError: func(err error) { p.log().Error("gateway instance", zap.Error(err)) },
 		OnRelease: func(n int, why string) {
@@ -303,10 +305,14 @@ func (p *pooledStore) log() *zap.Logger {
 	return zap.NewNop()
 }
 
-// Destruct retires the instance (nothing it held stays reserved) and closes the store.
+// Destruct stops the workers, retires the instance (nothing it held stays reserved) and
+// closes the store.
 func (p *pooledStore) Destruct() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if err := p.workers.stop(ctx); err != nil {
+		p.log().Error("stopping the background workers", zap.Error(err))
+	}
 	err := p.inst.Stop(ctx)
 	if err != nil {
 		p.log().Error("retiring the gateway instance", zap.Error(err))
@@ -570,6 +576,9 @@ func (a *App) Start() error {
 	// A failure is reported and retried at the next heartbeat; the gateway serves meanwhile,
 	// each request reserving for itself.
 	_ = p.inst.Start(context.Background())
+	for _, w := range backgroundWorkers {
+		p.workers.start(w, p.Store, a.logger)
+	}
 	return nil
 }
 
