@@ -64,7 +64,27 @@ func probeCases() []probeCase {
 		{name: "flac", data: flacFile(44100, 441000), format: FLAC, want: 10 * time.Second},
 		{name: "flac 36-bit total", data: flacFile(96000, 1<<33+48000), format: FLAC, want: seconds(1<<33+48000, 96000)},
 		{name: "flac after id3v2", data: cat(id3v2(64), flacFile(16000, 24000)), format: FLAC, want: 1500 * time.Millisecond},
-		{name: "flac unknown total", data: flacFile(44100, 0), format: FLAC, err: ErrMalformed},
+		{name: "flac unknown total, fixed blocks", data: func() []byte {
+			b := flacFile(16000, 0)[:4+4+34+4+16] // STREAMINFO (block size 4096) and PADDING
+			for i := range 200 {
+				b = append(b, flacFrame(false, uint64(i), 0xC, 4096)...) // code 12: 4096
+			}
+			return append(b, flacFrame(false, 200, 6, 100)...) // a short last block
+		}(), format: FLAC, want: seconds(200*4096+100, 16000)},
+		{name: "flac unknown total, variable blocks", data: func() []byte {
+			b := flacFile(8000, 0)[:4+4+34+4+16]
+			var n uint64
+			for i := range 20 {
+				size := 1000 + i
+				b = append(b, flacFrame(true, n, 7, size)...)
+				n += uint64(size)
+			}
+			// A damaged header (bad CRC) and a header out of sequence do not count.
+			bad := flacFrame(true, n, 7, 5000)
+			bad[7] ^= 0xFF
+			return cat(b, bad, flacFrame(true, n+9999, 7, 5000))
+		}(), format: FLAC, want: seconds(20*1000+190, 8000)},
+		{name: "flac unknown total, no frames", data: flacFile(44100, 0)[:4+4+34+4+16], format: FLAC, err: ErrMalformed},
 		{name: "flac without streaminfo", data: cat([]byte("fLaC"), []byte{0x84, 0, 0, 4}, []byte("abcd")), format: FLAC, err: ErrMalformed},
 
 		// Ogg

@@ -211,3 +211,39 @@ func elst(edits ...[2]int32) []byte {
 }
 
 var ftypM4A = box("ftyp", []byte("M4A "), u32be(0), []byte("M4A mp42isom"))
+
+// flacFrame is a FLAC frame header (fixed or variable block size, block size code code and,
+// for codes 6 and 7, the size itself), followed by silent data free of sync codes.
+func flacFrame(variable bool, num uint64, code byte, size int) []byte {
+	h := []byte{0xFF, 0xF8, code << 4, 0x00}
+	if variable {
+		h[1] = 0xF9
+	}
+	// The frame or sample number, coded like UTF-8.
+	switch {
+	case num < 0x80:
+		h = append(h, byte(num))
+	case num < 0x800:
+		h = append(h, 0xC0|byte(num>>6), 0x80|byte(num&0x3F))
+	default:
+		h = append(h, 0xE0|byte(num>>12), 0x80|byte(num>>6&0x3F), 0x80|byte(num&0x3F))
+	}
+	switch code {
+	case 6:
+		h = append(h, byte(size-1))
+	case 7:
+		h = be.AppendUint16(h, uint16(size-1))
+	}
+	var crc byte
+	for _, c := range h {
+		crc ^= c
+		for range 8 {
+			if crc&0x80 != 0 {
+				crc = crc<<1 ^ 0x07
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return cat(h, []byte{crc}, bytes.Repeat([]byte{0x12, 0xFF, 0xF8, 0x34}, 30))
+}

@@ -27,6 +27,11 @@ func TestFixtures(t *testing.T) {
 		{"layer2-32k.mp2", MP3, time.Second, 1152 * time.Second / 32000},
 		{"ffmpeg-8k.flac", FLAC, 1500 * time.Millisecond, 0},
 		{"sox-8k.flac", FLAC, 1250 * time.Millisecond, 0},
+		// Written into a pipe, so that no header could be filled in at the end: a WAV with
+		// placeholder sizes, a FLAC whose STREAMINFO has no total, an MP3 with no Xing frame.
+		{"ffmpeg-piped.wav", WAV, 600 * time.Millisecond, 0},
+		{"ffmpeg-piped.flac", FLAC, 1300 * time.Millisecond, 0},
+		{"lame-piped.mp3", MP3, 1700 * time.Millisecond, (1105 + 576) * time.Second / 16000},
 		{"ffmpeg.opus", Opus, 1500 * time.Millisecond, 20 * time.Millisecond},
 		{"ffmpeg-vorbis.ogg", Vorbis, 1500 * time.Millisecond, 0},
 		{"ffmpeg-flac.oga", OggFLAC, 1500 * time.Millisecond, 0},

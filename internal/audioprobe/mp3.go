@@ -289,6 +289,10 @@ func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
 			return true, false, 0
 		}
 		total = uint64(be32(b[off+8:])) * uint64(f.samples)
+		if total == 0 {
+			// A writer that could not seek back to fill the header in: walk the frames.
+			return true, false, 0
+		}
 		// The LAME tag follows the optional fields; it records the samples the encoder
 		// added before and after the audio, which a gapless decoder drops.
 		lame := off + 12
