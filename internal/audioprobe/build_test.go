@@ -247,3 +247,33 @@ func flacFrame(variable bool, num uint64, code byte, size int) []byte {
 	}
 	return cat(h, []byte{crc}, bytes.Repeat([]byte{0x12, 0xFF, 0xF8, 0x34}, 30))
 }
+
+// fragmentedM4A is a fragmented MP4 whose audio track (ID 2, timescale 48000) has three
+// fragments: the first lists the durations of its listed samples (1,024 each, more than the
+// buffer holds when listed is large), the second has 10 samples of the tfhd default, the
+// third 10 of the trex default; a video track's fragment (ID 1) comes in between.
+func fragmentedM4A(tfdt bool, listed int) []byte {
+	trakWithID := func(id uint32, handler string) []byte {
+		tkhd := box("tkhd", []byte{0, 0, 0, 7}, u32be(0), u32be(0), u32be(id), make([]byte, 68))
+		return box("trak", tkhd, box("mdia", timeBox("mdhd", 0, 48000, 0), hdlr(handler)))
+	}
+	moov := box("moov", timeBox("mvhd", 0, 1000, 0), trakWithID(1, "vide"), trakWithID(2, "soun"),
+		box("mvex", box("trex", []byte{0, 0, 0, 0}, u32be(2), u32be(1), u32be(1024), u32be(0), u32be(0))))
+	traf := func(id uint32, n int, base uint64, tfhd []byte, trun []byte) []byte {
+		var t []byte
+		if tfdt {
+			t = box("tfdt", []byte{1, 0, 0, 0}, u64be(base))
+		}
+		return box("moof", box("mfhd", u32be(0), u32be(uint32(n))), box("traf", tfhd, t, trun))
+	}
+	run := cat([]byte{0, 0, 0x03, 0x01}, u32be(uint32(listed)), u32be(0)) // data offset, durations and sizes
+	for range listed {
+		run = cat(run, u32be(1024), u32be(200))
+	}
+	second := uint64(listed) * 1024
+	return cat(box("ftyp", []byte("iso5"), u32be(0)), moov,
+		traf(2, 1, 0, box("tfhd", []byte{0, 0x02, 0, 0}, u32be(2)), box("trun", run)), box("mdat", make([]byte, 2000)),
+		traf(1, 2, 0, box("tfhd", []byte{0, 0, 0, 0x08}, u32be(1), u32be(99999)), box("trun", []byte{0, 0, 0, 0}, u32be(10))),
+		traf(2, 3, second, box("tfhd", []byte{0, 0, 0, 0x08}, u32be(2), u32be(1024)), box("trun", []byte{0, 0, 0x02, 0}, u32be(10), make([]byte, 40))), box("mdat", make([]byte, 2000)),
+		traf(2, 4, second+10240, box("tfhd", []byte{0, 0, 0, 0}, u32be(2)), box("trun", []byte{0, 0, 0, 0}, u32be(10))), box("mdat", make([]byte, 2000)))
+}

@@ -37,6 +37,8 @@ func TestFixtures(t *testing.T) {
 		{"ffmpeg-flac.oga", OggFLAC, 1500 * time.Millisecond, 0},
 		{"ffmpeg-aac.m4a", MP4, 1500 * time.Millisecond, 0}, // the edit list trims the priming
 		{"ffmpeg-aac-faststart.m4a", MP4, 1500 * time.Millisecond, 0},
+		// Fragmented, with no edit list: the priming samples are counted.
+		{"ffmpeg-fragmented.m4a", MP4, 2200 * time.Millisecond, 1024 * time.Second / 8000},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			f, err := os.Open(filepath.Join("testdata", tc.file))
