@@ -10,7 +10,9 @@
 //
 // Covered: WAV (RIFF and RF64, PCM, float, extensible and compressed formats), MP3 (MPEG-1,
 // 2 and 2.5, layers I to III, with Xing, Info, LAME or VBRI headers or by walking every
-// frame), FLAC, Ogg (Opus, Vorbis, FLAC, Speex; chained links are added up) and MP4/M4A.
+// frame), FLAC (STREAMINFO, or its frames when a streaming writer left the count out), Ogg
+// (Opus, Vorbis, FLAC, Speex; chained links are added up) and MP4/M4A (whole or
+// fragmented), and AAC in ADTS frames. Not covered: WebM/Matroska, AIFF.
 package audioprobe
 
 import (
@@ -33,6 +35,7 @@ const (
 	Vorbis  Format = "vorbis"  // Vorbis in Ogg
 	OggFLAC Format = "oggflac" // FLAC in Ogg
 	Speex   Format = "speex"   // Speex in Ogg
+	AAC     Format = "aac"     // AAC in ADTS frames (.aac)
 	MP4     Format = "mp4"     // MP4, M4A and QuickTime
 )
 
@@ -49,10 +52,13 @@ var (
 const bufSize = 4096
 
 // Duration reads an audio file from r and returns how long it plays and its format. It stops
-// reading as soon as the answer is known (after a FLAC STREAMINFO block, an MP3 Xing header
-// or an MP4 moov box), so r may not be at its end on return. Errors from r are returned
-// wrapped; the others wrap ErrUnknownFormat or ErrMalformed. A file holding no audio at
-// all is an error, never a zero duration.
+// reading as soon as the answer is known (after a FLAC STREAMINFO block with a sample count,
+// an MP3 Xing header, a whole MP4's moov box), so r may not be at its end on return; a
+// caller that tees the upload elsewhere drains r itself. Otherwise it reads to the end
+// (the frames of an MP3 without a Xing header, the pages of an Ogg file, the data of a WAV
+// whose size is a placeholder). Errors from r are returned wrapped; the others wrap
+// ErrUnknownFormat or ErrMalformed, with the format when it was recognised. A file holding
+// no audio at all is an error, never a zero duration.
 func Duration(r io.Reader) (time.Duration, Format, error) {
 	p := prober{br: bufio.NewReaderSize(r, bufSize)}
 	return p.probe()
@@ -96,8 +102,7 @@ func (p *prober) probe() (time.Duration, Format, error) {
 		if tagged {
 			limit = 64 << 10
 		}
-		f = MP3
-		d, err = p.mp3(limit)
+		d, f, err = p.mp3(limit)
 		if errors.Is(err, errNoSync) {
 			return 0, "", ErrUnknownFormat
 		}

@@ -60,6 +60,11 @@ func probeCases() []probeCase {
 		{name: "mp3 vbri", data: cat(vbriFrame(500), mpegFrames(mp3a, 417, 3)), format: MP3, want: seconds(500*1152, 44100)},
 		{name: "mp3 tag and no frames", data: cat(id3v2(100), []byte("not audio at all")), err: ErrUnknownFormat},
 
+		// AAC in ADTS
+		{name: "aac adts", data: adtsFrames(371, 1, 43), format: AAC, want: seconds(43*1024, 44100)},
+		{name: "aac adts two blocks a frame, id3", data: cat(id3v2(40), adtsFrames(700, 2, 10), id3v1()), format: AAC, want: seconds(20*1024, 44100)},
+		{name: "aac adts frames longer than the buffer", data: adtsFrames(6000, 1, 5), format: AAC, want: seconds(5*1024, 44100)},
+
 		// FLAC
 		{name: "flac", data: flacFile(44100, 441000), format: FLAC, want: 10 * time.Second},
 		{name: "flac 36-bit total", data: flacFile(96000, 1<<33+48000), format: FLAC, want: seconds(1<<33+48000, 96000)},
@@ -194,6 +199,19 @@ func TestSamples(t *testing.T) {
 	} {
 		if got, ok := samples(tc.n, tc.rate); ok != tc.ok || (ok && got != tc.want) {
 			t.Errorf("samples(%d, %d) = %v, %v; want %v, %v", tc.n, tc.rate, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// The checksums against their published check values (of "123456789"): CRC-8 with
+// polynomial 0x07 is 0xF4; the Ogg table is checked against the bitwise oggChecksum.
+func TestChecksums(t *testing.T) {
+	if got := flacCRC8([]byte("123456789")); got != 0xF4 {
+		t.Errorf("flacCRC8 = %#x, want 0xf4", got)
+	}
+	for _, s := range []string{"", "123456789", "OggS\x00\x02 and more bytes"} {
+		if got, want := oggUpdate(0, []byte(s)), oggChecksum([]byte(s)); got != want {
+			t.Errorf("oggUpdate(%q) = %#x, want %#x", s, got, want)
 		}
 	}
 }

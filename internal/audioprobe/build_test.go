@@ -234,18 +234,7 @@ func flacFrame(variable bool, num uint64, code byte, size int) []byte {
 	case 7:
 		h = be.AppendUint16(h, uint16(size-1))
 	}
-	var crc byte
-	for _, c := range h {
-		crc ^= c
-		for range 8 {
-			if crc&0x80 != 0 {
-				crc = crc<<1 ^ 0x07
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return cat(h, []byte{crc}, bytes.Repeat([]byte{0x12, 0xFF, 0xF8, 0x34}, 30))
+	return cat(h, []byte{flacCRC8(h)}, bytes.Repeat([]byte{0x12, 0xFF, 0xF8, 0x34}, 30))
 }
 
 // fragmentedM4A is a fragmented MP4 whose audio track (ID 2, timescale 48000) has three
@@ -276,4 +265,12 @@ func fragmentedM4A(tfdt bool, listed int) []byte {
 		traf(1, 2, 0, box("tfhd", []byte{0, 0, 0, 0x08}, u32be(1), u32be(99999)), box("trun", []byte{0, 0, 0, 0}, u32be(10))),
 		traf(2, 3, second, box("tfhd", []byte{0, 0, 0, 0x08}, u32be(2), u32be(1024)), box("trun", []byte{0, 0, 0x02, 0}, u32be(10), make([]byte, 40))), box("mdat", make([]byte, 2000)),
 		traf(2, 4, second+10240, box("tfhd", []byte{0, 0, 0, 0}, u32be(2)), box("trun", []byte{0, 0, 0, 0}, u32be(10))), box("mdat", make([]byte, 2000)))
+}
+
+// adtsFrames is n silent AAC frames in ADTS (44.1 kHz, stereo, no CRC) of size bytes, each
+// holding blocks raw data blocks of 1,024 samples.
+func adtsFrames(size, blocks, n int) []byte {
+	f := make([]byte, size)
+	copy(f, []byte{0xFF, 0xF1, 0x50, 0x80 | byte(size>>11), byte(size >> 3), byte(size&7)<<5 | 0x1F, 0xFC | byte(blocks-1)})
+	return bytes.Repeat(f, n)
 }

@@ -24,6 +24,8 @@ func TestFixtures(t *testing.T) {
 		{"lame-noxing-id3.mp3", MP3, 2 * time.Second, (1105 + 576) * time.Second / 16000},
 		{"lame-vbr-22k.mp3", MP3, 3 * time.Second, 0},
 		{"lame-mpeg25-8k.mp3", MP3, 2500 * time.Millisecond, 0},
+		// ADTS has no header to trim the priming (1,024 samples) and padding by.
+		{"ffmpeg.aac", AAC, 1500 * time.Millisecond, 2048 * time.Second / 8000},
 		{"layer2-32k.mp2", MP3, time.Second, 1152 * time.Second / 32000},
 		{"ffmpeg-8k.flac", FLAC, 1500 * time.Millisecond, 0},
 		{"sox-8k.flac", FLAC, 1250 * time.Millisecond, 0},

@@ -11,8 +11,8 @@ var errNoSync = errors.New("audioprobe: no mpeg audio frame")
 
 // mpegFrame is one decoded MPEG audio frame header.
 type mpegFrame struct {
-	version int // 1, 2, or 25 for MPEG-2.5
-	layer   int // 1, 2 or 3
+	version int // 1, 2, or 25 for MPEG-2.5; 4 for AAC in ADTS
+	layer   int // 1, 2 or 3; 0 for ADTS
 	rate    int // samples a second
 	size    int // bytes, header included
 	samples int // samples a channel
@@ -41,6 +41,9 @@ var mpegRates = [3]int{44100, 48000, 32000} // MPEG-1; halved for 2, quartered f
 func parseMPEG(b []byte) (mpegFrame, bool) {
 	if len(b) < 4 || b[0] != 0xFF || b[1]&0xE0 != 0xE0 {
 		return mpegFrame{}, false
+	}
+	if b[1]&0x06 == 0 { // layer "0": an ADTS header
+		return parseADTS(b)
 	}
 	var f mpegFrame
 	switch (b[1] >> 3) & 3 {
@@ -85,23 +88,57 @@ func parseMPEG(b []byte) (mpegFrame, bool) {
 	return f, true
 }
 
+// adtsRates are the sampling frequencies by ADTS index.
+var adtsRates = [13]int{96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350}
+
+// parseADTS decodes the 7-byte header of an AAC frame in ADTS, the framing of raw .aac files
+// (and of OpenAI's aac speech output). Each raw data block holds 1,024 samples.
+func parseADTS(b []byte) (mpegFrame, bool) {
+	if len(b) < headerLen || b[1]&0xF6 != 0xF0 {
+		return mpegFrame{}, false
+	}
+	ri := int(b[2]>>2) & 0x0F
+	size := int(b[3]&3)<<11 | int(b[4])<<3 | int(b[5]>>5)
+	hdr := 7
+	if b[1]&1 == 0 { // a CRC follows the header
+		hdr = 9
+	}
+	if ri >= len(adtsRates) || size <= hdr {
+		return mpegFrame{}, false
+	}
+	return mpegFrame{version: 4, rate: adtsRates[ri], size: size, samples: 1024 * (int(b[6]&3) + 1)}, true
+}
+
+// headerLen is how many bytes parseMPEG needs to decode any header (ADTS's 7).
+const headerLen = 7
+
 // sameStream says whether g can belong to the stream that f opened: a stream never changes
 // version, layer or sample rate, which keeps stray 0xFF bytes in junk from counting as frames.
 func (f mpegFrame) sameStream(g mpegFrame) bool {
 	return f.version == g.version && f.layer == g.layer && f.rate == g.rate
 }
 
-// mp3 measures an MPEG audio stream: from the first frame's Xing, Info or VBRI header when
-// it counts the frames, else by walking every frame header and adding up its samples (a CBR
-// file has no header, and its size over its bitrate is off by the tags it carries). Junk
-// between frames is skipped; tags at the end (ID3v1, APE, a trailing ID3v2) are skipped.
-// limit is how far the first frame may be looked for.
-func (p *prober) mp3(limit int) (time.Duration, error) {
+// mp3 measures an MPEG audio stream (or AAC in ADTS, framed alike): from the first frame's
+// Xing, Info or VBRI header when it counts the frames, else by walking every frame header
+// and adding up its samples (a CBR file has no header, and its size over its bitrate is off
+// by the tags it carries). Junk between frames is skipped; tags at the end (ID3v1, APE, a
+// trailing ID3v2) are skipped. limit is how far the first frame may be looked for.
+func (p *prober) mp3(limit int) (time.Duration, Format, error) {
 	first, err := p.syncMPEG(nil, limit)
 	if err != nil {
-		return 0, err
+		return 0, MP3, err
 	}
-	b, err := p.peek(first.size)
+	f := MP3
+	if first.layer == 0 {
+		f = AAC
+	}
+	d, err := p.mpegFrames(first, f)
+	return d, f, err
+}
+
+// mpegFrames measures the stream whose first frame, first, is at the reader.
+func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, error) {
+	b, err := p.peek(min(first.size, bufSize))
 	if err != nil {
 		return 0, err
 	}
@@ -122,7 +159,7 @@ func (p *prober) mp3(limit int) (time.Duration, error) {
 	}
 	lost := false // junk was skipped: the next frame must be confirmed by the one after it
 	for {
-		h, err := p.peek(10)
+		h, err := p.peek(max(headerLen, 10))
 		if err != nil {
 			return 0, err
 		}
@@ -161,7 +198,7 @@ func (p *prober) mp3(limit int) (time.Duration, error) {
 	}
 	d, ok := samples(total, uint64(first.rate))
 	if !ok {
-		return 0, malformed(MP3, "duration out of range")
+		return 0, malformed(format, "duration out of range")
 	}
 	return d, nil
 }
@@ -169,12 +206,18 @@ func (p *prober) mp3(limit int) (time.Duration, error) {
 // confirmed says whether the frame f at the reader is followed by another frame of its stream
 // or by the end of the input.
 func (p *prober) confirmed(f mpegFrame) (bool, error) {
-	b, err := p.peek(f.size + 4)
+	if f.size+headerLen > bufSize {
+		return true, nil // an ADTS frame too long to look past; its header has to do
+	}
+	b, err := p.peek(f.size + headerLen)
 	if err != nil {
 		return false, err
 	}
-	if len(b) < f.size+4 {
-		return len(b) == f.size, nil // the last frame of the file
+	switch {
+	case len(b) < f.size:
+		return false, nil // cut short by the end of the file
+	case len(b) == f.size:
+		return true, nil // the last frame of the file
 	}
 	g, ok := parseMPEG(b[f.size:])
 	return ok && f.sameStream(g), nil
@@ -186,7 +229,7 @@ func (p *prober) confirmed(f mpegFrame) (bool, error) {
 func (p *prober) syncMPEG(like *mpegFrame, limit int) (mpegFrame, error) {
 	scanned := 0
 	for {
-		b, err := p.peek(4)
+		b, err := p.peek(headerLen)
 		if err != nil {
 			return mpegFrame{}, err
 		}
@@ -255,7 +298,7 @@ func id3v2Length(h []byte) int64 {
 func (p *prober) skipID3v2() (bool, error) {
 	found := false
 	for {
-		h, err := p.peek(10)
+		h, err := p.peek(max(headerLen, 10))
 		if err != nil {
 			return found, err
 		}
@@ -316,7 +359,7 @@ func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
 		}
 		return true, true, total
 	}
-	if len(b) >= 36+18 && string(b[36:40]) == "VBRI" {
+	if f.layer == 3 && len(b) >= 36+18 && string(b[36:40]) == "VBRI" {
 		return true, true, uint64(be32(b[36+14:])) * uint64(f.samples)
 	}
 	return false, false, 0

@@ -312,12 +312,7 @@ func (m *mp4Info) leaf(typ string, b []byte) {
 	case "elst":
 		m.edited, m.editOK = editLength(b)
 	case "mehd":
-		switch {
-		case len(b) >= 12 && b[0] == 1:
-			m.mehd = be64(b[4:])
-		case len(b) >= 8:
-			m.mehd = uint64(be32(b[4:]))
-		}
+		m.mehd, _ = fullBoxValue(b)
 	case "trex":
 		if len(b) >= 16 {
 			for i := range m.trex {
@@ -349,12 +344,7 @@ func (m *mp4Info) leaf(typ string, b []byte) {
 			m.trafDur = be32(b[off:])
 		}
 	case "tfdt":
-		switch {
-		case len(b) >= 12 && b[0] == 1:
-			m.trafBase, m.trafHas = be64(b[4:]), true
-		case len(b) >= 8:
-			m.trafBase, m.trafHas = uint64(be32(b[4:])), true
-		}
+		m.trafBase, m.trafHas = fullBoxValue(b)
 	}
 }
 
@@ -466,4 +456,15 @@ func fullBoxTime(b []byte) (scale uint32, duration uint64) {
 		return be32(b[12:]), uint64(be32(b[16:]))
 	}
 	return 0, 0
+}
+
+// fullBoxValue reads the one time field of an mehd or tfdt box, 64 bits wide in version 1.
+func fullBoxValue(b []byte) (uint64, bool) {
+	switch {
+	case len(b) >= 12 && b[0] == 1:
+		return be64(b[4:]), true
+	case len(b) >= 8 && b[0] == 0:
+		return uint64(be32(b[4:])), true
+	}
+	return 0, false
 }

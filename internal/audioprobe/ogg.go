@@ -2,6 +2,7 @@ package audioprobe
 
 import (
 	"bytes"
+	"fmt"
 	"time"
 )
 
@@ -158,7 +159,7 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 		}
 	}
 	if format == "" {
-		return 0, "", malformed(Opus, "no audio stream in ogg")
+		return 0, "", fmt.Errorf("%w: ogg: no audio stream", ErrMalformed)
 	}
 	if !finish() {
 		return 0, format, malformed(format, "granule position out of range")
