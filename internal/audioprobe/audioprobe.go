@@ -12,7 +12,8 @@
 // 2 and 2.5, layers I to III, with Xing, Info, LAME or VBRI headers or by walking every
 // frame), FLAC (STREAMINFO, or its frames when a streaming writer left the count out), Ogg
 // (Opus, Vorbis, FLAC, Speex; chained links are added up) and MP4/M4A (whole or
-// fragmented), and AAC in ADTS frames. Not covered: WebM/Matroska, AIFF.
+// fragmented), AAC in ADTS frames and WebM/Matroska (browser recordings included).
+// Not covered: AIFF, CAF, AMR.
 package audioprobe
 
 import (
@@ -36,6 +37,7 @@ const (
 	OggFLAC Format = "oggflac" // FLAC in Ogg
 	Speex   Format = "speex"   // Speex in Ogg
 	AAC     Format = "aac"     // AAC in ADTS frames (.aac)
+	WebM    Format = "webm"    // WebM and Matroska
 	MP4     Format = "mp4"     // MP4, M4A and QuickTime
 )
 
@@ -92,6 +94,9 @@ func (p *prober) probe() (time.Duration, Format, error) {
 		d, err = p.flac()
 	case len(head) >= 4 && string(head[:4]) == "OggS":
 		d, f, err = p.ogg()
+	case len(head) >= 4 && be32(head) == ebmlHeader:
+		f = WebM
+		d, err = p.webm()
 	case len(head) >= 8 && isMP4Start(head):
 		f = MP4
 		d, err = p.mp4()

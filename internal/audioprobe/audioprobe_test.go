@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -64,6 +65,17 @@ func probeCases() []probeCase {
 		{name: "aac adts", data: adtsFrames(371, 1, 43), format: AAC, want: seconds(43*1024, 44100)},
 		{name: "aac adts two blocks a frame, id3", data: cat(id3v2(40), adtsFrames(700, 2, 10), id3v1()), format: AAC, want: seconds(20*1024, 44100)},
 		{name: "aac adts frames longer than the buffer", data: adtsFrames(6000, 1, 5), format: AAC, want: seconds(5*1024, 44100)},
+
+		// WebM
+		{name: "webm recording", data: webmRecording(173), format: WebM, want: 173 * 20 * time.Millisecond},
+		{name: "webm with info duration", data: cat(ebml(ebmlHeader), ebml(mkvSegment, ebml(mkvInfo, ebml(mkvScale, ebmlUintBody(1000)), ebml(mkvDuration, be.AppendUint64(nil, math.Float64bits(2500123)))))), format: WebM, want: 2500123 * time.Microsecond},
+		{name: "webm block groups", data: cat(ebml(ebmlHeader), ebml(mkvSegment,
+			ebml(mkvTracks, ebml(mkvTrackEntry, ebml(mkvTrackNumber, []byte{1}), ebml(mkvTrackType, []byte{2}), ebml(mkvCodecID, []byte("A_VORBIS")))),
+			ebml(mkvCluster, ebml(mkvTimestamp, []byte{0x03, 0xE8}),
+				ebml(mkvBlockGroup, ebml(mkvBlock, []byte{0x81, 0, 0, 0, 1, 2, 3}), ebml(mkvBlockDur, []byte{100})),
+				ebml(mkvBlockGroup, ebml(mkvBlock, []byte{0x81, 0x01, 0xF4, 0, 1, 2, 3}), ebml(mkvBlockDur, []byte{0x01, 0x2C}))))),
+			format: WebM, want: 1800 * time.Millisecond},
+		{name: "webm without audio", data: cat(ebml(ebmlHeader), ebml(mkvSegment, ebml(mkvTracks, ebml(mkvTrackEntry, ebml(mkvTrackNumber, []byte{1}), ebml(mkvTrackType, []byte{1}))))), format: WebM, err: ErrMalformed},
 
 		// FLAC
 		{name: "flac", data: flacFile(44100, 441000), format: FLAC, want: 10 * time.Second},

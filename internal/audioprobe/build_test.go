@@ -274,3 +274,46 @@ func adtsFrames(size, blocks, n int) []byte {
 	copy(f, []byte{0xFF, 0xF1, 0x50, 0x80 | byte(size>>11), byte(size >> 3), byte(size&7)<<5 | 0x1F, 0xFC | byte(blocks-1)})
 	return bytes.Repeat(f, n)
 }
+
+// ebml is a Matroska element with a known size (an 8-byte size field, as any writer may use).
+func ebml(id uint32, payload ...[]byte) []byte {
+	body := cat(payload...)
+	idb := be.AppendUint32(nil, id)
+	for len(idb) > 1 && idb[0] == 0 {
+		idb = idb[1:]
+	}
+	return cat(idb, []byte{0x01}, be.AppendUint64(nil, uint64(len(body)))[1:], body)
+}
+
+// ebmlOpen is the head of a Matroska master element of unknown size, as live writers emit.
+func ebmlOpen(id uint32) []byte {
+	return cat(be.AppendUint32(nil, id), []byte{0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF})
+}
+
+func ebmlUintBody(v uint64) []byte { return be.AppendUint64(nil, v) }
+
+// simpleBlock is a SimpleBlock of track (< 127) at rel ticks into its cluster, whose frame
+// opens with toc.
+func simpleBlock(track byte, rel int16, toc byte) []byte {
+	return ebml(mkvSimpleBlock, []byte{0x80 | track}, be.AppendUint16(nil, uint16(rel)), []byte{0x80, toc}, make([]byte, 30))
+}
+
+// webmRecording is a WebM as a browser's MediaRecorder writes it: no duration, a segment and
+// clusters of unknown size, a video track before the Opus track (number 2), whose blocks of
+// 20 ms (TOC 0xFC: CELT, 20 ms, one frame) are spread over clusters of a second.
+func webmRecording(blocks int) []byte {
+	out := cat(ebml(ebmlHeader, ebml(0x4282, []byte("webm"))), ebmlOpen(mkvSegment),
+		ebml(mkvInfo, ebml(mkvScale, ebmlUintBody(1000000)), ebml(0x4D80, []byte("Chrome"))),
+		ebml(mkvTracks,
+			ebml(mkvTrackEntry, ebml(mkvTrackNumber, []byte{1}), ebml(mkvTrackType, []byte{1}), ebml(mkvCodecID, []byte("V_VP8"))),
+			ebml(mkvTrackEntry, ebml(mkvTrackNumber, []byte{2}), ebml(mkvCodecID, []byte(mkvTrackOpus)), ebml(mkvTrackType, []byte{2}),
+				ebml(0xE1, ebml(0xB5, be.AppendUint64(nil, 0x40E7700000000000))))))
+	for i := range blocks {
+		if i%50 == 0 {
+			out = cat(out, ebmlOpen(mkvCluster), ebml(mkvTimestamp, ebmlUintBody(uint64(i*20))))
+			out = cat(out, simpleBlock(1, 0, 0x00)) // a video frame
+		}
+		out = cat(out, simpleBlock(2, int16(i%50*20), 0xFC))
+	}
+	return out
+}

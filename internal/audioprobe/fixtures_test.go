@@ -26,6 +26,13 @@ func TestFixtures(t *testing.T) {
 		{"lame-mpeg25-8k.mp3", MP3, 2500 * time.Millisecond, 0},
 		// ADTS has no header to trim the priming (1,024 samples) and padding by.
 		{"ffmpeg.aac", AAC, 1500 * time.Millisecond, 2048 * time.Second / 8000},
+		// WebM and Matroska: with a duration in Info, then written into a pipe (no duration;
+		// the last block's end, its length from the Opus TOC or the spacing of the blocks).
+		// Block timestamps include Opus's 6.5 ms codec delay.
+		{"ffmpeg-opus.webm", WebM, 1500 * time.Millisecond, 26500 * time.Microsecond},
+		{"ffmpeg-opus-piped.webm", WebM, 1700 * time.Millisecond, 26500 * time.Microsecond},
+		{"ffmpeg-vorbis-piped.webm", WebM, 1300 * time.Millisecond, 2048 * time.Second / 8000},
+		{"ffmpeg-pcm-piped.mka", WebM, 1200 * time.Millisecond, 100 * time.Millisecond},
 		{"layer2-32k.mp2", MP3, time.Second, 1152 * time.Second / 32000},
 		{"ffmpeg-8k.flac", FLAC, 1500 * time.Millisecond, 0},
 		{"sox-8k.flac", FLAC, 1250 * time.Millisecond, 0},
