@@ -57,8 +57,9 @@ const bufSize = 4096
 // reading as soon as the answer is known (after a FLAC STREAMINFO block with a sample count,
 // an MP3 Xing header, a whole MP4's moov box), so r may not be at its end on return; a
 // caller that tees the upload elsewhere drains r itself. Otherwise it reads to the end
-// (the frames of an MP3 without a Xing header, the pages of an Ogg file, the data of a WAV
-// whose size is a placeholder). Errors from r are returned wrapped; the others wrap
+// (the frames of an MP3 without a Xing header or of an ADTS file, the pages of an Ogg file,
+// the blocks of a WebM, the fragments of a fragmented MP4, the data of a WAV whose size is
+// a placeholder). Errors from r are returned wrapped; the others wrap
 // ErrUnknownFormat or ErrMalformed, with the format when it was recognised. A file holding
 // no audio at all is an error, never a zero duration.
 func Duration(r io.Reader) (time.Duration, Format, error) {
