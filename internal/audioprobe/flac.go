@@ -1,0 +1,179 @@
+package audioprobe
+
+import (
+	"bytes"
+	"time"
+)
+
+// flac measures a native FLAC stream from its STREAMINFO block, which every FLAC file opens
+// with: total samples over the sample rate, exact to the sample.
+func (p *prober) flac() (time.Duration, error) {
+	if _, err := p.skip(4); err != nil { // "fLaC"
+		return 0, err
+	}
+	h, err := p.peek(4 + 34)
+	if err != nil {
+		return 0, err
+	}
+	if len(h) < 4+34 || h[0]&0x7F != 0 || be24(h[1:]) < 34 {
+		return 0, malformed(FLAC, "no STREAMINFO block")
+	}
+	d, err := streamInfo(FLAC, h[4:])
+	if err != errNoTotal {
+		return d, err
+	}
+	// A writer that could not seek back (ffmpeg into a pipe, a TTS stream) leaves the total
+	// at 0: count the samples of the frames.
+	rate, block := be24(h[4+10:])>>4, be16(h[4:])
+	return p.flacFrames(uint64(rate), uint64(block))
+}
+
+// errNoTotal says a STREAMINFO block does not know its sample count.
+var errNoTotal = malformed(FLAC, "STREAMINFO gives no sample count")
+
+// streamInfo reads the duration from a FLAC STREAMINFO block b (34 bytes), which also opens
+// FLAC in Ogg. A total of 0 means the encoder did not know it (a live stream): errNoTotal.
+func streamInfo(f Format, b []byte) (time.Duration, error) {
+	rate := be24(b[10:]) >> 4
+	total := uint64(b[13]&0x0F)<<32 | uint64(be32(b[14:]))
+	if total == 0 {
+		return 0, errNoTotal
+	}
+	d, ok := samples(total, uint64(rate))
+	if !ok {
+		return 0, malformed(f, "sample rate %d", rate)
+	}
+	return d, nil
+}
+
+// flacFrames walks the frames of a FLAC stream whose STREAMINFO gave no total, rate and block
+// being its sample rate and (minimum) block size. Frame headers carry no length, so every
+// sync code is tried; a header counts only when its CRC-8 holds and its frame or sample
+// number is the one expected next, which a sync code inside the audio data all but never
+// matches. The end of the last frame is the stream's sample count.
+func (p *prober) flacFrames(rate, block uint64) (time.Duration, error) {
+	var end uint64 // samples up to the end of the last frame counted
+	for {
+		// Look through what is buffered, refilling only when fewer bytes than a frame
+		// header remain: peeking the whole buffer each time would move it at every step.
+		b, err := p.peek(max(p.br.Buffered(), 16))
+		if err != nil {
+			return 0, err
+		}
+		if len(b) < 2 {
+			break
+		}
+		i := bytes.IndexByte(b, 0xFF)
+		if i < 0 {
+			if _, err := p.skip(int64(len(b))); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if i > 0 {
+			if _, err := p.skip(int64(i)); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		// A frame header is at most 16 bytes, all in b unless the input ends first.
+		if first, size, ok := flacFrameHeader(b, block); ok && first == end {
+			end = first + size
+		}
+		if _, err := p.skip(1); err != nil {
+			return 0, err
+		}
+	}
+	d, ok := samples(end, rate)
+	if !ok {
+		return 0, malformed(FLAC, "sample rate %d", rate)
+	}
+	return d, nil
+}
+
+// flacFrameHeader decodes the frame header at b and returns the number of its first sample
+// and its block size. block is the stream's block size, which numbers fixed-size frames.
+func flacFrameHeader(b []byte, block uint64) (first, size uint64, ok bool) {
+	if len(b) < 6 || b[0] != 0xFF || b[1]&0xFE != 0xF8 || b[3]&1 != 0 || b[3]>>4 > 10 || b[2]&0x0F == 0x0F {
+		return 0, 0, false
+	}
+	// The frame or sample number, coded like UTF-8 (up to 7 bytes for 36 bits).
+	n := 4
+	c := b[n]
+	extra := 0
+	var num uint64
+	switch {
+	case c < 0x80:
+		num = uint64(c)
+	case c&0xE0 == 0xC0:
+		num, extra = uint64(c&0x1F), 1
+	case c&0xF0 == 0xE0:
+		num, extra = uint64(c&0x0F), 2
+	case c&0xF8 == 0xF0:
+		num, extra = uint64(c&0x07), 3
+	case c&0xFC == 0xF8:
+		num, extra = uint64(c&0x03), 4
+	case c&0xFE == 0xFC:
+		num, extra = uint64(c&0x01), 5
+	case c == 0xFE:
+		num, extra = 0, 6
+	default:
+		return 0, 0, false
+	}
+	n++
+	if len(b) < n+extra+4 {
+		return 0, 0, false
+	}
+	for range extra {
+		if b[n]&0xC0 != 0x80 {
+			return 0, 0, false
+		}
+		num = num<<6 | uint64(b[n]&0x3F)
+		n++
+	}
+	switch code := b[2] >> 4; {
+	case code == 0:
+		return 0, 0, false
+	case code == 1:
+		size = 192
+	case code <= 5:
+		size = 576 << (code - 2)
+	case code == 6:
+		size = uint64(b[n]) + 1
+		n++
+	case code == 7:
+		size = uint64(be16(b[n:])) + 1
+		n += 2
+	default:
+		size = 256 << (code - 8)
+	}
+	switch b[2] & 0x0F {
+	case 12:
+		n++
+	case 13, 14:
+		n += 2
+	}
+	if len(b) <= n || flacCRC8(b[:n]) != b[n] {
+		return 0, 0, false
+	}
+	if b[1]&1 == 0 { // fixed block size: the number counts frames
+		num *= block
+	}
+	return num, size, true
+}
+
+// flacCRC8 is the CRC-8 (polynomial 0x07) that closes a FLAC frame header.
+func flacCRC8(b []byte) byte {
+	var crc byte
+	for _, c := range b {
+		crc ^= c
+		for range 8 {
+			if crc&0x80 != 0 {
+				crc = crc<<1 ^ 0x07
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

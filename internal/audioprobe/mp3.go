@@ -1,0 +1,366 @@
+package audioprobe
+
+import (
+	"bytes"
+	"errors"
+	"time"
+)
+
+// errNoSync says the input does not open on MPEG audio frames: not an MP3 at all.
+var errNoSync = errors.New("audioprobe: no mpeg audio frame")
+
+// mpegFrame is one decoded MPEG audio frame header.
+type mpegFrame struct {
+	version int // 1, 2, or 25 for MPEG-2.5; 4 for AAC in ADTS
+	layer   int // 1, 2 or 3; 0 for ADTS
+	rate    int // samples a second
+	size    int // bytes, header included
+	samples int // samples a channel
+	mono    bool
+}
+
+// Bitrates in kbit/s by [version is 1][layer-1][index].
+var mpegBitrates = [2][3][15]int{
+	{ // MPEG-2 and 2.5
+		{0, 32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256},
+		{0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160},
+		{0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160},
+	},
+	{ // MPEG-1
+		{0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448},
+		{0, 32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384},
+		{0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320},
+	},
+}
+
+var mpegRates = [3]int{44100, 48000, 32000} // MPEG-1; halved for 2, quartered for 2.5
+
+// parseMPEG decodes a 4-byte MPEG audio frame header. Free-format frames (bitrate index 0)
+// are refused: their length can only be found by searching for the next frame, and no
+// encoder a user meets writes them.
+func parseMPEG(b []byte) (mpegFrame, bool) {
+	if len(b) < 4 || b[0] != 0xFF || b[1]&0xE0 != 0xE0 {
+		return mpegFrame{}, false
+	}
+	if b[1]&0x06 == 0 { // layer "0": an ADTS header
+		return parseADTS(b)
+	}
+	var f mpegFrame
+	switch (b[1] >> 3) & 3 {
+	case 0:
+		f.version = 25
+	case 2:
+		f.version = 2
+	case 3:
+		f.version = 1
+	default:
+		return f, false
+	}
+	f.layer = 4 - int((b[1]>>1)&3)
+	bi, ri := int(b[2]>>4), int((b[2]>>2)&3)
+	if f.layer == 4 || bi == 0 || bi == 15 || ri == 3 || b[3]&3 == 2 {
+		return f, false
+	}
+	v1 := 0
+	if f.version == 1 {
+		v1 = 1
+	}
+	bitrate := mpegBitrates[v1][f.layer-1][bi] * 1000
+	f.rate = mpegRates[ri]
+	switch f.version {
+	case 2:
+		f.rate /= 2
+	case 25:
+		f.rate /= 4
+	}
+	pad := int(b[2]>>1) & 1
+	f.mono = b[3]>>6 == 3
+	switch {
+	case f.layer == 1:
+		f.size, f.samples = (12*bitrate/f.rate+pad)*4, 384
+	case f.layer == 2:
+		f.size, f.samples = 144*bitrate/f.rate+pad, 1152
+	case f.version == 1:
+		f.size, f.samples = 144*bitrate/f.rate+pad, 1152
+	default:
+		f.size, f.samples = 72*bitrate/f.rate+pad, 576
+	}
+	return f, true
+}
+
+// adtsRates are the sampling frequencies by ADTS index.
+var adtsRates = [13]int{96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350}
+
+// parseADTS decodes the 7-byte header of an AAC frame in ADTS, the framing of raw .aac files
+// (and of OpenAI's aac speech output). Each raw data block holds 1,024 samples.
+func parseADTS(b []byte) (mpegFrame, bool) {
+	if len(b) < headerLen || b[1]&0xF6 != 0xF0 {
+		return mpegFrame{}, false
+	}
+	ri := int(b[2]>>2) & 0x0F
+	size := int(b[3]&3)<<11 | int(b[4])<<3 | int(b[5]>>5)
+	hdr := 7
+	if b[1]&1 == 0 { // a CRC follows the header
+		hdr = 9
+	}
+	if ri >= len(adtsRates) || size <= hdr {
+		return mpegFrame{}, false
+	}
+	return mpegFrame{version: 4, rate: adtsRates[ri], size: size, samples: 1024 * (int(b[6]&3) + 1)}, true
+}
+
+// headerLen is how many bytes parseMPEG needs to decode any header (ADTS's 7).
+const headerLen = 7
+
+// sameStream says whether g can belong to the stream that f opened: a stream never changes
+// version, layer or sample rate, which keeps stray 0xFF bytes in junk from counting as frames.
+func (f mpegFrame) sameStream(g mpegFrame) bool {
+	return f.version == g.version && f.layer == g.layer && f.rate == g.rate
+}
+
+// mp3 measures an MPEG audio stream (or AAC in ADTS, framed alike): from the first frame's
+// Xing, Info or VBRI header when it counts the frames, else by walking every frame header
+// and adding up its samples (a CBR file has no header, and its size over its bitrate is off
+// by the tags it carries). Junk between frames is skipped; tags at the end (ID3v1, APE, a
+// trailing ID3v2) are skipped. limit is how far the first frame may be looked for.
+func (p *prober) mp3(limit int) (time.Duration, Format, error) {
+	first, err := p.syncMPEG(nil, limit)
+	if err != nil {
+		return 0, MP3, err
+	}
+	f := MP3
+	if first.layer == 0 {
+		f = AAC
+	}
+	d, err := p.mpegFrames(first, f)
+	return d, f, err
+}
+
+// mpegFrames measures the stream whose first frame, first, is at the reader.
+func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, error) {
+	b, err := p.peek(min(first.size, bufSize))
+	if err != nil {
+		return 0, err
+	}
+	info, count, total := vbrHeader(b, first)
+	if count {
+		d, ok := samples(total, uint64(first.rate))
+		if !ok {
+			return 0, malformed(MP3, "%d samples out of range", total)
+		}
+		return d, nil
+	}
+	total = 0
+	if !info {
+		total += uint64(first.samples) // the Xing frame itself is silence
+	}
+	if _, err := p.skip(int64(first.size)); err != nil {
+		return 0, err
+	}
+	lost := false // junk was skipped: the next frame must be confirmed by the one after it
+	for {
+		h, err := p.peek(max(headerLen, 10))
+		if err != nil {
+			return 0, err
+		}
+		if len(h) < 4 {
+			break
+		}
+		f, ok := parseMPEG(h)
+		ok = ok && first.sameStream(f)
+		if ok && lost {
+			if ok, err = p.confirmed(f); err != nil {
+				return 0, err
+			}
+		}
+		if ok {
+			lost = false
+			total += uint64(f.samples)
+			if _, err := p.skip(int64(f.size)); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if n, err := p.tagLength(h); err != nil {
+			return 0, err
+		} else if n > 0 {
+			if _, err := p.skip(n); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		lost = true
+		if _, err := p.syncMPEG(&first, -1); err == errNoSync {
+			break
+		} else if err != nil {
+			return 0, err
+		}
+	}
+	d, ok := samples(total, uint64(first.rate))
+	if !ok {
+		return 0, malformed(format, "duration out of range")
+	}
+	return d, nil
+}
+
+// confirmed says whether the frame f at the reader is followed by another frame of its stream
+// or by the end of the input.
+func (p *prober) confirmed(f mpegFrame) (bool, error) {
+	if f.size+headerLen > bufSize {
+		return true, nil // an ADTS frame too long to look past; its header has to do
+	}
+	b, err := p.peek(f.size + headerLen)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case len(b) < f.size:
+		return false, nil // cut short by the end of the file
+	case len(b) == f.size:
+		return true, nil // the last frame of the file
+	}
+	g, ok := parseMPEG(b[f.size:])
+	return ok && f.sameStream(g), nil
+}
+
+// syncMPEG moves the reader to the next frame header that its successor confirms (and that
+// belongs to the stream of like, if given), looking at most limit bytes ahead (-1: no limit).
+// Without a like frame the header must sit at the reader when limit is 0.
+func (p *prober) syncMPEG(like *mpegFrame, limit int) (mpegFrame, error) {
+	scanned := 0
+	for {
+		b, err := p.peek(headerLen)
+		if err != nil {
+			return mpegFrame{}, err
+		}
+		if len(b) < 4 {
+			return mpegFrame{}, errNoSync
+		}
+		if f, ok := parseMPEG(b); ok && (like == nil || like.sameStream(f)) {
+			if ok, err := p.confirmed(f); err != nil {
+				return mpegFrame{}, err
+			} else if ok {
+				return f, nil
+			}
+		}
+		if limit >= 0 && scanned >= limit {
+			return mpegFrame{}, errNoSync
+		}
+		// Jump to the next 0xFF among the buffered bytes.
+		b, err = p.peek(min(bufSize, max(p.br.Buffered(), 4)))
+		if err != nil {
+			return mpegFrame{}, err
+		}
+		n := len(b)
+		if i := bytes.IndexByte(b[1:], 0xFF); i >= 0 {
+			n = i + 1
+		}
+		if limit >= 0 {
+			n = min(n, limit-scanned)
+		}
+		scanned += n
+		if _, err := p.skip(int64(n)); err != nil {
+			return mpegFrame{}, err
+		}
+	}
+}
+
+// tagLength returns the length of the tag at h, the reader's next bytes, or 0 when h opens
+// none: ID3v1 ("TAG", 128 bytes), an APE tag with its header, or another ID3v2 tag.
+func (p *prober) tagLength(h []byte) (int64, error) {
+	switch {
+	case len(h) >= 3 && string(h[:3]) == "TAG":
+		return 128, nil
+	case len(h) >= 10 && string(h[:3]) == "ID3" && h[3] < 0xFF && h[6]|h[7]|h[8]|h[9] < 0x80:
+		return id3v2Length(h), nil
+	case len(h) >= 8 && string(h[:8]) == "APETAGEX":
+		b, err := p.peek(32)
+		if err != nil || len(b) < 32 {
+			return 32, err
+		}
+		// The size counts the items and the footer, not the header.
+		return 32 + int64(le32(b[12:])), nil
+	}
+	return 0, nil
+}
+
+// id3v2Length is the length of the ID3v2 tag whose 10-byte header is h.
+func id3v2Length(h []byte) int64 {
+	n := int64(h[6])<<21 | int64(h[7])<<14 | int64(h[8])<<7 | int64(h[9])
+	n += 10
+	if h[5]&0x10 != 0 { // a footer follows
+		n += 10
+	}
+	return n
+}
+
+// skipID3v2 skips the ID3v2 tags (there may be several) at the start of the input.
+func (p *prober) skipID3v2() (bool, error) {
+	found := false
+	for {
+		h, err := p.peek(max(headerLen, 10))
+		if err != nil {
+			return found, err
+		}
+		if len(h) < 10 || string(h[:3]) != "ID3" || h[3] == 0xFF || h[6]|h[7]|h[8]|h[9] >= 0x80 {
+			return found, nil
+		}
+		found = true
+		if _, err := p.skip(id3v2Length(h)); err != nil {
+			return found, err
+		}
+	}
+}
+
+// vbrHeader reads the Xing, Info or VBRI header in the first frame b. info says the frame is
+// such a header (and so holds no audio); count says it gives the number of audio frames, and
+// total is then their samples, less the encoder delay and padding a LAME tag records.
+func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
+	// The Xing header follows the side information, whose size depends on version and channels.
+	off := 4 + 32
+	switch {
+	case f.version == 1 && f.mono:
+		off = 4 + 17
+	case f.version != 1 && !f.mono:
+		off = 4 + 17
+	case f.version != 1:
+		off = 4 + 9
+	}
+	if f.layer == 3 && len(b) >= off+8 && (string(b[off:off+4]) == "Xing" || string(b[off:off+4]) == "Info") {
+		flags := be32(b[off+4:])
+		if flags&1 == 0 || len(b) < off+12 {
+			return true, false, 0
+		}
+		total = uint64(be32(b[off+8:])) * uint64(f.samples)
+		if total == 0 {
+			// A writer that could not seek back to fill the header in: walk the frames.
+			return true, false, 0
+		}
+		// The LAME tag follows the optional fields; it records the samples the encoder
+		// added before and after the audio, which a gapless decoder drops.
+		lame := off + 12
+		if flags&2 != 0 {
+			lame += 4
+		}
+		if flags&4 != 0 {
+			lame += 100
+		}
+		if flags&8 != 0 {
+			lame += 4
+		}
+		if len(b) >= lame+24 {
+			switch string(b[lame : lame+4]) {
+			case "LAME", "Lavc", "Lavf":
+				x := be24(b[lame+21:])
+				if trim := uint64(x>>12) + uint64(x&0xFFF); trim < total {
+					total -= trim
+				}
+			}
+		}
+		return true, true, total
+	}
+	if f.layer == 3 && len(b) >= 36+18 && string(b[36:40]) == "VBRI" {
+		return true, true, uint64(be32(b[36+14:])) * uint64(f.samples)
+	}
+	return false, false, 0
+}

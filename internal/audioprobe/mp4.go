@@ -1,0 +1,470 @@
+package audioprobe
+
+import (
+	"math/bits"
+	"time"
+)
+
+// isMP4Start says whether head opens an ISO base media (MP4, M4A) or QuickTime file: a box
+// header with one of the types such files begin with.
+func isMP4Start(head []byte) bool {
+	switch string(head[4:8]) {
+	case "ftyp", "moov", "mdat", "free", "skip", "wide", "pnot", "styp":
+		size := be32(head)
+		return size == 0 || size == 1 || size >= 8
+	}
+	return false
+}
+
+// mp4Info collects what the boxes say about the duration.
+type mp4Info struct {
+	movieScale    uint32 // mvhd
+	movieDuration uint64
+	mehd          uint64 // mvex/mehd: a fragmented file's length, in the movie's timescale
+	fragmented    bool   // moov has an mvex: the samples are in moof boxes
+
+	// The track being read.
+	handler    [4]byte
+	trackID    uint32
+	trackScale uint32
+	trackDur   uint64
+	edited     uint64 // the track's edit list: its presented length, in the movie's timescale
+	editOK     bool
+
+	// The first audio track.
+	audio      bool
+	audioID    uint32
+	audioScale uint32
+	audioDur   uint64
+
+	// Fragments of the audio track: trex default durations by track, then the traf being
+	// read, then the end of the last fragment, in the track's timescale.
+	trex       [8][2]uint32
+	trafID     uint32
+	trafDur    uint32 // default sample duration
+	trafBase   uint64 // tfdt
+	trafHas    bool
+	trafSum    uint64
+	fragEnd    uint64
+	fragCount  bool // a fragment of the audio track was read
+	fragCursor uint64
+}
+
+// mp4 measures an MP4 or M4A file. A whole file has a moov box, before or after the media
+// data: the first audio track's media duration over its timescale (mdhd, in samples of the
+// audio, trimmed by its edit list), else the movie's (mvhd). A fragmented file (Safari's
+// recorder, ffmpeg into a pipe) has an empty moov and the samples in moof boxes: their
+// durations are added up, else mvex/mehd is used. Boxes are read one after the other, mdat
+// and the like read through and dropped, since the input cannot seek.
+func (p *prober) mp4() (time.Duration, error) {
+	var m mp4Info
+	found := false
+	for {
+		typ, _, payload, ok, err := p.mp4Box(-1)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		switch typ {
+		case "moov":
+			if err := p.mp4Boxes(payload, 1, &m); err != nil {
+				return 0, err
+			}
+			found = true
+			if !m.fragmented {
+				return m.duration()
+			}
+			continue
+		case "moof":
+			if err := p.mp4Boxes(payload, 1, &m); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if payload < 0 {
+			break // runs to the end of the file
+		}
+		if _, err := p.skip(payload); err != nil {
+			return 0, err
+		}
+	}
+	if !found {
+		return 0, malformed(MP4, "no moov box")
+	}
+	return m.duration()
+}
+
+func (m *mp4Info) duration() (time.Duration, error) {
+	var (
+		d  time.Duration
+		ok bool
+	)
+	switch {
+	case m.audio && m.fragCount:
+		d, ok = samples(m.fragEnd, uint64(m.audioScale))
+	case m.audio && known(m.audioDur):
+		d, ok = samples(m.audioDur, uint64(m.audioScale))
+	case known(m.movieDuration) && m.movieScale > 0:
+		d, ok = samples(m.movieDuration, uint64(m.movieScale))
+	case known(m.mehd) && m.movieScale > 0:
+		d, ok = samples(m.mehd, uint64(m.movieScale))
+	default:
+		return 0, malformed(MP4, "no duration in moov")
+	}
+	if !ok {
+		return 0, malformed(MP4, "duration out of range")
+	}
+	return d, nil
+}
+
+// known says whether a duration field holds a duration: 0 and all ones both mean unknown.
+func known(d uint64) bool {
+	return d != 0 && d != 0xFFFFFFFF && d != ^uint64(0)
+}
+
+// mp4Box reads a box header and returns the box's type and the length of its payload, -1
+// when it runs to the end of its parent. limit is the bytes left in the parent (-1: the
+// file). hdr is the length of the header, which the reader is past on return; ok is false at
+// the end of the parent.
+func (p *prober) mp4Box(limit int64) (typ string, hdr, payload int64, ok bool, err error) {
+	if limit >= 0 && limit < 8 {
+		_, err := p.skip(limit)
+		return "", 0, 0, false, err
+	}
+	h, err := p.peek(16)
+	if err != nil {
+		return "", 0, 0, false, err
+	}
+	if len(h) < 8 {
+		_, err := p.skip(int64(len(h)))
+		return "", 0, 0, false, err
+	}
+	size := uint64(be32(h))
+	hdr = 8
+	typ = mp4Type(h[4:8])
+	switch size {
+	case 0:
+		payload = -1
+		if limit >= 0 {
+			payload = limit - hdr
+		}
+	case 1:
+		if len(h) < 16 {
+			return "", 0, 0, false, malformed(MP4, "truncated %q box header", typ)
+		}
+		size, hdr = be64(h[8:]), 16
+	}
+	if size != 0 {
+		if size < uint64(hdr) || size > 1<<62 || (limit >= 0 && int64(size) > limit) {
+			return "", 0, 0, false, malformed(MP4, "%q box of %d bytes", typ, size)
+		}
+		payload = int64(size) - hdr
+	}
+	if _, err := p.skip(hdr); err != nil {
+		return "", 0, 0, false, err
+	}
+	return typ, hdr, payload, true, nil
+}
+
+// mp4Type returns the box type without allocating, for the types this file looks into.
+func mp4Type(b []byte) string {
+	switch string(b) {
+	case "moov":
+		return "moov"
+	case "trak":
+		return "trak"
+	case "mdia":
+		return "mdia"
+	case "mvex":
+		return "mvex"
+	case "edts":
+		return "edts"
+	case "moof":
+		return "moof"
+	case "traf":
+		return "traf"
+	case "mvhd":
+		return "mvhd"
+	case "tkhd":
+		return "tkhd"
+	case "mdhd":
+		return "mdhd"
+	case "hdlr":
+		return "hdlr"
+	case "elst":
+		return "elst"
+	case "mehd":
+		return "mehd"
+	case "trex":
+		return "trex"
+	case "tfhd":
+		return "tfhd"
+	case "tfdt":
+		return "tfdt"
+	case "trun":
+		return "trun"
+	}
+	return "other"
+}
+
+// mp4Boxes reads the children of a container box of n payload bytes, descending only into
+// the boxes on the way to a duration.
+func (p *prober) mp4Boxes(n int64, depth int, m *mp4Info) error {
+	if n < 0 {
+		n = 1 << 62 // a box running to the end of the file
+	}
+	for {
+		typ, hdr, payload, ok, err := p.mp4Box(n)
+		if err != nil || !ok {
+			return err
+		}
+		n -= hdr + payload
+		var b []byte
+		switch typ {
+		case "trak", "mdia", "mvex", "edts", "traf":
+			if depth > 3 {
+				break
+			}
+			m.open(typ)
+			if err := p.mp4Boxes(payload, depth+1, m); err != nil {
+				return err
+			}
+			m.close(typ)
+			continue
+		case "trun":
+			if err := p.trun(payload, m); err != nil {
+				return err
+			}
+			continue
+		case "mvhd", "tkhd", "mdhd", "hdlr", "mehd", "trex", "tfhd", "tfdt":
+			if b, err = p.peek(int(min(payload, 32))); err != nil {
+				return err
+			}
+		case "elst":
+			if b, err = p.peek(int(min(payload, bufSize))); err != nil {
+				return err
+			}
+		}
+		m.leaf(typ, b)
+		if _, err := p.skip(payload); err != nil {
+			return err
+		}
+	}
+}
+
+// open resets the state of a track or track fragment about to be read.
+func (m *mp4Info) open(typ string) {
+	switch typ {
+	case "trak":
+		m.handler, m.trackID, m.trackScale, m.trackDur, m.edited, m.editOK = [4]byte{}, 0, 0, 0, 0, false
+	case "mvex":
+		m.fragmented = true
+	case "traf":
+		m.trafID, m.trafDur, m.trafBase, m.trafHas, m.trafSum = 0, 0, 0, false, 0
+	}
+}
+
+// close takes what a track or track fragment said once it is read.
+func (m *mp4Info) close(typ string) {
+	switch typ {
+	case "trak":
+		if !m.audio && string(m.handler[:]) == "soun" && m.trackScale > 0 {
+			m.audio, m.audioID, m.audioScale, m.audioDur = true, m.trackID, m.trackScale, m.trackDur
+			if known(m.audioDur) {
+				m.trimmed(m.movieScale)
+			}
+		}
+	case "traf":
+		if !m.audio || m.trafID != m.audioID {
+			return
+		}
+		// A fragment starts at its tfdt decode time, or where the previous one ended.
+		start := m.fragCursor
+		if m.trafHas {
+			start = m.trafBase
+		}
+		m.fragCursor = start + m.trafSum
+		m.fragEnd = max(m.fragEnd, m.fragCursor)
+		m.fragCount = true
+	}
+}
+
+// leaf reads the first bytes b of a box that is not a container.
+func (m *mp4Info) leaf(typ string, b []byte) {
+	switch typ {
+	case "mvhd":
+		m.movieScale, m.movieDuration = fullBoxTime(b)
+	case "mdhd":
+		m.trackScale, m.trackDur = fullBoxTime(b)
+	case "tkhd":
+		switch {
+		case len(b) >= 24 && b[0] == 1:
+			m.trackID = be32(b[20:])
+		case len(b) >= 16 && b[0] == 0:
+			m.trackID = be32(b[12:])
+		}
+	case "hdlr":
+		if len(b) >= 12 {
+			copy(m.handler[:], b[8:12])
+		}
+	case "elst":
+		m.edited, m.editOK = editLength(b)
+	case "mehd":
+		m.mehd, _ = fullBoxValue(b)
+	case "trex":
+		if len(b) >= 16 {
+			for i := range m.trex {
+				if m.trex[i][0] == 0 || m.trex[i][0] == be32(b[4:]) {
+					m.trex[i] = [2]uint32{be32(b[4:]), be32(b[12:])}
+					break
+				}
+			}
+		}
+	case "tfhd":
+		if len(b) < 8 {
+			return
+		}
+		flags := be24(b[1:])
+		m.trafID = be32(b[4:])
+		for _, t := range m.trex {
+			if t[0] == m.trafID {
+				m.trafDur = t[1]
+			}
+		}
+		off := 8
+		if flags&0x01 != 0 { // base data offset
+			off += 8
+		}
+		if flags&0x02 != 0 { // sample description index
+			off += 4
+		}
+		if flags&0x08 != 0 && len(b) >= off+4 {
+			m.trafDur = be32(b[off:])
+		}
+	case "tfdt":
+		m.trafBase, m.trafHas = fullBoxValue(b)
+	}
+}
+
+// trun adds up the sample durations of a track run box of n payload bytes, reading its
+// sample table through the buffer: a run may list thousands of samples.
+func (p *prober) trun(n int64, m *mp4Info) error {
+	b, err := p.peek(int(min(n, 16)))
+	if err != nil {
+		return err
+	}
+	if len(b) < 8 {
+		_, err := p.skip(n)
+		return err
+	}
+	flags, count := be24(b[1:]), int64(be32(b[4:]))
+	head := int64(8)
+	if flags&0x01 != 0 { // data offset
+		head += 4
+	}
+	if flags&0x04 != 0 { // first sample flags
+		head += 4
+	}
+	entry := 4 * int64(bits.OnesCount32(flags&0xF00))
+	if flags&0x100 == 0 || entry == 0 {
+		// No durations listed: every sample lasts the default.
+		m.trafSum += uint64(count) * uint64(m.trafDur)
+		_, err := p.skip(n)
+		return err
+	}
+	if _, err := p.skip(min(head, n)); err != nil {
+		return err
+	}
+	n -= min(head, n)
+	count = min(count, n/entry)
+	for count > 0 {
+		k := min(count, bufSize/entry)
+		b, err := p.peek(int(k * entry))
+		if err != nil {
+			return err
+		}
+		if int64(len(b)) < k*entry {
+			break
+		}
+		for i := range k {
+			m.trafSum += uint64(be32(b[i*entry:]))
+		}
+		if _, err := p.skip(k * entry); err != nil {
+			return err
+		}
+		n -= k * entry
+		count -= k
+	}
+	_, err = p.skip(n)
+	return err
+}
+
+// editLength adds up the edits of an elst box b that present media (an edit with media time
+// -1 is an empty one). An edit list too long for the buffer is ignored: it is a video habit,
+// and an audio track has one edit, which trims the encoder's priming samples.
+func editLength(b []byte) (uint64, bool) {
+	if len(b) < 8 {
+		return 0, false
+	}
+	v1 := b[0] == 1
+	entry := 12
+	if v1 {
+		entry = 20
+	}
+	n := int(be32(b[4:]))
+	if n == 0 || n > (len(b)-8)/entry {
+		return 0, false
+	}
+	var sum uint64
+	for i := range n {
+		e := b[8+i*entry:]
+		if v1 {
+			if be64(e[8:]) != ^uint64(0) {
+				sum += be64(e)
+			}
+		} else if be32(e[4:]) != 0xFFFFFFFF {
+			sum += uint64(be32(e))
+		}
+	}
+	return sum, sum > 0 && sum < 1<<62
+}
+
+// trimmed replaces the audio track's duration with its edit list's when that is shorter:
+// AAC encoders prime the decoder with 1,024 or 2,112 samples and pad the last frame, and
+// the edit list cuts both, so it gives the length a player plays.
+func (m *mp4Info) trimmed(movieScale uint32) {
+	if !m.editOK || movieScale == 0 {
+		return
+	}
+	// Compare edited/movieScale with audioDur/audioScale without dividing.
+	hi, lo := bits.Mul64(m.edited, uint64(m.audioScale))
+	hi2, lo2 := bits.Mul64(m.audioDur, uint64(movieScale))
+	if hi < hi2 || (hi == hi2 && lo < lo2) {
+		m.audioDur, m.audioScale = m.edited, movieScale
+	}
+}
+
+// fullBoxTime reads the timescale and duration of an mvhd or mdhd box, whose version 1
+// widens the times to 64 bits.
+func fullBoxTime(b []byte) (scale uint32, duration uint64) {
+	switch {
+	case len(b) >= 32 && b[0] == 1:
+		return be32(b[20:]), be64(b[24:])
+	case len(b) >= 20 && b[0] == 0:
+		return be32(b[12:]), uint64(be32(b[16:]))
+	}
+	return 0, 0
+}
+
+// fullBoxValue reads the one time field of an mehd or tfdt box, 64 bits wide in version 1.
+func fullBoxValue(b []byte) (uint64, bool) {
+	switch {
+	case len(b) >= 12 && b[0] == 1:
+		return be64(b[4:]), true
+	case len(b) >= 8 && b[0] == 0:
+		return uint64(be32(b[4:])), true
+	}
+	return 0, false
+}

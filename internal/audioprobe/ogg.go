@@ -1,0 +1,209 @@
+package audioprobe
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+)
+
+// oggCRC is the table of the Ogg page checksum: CRC-32, polynomial 0x04C11DB7, not
+// reflected, initial value 0 (not the IEEE variant hash/crc32 computes).
+var oggCRC = func() (t [256]uint32) {
+	for i := range t {
+		r := uint32(i) << 24
+		for range 8 {
+			if r&0x80000000 != 0 {
+				r = r<<1 ^ 0x04C11DB7
+			} else {
+				r <<= 1
+			}
+		}
+		t[i] = r
+	}
+	return t
+}()
+
+func oggUpdate(crc uint32, b []byte) uint32 {
+	for _, c := range b {
+		crc = crc<<8 ^ oggCRC[byte(crc>>24)^c]
+	}
+	return crc
+}
+
+// oggLink is the audio stream of one link of an Ogg file (a file may chain several, one
+// after the other, each with its own headers).
+type oggLink struct {
+	serial  uint32
+	codec   Format
+	rate    uint64
+	preskip uint64 // Opus: samples the decoder drops at the start
+	granule uint64 // the last page's granule position
+	data    bool   // a page after its headers' first was seen
+}
+
+func (l oggLink) duration() (time.Duration, bool) {
+	g := l.granule
+	if l.codec == Opus {
+		g -= min(g, l.preskip)
+	}
+	return samples(g, l.rate)
+}
+
+// ogg measures an Ogg file from the granule position of its audio stream's last page: the
+// number of samples decoded up to the end of that page (at 48 kHz for Opus, less the
+// pre-skip its header declares; at the stream's own rate otherwise). Pages whose checksum
+// fails are ignored, other logical streams (Skeleton, video) too, and the links of a chained
+// file are added up.
+func (p *prober) ogg() (time.Duration, Format, error) {
+	var (
+		cur    oggLink
+		open   bool // cur is a stream being read
+		total  time.Duration
+		format Format
+		hdr    [27 + 255]byte
+	)
+	finish := func() bool {
+		if !open {
+			return true
+		}
+		open = false
+		d, ok := cur.duration()
+		total += d
+		return ok
+	}
+	for {
+		h, err := p.peek(27)
+		if err != nil {
+			return 0, format, err
+		}
+		if len(h) < 27 {
+			break
+		}
+		if string(h[:4]) != "OggS" || h[4] != 0 {
+			if err := p.resyncOgg(); err != nil {
+				return 0, format, err
+			}
+			continue
+		}
+		nseg := int(h[26])
+		h, err = p.peek(27 + nseg)
+		if err != nil {
+			return 0, format, err
+		}
+		if len(h) < 27+nseg {
+			break
+		}
+		n := copy(hdr[:], h)
+		flags, granule, serial, want := h[5], le64(h[6:]), le32(h[14:]), le32(h[22:])
+		body := 0
+		for _, s := range hdr[27:n] {
+			body += int(s)
+		}
+		clear(hdr[22:26]) // the checksum is computed with its own field zeroed
+		crc := oggUpdate(0, hdr[:n])
+		if _, err := p.skip(int64(n)); err != nil {
+			return 0, format, err
+		}
+		// The first packet of a stream (its identification header) is short and opens the
+		// body of its first page; read it from the buffer before the checksum walk drops it.
+		var ident oggLink
+		if flags&0x02 != 0 {
+			b, err := p.peek(min(body, 64))
+			if err != nil {
+				return 0, format, err
+			}
+			ident = oggIdent(b)
+		}
+		for left := body; left > 0; {
+			b, err := p.peek(min(left, bufSize))
+			if err != nil {
+				return 0, format, err
+			}
+			if len(b) == 0 {
+				break
+			}
+			crc = oggUpdate(crc, b)
+			if _, err := p.skip(int64(len(b))); err != nil {
+				return 0, format, err
+			}
+			left -= len(b)
+		}
+		if crc != want {
+			continue // corrupt: its granule cannot be trusted
+		}
+		switch {
+		case flags&0x02 != 0:
+			// A new stream. Streams multiplexed together all begin before any data page,
+			// so a beginning after the open stream's data is the next link of a chain; one
+			// before it is another stream (a second audio track is not added).
+			if open && cur.data && !finish() {
+				return 0, format, malformed(format, "granule position out of range")
+			}
+			if !open && ident.codec != "" {
+				if format == "" {
+					format = ident.codec
+				}
+				cur, open = ident, true
+				cur.serial = serial
+			}
+		case open && serial == cur.serial:
+			cur.data = true
+			if granule != ^uint64(0) {
+				cur.granule = granule
+			}
+		}
+		if open && serial == cur.serial && flags&0x04 != 0 {
+			if !finish() {
+				return 0, format, malformed(format, "granule position out of range")
+			}
+		}
+	}
+	if format == "" {
+		return 0, "", fmt.Errorf("%w: ogg: no audio stream", ErrMalformed)
+	}
+	if !finish() {
+		return 0, format, malformed(format, "granule position out of range")
+	}
+	return total, format, nil
+}
+
+// oggIdent recognises the identification header of an audio codec in Ogg; a stream of any
+// other kind comes back with no codec.
+func oggIdent(b []byte) oggLink {
+	switch {
+	case len(b) >= 19 && string(b[:8]) == "OpusHead":
+		// Opus granules count 48 kHz samples whatever the input rate was.
+		return oggLink{codec: Opus, rate: 48000, preskip: uint64(le16(b[10:]))}
+	case len(b) >= 16 && string(b[:7]) == "\x01vorbis":
+		return oggLink{codec: Vorbis, rate: uint64(le32(b[12:]))}
+	case len(b) >= 17+18 && string(b[:5]) == "\x7fFLAC" && string(b[9:13]) == "fLaC":
+		return oggLink{codec: OggFLAC, rate: uint64(be24(b[17+10:]) >> 4)}
+	case len(b) >= 40 && string(b[:8]) == "Speex   ":
+		return oggLink{codec: Speex, rate: uint64(le32(b[36:]))}
+	}
+	return oggLink{}
+}
+
+// resyncOgg skips to the next capture pattern after the reader's position.
+func (p *prober) resyncOgg() error {
+	if _, err := p.skip(1); err != nil {
+		return err
+	}
+	for {
+		b, err := p.peek(min(bufSize, max(p.br.Buffered(), 4)))
+		if err != nil {
+			return err
+		}
+		if i := bytes.Index(b, []byte("OggS")); i >= 0 {
+			_, err := p.skip(int64(i))
+			return err
+		}
+		if len(b) < 4 {
+			_, err := p.skip(int64(len(b)))
+			return err
+		}
+		if _, err := p.skip(int64(len(b) - 3)); err != nil { // a pattern may straddle reads
+			return err
+		}
+	}
+}

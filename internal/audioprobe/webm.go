@@ -1,0 +1,274 @@
+package audioprobe
+
+import (
+	"math"
+	"time"
+)
+
+// Matroska element IDs, their length markers kept, as the specification writes them.
+const (
+	ebmlHeader      = 0x1A45DFA3
+	mkvSegment      = 0x18538067
+	mkvInfo         = 0x1549A966
+	mkvScale        = 0x2AD7B1 // TimestampScale, ns a tick
+	mkvDuration     = 0x4489   // float, in ticks
+	mkvTracks       = 0x1654AE6B
+	mkvTrackEntry   = 0xAE
+	mkvTrackNumber  = 0xD7
+	mkvTrackType    = 0x83 // 2: audio
+	mkvCodecID      = 0x86
+	mkvDefaultDur   = 0x23E383 // ns
+	mkvCluster      = 0x1F43B675
+	mkvTimestamp    = 0xE7 // the cluster's, in ticks
+	mkvSimpleBlock  = 0xA3
+	mkvBlockGroup   = 0xA0
+	mkvBlock        = 0xA1
+	mkvBlockDur     = 0x9B // ticks
+	mkvTrackOpus    = "A_OPUS"
+	mkvAudioTrack   = 2
+	mkvUnknownSize  = -1
+	mkvMaxBlockHead = 16
+)
+
+// webmState is what the elements read so far say.
+type webmState struct {
+	scale    uint64  // ns a tick
+	duration float64 // Info's, in ticks; 0 when absent
+
+	// The TrackEntry being read, and the first audio track.
+	entryNum, entryType, entryDefault uint64
+	entryOpus                         bool
+	audio, audioDefault               uint64
+	audioOpus                         bool
+
+	cluster    uint64 // the cluster's timestamp, in ticks
+	blockStart int64  // ns, the last audio block's start
+	inAudio    bool   // the last block read was the audio track's
+	end        int64  // ns, the end of the last audio block
+	spacing    int64  // ns between the last two audio blocks: a guess at a block's length
+}
+
+// webm measures a WebM or Matroska file: from the Info element's duration when the muxer
+// wrote one, else from the end of the last block of the first audio track, which is all a
+// browser's MediaRecorder leaves (it writes no duration and clusters of unknown size).
+// A block's length is its BlockDuration, the track's default duration or, for Opus, what
+// its packet's TOC byte says. Master elements are read as a flat sequence, their sizes
+// ignored, so that unknown sizes need no special case.
+func (p *prober) webm() (time.Duration, error) {
+	s := webmState{scale: 1e6}
+	for {
+		id, size, ok, err := p.ebmlHeader()
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		switch id {
+		case mkvSegment, mkvInfo, mkvTracks, mkvCluster, mkvBlockGroup:
+			if id == mkvCluster {
+				s.endEntry()
+			}
+			continue // descend: read the children in line
+		case mkvTrackEntry:
+			s.endEntry()
+			s.entryNum, s.entryType, s.entryDefault, s.entryOpus = 0, 0, 0, false
+			continue
+		}
+		if size == mkvUnknownSize {
+			return 0, malformed(WebM, "element %#x of unknown size", id)
+		}
+		n := int(min(size, mkvMaxBlockHead))
+		b, err := p.peek(n)
+		if err != nil {
+			return 0, err
+		}
+		if len(b) < n {
+			break
+		}
+		switch id {
+		case mkvScale:
+			if v := ebmlUint(b); v > 0 {
+				s.scale = v
+			}
+		case mkvDuration:
+			s.duration = ebmlFloat(b)
+		case mkvTrackNumber:
+			s.entryNum = ebmlUint(b)
+		case mkvTrackType:
+			s.entryType = ebmlUint(b)
+		case mkvCodecID:
+			s.entryOpus = string(b) == mkvTrackOpus
+		case mkvDefaultDur:
+			s.entryDefault = ebmlUint(b)
+		case mkvTimestamp:
+			s.cluster = ebmlUint(b)
+		case mkvSimpleBlock, mkvBlock:
+			s.block(b)
+		case mkvBlockDur:
+			if s.inAudio {
+				s.end = max(s.end, s.blockStart+int64(min(ebmlUint(b)*s.scale, math.MaxInt64/2)))
+			}
+		}
+		if _, err := p.skip(size); err != nil {
+			return 0, err
+		}
+	}
+	if s.duration > 0 && s.duration*float64(s.scale) < math.MaxInt64/2 {
+		return time.Duration(math.Round(s.duration * float64(s.scale))), nil
+	}
+	if s.audio == 0 {
+		return 0, malformed(WebM, "no audio track")
+	}
+	return time.Duration(s.end), nil
+}
+
+// endEntry takes the TrackEntry just read as the audio track if it is the first one.
+func (s *webmState) endEntry() {
+	if s.audio == 0 && s.entryType == mkvAudioTrack && s.entryNum > 0 {
+		s.audio, s.audioDefault, s.audioOpus = s.entryNum, s.entryDefault, s.entryOpus
+		s.blockStart = -1
+	}
+}
+
+// block reads the head of a SimpleBlock or Block: track number, timestamp relative to the
+// cluster, flags, then the first bytes of the frame.
+func (s *webmState) block(b []byte) {
+	track, n := ebmlVint(b)
+	s.inAudio = false
+	if n == 0 || track != s.audio || s.audio == 0 || len(b) < n+3 {
+		return
+	}
+	rel := int64(int16(be16(b[n:])))
+	ticks := int64(min(s.cluster, math.MaxInt64/4)) + rel
+	start := ticks * int64(min(s.scale, 1<<32))
+	if ticks < 0 || start/int64(min(s.scale, 1<<32)) != ticks {
+		return
+	}
+	var length int64
+	switch {
+	case s.audioDefault > 0:
+		length = int64(min(s.audioDefault, 1<<40))
+	case s.audioOpus && b[n+2]&0x06 == 0 && len(b) > n+3:
+		length = opusPacketLength(b[n+3:])
+	}
+	if length == 0 && s.blockStart >= 0 {
+		length = s.spacing
+	}
+	if s.blockStart >= 0 && start > s.blockStart {
+		s.spacing = start - s.blockStart
+	}
+	s.blockStart, s.inAudio = start, true
+	s.end = max(s.end, start+length)
+}
+
+// opusPacketLength is how long an Opus packet plays, in ns, from its TOC byte (RFC 6716
+// section 3.1): the frame size of its configuration times its frame count.
+func opusPacketLength(b []byte) int64 {
+	toc := b[0]
+	config := int(toc >> 3)
+	var frame int64 // in tenths of a millisecond
+	switch {
+	case config < 12:
+		frame = [4]int64{100, 200, 400, 600}[config%4]
+	case config < 16:
+		frame = [2]int64{100, 200}[config%2]
+	default:
+		frame = [4]int64{25, 50, 100, 200}[config%4]
+	}
+	count := int64(1)
+	switch toc & 3 {
+	case 1, 2:
+		count = 2
+	case 3:
+		if len(b) < 2 {
+			return 0
+		}
+		count = int64(b[1] & 0x3F)
+	}
+	return frame * count * 100_000
+}
+
+// ebmlHeader reads an element's ID (its length marker kept) and size (mkvUnknownSize when
+// all its bits are ones). ok is false at the end of the input.
+func (p *prober) ebmlHeader() (id uint32, size int64, ok bool, err error) {
+	b, err := p.peek(12)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if len(b) < 2 {
+		return 0, 0, false, nil
+	}
+	idLen := vintLength(b[0])
+	if idLen == 0 || idLen > 4 || len(b) < idLen+1 {
+		return 0, 0, false, malformed(WebM, "bad element ID")
+	}
+	for _, c := range b[:idLen] {
+		id = id<<8 | uint32(c)
+	}
+	v, n := ebmlVint(b[idLen:])
+	if n == 0 {
+		return 0, 0, false, malformed(WebM, "bad element size")
+	}
+	size = int64(min(v, 1<<62))
+	if v == 1<<(7*n)-1 {
+		size = mkvUnknownSize
+	}
+	if _, err := p.skip(int64(idLen + n)); err != nil {
+		return 0, 0, false, err
+	}
+	return id, size, true, nil
+}
+
+// vintLength is the length of the variable-size integer that opens with c: one more than
+// its leading zero bits; 0 when c is 0.
+func vintLength(c byte) int {
+	for i := range 8 {
+		if c&(0x80>>i) != 0 {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// ebmlVint decodes a variable-size integer, its length marker removed, and returns it with
+// its length (0 when b does not hold one).
+func ebmlVint(b []byte) (uint64, int) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	n := vintLength(b[0])
+	if n == 0 || len(b) < n {
+		return 0, 0
+	}
+	v := uint64(b[0]) & (0xFF >> n)
+	for _, c := range b[1:n] {
+		v = v<<8 | uint64(c)
+	}
+	return v, n
+}
+
+// ebmlUint decodes an unsigned integer element of up to 8 bytes.
+func ebmlUint(b []byte) uint64 {
+	var v uint64
+	for _, c := range b[:min(len(b), 8)] {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
+
+// ebmlFloat decodes a float element (4 or 8 bytes); anything else or a value that is not
+// a positive finite number reads as 0.
+func ebmlFloat(b []byte) float64 {
+	var f float64
+	switch len(b) {
+	case 4:
+		f = float64(math.Float32frombits(be32(b)))
+	case 8:
+		f = math.Float64frombits(be64(b))
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0
+	}
+	return f
+}
