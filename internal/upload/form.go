@@ -17,7 +17,7 @@ type Options struct {
 	// Limit is the largest request body read, in bytes, multipart framing included. The
 	// default is DefaultLimit (25 MiB).
 	Limit int64
-	// Length is the request's announced Content-Length, or -1 when unknown. A body announced
+	// Length is the request's announced Content-Length, or -1 (or 0) when unknown. A body announced
 	// larger than Limit is refused before anything is read.
 	Length int64
 	// MaxFieldBytes is the largest value of one field (not file) read into memory. The default

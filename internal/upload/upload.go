@@ -15,12 +15,18 @@
 // such as "chunking_strategy[type]" is kept as is. Values stay strings; Form.Bool, Form.Int and
 // Form.Float read the string-coerced booleans and numbers the SDKs send.
 //
+// The API: Parse returns a *Form; Form.Value, Values, Files, Bool, Int and Float read it,
+// Form.Open reads a spooled file (to probe an audio file's duration), Form.SetLimit applies a
+// route's lower limit, Form.Body builds a *Body per upstream request, Form.Close removes the
+// spool. Errors: *TooLargeError (413), *FormError (400), ErrConsumed (no fallback possible),
+// otherwise the request's own read error.
+//
 // A handler's flow:
 //
 //	boundary, err := upload.Boundary(r.Header.Get("Content-Type"))
 //	form, err := upload.Parse(r.Body, boundary, upload.Options{Limit: 50 << 20, Length: r.ContentLength, Replay: len(routes) > 1})
 //	// *upload.TooLargeError answers 413, *upload.FormError 400
-//	defer form.Close() // removes the spool file
+//	defer func() { _ = form.Close() }() // removes the spool file
 //	model, _ := form.Value("model")
 //	// choose the routes for model; form.SetLimit(route.Limit) applies a lower per-route limit
 //	body, err := form.Body(upload.BodyOptions{Set: map[string]string{"model": route.Model}, Drop: []string{"meta"}})
