@@ -94,6 +94,12 @@ type failure struct {
 // tokenizer packs less than one byte a token for text, so the reservation covers the prompt.
 func estimateTokens(n int) int64 { return int64(n) }
 
+// providerFault is a failure on the provider's side after it answered (a stream broken or cut
+// short, an answer the gateway cannot use): retryable, and the next route may do better.
+func (c *call) providerFault(rt Route, msg string, payload []byte) *providers.UpstreamError {
+	return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Message: msg, Payload: providers.Preview(payload)}
+}
+
 // recordAttempt notes one upstream call's outcome.
 func (c *call) recordAttempt(rt Route, began time.Time, err error) {
 	d := c.g.Now().Sub(began)

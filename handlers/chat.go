@@ -415,10 +415,6 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	return nil
 }
 
-func (c *call) streamFailure(rt Route, msg string, payload []byte) *providers.UpstreamError {
-	return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Message: msg, Payload: providers.Preview(payload)}
-}
-
 // inStreamError reads an error frame an upstream sent inside its stream.
 func inStreamError(provider string, errRaw, frame []byte) *providers.UpstreamError {
 	ue := &providers.UpstreamError{Provider: provider, Category: providers.CategoryServerError, Retryable: true, Payload: providers.Preview(frame)}

@@ -186,6 +186,11 @@ func (c *call) embedNeutral(w http.ResponseWriter, r *http.Request, rt Route, re
 	resp, err := em.Embed(r.Context(), &providers.EmbeddingRequest{
 		Model: rt.UpstreamModel, Inputs: req.inputs, Tokens: req.tokens, Dimensions: req.dimensions, User: req.user,
 	})
+	var b []byte
+	if err == nil {
+		// An answer the client cannot be given fails the attempt like any other.
+		b, err = c.appendEmbeddingData(append(make([]byte, 0, 256), `{"object":"list","data":`...), rt, resp.Vectors, req.base64)
+	}
 	c.recordAttempt(rt, began, err)
 	if err != nil {
 		return err
@@ -196,24 +201,30 @@ func (c *call) embedNeutral(w http.ResponseWriter, r *http.Request, rt Route, re
 		c.usage, c.usageKnown = resp.Usage, true
 	}
 	c.estimateUsage()
-	b := append(make([]byte, 0, 256), `{"object":"list","data":[`...)
-	for i, v := range resp.Vectors {
+	b = append(b, `,"model":`...)
+	b = rawjson.AppendStringLikeMarshal(b, rt.UpstreamModel)
+	b = append(b, `,"usage":`...)
+	b = append(appendPromptUsage(b, c.usage), '}')
+	return c.answerComplete(w, r, b, appendPromptUsage)
+}
+
+// appendEmbeddingData appends OpenAI's data array of vectors, each encoded as asked.
+func (c *call) appendEmbeddingData(b []byte, rt Route, vectors []json.RawMessage, asBase64 bool) ([]byte, error) {
+	b = append(b, '[')
+	for i, v := range vectors {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"object":"embedding","index":`...)
 		b = strconv.AppendInt(b, int64(i), 10)
 		b = append(b, `,"embedding":`...)
-		if b, err = appendVector(b, v, req.base64); err != nil {
-			return c.streamFailure(rt, "the provider answered an invalid embedding: "+err.Error(), v)
+		var err error
+		if b, err = appendVector(b, v, asBase64); err != nil {
+			return nil, c.providerFault(rt, "the provider answered an invalid embedding: "+err.Error(), v)
 		}
 		b = append(b, '}')
 	}
-	b = append(b, `],"model":`...)
-	b = rawjson.AppendStringLikeMarshal(b, rt.UpstreamModel)
-	b = append(b, `,"usage":`...)
-	b = append(appendPromptUsage(b, c.usage), '}')
-	return c.answerComplete(w, r, b, appendPromptUsage)
+	return append(b, ']'), nil
 }
 
 // appendVector appends vector (a JSON array of numbers, or a base64 string of little-endian

@@ -1,15 +1,19 @@
 package handlers
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"net/http"
 	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/mock"
 )
 
 func TestParseEmbeddings(t *testing.T) {
@@ -152,5 +156,48 @@ func TestUnmeteredDimensions(t *testing.T) {
 		if got := unmetered(q, moderationsCapability.meters); got != "" {
 			t.Errorf("moderation on a route pricing requests and %s: %q", d.Name, got)
 		}
+	}
+}
+
+// garbledEmbedder answers vectors that are not numbers.
+type garbledEmbedder struct{ name string }
+
+func (p garbledEmbedder) Name() string { return p.name }
+func (p garbledEmbedder) Embed(context.Context, *providers.EmbeddingRequest) (*providers.EmbeddingResponse, error) {
+	return &providers.EmbeddingResponse{Vectors: []json.RawMessage{json.RawMessage(`["x"]`)}, Usage: providers.Usage{Input: 1000}, UsageKnown: true}, nil
+}
+
+// TestUnusableEmbeddingFallsBack: an answer the gateway cannot give the client fails its
+// attempt like an upstream error: the next route answers, and only it is charged; with no
+// other route, the failure is in the error's diagnostics.
+func TestUnusableEmbeddingFallsBack(t *testing.T) {
+	garbled := route("garbled", "g", "1", "")
+	garbled.Provider = garbledEmbedder{"garbled"}
+	good := route("mock", "m", "1", "")
+	good.Provider = mock.New(mock.Config{Name: "mock"})
+	a := newAdminGateway(t, []*Model{
+		{Name: "fallback", Routes: []Route{garbled, good}},
+		{Name: "garbled-only", Routes: []Route{garbled}},
+	}, nil)
+	ws, std, _ := a.workspace(5 * usdNanos)
+
+	status, h, v := a.doHeader(http.MethodPost, "/embeddings", std, `{"model":"fallback","input":"hello","encoding_format":"base64"}`)
+	if status != http.StatusOK {
+		t.Fatalf("%d %v", status, v)
+	}
+	gen, err := a.s.GetGeneration(context.Background(), ws, h.Get("X-Generation-Id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The garbled route was tried (and retried, as after a 5xx) and charged nothing.
+	n := len(gen.Attempts)
+	if gen.Provider != "mock" || n < 2 || gen.Attempts[0].Provider != "garbled" || gen.Attempts[0].Status != 0 ||
+		gen.Attempts[n-1].Provider != "mock" || gen.InputTokens != 2 || gen.CostNanos != 2000 {
+		t.Fatalf("generation %+v", gen)
+	}
+
+	status, v = a.do(http.MethodPost, "/embeddings", std, `{"model":"garbled-only","input":"hello","encoding_format":"base64"}`)
+	if status != http.StatusBadGateway || !reflect.DeepEqual(v["failed_providers"], []any{"garbled", "garbled", "garbled"}) {
+		t.Fatalf("%d %v", status, v)
 	}
 }

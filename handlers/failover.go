@@ -157,7 +157,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 	if err := st.Err(); err != nil {
 		ue, ok := providers.AsUpstreamError(err)
 		if !ok {
-			ue = c.streamFailure(rt, err.Error(), nil)
+			ue = c.providerFault(rt, err.Error(), nil)
 		}
 		if !added {
 			c.recordAttempt(rt, began, ue)

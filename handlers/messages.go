@@ -261,7 +261,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			out.frames(final)
 			return nil
 		case heldDelta == nil:
-			streamErr = c.streamFailure(rt, "the provider's stream ended before it began", nil)
+			streamErr = c.providerFault(rt, "the provider's stream ended before it began", nil)
 		}
 	}
 	if streamErr != nil {

@@ -103,10 +103,7 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 	c.usageKnown = true
 	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
 		if fw, ok := forwarderFor(rt, providers.FormatOpenAIModerations); ok {
-			up, err := rawjson.Set(body, "model", rawjson.AppendStringLikeMarshal(nil, rt.UpstreamModel))
-			if err == nil {
-				up, err = rawjson.Delete(up, "meta")
-			}
+			up, err := upstreamBody(body, rt.UpstreamModel)
 			if err != nil {
 				return fmt.Errorf("rewriting the request: %w", err)
 			}
@@ -127,12 +124,13 @@ func (c *call) moderateNeutral(w http.ResponseWriter, r *http.Request, rt Route,
 	}
 	began := c.g.Now()
 	resp, err := md.Moderate(r.Context(), &providers.ModerationRequest{Model: rt.UpstreamModel, Inputs: inputs})
+	if err == nil && len(resp.Results) != len(inputs) {
+		// An answer the client cannot be given fails the attempt like any other.
+		err = c.providerFault(rt, fmt.Sprintf("the provider answered %d moderation results for %d inputs", len(resp.Results), len(inputs)), nil)
+	}
 	c.recordAttempt(rt, began, err)
 	if err != nil {
 		return err
-	}
-	if len(resp.Results) != len(inputs) {
-		return c.streamFailure(rt, fmt.Sprintf("the provider answered %d moderation results for %d inputs", len(resp.Results), len(inputs)), nil)
 	}
 	c.firstByte = c.g.Now()
 	c.route = &rt

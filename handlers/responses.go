@@ -218,7 +218,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		return relayResult(err)
 	}
 	if streamErr == nil && terminal == nil {
-		streamErr = c.streamFailure(rt, "the provider's stream ended before response.completed", nil)
+		streamErr = c.providerFault(rt, "the provider's stream ended before response.completed", nil)
 	}
 	if streamErr != nil {
 		return c.relayFailed(out, rt, began, streamErr, &responsesTailSink{seq: lastSeq})

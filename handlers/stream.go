@@ -206,7 +206,7 @@ func (c *call) relayEnd(r *http.Request, rt Route, out *sseWriter, idle *idleTim
 		return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryServerError, Retryable: true, Timeout: true,
 			Message: fmt.Sprintf("the provider sent nothing for %s", c.g.StreamIdleTimeout)}, nil
 	case readErr != nil:
-		ue := c.streamFailure(rt, "the provider's stream broke: "+readErr.Error(), nil)
+		ue := c.providerFault(rt, "the provider's stream broke: "+readErr.Error(), nil)
 		if re, ok := providers.AsUpstreamError(readErr); ok {
 			ue.Timeout = re.Timeout // the provider's own idle timer
 		}

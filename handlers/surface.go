@@ -184,7 +184,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 			ue, ok = tu, true
 		}
 		if !ok {
-			ue = c.streamFailure(rt, "the provider's stream failed: "+err.Error(), nil)
+			ue = c.providerFault(rt, "the provider's stream failed: "+err.Error(), nil)
 		}
 		return c.relayFailed(out, rt, began, ue, sink)
 	}
