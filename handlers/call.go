@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -55,9 +56,14 @@ type call struct {
 	failedOver   bool
 
 	// What the answer was: the route that produced it and its usage.
-	route        *Route
-	usage        providers.Usage
-	usageKnown   bool
+	route      *Route
+	usage      providers.Usage
+	usageKnown bool
+	// metered, when set, is the usage by dimension of a media call (characters, seconds,
+	// images, pages...): settle prices it instead of usage. most is the worst case the call
+	// was admitted for, which is what an answer whose usage turns out unpriceable is charged.
+	metered      *pricing.Usage
+	most         int64
 	chunks       int64
 	upstreamID   string
 	finish       string
@@ -123,6 +129,9 @@ func (c *call) cost() ([]store.CostLine, int64) {
 	if c.route == nil {
 		return nil, 0
 	}
+	if c.metered != nil {
+		return c.meteredCost()
+	}
 	// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
 	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage), c.priceOf(*c.route))
 	if c.carriedLines != nil {
@@ -130,6 +139,32 @@ func (c *call) cost() ([]store.CostLine, int64) {
 		total += c.carriedNanos
 	}
 	return lines, total
+}
+
+// meter sets the call's usage by dimension; its token counts are the generation's record.
+func (c *call) meter(u pricing.Usage) {
+	c.metered = &u
+	c.usage = providers.Usage{Input: u.Input + u.InputAudioTokens + u.ImageInputTokens, CacheRead: u.CachedInput, Output: u.Output + u.OutputAudioTokens + u.ImageOutputTokens, Reasoning: u.Reasoning}
+	c.usageKnown = true
+}
+
+// meteredCost prices the metered usage. A usage the route cannot price after all (the
+// upstream made an image of a size the route has no price for) is charged the worst case
+// the call was admitted for, never nothing.
+func (c *call) meteredCost() ([]store.CostLine, int64) {
+	p := c.priceOf(*c.route)
+	lines, total, err := p.Cost(*c.metered)
+	if err == nil {
+		return lines, total
+	}
+	c.g.Logger.Error("the answer's usage has no price on its route; charged the worst case admitted",
+		zap.String("generation_id", c.genID), zap.String("provider", c.route.ProviderName), zapErr(err))
+	dim := pricing.DimRequest
+	var ue *pricing.UnpricedError
+	if errors.As(err, &ue) {
+		dim = ue.Dimension
+	}
+	return []store.CostLine{{Dimension: dim, Quantity: 1, UnitPriceNanos: c.most, Nanos: c.most}}, c.most
 }
 
 // estimateUsage fills usage from what was seen when the upstream never reported it

@@ -173,12 +173,12 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 			return newError(http.StatusBadRequest, CodeNotSupported, err.Error())
 		}
 	}
-	c, apiErr := g.begin(w, r, caller, &ts.capability, f.model, len(body), f.meta, func(rt Route) int64 {
+	c, apiErr := g.begin(w, r, caller, &ts.capability, f.model, len(body), f.meta, func(rt Route) (int64, error) {
 		out := rt.MaxOutputTokens
 		if f.maxTokens > 0 {
 			out = f.maxTokens
 		}
-		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), out)
+		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), out), nil
 	})
 	if apiErr != nil {
 		return apiErr

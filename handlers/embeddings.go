@@ -140,8 +140,8 @@ func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request, caller *Cal
 		return apiErr
 	}
 	// The whole body's bytes as tokens is more than the inputs can be.
-	c, apiErr := g.begin(w, r, caller, &embeddingsCapability, req.model, len(body), req.meta, func(rt Route) int64 {
-		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), 0)
+	c, apiErr := g.begin(w, r, caller, &embeddingsCapability, req.model, len(body), req.meta, func(rt Route) (int64, error) {
+		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), 0), nil
 	})
 	if apiErr != nil {
 		return apiErr

@@ -91,28 +91,46 @@ func (cp *capability) supports(rt Route) bool {
 }
 
 // begin picks the routes that have the capability, issues the generation id and reserves
-// worst(route) at its largest over the routes, the most the call may cost.
-func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, modelName string, promptBytes int, wantMeta bool, worst func(Route) int64) (*call, *APIError) {
+// worst(route) at its largest over the routes, the most the call may cost. A route whose
+// prices cannot price the request (worst fails with a *pricing.UnpricedError: an image size
+// it has no price for) is dropped; the request is refused when none is left.
+func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, modelName string, promptBytes int, wantMeta bool, worst func(Route) (int64, error)) (*call, *APIError) {
 	m, routes, apiErr := g.Registry.candidates(modelName, cp)
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	var most int64
+	if !m.Free() {
+		priced := routes[:0:0]
+		var unpriced error
+		for _, rt := range routes {
+			if dim := unmetered(rt.Price, cp.meters); dim != "" {
+				return nil, newError(http.StatusInternalServerError, CodeGateway, fmt.Sprintf(
+					"model %q is priced by %s on route %s, which %s does not measure, so it could not be billed; the operator must price it by what the endpoint measures (%s) or make it free",
+					m.Name, dim, rt.ProviderName, cp.endpoint, strings.Join(cp.meters, ", ")))
+			}
+			n, err := worst(rt)
+			if err != nil {
+				unpriced = err
+				continue
+			}
+			most = max(most, n)
+			priced = append(priced, rt)
+		}
+		if len(priced) == 0 {
+			return nil, priceError(unpriced, "")
+		}
+		if len(priced) < len(routes) {
+			routes = priced
+		}
+	}
 	c := &call{
 		g: g, caller: caller, endpoint: cp.endpoint, genID: ids.New("gen"), model: m, routes: routes,
-		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(),
+		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(), most: most,
 	}
 	w.Header().Set("X-Generation-Id", c.genID)
 	if m.Free() {
 		return c, nil
-	}
-	var most int64
-	for _, rt := range routes {
-		if dim := unmetered(rt.Price, cp.meters); dim != "" {
-			return nil, newError(http.StatusInternalServerError, CodeGateway, fmt.Sprintf(
-				"model %q is priced by %s on route %s, which %s does not measure, so it could not be billed; the operator must price it by what the endpoint measures (%s) or make it free",
-				m.Name, dim, rt.ProviderName, cp.endpoint, strings.Join(cp.meters, ", ")))
-		}
-		most = max(most, worst(rt))
 	}
 	// The credit comes from a lease or a reservation of its own, both within StoreTimeout.
 	sctx, cancel := g.storeContext(r.Context())

@@ -92,8 +92,8 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 	if apiErr != nil {
 		return apiErr
 	}
-	c, apiErr := g.begin(w, r, caller, &moderationsCapability, model, len(body), meta, func(rt Route) int64 {
-		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), 0)
+	c, apiErr := g.begin(w, r, caller, &moderationsCapability, model, len(body), meta, func(rt Route) (int64, error) {
+		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), 0), nil
 	})
 	if apiErr != nil {
 		return apiErr

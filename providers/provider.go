@@ -60,7 +60,16 @@ type Forwarder interface {
 type RawRequest struct {
 	Format WireFormat
 	// Body is the complete JSON body, model already rewritten to the upstream id.
-	Body   []byte
+	Body []byte
+	// Reader, when set, is the body instead of Body: read once as it is sent (a multipart
+	// upload streamed from the client, never held whole), Length bytes or -1 when unknown,
+	// of ContentType.
+	Reader      io.Reader
+	Length      int64
+	ContentType string
+	// Accept is the media type asked of the upstream when the answer is neither JSON nor an
+	// event stream ("application/octet-stream" for audio).
+	Accept string
 	Stream bool
 	// Header carries client headers worth passing on (never credentials).
 	Header http.Header

@@ -92,6 +92,16 @@ func Tokens(u providers.Usage) Usage {
 	return Usage{Input: u.Input, CachedInput: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Reasoning: u.Reasoning}
 }
 
+// Media is the metered usage of what a media upstream reported.
+func Media(u providers.MediaUsage) Usage {
+	return Usage{
+		Input: u.InputTokens, Output: u.OutputTokens,
+		InputAudioTokens: u.InputAudioTokens, OutputAudioTokens: u.OutputAudioTokens,
+		ImageInputTokens: u.ImageInputTokens, ImageOutputTokens: u.ImageOutputTokens,
+		InputCharacters: u.InputCharacters, InputAudio: u.InputAudio, OutputAudio: u.OutputAudio, Pages: u.Pages,
+	}
+}
+
 // Cost prices usage: one line per dimension with a quantity (the fee per request only when
 // the route charges one), in the order of Dimensions, and their total. Each line is rounded
 // up to the nanodollar, so that the wallet is never charged less than the listed prices.

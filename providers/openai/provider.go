@@ -13,6 +13,7 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -178,14 +179,26 @@ func (p *Provider) Formats() []providers.WireFormat {
 }
 
 var (
-	chatFormats      = []providers.WireFormat{providers.FormatOpenAIChat, providers.FormatOpenAIEmbeddings, providers.FormatOpenAIModerations}
-	responsesFormats = []providers.WireFormat{providers.FormatOpenAIResponses, providers.FormatOpenAIEmbeddings, providers.FormatOpenAIModerations}
+	chatFormats      = append([]providers.WireFormat{providers.FormatOpenAIChat}, mediaFormats...)
+	responsesFormats = append([]providers.WireFormat{providers.FormatOpenAIResponses}, mediaFormats...)
+	mediaFormats     = []providers.WireFormat{
+		providers.FormatOpenAIEmbeddings, providers.FormatOpenAIModerations, providers.FormatOpenAISpeech,
+		providers.FormatOpenAITranscriptions, providers.FormatOpenAITranslations, providers.FormatOpenAIImages, providers.FormatOpenAIImageEdits,
+	}
+	// mediaPaths are the endpoints of the formats forwarded as they are, under the base URL.
+	mediaPaths = map[providers.WireFormat]string{
+		providers.FormatOpenAIEmbeddings: "/embeddings", providers.FormatOpenAIModerations: "/moderations",
+		providers.FormatOpenAISpeech: "/audio/speech", providers.FormatOpenAITranscriptions: "/audio/transcriptions",
+		providers.FormatOpenAITranslations: "/audio/translations", providers.FormatOpenAIImages: "/images/generations",
+		providers.FormatOpenAIImageEdits: "/images/edits",
+	}
 )
 
 // Forward posts a body of one of Formats to its endpoint (/chat/completions, /responses,
-// /embeddings, /moderations) as it is. The body of a streamed answer fails with an
-// *UpstreamError when it stays silent longer than the idle timeout; a read error of the
-// body is an *UpstreamError too, except the caller's own cancellation.
+// /embeddings, /audio/speech...) as it is; a RawRequest.Reader (a multipart upload) is
+// streamed as it is read. The body of a streamed answer, and of an answer that is not JSON
+// (audio), fails with an *UpstreamError when it stays silent longer than the idle timeout;
+// a read error of the body is an *UpstreamError too, except the caller's own cancellation.
 func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*providers.RawResponse, error) {
 	var u string
 	switch req.Format {
@@ -193,18 +206,30 @@ func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*pro
 		u = p.url
 	case providers.FormatOpenAIResponses:
 		u = p.responsesURL
-	case providers.FormatOpenAIEmbeddings:
-		u = p.base + "/embeddings"
-	case providers.FormatOpenAIModerations:
-		u = p.base + "/moderations"
 	default:
-		return nil, fmt.Errorf("provider %s: cannot forward format %q", p.name, req.Format)
+		path, ok := mediaPaths[req.Format]
+		if !ok {
+			return nil, fmt.Errorf("provider %s: cannot forward format %q", p.name, req.Format)
+		}
+		u = p.base + path
 	}
-	resp, at, err := p.up.Send(ctx, u, req.Body, req.Stream, req.Header)
+	var resp *http.Response
+	var at *upstreamhttp.Attempt
+	var err error
+	if req.Reader == nil && req.Accept == "" {
+		resp, at, err = p.up.Send(ctx, u, req.Body, req.Stream, req.Header)
+	} else {
+		body := upstreamhttp.Body{Reader: req.Reader, Length: req.Length, ContentType: req.ContentType, Accept: req.Accept}
+		if req.Reader == nil {
+			body.Reader, body.Length = bytes.NewReader(req.Body), int64(len(req.Body))
+		}
+		resp, at, err = p.up.SendBody(ctx, u, body, req.Stream, req.Header)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return p.up.RawResponse(ctx, at, resp, req.Stream, p.idle), nil
+	// Audio arrives over time like a stream: the idle timeout applies to it too.
+	return p.up.RawResponse(ctx, at, resp, req.Stream || req.Accept != "", p.idle), nil
 }
 
 // Chat sends the neutral request and waits for the whole answer.

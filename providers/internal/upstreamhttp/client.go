@@ -126,6 +126,28 @@ func (c *Client) Redact(b []byte) []byte { return c.Secrets.Redact(b) }
 // ParseError, a failure without a response by TransportError; the attempt is over then.
 // in holds the client headers, of which those named in Forwarded are passed on.
 func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, in http.Header) (*http.Response, *Attempt, error) {
+	return c.send(ctx, u, Body{Reader: bytes.NewReader(body), Length: int64(len(body))}, stream, in)
+}
+
+// Body is a request body other than a complete JSON document: multipart streamed from the
+// client, or a body whose answer is not JSON (audio).
+type Body struct {
+	// Reader is read once, as the request is sent; it is never held whole.
+	Reader io.Reader
+	// Length is the body's length, or -1 when unknown (sent chunked).
+	Length int64
+	// ContentType replaces the JSON Content-Type of Header when set.
+	ContentType string
+	// Accept replaces the Accept the request would have (JSON, or an event stream).
+	Accept string
+}
+
+// SendBody is Send with a body of its own kind: the same attempt, headers and errors.
+func (c *Client) SendBody(ctx context.Context, u string, body Body, stream bool, in http.Header) (*http.Response, *Attempt, error) {
+	return c.send(ctx, u, body, stream, in)
+}
+
+func (c *Client) send(ctx context.Context, u string, body Body, stream bool, in http.Header) (*http.Response, *Attempt, error) {
 	if c.NoCredential {
 		return nil, nil, &providers.UpstreamError{
 			Provider: c.Provider, Category: providers.CategoryCredentialsNotConfigured,
@@ -141,10 +163,18 @@ func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, i
 	// The URL is parsed once (parsedURL), not by NewRequest on every request: the empty one
 	// NewRequest makes of "" becomes a copy of it, the request's own (a transport may set
 	// its scheme).
-	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, "", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(at.ctx, http.MethodPost, "", body.Reader)
 	if err != nil {
 		at.cancel()
 		return nil, nil, fmt.Errorf("provider %s: building request: %w", c.Provider, err)
+	}
+	if body.Length >= 0 {
+		req.ContentLength = body.Length
+		if body.Length == 0 {
+			req.Body = http.NoBody
+		}
+	} else {
+		req.ContentLength = -1
 	}
 	*req.URL, req.Host = *target, target.Host
 	for _, k := range c.Forwarded {
@@ -155,9 +185,15 @@ func (c *Client) Send(ctx context.Context, u string, body []byte, stream bool, i
 	for k, v := range c.Header {
 		req.Header[k] = v
 	}
-	if stream {
+	if body.ContentType != "" {
+		req.Header.Set("Content-Type", body.ContentType)
+	}
+	switch {
+	case body.Accept != "":
+		req.Header.Set("Accept", body.Accept)
+	case stream:
 		req.Header.Set("Accept", "text/event-stream")
-	} else {
+	default:
 		req.Header.Set("Accept", "application/json")
 	}
 	resp, err := c.roundTrip(req)
