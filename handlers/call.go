@@ -62,12 +62,15 @@ type call struct {
 	// metered, when set, is the usage by dimension of a media call (characters, seconds,
 	// images, pages...): settle prices it instead of usage. most is the worst case the call
 	// was admitted for, which is what an answer whose usage turns out unpriceable is charged.
-	metered      *pricing.Usage
-	most         int64
-	chunks       int64
-	upstreamID   string
-	finish       string
-	stopSequence string
+	metered *pricing.Usage
+	most    int64
+	// abortResponse cuts the response off once the call is settled: a binary answer broke
+	// after its first bytes, and the client must not take what it has for the whole.
+	abortResponse bool
+	chunks        int64
+	upstreamID    string
+	finish        string
+	stopSequence  string
 	// dropped lists request parameters the route's adapter could not honour.
 	dropped      []string
 	streamed     bool

@@ -28,6 +28,9 @@ type Route struct {
 	// ContextWindow is the model's context length in tokens; 0 means unknown. A request too
 	// long for one route falls back only to routes with a larger window.
 	ContextWindow int64
+	// MaxUpload is the largest multipart upload the route takes; 0 means the endpoint's
+	// default.
+	MaxUpload int64
 	// Prefill tells whether the route accepts an assistant prefill, so that a stream broken
 	// on another route can be continued here.
 	Prefill bool

@@ -132,6 +132,9 @@ type RouteConfig struct {
 	// ContextWindow is the model's context length in tokens. A request refused as too long
 	// falls back only to routes with a larger window. Default: unknown (no such fallback).
 	ContextWindow int64 `json:"context_window,omitempty"`
+	// MaxUpload is the largest multipart upload the route takes, in bytes (audio to
+	// transcribe, images to edit). Default: 25 MiB for audio, 50 MiB for images.
+	MaxUpload int64 `json:"max_upload,omitempty"`
 	// Resilience overrides the provider's policy for this route, field by field.
 	Resilience
 }
@@ -465,7 +468,7 @@ func (a *App) buildModels(provs map[string]providers.Provider) ([]*handlers.Mode
 			}
 			m.Routes = append(m.Routes, handlers.Route{
 				ProviderName: rc.Provider, Provider: p, UpstreamModel: upstream, Price: price, MaxOutputTokens: rc.MaxOutputTokens,
-				ContextWindow: rc.ContextWindow, Prefill: prefill, Policy: res.policy(),
+				ContextWindow: rc.ContextWindow, MaxUpload: rc.MaxUpload, Prefill: prefill, Policy: res.policy(),
 			})
 		}
 		out = append(out, m)

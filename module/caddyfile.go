@@ -515,6 +515,17 @@ func parseRoute(d *caddyfile.Dispenser, rc *RouteConfig) error {
 				return err
 			}
 			continue
+		case "max_upload":
+			var s string
+			if err := parseString(d, &s); err != nil {
+				return err
+			}
+			n, err := humanize.ParseBytes(s)
+			if err != nil || n == 0 || n > 1<<40 {
+				return d.Errf("max_upload %q: want a size such as 25MiB", s)
+			}
+			rc.MaxUpload = int64(n)
+			continue
 		case "retries", "retry_backoff", "retry_after_cap", "header_timeout", "first_token_timeout", "circuit_breaker", "prefill":
 			if err := parseResilience(d, &rc.Resilience); err != nil {
 				return err

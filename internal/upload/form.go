@@ -336,6 +336,23 @@ func (f *Form) Open(p Part) (*io.SectionReader, error) {
 	return io.NewSectionReader(f.spool, p.off, p.Size), nil
 }
 
+// Spool reads the rest of the request body, spooling every file, so that the form is
+// complete and Body can be written as many times as needed: for a route chosen after Parse
+// streamed nothing yet, which must be retried or fall back, or whose file must be measured.
+// It returns ErrConsumed once a Body read the request.
+func (f *Form) Spool() error {
+	if f.reader != nil {
+		return ErrConsumed
+	}
+	f.opt.Replay = true
+	if f.live != nil {
+		if err := f.spoolLive(); err != nil {
+			return err
+		}
+	}
+	return f.read()
+}
+
 // Complete reports whether the request body was read to its end.
 func (f *Form) Complete() bool { return f.complete }
 

@@ -847,3 +847,51 @@ func TestLimitExact(t *testing.T) {
 		})
 	}
 }
+
+func TestSpoolAfterParseMakesTheFormReplayable(t *testing.T) {
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	_ = mw.WriteField("model", "whisper-1")
+	fw, _ := mw.CreateFormFile("file", "a.wav")
+	payload := bytes.Repeat([]byte("audio"), 10000)
+	_, _ = fw.Write(payload)
+	_ = mw.WriteField("language", "en")
+	_ = mw.Close()
+	f, err := Parse(bytes.NewReader(buf.Bytes()), mw.Boundary(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if f.Complete() {
+		t.Fatal("Parse read past a file it could stream")
+	}
+	if err := f.Spool(); err != nil {
+		t.Fatal(err)
+	}
+	if !f.Complete() {
+		t.Fatal("Spool left the body unread")
+	}
+	if v, _ := f.Value("language"); v != "en" {
+		t.Fatalf("language = %q after Spool", v)
+	}
+	for range 2 {
+		b, err := f.Body(BodyOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(got)) != b.Len() || !bytes.Contains(got, payload) {
+			t.Fatalf("body of %d bytes (Len %d) lacks the file", len(got), b.Len())
+		}
+	}
+	rd, err := f.Open(f.Files("file")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := io.Copy(io.Discard, rd); n != int64(len(payload)) {
+		t.Fatalf("spooled file has %d bytes, want %d", n, len(payload))
+	}
+}

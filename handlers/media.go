@@ -1,0 +1,384 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/bufs"
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/internal/upload"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/sse"
+)
+
+// What the media endpoints (audio, images, OCR) share: multipart uploads read as they
+// arrive and sent on without being held in memory, binary answers relayed as the upstream
+// produces them, and media event streams relayed event by event with the usage read from
+// their final event.
+
+// Upload limits of the endpoints that take files, unless a route sets max_upload.
+const (
+	DefaultAudioUpload int64 = 25 << 20
+	DefaultImageUpload int64 = 50 << 20
+)
+
+// maxMediaEvent bounds one event of a media stream held while it is relayed: a partial
+// image is megabytes of base64.
+const maxMediaEvent = 64 << 20
+
+// uploadLimit is the largest upload rt takes at an endpoint whose default is def.
+func (rt Route) uploadLimit(def int64) int64 {
+	if rt.MaxUpload > 0 {
+		return rt.MaxUpload
+	}
+	return def
+}
+
+// uploadCeiling is the largest upload any route with the capability takes: all a multipart
+// body may be before its model, and so its routes, are known.
+func (g *Gateway) uploadCeiling(cp *capability, def int64) int64 {
+	var most int64
+	for _, m := range g.Registry.Models() {
+		for _, rt := range m.Routes {
+			if cp.supports(rt) {
+				most = max(most, rt.uploadLimit(def))
+			}
+		}
+	}
+	if most == 0 {
+		return def
+	}
+	return most
+}
+
+// readForm starts reading a multipart request: its fields up to the first file that could
+// be streamed, within the largest upload any route of the endpoint takes. The caller closes
+// the form (which removes its spool file).
+func (g *Gateway) readForm(r *http.Request, cp *capability, def int64) (*upload.Form, *APIError) {
+	boundary, err := upload.Boundary(r.Header.Get("Content-Type"))
+	if err != nil {
+		return nil, newError(http.StatusBadRequest, CodeValidation, cp.endpoint+" takes a multipart/form-data body (a file and its fields), as the OpenAI SDKs send it: "+err.Error())
+	}
+	limit := g.uploadCeiling(cp, def)
+	form, err := upload.Parse(r.Body, boundary, upload.Options{Limit: limit, Length: r.ContentLength})
+	if err != nil {
+		return nil, uploadError(err)
+	}
+	return form, nil
+}
+
+// uploadError answers a failed read of a multipart body: 413 past its limit, 400 for a
+// malformed form or a body the client did not finish sending.
+func uploadError(err error) *APIError {
+	var tl *upload.TooLargeError
+	var fe *upload.FormError
+	switch {
+	case errors.As(err, &tl):
+		what := "the upload is"
+		if tl.Field != "" {
+			what = "field " + strconv.Quote(tl.Field) + " is"
+		}
+		return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("%s larger than the limit of %s (%d bytes)", what, formatBytes(tl.Limit), tl.Limit))
+	case errors.As(err, &fe):
+		return newError(http.StatusBadRequest, CodeValidation, "the multipart body is malformed: "+fe.Error())
+	case errors.Is(err, upload.ErrConsumed):
+		return newError(http.StatusInternalServerError, CodeGateway, "the upload was already sent upstream and cannot be sent again")
+	}
+	return newError(http.StatusBadRequest, CodeValidation, "could not read the request body: "+err.Error())
+}
+
+// formatBytes writes n in MiB or KiB when it is a whole number of them.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// fitUpload applies the call's routes' largest upload limit to the form and, when the call
+// may send the upload more than once (another route, a retry) or must measure it, reads the
+// rest of it into the spool: until then nothing was sent anywhere, so an upload past the
+// limit is refused with nothing sent upstream.
+func (c *call) fitUpload(form *upload.Form, def int64, mustSpool bool) *APIError {
+	var limit int64
+	for _, rt := range c.routes {
+		limit = max(limit, rt.uploadLimit(def))
+	}
+	if err := form.SetLimit(limit); err != nil {
+		return uploadError(err)
+	}
+	if mustSpool || len(c.routes) > 1 || c.routes[0].Policy.Retries > 0 {
+		if err := form.Spool(); err != nil {
+			return uploadError(err)
+		}
+	}
+	return nil
+}
+
+// readRecorder remembers the error that stopped reads of a body being sent upstream: an
+// upload past its limit fails the upstream call, and the client is answered 413 for it.
+type readRecorder struct {
+	r   io.Reader
+	err error
+}
+
+func (rr *readRecorder) Read(p []byte) (int, error) {
+	n, err := rr.r.Read(p)
+	if err != nil && err != io.EOF {
+		rr.err = err
+	}
+	return n, err
+}
+
+// forwardForm sends the form to a route of the same wire format, as a body built for it
+// (its upstream model, the gateway's fields dropped), streamed as it is read.
+func (c *call) forwardForm(ar *http.Request, rt Route, fw providers.Forwarder, form *upload.Form, def int64, format providers.WireFormat, stream bool, opt upload.BodyOptions) (*providers.RawResponse, error) {
+	if form.Complete() && form.Size() > rt.uploadLimit(def) {
+		// Another route of the model takes larger uploads: this one is passed over.
+		return nil, &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryModelUnavailable,
+			Message: fmt.Sprintf("the upload (%d bytes) is larger than this route's max_upload of %s", form.Size(), formatBytes(rt.uploadLimit(def)))}
+	}
+	if opt.Set == nil {
+		opt.Set = map[string]string{}
+	}
+	opt.Set["model"] = rt.UpstreamModel
+	opt.Drop = append(opt.Drop, "meta")
+	body, err := form.Body(opt)
+	if err != nil {
+		return nil, uploadError(err)
+	}
+	rec := &readRecorder{r: body}
+	began := c.g.Now()
+	resp, err := fw.Forward(ar.Context(), &providers.RawRequest{
+		Format: format, Reader: rec, Length: body.Len(), ContentType: body.ContentType(), Stream: stream, Header: passHeaders(ar),
+	})
+	if err != nil {
+		if rec.err != nil && !errors.Is(rec.err, io.ErrUnexpectedEOF) {
+			var tl *upload.TooLargeError
+			var fe *upload.FormError
+			if errors.As(rec.err, &tl) || errors.As(rec.err, &fe) {
+				// The client's upload, not the upstream, failed the call.
+				return nil, uploadError(rec.err)
+			}
+		}
+		c.recordAttempt(rt, began, err)
+		return nil, err
+	}
+	c.headersArrived()
+	return resp, nil
+}
+
+// mediaBufs hold what a binary answer is copied through.
+var mediaBufs = &bufs.Pool{Size: 32 << 10, Max: 32 << 10}
+
+// binaryAnswer is a binary body to relay (audio) with the headers the client gets.
+type binaryAnswer struct {
+	body        io.ReadCloser
+	contentType string
+	// length is the body's length, or -1 when unknown.
+	length      int64
+	disposition string
+}
+
+// relayBinary writes a binary answer to the client as it arrives, each read flushed at once:
+// the client has the first bytes when the upstream sent them, never after the whole body.
+// A failure before the first byte is the attempt's (another route may answer); after it,
+// the response is cut off (abortResponse), so that the client sees an incomplete body rather
+// than a short one that looks whole.
+func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans binaryAnswer) error {
+	defer func() { _ = ans.body.Close() }()
+	p := mediaBufs.Get()
+	defer mediaBufs.Put(p, *p)
+	buf := (*p)[:cap(*p)]
+	n, err := io.ReadAtLeast(ans.body, buf[:1], 1)
+	if n == 0 {
+		if err == io.EOF {
+			err = errors.New("the provider answered no audio")
+		}
+		ue, ok := providers.AsUpstreamError(err)
+		if !ok {
+			ue = c.providerFault(rt, "reading the provider's answer failed: "+err.Error(), nil)
+		}
+		if c.gone() {
+			return err
+		}
+		c.recordAttempt(rt, began, ue)
+		return ue
+	}
+	c.gotToken()
+	c.recordAttempt(rt, began, nil)
+	c.route = &rt
+	c.status = http.StatusOK
+	c.firstByte = c.g.Now()
+	c.streaming = c.firstByte
+	h := w.Header()
+	h.Set("Content-Type", ans.contentType)
+	if ans.length >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(ans.length, 10))
+	}
+	if ans.disposition != "" {
+		h.Set("Content-Disposition", ans.disposition)
+	}
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	for {
+		if _, werr := w.Write(buf[:n]); werr != nil {
+			c.streamDone()
+			c.clientGone()
+			return nil
+		}
+		if ferr := rc.Flush(); ferr != nil {
+			c.streamDone()
+			c.clientGone()
+			return nil
+		}
+		if err != nil {
+			break
+		}
+		n, err = ans.body.Read(buf)
+		if n == 0 && err == nil {
+			continue
+		}
+	}
+	c.streamDone()
+	if err != io.EOF {
+		if c.gone() {
+			c.clientGone()
+			return nil
+		}
+		c.errCode, c.errMessage = CodeUpstream, "the provider's answer broke off: "+err.Error()
+		c.abortResponse = true
+	}
+	return nil
+}
+
+// mediaEvents is how a media event stream ends and where its usage is: the types of its
+// final events, and what meters the call from one.
+type mediaEvents struct {
+	final []string
+	meter func(c *call, data []byte) error
+}
+
+// appendTokenUsage is the usage object of a media event or answer that has none.
+func appendTokenUsage(b []byte, u providers.Usage) []byte {
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, u.PromptTokens(), 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, u.CompletionTokens(), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, u.Total(), 10)
+	return append(b, '}')
+}
+
+// relayEvents relays an OpenAI media event stream (speech, transcription, images) event by
+// event as it arrives, names and data as they came, and meters the call from its final
+// event only: the partial events of an image stream are megabytes of base64 not worth
+// reading. The final event is written after the charge is recorded, its usage carrying the
+// cost. A stream that ends without it ends incomplete, billed what the call's estimate says.
+func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, resp *providers.RawResponse, me mediaEvents) error {
+	defer func() { _ = resp.Body.Close() }()
+	out := newSSEWriter(w)
+	defer out.release()
+	rd := sse.NewReader(resp.Body, maxMediaEvent)
+	defer rd.Release()
+	final := false
+	for rd.Next() {
+		ev := rd.Event()
+		if !out.started {
+			c.gotToken()
+			c.relayCommit(out, &rt, began)
+			c.firstByte = c.g.Now()
+		}
+		if !final && me.isFinal(ev.Data) {
+			final = true
+			if err := me.meter(c, ev.Data); err != nil {
+				c.g.Logger.Warn("the final event's usage could not be read; the estimate is billed", zap.String("generation_id", c.genID), zapErr(err))
+			}
+			if !c.writeFinalEvent(out, r, ev.Name, ev.Data) {
+				break
+			}
+			continue
+		}
+		out.event(ev.Name, ev.Data)
+		if out.failed {
+			break
+		}
+	}
+	c.streamDone()
+	if out.failed || c.gone() {
+		if !out.started {
+			return context.Canceled
+		}
+		c.clientGone()
+		return nil
+	}
+	readErr := rd.Err()
+	if !out.started {
+		if readErr == nil {
+			readErr = errors.New("the provider's stream ended without an event")
+		}
+		ue, ok := providers.AsUpstreamError(readErr)
+		if !ok {
+			ue = c.providerFault(rt, "the provider's stream broke: "+readErr.Error(), nil)
+		}
+		c.recordAttempt(rt, began, ue)
+		return ue
+	}
+	switch {
+	case readErr != nil && c.errCode == "":
+		c.errCode, c.errMessage = CodeUpstream, "the provider's stream broke: "+readErr.Error()
+	case !final && c.errCode == "":
+		c.errCode, c.errMessage = CodeUpstream, "the provider's stream ended before its final event"
+	}
+	return nil
+}
+
+func (me mediaEvents) isFinal(data []byte) bool {
+	raw, _ := rawjson.Get(data, "type")
+	if raw == nil {
+		return false
+	}
+	t, _ := rawjson.String(raw)
+	for _, f := range me.final {
+		if t == f {
+			return true
+		}
+	}
+	return false
+}
+
+// writeFinalEvent settles the call and writes the stream's final event with the cost in its
+// usage; a charge that could not be recorded ends the stream with an error event instead,
+// as an answer delivered is an answer billed. It reports whether the client is still there.
+func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, data []byte) bool {
+	if err := c.settle(r.Context()); err != nil {
+		out.data(errorEventData(notRecordedStream.Message))
+		return !out.failed
+	}
+	tmp := answerBufs.Get()
+	b, err := c.appendDecorated((*tmp)[:0], data, "", "usage", appendTokenUsage)
+	if err != nil {
+		b = append(b[:0], data...)
+	}
+	out.event(name, b)
+	answerBufs.Put(tmp, b)
+	return !out.failed
+}
+
+// errorEventData is the data of an in-band error event of a media stream, which the
+// OpenAI SDKs raise as an error.
+func errorEventData(msg string) []byte {
+	b := append(make([]byte, 0, 64+len(msg)), `{"type":"error","error":{"type":"server_error","code":"gateway_error","message":`...)
+	b = rawjson.AppendStringLikeMarshal(b, msg)
+	return append(b, `}}`...)
+}
