@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"slices"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -158,7 +159,9 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 	p := c.priceOf(*c.route)
 	lines, total, err := p.Cost(*c.metered)
 	if err == nil {
-		return lines, total
+		// A media call meters every dimension its answer may be billed by (seconds and
+		// tokens of a transcription): the lines are those its route prices.
+		return slices.DeleteFunc(lines, func(l store.CostLine) bool { return l.UnitPriceNanos == 0 }), total
 	}
 	c.g.Logger.Error("the answer's usage has no price on its route; charged the worst case admitted",
 		zap.String("generation_id", c.genID), zap.String("provider", c.route.ProviderName), zapErr(err))

@@ -681,6 +681,10 @@ func billedPrice(m *Model, rt Route) pricing.Price {
 // priceError answers a usage that a route cannot price (a *pricing.UnpricedError) with 400
 // and the key's parameter, under prefix; any other error is the gateway's.
 func priceError(err error, prefix string) *APIError {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
 	var ue *pricing.UnpricedError
 	if !errors.As(err, &ue) {
 		return newError(http.StatusInternalServerError, CodeGateway, "pricing the usage failed: "+err.Error())

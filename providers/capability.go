@@ -149,6 +149,12 @@ type SpeechResponse struct {
 	UsageKnown bool
 }
 
+// UsageReporter is a response body (SpeechResponse.Body) that knows its usage once read to
+// its end: an upstream that reports tokens after the audio.
+type UsageReporter interface {
+	Usage() (MediaUsage, bool)
+}
+
 // Transcriber turns speech into text from the neutral model.
 type Transcriber interface {
 	Transcribe(ctx context.Context, req *TranscriptionRequest) (*Transcription, error)

@@ -1,0 +1,460 @@
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/audioprobe"
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
+	"github.com/modelgateway/caddy-modelgateway/internal/readall"
+	"github.com/modelgateway/caddy-modelgateway/internal/upload"
+	"github.com/modelgateway/caddy-modelgateway/providers"
+)
+
+var transcriptionMeters = []string{pricing.DimInputAudioSeconds, pricing.DimInput, pricing.DimInputAudioTokens, pricing.DimOutput, pricing.DimRequest}
+
+var (
+	transcriptionsCapability = capability{
+		endpoint: "/audio/transcriptions", format: providers.FormatOpenAITranscriptions, meters: transcriptionMeters,
+		neutral: isTranscriber,
+	}
+	translationsCapability = capability{
+		endpoint: "/audio/translations", format: providers.FormatOpenAITranslations, meters: transcriptionMeters,
+		neutral: isTranscriber,
+	}
+)
+
+func isTranscriber(p providers.Provider) bool { _, ok := p.(providers.Transcriber); return ok }
+
+// transcriptionFormats are the response formats of the transcription endpoints; the last
+// three are plain text, which carries no usage.
+var transcriptionFormats = []string{"json", "verbose_json", "diarized_json", "text", "srt", "vtt"}
+
+// transcriptionRequest is a transcription or translation request as the gateway reads it.
+type transcriptionRequest struct {
+	translate  bool
+	model      string
+	file       upload.Part
+	format     string
+	stream     bool
+	language   string
+	prompt     string
+	temp       *float64
+	timestamps []string
+	meta       bool
+	// duration is the gateway's measurement of the upload, 0 when it could not measure it
+	// (probeErr says why).
+	duration time.Duration
+	probeErr error
+}
+
+// plainText tells whether the answer is text, srt or vtt: no usage, no JSON.
+func (t *transcriptionRequest) plainText() bool {
+	return t.format == "text" || t.format == "srt" || t.format == "vtt"
+}
+
+// parseTranscription reads the fields of a complete (spooled) form.
+func parseTranscription(form *upload.Form, translate bool) (*transcriptionRequest, *APIError) {
+	t := &transcriptionRequest{translate: translate, format: "json"}
+	t.model, _ = form.Value("model")
+	if t.model == "" {
+		return nil, badField(CodeModelRequired, "model", "model is required")
+	}
+	files := form.Files("file")
+	if len(files) != 1 {
+		return nil, badField(CodeValidation, "file", fmt.Sprintf("exactly one audio file is required in the file field; got %d", len(files)))
+	}
+	t.file = files[0]
+	if v, ok := form.Value("response_format"); ok {
+		if !slices.Contains(transcriptionFormats, v) || (translate && v == "diarized_json") {
+			return nil, badField(CodeValidation, "response_format", "response_format must be one of json, verbose_json, diarized_json (transcriptions only), text, srt, vtt")
+		}
+		t.format = v
+	}
+	var err error
+	var ok bool
+	if t.stream, ok, err = form.Bool("stream"); err != nil {
+		return nil, badField(CodeValidation, "stream", "stream must be true or false")
+	} else if ok && t.stream && (translate || t.plainText() && t.format != "text") {
+		return nil, badField(CodeValidation, "stream", "stream is only for transcriptions answered as json or text")
+	}
+	t.language, _ = form.Value("language")
+	t.prompt, _ = form.Value("prompt")
+	if v, ok, err := form.Float("temperature"); err != nil || ok && (v < 0 || v > 1) {
+		return nil, badField(CodeValidation, "temperature", "temperature must be a number between 0 and 1")
+	} else if ok {
+		t.temp = &v
+	}
+	t.timestamps = form.Values("timestamp_granularities")
+	for _, g := range t.timestamps {
+		if g != "word" && g != "segment" {
+			return nil, badField(CodeValidation, "timestamp_granularities", `timestamp_granularities[] must be "word" or "segment"`)
+		}
+	}
+	if m, ok, err := form.Bool("meta"); err == nil && ok {
+		t.meta = m
+	}
+	return t, nil
+}
+
+// measure reads the upload's duration from its container's headers.
+func (t *transcriptionRequest) measure(form *upload.Form) {
+	rd, err := form.Open(t.file)
+	if err != nil {
+		t.probeErr = err
+		return
+	}
+	t.duration, _, t.probeErr = audioprobe.Duration(rd)
+}
+
+// usage is the usage a transcription is billed before its answer says more: the measured
+// seconds (or, unmeasured, the most the upload can hold at 16 kbit/s, the least any speech
+// codec in use spends), with tokens from them: about 17 audio tokens a second (OpenAI's
+// gpt-4o-transcribe), and at most 10 text tokens a second of speech.
+func (t *transcriptionRequest) usage(worst bool) pricing.Usage {
+	d := t.duration
+	if d == 0 {
+		d = time.Duration(t.file.Size/2000+1) * time.Second
+	}
+	secs := int64(math.Ceil(d.Seconds()))
+	u := pricing.Usage{InputAudio: d, InputAudioTokens: secs * 17, Output: secs * 4, Input: estimateTokens(len(t.prompt))}
+	if worst {
+		u.InputAudio += time.Second
+		u.InputAudioTokens, u.Output = secs*34+100, secs*10+100
+	}
+	return u
+}
+
+// unmeasurable refuses a plain-text transcription of audio the gateway cannot measure on a
+// route billed by the second: the answer would carry no duration either.
+func unmeasurable() *APIError {
+	return badField(CodeValidation, "response_format",
+		"the duration of the uploaded audio could not be measured (send WAV, MP3, FLAC, Ogg, WebM or M4A), and a text, srt or vtt answer reports none, so it could not be billed; ask response_format json or verbose_json")
+}
+
+// transcriptions serves POST /audio/transcriptions.
+func (g *Gateway) transcriptions(w http.ResponseWriter, r *http.Request, caller *Caller) error {
+	return g.transcribe(w, r, caller, &transcriptionsCapability, false)
+}
+
+// translations serves POST /audio/translations.
+func (g *Gateway) translations(w http.ResponseWriter, r *http.Request, caller *Caller) error {
+	return g.transcribe(w, r, caller, &translationsCapability, true)
+}
+
+// transcribe serves a transcription or translation. The upload is spooled whole (its
+// duration is measured from it, and it can be sent again to another route), billed on the
+// input seconds the upstream reports (usage.seconds, else duration), else on the gateway's
+// measurement, or on tokens for routes priced by token.
+func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, translate bool) error {
+	form, apiErr := g.readForm(r, cp, DefaultAudioUpload)
+	if apiErr != nil {
+		return apiErr
+	}
+	defer func() { _ = form.Close() }()
+	if err := form.Spool(); err != nil {
+		return uploadError(err)
+	}
+	t, apiErr := parseTranscription(form, translate)
+	if apiErr != nil {
+		return apiErr
+	}
+	t.measure(form)
+	worst := t.usage(true)
+	c, apiErr := g.begin(w, r, caller, cp, t.model, int(form.Size()), t.meta, func(rt Route) (int64, error) {
+		if t.duration == 0 && t.plainText() && rt.Price.PerUnit(pricing.DimInputAudioSeconds) > 0 {
+			return 0, unmeasurable()
+		}
+		_, total, err := rt.Price.Cost(worst)
+		return total, err
+	})
+	if apiErr != nil {
+		return apiErr
+	}
+	defer c.endMedia(r)
+	c.streamed = t.stream
+	if apiErr := c.fitUpload(form, DefaultAudioUpload, true); apiErr != nil {
+		return c.failed(apiErr)
+	}
+	c.meter(t.usage(false))
+	return c.tryRoutes(r, t.stream, nil, func(ar *http.Request, rt Route) error {
+		if fw, ok := forwarderFor(rt, cp.format); ok {
+			return c.transcriptionForward(w, ar, rt, fw, form, t, cp.format)
+		}
+		return c.transcriptionNeutral(w, ar, rt, form, t)
+	})
+}
+
+// transcriptionForward sends the upload to an OpenAI-wire upstream and relays its answer:
+// events, JSON decorated with the cost, or plain text.
+func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, form *upload.Form, t *transcriptionRequest, format providers.WireFormat) error {
+	began := c.g.Now()
+	resp, err := c.forwardForm(r, rt, fw, form, DefaultAudioUpload, format, t.stream, upload.BodyOptions{})
+	if err != nil {
+		return err
+	}
+	if t.stream {
+		return c.relayEvents(w, r, rt, began, resp, mediaEvents{final: []string{"transcript.text.done"}, meter: t.meterAnswer})
+	}
+	in := answerBufs.Get()
+	data, err := readall.Append((*in)[:0], io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
+	defer answerBufs.Put(in, data)
+	_ = resp.Body.Close()
+	if err == nil && !t.plainText() && !rawjson.Valid(data) {
+		err = errors.New("the provider answered with invalid JSON")
+	}
+	if err != nil {
+		ue := c.providerFault(rt, err.Error(), data)
+		c.recordAttempt(rt, began, ue)
+		return ue
+	}
+	c.recordAttempt(rt, began, nil)
+	c.firstByte = c.g.Now()
+	c.route = &rt
+	if t.plainText() {
+		ct := resp.Header.Get("Content-Type")
+		if ct == "" {
+			ct = plainTextType(t.format)
+		}
+		return c.answerText(w, r, ct, data)
+	}
+	if err := t.meterAnswer(c, data); err != nil {
+		c.g.Logger.Warn("the transcription's usage could not be read; the gateway's measurement is billed", zapErr(err))
+	}
+	return c.answerComplete(w, r, data, c.appendTranscriptionUsage)
+}
+
+// answerText settles and writes a plain-text answer, which has no room for the cost: the
+// generation record (X-Generation-Id) has it.
+func (c *call) answerText(w http.ResponseWriter, r *http.Request, contentType string, data []byte) error {
+	c.status = http.StatusOK
+	if err := c.settle(r.Context()); err != nil {
+		return notRecorded()
+	}
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(data)
+	return nil
+}
+
+func plainTextType(format string) string {
+	if format == "vtt" {
+		return "text/vtt; charset=utf-8"
+	}
+	return "text/plain; charset=utf-8"
+}
+
+// transcriptionUsage is OpenAI's transcription usage: {type: "duration", seconds} or
+// {type: "tokens", input_tokens, input_token_details: {audio_tokens, text_tokens}, output_tokens}.
+type transcriptionUsage struct {
+	Type              string   `json:"type"`
+	Seconds           *float64 `json:"seconds"`
+	InputTokens       int64    `json:"input_tokens"`
+	OutputTokens      int64    `json:"output_tokens"`
+	InputTokenDetails *struct {
+		AudioTokens int64 `json:"audio_tokens"`
+		TextTokens  int64 `json:"text_tokens"`
+	} `json:"input_token_details"`
+}
+
+// meterAnswer meters the call from a transcription answer or transcript.text.done event:
+// input seconds from usage.seconds, else duration, else the gateway's measurement; tokens
+// when the usage counts them.
+func (t *transcriptionRequest) meterAnswer(c *call, data []byte) error {
+	var ans struct {
+		Duration *float64           `json:"duration"`
+		Usage    transcriptionUsage `json:"usage"`
+	}
+	if err := json.Unmarshal(data, &ans); err != nil {
+		return err
+	}
+	u := t.usage(false)
+	u.InputAudioTokens, u.Input, u.Output = 0, 0, 0
+	switch {
+	case ans.Usage.Seconds != nil:
+		u.InputAudio = seconds(*ans.Usage.Seconds)
+	case ans.Duration != nil:
+		u.InputAudio = seconds(*ans.Duration)
+	}
+	tokens := ans.Usage.Type == "tokens" || ans.Usage.InputTokens > 0 || ans.Usage.OutputTokens > 0
+	if tokens {
+		u.InputAudioTokens, u.Output = ans.Usage.InputTokens, ans.Usage.OutputTokens
+		if d := ans.Usage.InputTokenDetails; d != nil {
+			u.InputAudioTokens, u.Input = d.AudioTokens, d.TextTokens
+		}
+	} else {
+		// No token counts: a route billed by token is billed the estimate from the seconds.
+		est := t.usage(false)
+		u.InputAudioTokens, u.Output, u.Input = est.InputAudioTokens, est.Output, est.Input
+	}
+	c.meter(u)
+	return nil
+}
+
+// seconds converts a reported number of seconds; nonsense counts as none.
+func seconds(s float64) time.Duration {
+	if s <= 0 || math.IsNaN(s) || s > 1e7 {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// appendTranscriptionUsage writes the usage of an answer that has none: the seconds billed.
+func (c *call) appendTranscriptionUsage(b []byte, u providers.Usage) []byte {
+	if c.metered != nil && (c.metered.InputAudio > 0 || u.Total() == 0) {
+		b = append(b, `{"type":"duration","seconds":`...)
+		b = strconv.AppendFloat(b, math.Ceil(c.metered.InputAudio.Seconds()), 'f', -1, 64)
+		return append(b, '}')
+	}
+	b = append(b, `{"type":"tokens","input_tokens":`...)
+	b = strconv.AppendInt(b, u.PromptTokens(), 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, u.CompletionTokens(), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, u.Total(), 10)
+	return append(b, '}')
+}
+
+// transcriptionNeutral serves the request through an adapter's Transcriber and answers in
+// the format asked.
+func (c *call) transcriptionNeutral(w http.ResponseWriter, r *http.Request, rt Route, form *upload.Form, t *transcriptionRequest) error {
+	tr, ok := rt.Provider.(providers.Transcriber)
+	if !ok {
+		return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryModelUnavailable, Message: "the provider cannot transcribe audio"}
+	}
+	file, err := form.Open(t.file)
+	if err != nil {
+		return uploadError(err)
+	}
+	began := c.g.Now()
+	res, err := tr.Transcribe(r.Context(), &providers.TranscriptionRequest{
+		Model: rt.UpstreamModel, Translate: t.translate, File: file, Size: t.file.Size, FileName: t.file.FileName, FileContentType: t.file.ContentType,
+		Language: t.language, Prompt: t.prompt, Temperature: t.temp, Timestamps: t.timestamps, Diarize: t.format == "diarized_json",
+	})
+	c.recordAttempt(rt, began, err)
+	if err != nil {
+		return err
+	}
+	c.firstByte = c.g.Now()
+	c.route = &rt
+	u := t.usage(false)
+	if res.Duration > 0 {
+		u.InputAudio = res.Duration
+	}
+	if res.UsageKnown {
+		m := pricing.Media(res.Usage)
+		if m.InputAudio > 0 {
+			u.InputAudio = m.InputAudio
+		}
+		if m.InputAudioTokens > 0 || m.Output > 0 {
+			u.InputAudioTokens, u.Input, u.Output = m.InputAudioTokens, m.Input, m.Output
+		}
+	}
+	c.meter(u)
+	if res.Duration == 0 {
+		res.Duration = u.InputAudio
+	}
+	switch {
+	case t.stream:
+		return c.transcriptionEvents(w, r, rt, res)
+	case t.plainText():
+		return c.answerText(w, r, plainTextType(t.format), renderTranscript(res, t.format))
+	}
+	b, err := json.Marshal(transcriptionJSON(res, t))
+	if err != nil {
+		return err
+	}
+	return c.answerComplete(w, r, b, c.appendTranscriptionUsage)
+}
+
+// transcriptionEvents answers a neutral transcription as OpenAI's event stream: the text as
+// one delta, then transcript.text.done with the usage and its cost.
+func (c *call) transcriptionEvents(w http.ResponseWriter, r *http.Request, rt Route, res *providers.Transcription) error {
+	out := newSSEWriter(w)
+	defer out.release()
+	c.relayCommit(out, &rt, c.g.Now())
+	delta, _ := json.Marshal(map[string]any{"type": "transcript.text.delta", "delta": res.Text})
+	out.event("", delta)
+	done, _ := json.Marshal(map[string]any{"type": "transcript.text.done", "text": res.Text})
+	c.writeFinalEvent(out, r, "", done)
+	return nil
+}
+
+// transcriptionJSON is a neutral transcription in OpenAI's json, verbose_json or
+// diarized_json shape (without usage: the gateway writes it with the cost).
+func transcriptionJSON(res *providers.Transcription, t *transcriptionRequest) any {
+	secs := func(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
+	switch t.format {
+	case "verbose_json":
+		task := "transcribe"
+		if t.translate {
+			task = "translate"
+		}
+		v := map[string]any{"task": task, "language": res.Language, "duration": secs(res.Duration), "text": res.Text}
+		if len(t.timestamps) == 0 || slices.Contains(t.timestamps, "segment") {
+			segs := make([]map[string]any, 0, len(res.Segments))
+			for i, s := range res.Segments {
+				segs = append(segs, map[string]any{"id": i, "seek": 0, "start": secs(s.Start), "end": secs(s.End), "text": s.Text,
+					"tokens": []int{}, "temperature": 0, "avg_logprob": 0, "compression_ratio": 0, "no_speech_prob": 0})
+			}
+			v["segments"] = segs
+		}
+		if slices.Contains(t.timestamps, "word") {
+			words := make([]map[string]any, 0, len(res.Words))
+			for _, wd := range res.Words {
+				words = append(words, map[string]any{"word": wd.Word, "start": secs(wd.Start), "end": secs(wd.End)})
+			}
+			v["words"] = words
+		}
+		return v
+	case "diarized_json":
+		segs := make([]map[string]any, 0, len(res.Segments))
+		for i, s := range res.Segments {
+			segs = append(segs, map[string]any{"type": "transcript.text.segment", "id": "seg_" + strconv.Itoa(i), "start": secs(s.Start), "end": secs(s.End),
+				"speaker": s.Speaker, "text": s.Text})
+		}
+		return map[string]any{"task": "transcribe", "duration": secs(res.Duration), "text": res.Text, "segments": segs}
+	}
+	return map[string]any{"text": res.Text}
+}
+
+// renderTranscript writes a neutral transcription as text, SubRip or WebVTT; without
+// segments the whole text is one cue over the audio's length.
+func renderTranscript(res *providers.Transcription, format string) []byte {
+	if format == "text" {
+		return []byte(res.Text + "\n")
+	}
+	segs := res.Segments
+	if len(segs) == 0 {
+		segs = []providers.TranscriptionSegment{{Start: 0, End: res.Duration, Text: res.Text}}
+	}
+	var b strings.Builder
+	if format == "vtt" {
+		b.WriteString("WEBVTT\n\n")
+	}
+	for i, s := range segs {
+		if format == "srt" {
+			fmt.Fprintf(&b, "%d\n%s --> %s\n%s\n\n", i+1, cueTime(s.Start, ","), cueTime(s.End, ","), strings.TrimSpace(s.Text))
+		} else {
+			fmt.Fprintf(&b, "%s --> %s\n%s\n\n", cueTime(s.Start, "."), cueTime(s.End, "."), strings.TrimSpace(s.Text))
+		}
+	}
+	return []byte(b.String())
+}
+
+// cueTime is hh:mm:ss,mmm (SubRip) or hh:mm:ss.mmm (WebVTT).
+func cueTime(d time.Duration, sep string) string {
+	ms := d.Milliseconds()
+	return fmt.Sprintf("%02d:%02d:%02d%s%03d", ms/3_600_000, ms/60_000%60, ms/1000%60, sep, ms%1000)
+}

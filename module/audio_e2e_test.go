@@ -1,0 +1,490 @@
+package module
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// wavFile is a 16 kHz 16-bit mono WAV of d, its samples a deterministic noise (so that a
+// byte out of place shows).
+func wavFile(d time.Duration) []byte {
+	const rate = 16000
+	n := int(d.Seconds() * rate)
+	var b bytes.Buffer
+	b.WriteString("RIFF")
+	_ = binary.Write(&b, binary.LittleEndian, uint32(36+2*n))
+	b.WriteString("WAVEfmt ")
+	for _, v := range []any{uint32(16), uint16(1), uint16(1), uint32(rate), uint32(2 * rate), uint16(2), uint16(16)} {
+		_ = binary.Write(&b, binary.LittleEndian, v)
+	}
+	b.WriteString("data")
+	_ = binary.Write(&b, binary.LittleEndian, uint32(2*n))
+	x := uint32(2463534242)
+	for range n {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		_ = binary.Write(&b, binary.LittleEndian, int16(x))
+	}
+	return b.Bytes()
+}
+
+// speechClip is what the fake upstream speaks: bytes that are not valid UTF-8 or base64 text.
+var speechClip = func() []byte {
+	b := make([]byte, 48<<10)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}()
+
+// fakeAudio is an OpenAI-wire audio upstream: speech as bytes (the first piece at once,
+// the rest after slowSpeech when the model is "slow-tts") or as events, transcriptions and
+// translations from a multipart form that it checks against the file it expects.
+type fakeAudio struct {
+	*httptest.Server
+	calls    atomic.Int64
+	mu       sync.Mutex
+	forms    []receivedForm
+	wantFile []byte
+}
+
+type receivedForm struct {
+	path     string
+	fields   map[string][]string
+	fileName string
+	fileType string
+	fileSum  [32]byte
+	fileLen  int
+}
+
+const slowSpeech = 1500 * time.Millisecond
+
+func newFakeAudio(t *testing.T, wantFile []byte) *fakeAudio {
+	f := &fakeAudio{wantFile: wantFile}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		switch r.URL.Path {
+		case "/v1/audio/speech":
+			f.speech(w, r)
+		case "/v1/audio/transcriptions", "/v1/audio/translations":
+			f.transcribe(w, r)
+		default:
+			http.Error(w, `{"error":{"message":"unknown path","type":"invalid_request_error"}}`, 404)
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeAudio) speech(w http.ResponseWriter, r *http.Request) {
+	var req map[string]any
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	fl := w.(http.Flusher)
+	if req["stream_format"] == "sse" {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < len(speechClip); i += 16 << 10 {
+			fmt.Fprintf(w, "data: {\"type\":\"speech.audio.delta\",\"audio\":%q}\n\n", base64.StdEncoding.EncodeToString(speechClip[i:min(i+16<<10, len(speechClip))]))
+			fl.Flush()
+		}
+		fmt.Fprint(w, "data: {\"type\":\"speech.audio.done\",\"usage\":{\"input_tokens\":11,\"output_tokens\":300,\"total_tokens\":311}}\n\n")
+		return
+	}
+	if r.Header.Get("Accept") != "application/octet-stream" {
+		http.Error(w, `{"error":{"message":"speech wants Accept: application/octet-stream","type":"invalid_request_error"}}`, 400)
+		return
+	}
+	w.Header().Set("Content-Type", "audio/mpeg")
+	w.Header().Set("Content-Disposition", `attachment; filename="speech.mp3"`)
+	_, _ = w.Write(speechClip[:1024])
+	fl.Flush()
+	if req["model"] == "slow-tts" {
+		time.Sleep(slowSpeech)
+	}
+	_, _ = w.Write(speechClip[1024:])
+}
+
+func (f *fakeAudio) transcribe(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseMultipartForm(1 << 20); err != nil {
+		http.Error(w, `{"error":{"message":"not multipart","type":"invalid_request_error"}}`, 400)
+		return
+	}
+	defer func() { _ = r.MultipartForm.RemoveAll() }()
+	got := receivedForm{path: r.URL.Path, fields: r.MultipartForm.Value}
+	if fh := r.MultipartForm.File["file"]; len(fh) == 1 {
+		got.fileName, got.fileType = fh[0].Filename, fh[0].Header.Get("Content-Type")
+		file, _ := fh[0].Open()
+		data, _ := io.ReadAll(file)
+		got.fileSum, got.fileLen = sha256.Sum256(data), len(data)
+	}
+	f.mu.Lock()
+	f.forms = append(f.forms, got)
+	f.mu.Unlock()
+	if got.fileSum != sha256.Sum256(f.wantFile) {
+		http.Error(w, `{"error":{"message":"the file arrived damaged","type":"invalid_request_error"}}`, 400)
+		return
+	}
+	model, format := r.FormValue("model"), r.FormValue("response_format")
+	tokens := strings.Contains(model, "gpt-4o")
+	usage := `{"type":"duration","seconds":3.2}`
+	if tokens {
+		usage = `{"type":"tokens","input_tokens":70,"input_token_details":{"audio_tokens":60,"text_tokens":10},"output_tokens":9,"total_tokens":79}`
+	}
+	if r.FormValue("stream") == "true" {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{"Hello", " there", "."} {
+			fmt.Fprintf(w, "data: {\"type\":\"transcript.text.delta\",\"delta\":%q}\n\n", d)
+		}
+		fmt.Fprintf(w, "data: {\"type\":\"transcript.text.done\",\"text\":\"Hello there.\",\"usage\":%s}\n\n", usage)
+		return
+	}
+	switch format {
+	case "text":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, "Hello there.\n")
+	case "srt":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, "1\n00:00:00,000 --> 00:00:03,200\nHello there.\n\n")
+	case "vtt":
+		w.Header().Set("Content-Type", "text/vtt; charset=utf-8")
+		fmt.Fprint(w, "WEBVTT\n\n00:00:00.000 --> 00:00:03.200\nHello there.\n\n")
+	case "verbose_json":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"task":"transcribe","language":"english","duration":3.2,"text":"Hello there.","segments":[{"id":0,"seek":0,"start":0,"end":3.2,"text":"Hello there.","tokens":[1,2],"temperature":0,"avg_logprob":-0.2,"compression_ratio":1,"no_speech_prob":0.01}]}`)
+	case "diarized_json":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"task":"transcribe","duration":3.2,"text":"Hello there.","segments":[{"type":"transcript.text.segment","id":"seg_0","start":0,"end":3.2,"speaker":"A","text":"Hello there."}],"usage":%s}`, usage)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"text":"Hello there.","usage":%s}`, usage)
+	}
+}
+
+func (f *fakeAudio) lastForm(t *testing.T) receivedForm {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.forms) == 0 {
+		t.Fatal("the upstream received no form")
+	}
+	return f.forms[len(f.forms)-1]
+}
+
+// chargedLines checks that generation id was charged exactly lines ("dimension:quantity") and
+// nanos, and that the wallet moved by as much.
+func (e *gatewayEnv) chargedLines(t *testing.T, wsID, genID string, before int64, nanos int64, lines ...string) {
+	t.Helper()
+	gen := e.generation(wsID, genID)
+	var got []string
+	for _, l := range gen.CostLines {
+		got = append(got, fmt.Sprintf("%s:%d", l.Dimension, l.Quantity))
+	}
+	if gen.CostNanos != nanos || strings.Join(got, " ") != strings.Join(lines, " ") {
+		t.Fatalf("generation %s charged %d nanos for %v, want %d for %v", genID, gen.CostNanos, got, nanos, lines)
+	}
+	if after := e.balance(wsID).BalanceNanos; before-after != nanos {
+		t.Fatalf("the wallet moved by %d nanos, the charge is %d", before-after, nanos)
+	}
+}
+
+func TestAudioEndToEnd(t *testing.T) {
+	clip := wavFile(3200 * time.Millisecond)
+	up := newFakeAudio(t, clip)
+	down := newScripted(t, func(int) behaviour { return upstreamError(500, "server_error", "", "the first route is down", nil) })
+	cfg := providerBlock("oa", up.URL) + resilientProvider("down", down.URL, "retries 0") +
+		embeddingModel("tts", embeddingRoute("oa", "tts-1", "input_characters 15")) +
+		embeddingModel("slow-tts", embeddingRoute("oa", "slow-tts", "input_characters 15")) +
+		embeddingModel("mini-tts", embeddingRoute("oa", "gpt-4o-mini-tts", "input 0.6\n\t\t\t\toutput_audio_tokens 12")) +
+		embeddingModel("whisper", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001")) +
+		embeddingModel("gpt-transcribe", embeddingRoute("oa", "gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
+		embeddingModel("whisper-fallback", embeddingRoute("down", "whisper-1", "input_audio_seconds 0.0001")+embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001"))
+	env := startGateway(t, cfg, "")
+	wsID, key := env.workspace(5 * usd)
+	ctx := context.Background()
+	oc := env.openai(key)
+	const text = "The quick brown fox jumps over the lazy dog."
+
+	t.Run("speech bytes", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || !bytes.Equal(got, speechClip) {
+			t.Fatalf("speech: %d bytes (%v), want the upstream's %d", len(got), err, len(speechClip))
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "audio/mpeg" || resp.Header.Get("Content-Disposition") == "" {
+			t.Fatalf("headers %v", resp.Header)
+		}
+		env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, int64(len(text))*15_000, fmt.Sprintf("input_characters:%d", len(text)))
+	})
+
+	t.Run("speech first bytes before the upstream ends", func(t *testing.T) {
+		start := time.Now()
+		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "slow-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		first := make([]byte, 1024)
+		if _, err := io.ReadFull(resp.Body, first); err != nil {
+			t.Fatal(err)
+		}
+		firstAt := time.Since(start)
+		rest, _ := io.ReadAll(resp.Body)
+		total := time.Since(start)
+		if firstAt >= slowSpeech || total < slowSpeech || !bytes.Equal(append(first, rest...), speechClip) {
+			t.Fatalf("first bytes after %v, all after %v (upstream pauses %v)", firstAt, total, slowSpeech)
+		}
+	})
+
+	t.Run("speech events and tokens", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "mini-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("coral")},
+			StreamFormat: openai.AudioSpeechNewParamsStreamFormatSSE})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var audio []byte
+		var done map[string]any
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev map[string]any
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				t.Fatal(err)
+			}
+			switch ev["type"] {
+			case "speech.audio.delta":
+				b, _ := base64.StdEncoding.DecodeString(ev["audio"].(string))
+				audio = append(audio, b...)
+			case "speech.audio.done":
+				done = ev
+			}
+		}
+		_ = resp.Body.Close()
+		// 11 input tokens at 0.6 USD/M, 300 audio tokens at 12 USD/M.
+		const nanos = 11*600 + 300*12_000
+		usage, _ := done["usage"].(map[string]any)
+		if !bytes.Equal(audio, speechClip) || usage == nil || usage["cost_nanos"] != float64(nanos) {
+			t.Fatalf("events carried %d bytes of audio, done %v", len(audio), done)
+		}
+		env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, nanos, "input:11", "output_audio_tokens:300")
+
+		// Asked for bytes, a token-priced route is read as events for its usage.
+		before = env.balance(wsID).BalanceNanos
+		resp, err = oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "mini-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("coral")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if !bytes.Equal(got, speechClip) || resp.Header.Get("Content-Type") != "audio/mpeg" {
+			t.Fatalf("bytes from events: %d, %s", len(got), resp.Header.Get("Content-Type"))
+		}
+		env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, nanos, "input:11", "output_audio_tokens:300")
+	})
+
+	upload := func() openai.AudioTranscriptionNewParams {
+		return openai.AudioTranscriptionNewParams{Model: "whisper", File: openai.File(bytes.NewReader(clip), "meeting.wav", "audio/wav")}
+	}
+	t.Run("transcriptions in every format", func(t *testing.T) {
+		for _, format := range []openai.AudioResponseFormat{"", "json", "verbose_json", "diarized_json", "text", "srt", "vtt"} {
+			t.Run(string(format), func(t *testing.T) {
+				before := env.balance(wsID).BalanceNanos
+				params := upload()
+				params.ResponseFormat = format
+				var httpResp *http.Response
+				var text string
+				opts := []option.RequestOption{option.WithResponseInto(&httpResp)}
+				plain := format == "text" || format == "srt" || format == "vtt"
+				if plain {
+					opts = append(opts, option.WithResponseBodyInto(&text))
+				}
+				res, err := oc.Audio.Transcriptions.New(ctx, params, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if plain {
+					if !strings.Contains(text, "Hello there.") {
+						t.Fatalf("answer %q", text)
+					}
+				} else {
+					if res.Text != "Hello there." {
+						t.Fatalf("answer %s", res.RawJSON())
+					}
+					var v struct {
+						Usage map[string]any `json:"usage"`
+					}
+					_ = json.Unmarshal([]byte(res.RawJSON()), &v)
+					if v.Usage["cost_nanos"] != float64(400_000) || v.Usage["seconds"] == nil {
+						t.Fatalf("usage %v", v.Usage)
+					}
+				}
+				form := up.lastForm(t)
+				if form.fileName != "meeting.wav" || form.fileType != "audio/wav" || form.fields["model"][0] != "whisper-1" {
+					t.Fatalf("upstream got %+v", form)
+				}
+				// 3.2 s (reported, or measured when the answer is plain text) is 4 started seconds.
+				env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
+			})
+		}
+	})
+
+	t.Run("transcription by tokens, streamed", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		params := upload()
+		params.Model = "gpt-transcribe"
+		var httpResp *http.Response
+		stream := oc.Audio.Transcriptions.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
+		var text strings.Builder
+		var done openai.TranscriptionStreamEventUnion
+		for stream.Next() {
+			ev := stream.Current()
+			switch ev.Type {
+			case "transcript.text.delta":
+				text.WriteString(ev.Delta)
+			case "transcript.text.done":
+				done = ev
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		// 10 text tokens at 2.5, 60 audio tokens at 6, 9 output tokens at 10 USD/M.
+		const nanos = 10*2500 + 60*6000 + 9*10_000
+		if text.String() != "Hello there." || !strings.Contains(done.RawJSON(), fmt.Sprintf(`"cost_nanos":%d`, nanos)) {
+			t.Fatalf("text %q, done %s", text.String(), done.RawJSON())
+		}
+		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, nanos, "input:10", "output:9", "input_audio_tokens:60")
+	})
+
+	t.Run("translation", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		var httpResp *http.Response
+		res, err := oc.Audio.Translations.New(ctx, openai.AudioTranslationNewParams{Model: "whisper", File: openai.File(bytes.NewReader(clip), "talk.wav", "audio/wav")},
+			option.WithResponseInto(&httpResp))
+		if err != nil || res.Text != "Hello there." {
+			t.Fatalf("%v %+v", err, res)
+		}
+		if up.lastForm(t).path != "/v1/audio/translations" {
+			t.Fatal("not sent to translations")
+		}
+		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
+	})
+
+	t.Run("fallback sends the whole upload again", func(t *testing.T) {
+		n := up.calls.Load()
+		params := upload()
+		params.Model = "whisper-fallback"
+		params.Language = openai.String("en")
+		res, err := oc.Audio.Transcriptions.New(ctx, params)
+		if err != nil || res.Text != "Hello there." {
+			t.Fatalf("%v %+v", err, res)
+		}
+		form := up.lastForm(t)
+		if down.calls.Load() == 0 || up.calls.Load() != n+1 || form.fileLen != len(clip) || form.fields["language"][0] != "en" {
+			t.Fatalf("down %d calls, second route got %+v", down.calls.Load(), form)
+		}
+	})
+}
+
+// endlessReader yields n bytes of filler without holding them.
+type endlessReader struct{ n int64 }
+
+func (r *endlessReader) Read(p []byte) (int, error) {
+	if r.n <= 0 {
+		return 0, io.EOF
+	}
+	k := min(int64(len(p)), r.n)
+	for i := range p[:k] {
+		p[i] = 'a'
+	}
+	r.n -= k
+	return int(k), nil
+}
+
+func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
+	up := newFakeAudio(t, nil)
+	cfg := providerBlock("oa", up.URL) + embeddingModel("whisper", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001"))
+	env := startGateway(t, cfg, "")
+	_, key := env.workspace(5 * usd)
+	const size = 200 << 20
+	for _, tc := range []struct {
+		name       string
+		modelFirst bool
+		length     bool
+	}{{"model first, chunked", true, false}, {"file first, chunked", false, false}, {"announced length", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			mw := multipart.NewWriter(pw)
+			go func() {
+				if tc.modelFirst {
+					_ = mw.WriteField("model", "whisper")
+				}
+				fw, _ := mw.CreateFormFile("file", "huge.wav")
+				if _, err := io.Copy(fw, &endlessReader{n: size}); err != nil {
+					_ = pw.CloseWithError(err)
+					return
+				}
+				if !tc.modelFirst {
+					_ = mw.WriteField("model", "whisper")
+				}
+				_ = pw.CloseWithError(mw.Close())
+			}()
+			req, _ := http.NewRequest(http.MethodPost, env.baseURL+"/v1/audio/transcriptions", pr)
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", mw.FormDataContentType())
+			if tc.length {
+				req.ContentLength = size + 400
+			}
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			allocated := ms.TotalAlloc
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			_ = pr.CloseWithError(io.ErrClosedPipe)
+			runtime.ReadMemStats(&ms)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "payload_too_large") || !strings.Contains(string(body), "25 MiB") {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			if n := up.calls.Load(); n != 0 {
+				t.Fatalf("the upstream was called %d times", n)
+			}
+			// The process allocated far less than the upload (the client's own writes included).
+			if grew := ms.TotalAlloc - allocated; grew > 16<<20 {
+				t.Fatalf("%d MiB allocated while refusing a %d MiB upload", grew>>20, size>>20)
+			}
+		})
+	}
+}
