@@ -3,9 +3,9 @@ package handlers
 import (
 	"context"
 	"errors"
-	"slices"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
