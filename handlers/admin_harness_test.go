@@ -33,6 +33,13 @@ func (p stubChat) ChatStream(context.Context, *providers.Request) (providers.Str
 	return nil, errors.New("stub")
 }
 
+// stubEmbedder is a stub provider that serves embeddings as well.
+type stubEmbedder struct{ stubChat }
+
+func (p stubEmbedder) Embed(context.Context, *providers.EmbeddingRequest) (*providers.EmbeddingResponse, error) {
+	return nil, errors.New("stub")
+}
+
 // adminGateway is a Gateway over a fresh SQLite store, served through ServeHTTP as the
 // Caddy handler does.
 type adminGateway struct {

@@ -60,20 +60,68 @@ func (g *Gateway) offeredModels() []offered {
 		o := offered{model: m, entry: g.catalogEntry(cat, m)}
 		if o.entry != nil {
 			o.organisation = o.entry.Organisation
-			o.endpoints = o.entry.Endpoints
 		} else {
 			o.organisation = modelOwner(m)
-			for _, rt := range m.Routes {
-				if chatCompletionsSurface.capability.supports(rt) {
-					o.endpoints = []string{"chat"}
-					break
-				}
+		}
+		o.endpoints = modelEndpoints(m, o.entry)
+		out = append(out, o)
+	}
+	return out
+}
+
+// familyCapabilities are the capabilities of each endpoint family of the catalogue: a
+// model serves a family when one of its routes' adapters has one of them.
+var familyCapabilities = map[string][]*capability{
+	"chat":        {&chatCompletionsSurface.capability},
+	"embeddings":  {&embeddingsCapability},
+	"moderations": {&moderationsCapability},
+	"audio":       {&speechCapability, &transcriptionsCapability, &translationsCapability},
+}
+
+// modelEndpoints are the endpoint families a model serves: those its catalogue entry names
+// or, for a model the catalogue does not know, those its prices are for (characters or
+// audio seconds: audio; images: images; pages: OCR; otherwise chat), each kept only when
+// one of its routes' adapters can serve it.
+func modelEndpoints(m *Model, entry *catalog.Model) []string {
+	var named []string
+	if entry != nil {
+		named = entry.Endpoints
+	} else {
+		named = pricedFamilies(m)
+	}
+	out := []string{}
+	for _, family := range named {
+		for _, cp := range familyCapabilities[family] {
+			if slices.ContainsFunc(m.Routes, cp.supports) {
+				out = append(out, family)
+				break
 			}
 		}
-		if o.endpoints == nil {
-			o.endpoints = []string{}
+	}
+	return out
+}
+
+// pricedFamilies guesses the families of a model from what its routes charge for.
+func pricedFamilies(m *Model) []string {
+	var out []string
+	add := func(f string) {
+		if !slices.Contains(out, f) {
+			out = append(out, f)
 		}
-		out = append(out, o)
+	}
+	for _, rt := range m.Routes {
+		p := rt.Price
+		switch {
+		case p.PerUnit(pricing.DimInputCharacters) > 0, p.PerUnit(pricing.DimInputAudioSeconds) > 0, p.PerUnit(pricing.DimOutputAudioSeconds) > 0,
+			p.PerUnit(pricing.DimOutputAudioTokens) > 0, p.PerUnit(pricing.DimInputAudioTokens) > 0:
+			add("audio")
+		case len(p.Images()) > 0, p.PerUnit(pricing.DimImageOutputTokens) > 0:
+			add("images")
+		case p.PerUnit(pricing.DimPage) > 0:
+			add("ocr")
+		default:
+			add("chat")
+		}
 	}
 	return out
 }

@@ -154,9 +154,16 @@ func discoveryModels() []*Model {
 		{Name: "fast", Routes: []Route{route("groq", "llama-3.3-70b-versatile", "0.59", "0.79")}},
 		{Name: "house-model", Routes: []Route{route("local", "my-finetune", "1", "2")}},
 		{Name: "mystery:free", OwnedBy: "acme-labs", Routes: []Route{route("local", "mystery-7b", "", "")}},
-		{Name: "embedder", Routes: []Route{route("openai", "text-embedding-3-small", "0.02", "")}},
+		{Name: "embedder", Routes: []Route{embedderRoute}},
 	}
 }
+
+// embedderRoute serves embeddings: a catalogue entry's endpoints count only where a route serves them.
+var embedderRoute = func() Route {
+	rt := route("openai", "text-embedding-3-small", "0.02", "")
+	rt.Provider = stubEmbedder{stubChat{"openai"}}
+	return rt
+}()
 
 func newDiscoveryGateway(t *testing.T) *adminGateway {
 	return newAdminGateway(t, discoveryModels(), func(g *Gateway) {

@@ -310,6 +310,35 @@ func TestAudioEndToEnd(t *testing.T) {
 		env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, nanos, "input:11", "output_audio_tokens:300")
 	})
 
+	t.Run("discovery lists the audio models", func(t *testing.T) {
+		status, body := env.get(key, "/gateway/models?endpoints=audio")
+		var list struct {
+			Data []struct {
+				ID        string   `json:"id"`
+				Endpoints []string `json:"endpoints"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 6 {
+			t.Fatalf("%d %s", status, body)
+		}
+		status, body = env.get(key, "/endpoints")
+		var eps struct {
+			Data []struct {
+				ID         string `json:"id"`
+				Available  bool   `json:"available"`
+				ModelCount int    `json:"model_count"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(body, &eps); status != 200 || err != nil {
+			t.Fatalf("%d %s", status, body)
+		}
+		for _, e := range eps.Data {
+			if e.ID == "audio" && (!e.Available || e.ModelCount != 6) {
+				t.Fatalf("audio endpoint %+v", e)
+			}
+		}
+	})
+
 	upload := func() openai.AudioTranscriptionNewParams {
 		return openai.AudioTranscriptionNewParams{Model: "whisper", File: openai.File(bytes.NewReader(clip), "meeting.wav", "audio/wav")}
 	}
