@@ -776,8 +776,9 @@ func TestResponsesForward(t *testing.T) {
 		writeSSE(w, rsCreated, rsCompleted)
 	}, func(c *Config) { c.API = "responses" })
 	// An upstream speaks the one text API it is configured with; the gateway translates the
-	// rest. Embeddings and moderations are forwarded either way.
-	other := []providers.WireFormat{providers.FormatOpenAIEmbeddings, providers.FormatOpenAIModerations}
+	// rest. The media endpoints are forwarded either way.
+	other := []providers.WireFormat{providers.FormatOpenAIEmbeddings, providers.FormatOpenAIModerations, providers.FormatOpenAISpeech,
+		providers.FormatOpenAITranscriptions, providers.FormatOpenAITranslations, providers.FormatOpenAIImages, providers.FormatOpenAIImageEdits}
 	if got := p.Formats(); !reflect.DeepEqual(got, append([]providers.WireFormat{providers.FormatOpenAIResponses}, other...)) {
 		t.Errorf("formats %v", got)
 	}
