@@ -149,6 +149,9 @@ type SpeechResponse struct {
 	UsageKnown bool
 }
 
+// UsageReporter is a response body that knows its usage once read to its end.
+type UsageReporter interface{ Usage() (MediaUsage, bool) }
+
 // Transcriber turns speech into text from the neutral model.
 type Transcriber interface {
 	Transcribe(ctx context.Context, req *TranscriptionRequest) (*Transcription, error)
