@@ -41,6 +41,7 @@ func newFake(t *testing.T, h http.HandlerFunc) *fakeGemini {
 		f.mu.Lock()
 		f.reqs = append(f.reqs, recorded{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 		f.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body)) // the handler may read it too
 		h(w, r)
 	}))
 	f.transport = &http.Transport{}

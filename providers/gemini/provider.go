@@ -1,8 +1,12 @@
 // Package gemini is the adapter for Google's Gemini Developer API (v1beta
 // generateContent and streamGenerateContent). Gemini is an upstream only: the package
 // turns the neutral model into generateContent bodies and Gemini's answers, whole or
-// streamed, back into neutral responses and events. It implements providers.Provider and
-// providers.ChatProvider.
+// streamed, back into neutral responses and events. It implements providers.Provider,
+// providers.ChatProvider and providers.Embedder, and the media capabilities
+// providers.SpeechSynthesizer (speech.go: streamGenerateContent with AUDIO, PCM decoded as it
+// streams, wav or pcm only) and providers.ImageGenerator (images.go: Imagen's :predict, or
+// generateContent with IMAGE for Gemini's image models); their policies are on Synthesize
+// and GenerateImages.
 //
 // Policies, where the formats do not meet one to one (translation map §3, §4):
 //

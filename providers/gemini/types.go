@@ -101,6 +101,33 @@ type GenerationConfig struct {
 	TopP             *float64        `json:"topP,omitempty"`
 	TopK             *int64          `json:"topK,omitempty"`
 	ThinkingConfig   *ThinkingConfig `json:"thinkingConfig,omitempty"`
+	// ResponseModalities asks for audio or images ("AUDIO", "TEXT", "IMAGE"); chat leaves
+	// it unset (text).
+	ResponseModalities []string      `json:"responseModalities,omitempty"`
+	SpeechConfig       *SpeechConfig `json:"speechConfig,omitempty"`
+	ImageConfig        *ImageConfig  `json:"imageConfig,omitempty"`
+}
+
+// SpeechConfig picks the voice of an AUDIO answer.
+type SpeechConfig struct {
+	VoiceConfig *VoiceConfig `json:"voiceConfig,omitempty"`
+}
+
+// VoiceConfig names one of Gemini's prebuilt voices.
+type VoiceConfig struct {
+	PrebuiltVoiceConfig *PrebuiltVoiceConfig `json:"prebuiltVoiceConfig,omitempty"`
+}
+
+// PrebuiltVoiceConfig is a voice name ("Kore", "Puck"...).
+type PrebuiltVoiceConfig struct {
+	VoiceName string `json:"voiceName"`
+}
+
+// ImageConfig shapes the images of an IMAGE answer: AspectRatio "1:1", "3:2"...; ImageSize
+// "1K", "2K" or "4K" (the models that take it).
+type ImageConfig struct {
+	AspectRatio string `json:"aspectRatio,omitempty"`
+	ImageSize   string `json:"imageSize,omitempty"`
 }
 
 // ThinkingConfig asks for thought summaries and bounds the thinking tokens (0 turns thinking
@@ -144,6 +171,55 @@ type UsageMetadata struct {
 	ToolUsePromptTokenCount TokenCount `json:"toolUsePromptTokenCount"`
 	ThoughtsTokenCount      TokenCount `json:"thoughtsTokenCount"`
 	TotalTokenCount         TokenCount `json:"totalTokenCount"`
+}
+
+// MediaUsageMetadata is usageMetadata with the per-modality counts that audio and image
+// answers are billed by. PromptTokenCount and CandidatesTokenCount are totals over the
+// modalities; the details split them (TEXT, IMAGE, AUDIO, VIDEO, DOCUMENT).
+type MediaUsageMetadata struct {
+	PromptTokenCount        TokenCount           `json:"promptTokenCount"`
+	CandidatesTokenCount    TokenCount           `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      TokenCount           `json:"thoughtsTokenCount"`
+	PromptTokensDetails     []ModalityTokenCount `json:"promptTokensDetails"`
+	CandidatesTokensDetails []ModalityTokenCount `json:"candidatesTokensDetails"`
+}
+
+// ModalityTokenCount is the share of one modality in a token count.
+type ModalityTokenCount struct {
+	Modality   string     `json:"modality"`
+	TokenCount TokenCount `json:"tokenCount"`
+}
+
+// PredictRequest is the body of an Imagen model's :predict.
+type PredictRequest struct {
+	Instances  []PredictInstance `json:"instances"`
+	Parameters PredictParameters `json:"parameters"`
+}
+
+// PredictInstance is one prompt.
+type PredictInstance struct {
+	Prompt string `json:"prompt"`
+}
+
+// PredictParameters are Imagen's settings: SampleCount images (1 to 4) of AspectRatio
+// ("1:1", "3:4", "4:3", "9:16", "16:9").
+type PredictParameters struct {
+	SampleCount int    `json:"sampleCount"`
+	AspectRatio string `json:"aspectRatio,omitempty"`
+}
+
+// PredictResponse is Imagen's answer: one prediction per image made. A prediction the
+// safety filter removed carries RaiFilteredReason instead of bytes.
+type PredictResponse struct {
+	Predictions []Prediction    `json:"predictions"`
+	Error       json.RawMessage `json:"error"`
+}
+
+// Prediction is one image, base64-encoded.
+type Prediction struct {
+	BytesBase64Encoded string `json:"bytesBase64Encoded"`
+	MimeType           string `json:"mimeType"`
+	RaiFilteredReason  string `json:"raiFilteredReason"`
 }
 
 // TokenCount reads a count written as a number or, as protobuf JSON writes 64-bit integers,

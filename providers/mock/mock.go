@@ -1,8 +1,14 @@
 // Package mock is a provider that needs no network, for trying the gateway offline and for
 // load-testing the gateway itself. Its answers are deterministic: the same request always
 // gets the same text, tool call and usage, after the configured latency and at the configured
-// chunk pace. It never fails on its own, except for a tool_choice that names no tool of the
-// request, which a real upstream rejects too.
+// chunk pace. It never fails on its own, except for a request a real upstream rejects too
+// (a tool_choice that names no tool of the request, an unknown audio format, an image size
+// that is not WIDTHxHEIGHT).
+//
+// Beside chat it has every neutral capability the gateway routes by: embeddings and
+// moderations (media.go), speech and transcription (audio.go: a tone as WAV or PCM, silent
+// MP3 frames, paced in chunks like a stream), images (images.go: tiny gradients, PNG or
+// JPEG) and OCR (ocr.go: a page of markdown per page asked).
 package mock
 
 import (
