@@ -517,3 +517,62 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 		})
 	}
 }
+
+func TestAudioThroughNeutralAdapters(t *testing.T) {
+	clip := wavFile(3200 * time.Millisecond)
+	cfg := `
+		provider mk {
+			type mock
+			chunks 4
+		}` +
+		embeddingModel("mock-tts", embeddingRoute("mk", "mock-tts", "input_characters 15")) +
+		embeddingModel("mock-whisper", embeddingRoute("mk", "mock-whisper", "input_audio_seconds 0.0001"))
+	env := startGateway(t, cfg, "")
+	wsID, key := env.workspace(5 * usd)
+	ctx := context.Background()
+	oc := env.openai(key)
+	const text = "Twelve words."
+
+	before := env.balance(wsID).BalanceNanos
+	resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "mock-tts", Input: text, ResponseFormat: openai.AudioSpeechNewParamsResponseFormatWAV,
+		Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wav, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "audio/wav" || len(wav) < 44 || string(wav[:4]) != "RIFF" || string(wav[8:12]) != "WAVE" {
+		t.Fatalf("%s: %d bytes %q", resp.Header.Get("Content-Type"), len(wav), wav[:min(12, len(wav))])
+	}
+	env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, int64(len(text))*15_000, fmt.Sprintf("input_characters:%d", len(text)))
+
+	resp, err = oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "mock-tts", Input: text, ResponseFormat: openai.AudioSpeechNewParamsResponseFormatPCM,
+		StreamFormat: openai.AudioSpeechNewParamsStreamFormatSSE, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if n := strings.Count(string(events), `"speech.audio.delta"`); n < 2 || !strings.Contains(string(events), fmt.Sprintf(`"cost_nanos":%d`, len(text)*15_000)) {
+		t.Fatalf("%d deltas in %s", n, events[max(0, len(events)-300):])
+	}
+
+	for _, format := range []openai.AudioResponseFormat{"json", "verbose_json", "srt"} {
+		before := env.balance(wsID).BalanceNanos
+		var httpResp *http.Response
+		var body []byte
+		_, err := oc.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{Model: "mock-whisper", ResponseFormat: format,
+			File: openai.File(bytes.NewReader(clip), "meeting.wav", "audio/wav")}, option.WithResponseInto(&httpResp), option.WithResponseBodyInto(&body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := string(body)
+		if !strings.Contains(raw, "mock transcription of meeting.wav") {
+			t.Fatalf("%s: %s", format, raw)
+		}
+		if format == "srt" && !strings.HasPrefix(raw, "1\n00:00:00,000 --> ") {
+			t.Fatalf("srt %q", raw)
+		}
+		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
+	}
+}
