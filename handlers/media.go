@@ -200,7 +200,7 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 	p := mediaBufs.Get()
 	defer mediaBufs.Put(p, *p)
 	buf := (*p)[:cap(*p)]
-	n, err := io.ReadAtLeast(ans.body, buf[:1], 1)
+	n, err := io.ReadAtLeast(ans.body, buf, 1)
 	if n == 0 {
 		if err == io.EOF {
 			err = errors.New("the provider answered no audio")
