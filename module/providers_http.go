@@ -15,11 +15,12 @@ import (
 const defaultAttemptTimeout = 10 * time.Minute
 
 // httpUpstream holds the options of a provider type reached over HTTP, which the built-in
-// ones (openai, anthropic, gemini) embed.
+// ones (openai, anthropic, gemini, mistral) embed.
 type httpUpstream struct {
 	// BaseURL is the API root, e.g. https://api.groq.com/openai/v1. Placeholders are
 	// resolved. Default: the vendor's API (openai https://api.openai.com/v1, anthropic
-	// https://api.anthropic.com, gemini https://generativelanguage.googleapis.com/v1beta).
+	// https://api.anthropic.com, gemini https://generativelanguage.googleapis.com/v1beta,
+	// mistral https://api.mistral.ai/v1).
 	BaseURL string `json:"base_url,omitempty"`
 	// APIKey authenticates to the provider; write "{env.OPENAI_API_KEY}" to read it from the
 	// environment when the configuration loads. One that resolves empty has every call

@@ -19,9 +19,9 @@ func TestProviderAdapter(t *testing.T) {
 		wantPrefill bool
 	}{
 		{name: "missing", wantErr: "adapter is required"},
-		{name: "no type", adapter: `{"api_key":"` + secret + `"}`, wantErr: "type is required (anthropic, echo, gemini, mock or openai)"},
+		{name: "no type", adapter: `{"api_key":"` + secret + `"}`, wantErr: "type is required (anthropic, echo, gemini, mistral, mock or openai)"},
 		{name: "unknown type", adapter: `{"type":"nope","api_key":"` + secret + `"}`,
-			wantErr: "no module model_gateway.providers.nope in this build, whose types are anthropic, echo, gemini, mock and openai; add a provider type from another Go module with xcaddy build --with"},
+			wantErr: "no module model_gateway.providers.nope in this build, whose types are anthropic, echo, gemini, mistral, mock and openai; add a provider type from another Go module with xcaddy build --with"},
 		{name: "unknown option", adapter: `{"type":"mock","base_url":"http://a"}`, wantErr: `unknown field "base_url"`},
 		{name: "bad base_url", adapter: `{"type":"openai","base_url":"localhost:8000"}`, wantErr: "must be an http or https URL"},
 		{name: "bad api", adapter: `{"type":"openai","api":"completions"}`, wantErr: "want chat or responses"},
@@ -29,6 +29,10 @@ func TestProviderAdapter(t *testing.T) {
 		{name: "openai", adapter: `{"type":"openai","api_key":"` + secret + `"}`},
 		{name: "anthropic", adapter: `{"type":"anthropic","version":"2023-06-01"}`, wantPrefill: true},
 		{name: "gemini", adapter: `{"type":"gemini"}`},
+		{name: "mistral", adapter: `{"type":"mistral","api_key":"` + secret + `","base_url":"https://eu.api.mistral.ai/v1","timeout":60000000000}`},
+		{name: "mistral bad base_url", adapter: `{"type":"mistral","base_url":"api.mistral.ai"}`, wantErr: "must be an http or https URL"},
+		{name: "mistral unknown option", adapter: `{"type":"mistral","api":"responses"}`, wantErr: `unknown field "api"`},
+		{name: "mistral negative timeout", adapter: `{"type":"mistral","timeout":-1}`, wantErr: "timeout must not be negative"},
 		{name: "mock", adapter: `{"type":"mock","chunks":2}`, wantPrefill: true},
 		{name: "third-party", adapter: `{"type":"echo","greeting":"hi"}`},
 	} {

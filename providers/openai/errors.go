@@ -35,10 +35,11 @@ var (
 
 // ParseError turns a non-2xx answer into an *UpstreamError: the OpenAI error shape
 // {"error":{"message","type","param","code"}} and the shapes of compatible servers
-// ({"error":"text"}, top-level {"message","type","code"} of vLLM and Mistral,
-// {"detail":...} of FastAPI servers, plain text) are read; the category comes from the
-// status, refined by the body (translation map §3.12). keyConfigured tells whether the
-// adapter sent a key: a 401 without one means credentials are not configured.
+// ({"error":"text"}, top-level {"message","type","code"} of vLLM and Mistral, Mistral's
+// validation errors {"message":{"detail":[...]}}, {"detail":...} of FastAPI servers, plain
+// text) are read; the category comes from the status, refined by the body (translation
+// map §3.12). keyConfigured tells whether the adapter sent a key: a 401 without one means
+// credentials are not configured.
 //
 // The body must not contain the caller's credentials; the adapter redacts its key first.
 func ParseError(provider string, status int, h http.Header, body []byte, keyConfigured bool) *providers.UpstreamError {
@@ -85,6 +86,15 @@ func fillFromBody(e *providers.UpstreamError, body []byte) {
 	e.Message, e.Type, e.Param, e.Code = string(f.Message), string(f.Type), string(f.Param), string(f.Code)
 	if e.Message == "" && len(f.Detail) > 0 {
 		e.Message = detailMessage(f.Detail)
+	}
+	// Mistral wraps FastAPI's validation errors in its own: {"message":{"detail":[...]}}.
+	if strings.HasPrefix(e.Message, "{") {
+		var in struct {
+			Detail json.RawMessage `json:"detail"`
+		}
+		if json.Unmarshal([]byte(e.Message), &in) == nil && len(in.Detail) > 0 {
+			e.Message = detailMessage(in.Detail)
+		}
 	}
 	e.Message = upstreamhttp.Truncate(e.Message, upstreamhttp.MaxMessage)
 }

@@ -124,6 +124,11 @@ func TestParseError(t *testing.T) {
 			category: providers.CategoryInvalidRequest, message: "field required",
 		},
 		{
+			name: "mistral validation", status: 422,
+			body:     `{"object":"error","message":{"detail":[{"type":"extra_forbidden","loc":["body","store"],"msg":"Extra inputs are not permitted","input":false}]},"type":"invalid_request_error","param":null,"code":null}`,
+			category: providers.CategoryInvalidRequest, typ: "invalid_request_error", message: "Extra inputs are not permitted",
+		},
+		{
 			name: "detail string", status: 401, body: `{"detail":"Invalid token"}`,
 			category: providers.CategoryCredentialsInvalid, message: "Invalid token",
 		},
