@@ -50,7 +50,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			credit_top_up on|off
 //
 //			provider <name> {
-//				type openai|anthropic|gemini|mistral|mock|<type of a provider module>
+//				type openai|anthropic|gemini|elevenlabs|mistral|mock|<type of a provider module>
 //				<the type's options: see its UnmarshalCaddyfile>
 //				# resilience (also settable per route)
 //				retries <n>
@@ -359,6 +359,19 @@ func (p *AnthropicProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		<base_url, api_key, header, timeout, stream_idle_timeout, transport as for openai>
 //	}
 func (p *GeminiProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return parseProviderOptions(d, p.httpUpstream.unmarshalOption)
+}
+
+// UnmarshalCaddyfile reads the elevenlabs provider type's options, the lines of a provider
+// block other than type and the resilience options:
+//
+//	provider <name> {
+//		type elevenlabs
+//		<base_url, api_key, header, timeout, stream_idle_timeout, transport as for openai>
+//	}
+//
+// base_url is the API root without its version (default https://api.elevenlabs.io).
+func (p *ElevenLabsProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseProviderOptions(d, p.httpUpstream.unmarshalOption)
 }
 
@@ -743,6 +756,7 @@ var (
 	_ caddyfile.Unmarshaler = (*AnthropicProvider)(nil)
 	_ caddyfile.Unmarshaler = (*GeminiProvider)(nil)
 	_ caddyfile.Unmarshaler = (*MistralProvider)(nil)
+	_ caddyfile.Unmarshaler = (*ElevenLabsProvider)(nil)
 	_ caddyfile.Unmarshaler = (*MockProvider)(nil)
 )
 

@@ -5,9 +5,9 @@
 // # Provider types
 //
 // A provider's type is a Caddy guest module of the namespace model_gateway.providers, which
-// implements ProviderModule: model_gateway.providers.openai, .anthropic, .gemini, .mistral
-// and .mock are built in. Another upstream needs no change here: a Go module of its own
-// registers its type,
+// implements ProviderModule: model_gateway.providers.openai, .anthropic, .gemini,
+// .elevenlabs, .mistral and .mock are built in. Another upstream needs no change here: a Go
+// module of its own registers its type,
 //
 //	func init() { caddy.RegisterModule(new(Echo)) }
 //

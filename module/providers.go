@@ -46,8 +46,8 @@ type ProviderConfig struct {
 	// AdapterRaw is the provider's type and the type's own options, the module
 	// model_gateway.providers.<type>: {"type": "openai", "base_url": ..., "api_key": ...}.
 	// Built in: openai (OpenAI and every OpenAI-compatible server), anthropic (the Messages
-	// API), gemini (Google's generateContent), mistral (Mistral's API, OCR and Voxtral
-	// transcription included) and mock. Required.
+	// API), gemini (Google's generateContent), elevenlabs (ElevenLabs' speech and Scribe),
+	// mistral (Mistral's API, OCR and Voxtral transcription included) and mock. Required.
 	AdapterRaw json.RawMessage `json:"adapter" caddy:"namespace=model_gateway.providers inline_key=type"`
 
 	// Resilience is the retry, timeout and circuit-breaking policy of the provider's routes.

@@ -15,12 +15,12 @@ import (
 const defaultAttemptTimeout = 10 * time.Minute
 
 // httpUpstream holds the options of a provider type reached over HTTP, which the built-in
-// ones (openai, anthropic, gemini, mistral) embed.
+// ones (openai, anthropic, gemini, elevenlabs, mistral) embed.
 type httpUpstream struct {
 	// BaseURL is the API root, e.g. https://api.groq.com/openai/v1. Placeholders are
 	// resolved. Default: the vendor's API (openai https://api.openai.com/v1, anthropic
 	// https://api.anthropic.com, gemini https://generativelanguage.googleapis.com/v1beta,
-	// mistral https://api.mistral.ai/v1).
+	// mistral https://api.mistral.ai/v1, elevenlabs https://api.elevenlabs.io).
 	BaseURL string `json:"base_url,omitempty"`
 	// APIKey authenticates to the provider; write "{env.OPENAI_API_KEY}" to read it from the
 	// environment when the configuration loads. One that resolves empty has every call
@@ -30,8 +30,8 @@ type httpUpstream struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Timeout bounds one upstream attempt from request to last byte. Default: 10m.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
-	// StreamIdleTimeout ends a stream the adapter translates that sends nothing for this
-	// long. Default: 30s.
+	// StreamIdleTimeout ends a stream the adapter translates (for elevenlabs, the audio of a
+	// speech) that sends nothing for this long. Default: 30s.
 	StreamIdleTimeout caddy.Duration `json:"stream_idle_timeout,omitempty"`
 	// TransportRaw is Caddy's reverse-proxy HTTP transport ({"protocol": "http", ...}) with its
 	// dial and header timeouts, keep-alive pool, TLS and HTTP/2 options. Default: Caddy's.
