@@ -576,3 +576,154 @@ func TestAudioThroughNeutralAdapters(t *testing.T) {
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
 	}
 }
+
+// newFakeAudioVendors speaks ElevenLabs (text-to-speech, Scribe), Mistral (Voxtral
+// transcription, plain and streamed) and Gemini (streamed speech) on one server.
+func newFakeAudioVendors(t *testing.T, wantFile []byte) *httptest.Server {
+	pcm := speechClip[:24000]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		checkFile := func() bool {
+			f, fh, err := r.FormFile("file")
+			if err != nil {
+				http.Error(w, `{"detail":"no file"}`, 422)
+				return false
+			}
+			data, _ := io.ReadAll(f)
+			if !bytes.Equal(data, wantFile) || fh.Filename != "meeting.wav" {
+				http.Error(w, `{"detail":"damaged file"}`, 422)
+				return false
+			}
+			return true
+		}
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/v1/text-to-speech/voice-123/stream"):
+			if r.Header.Get("xi-api-key") != "el-secret" || r.URL.Query().Get("output_format") != "mp3_44100_128" {
+				http.Error(w, `{"detail":{"status":"invalid","message":"bad request"}}`, 400)
+				return
+			}
+			w.Header().Set("Content-Type", "audio/mpeg")
+			_, _ = w.Write(speechClip)
+		case r.URL.Path == "/v1/speech-to-text":
+			if !checkFile() || r.FormValue("model_id") != "scribe_v1" {
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"language_code":"eng","language_probability":0.98,"text":"Hello there.","words":[{"text":"Hello","start":0.1,"end":0.5,"type":"word","speaker_id":"speaker_0"},{"text":" ","start":0.5,"end":0.6,"type":"spacing"},{"text":"there.","start":0.6,"end":1.1,"type":"word","speaker_id":"speaker_0"}]}`)
+		case r.URL.Path == "/mistral/v1/audio/transcriptions":
+			if !checkFile() {
+				return
+			}
+			if r.FormValue("stream") == "true" {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, "event: transcription.language\ndata: {\"type\":\"transcription.language\",\"audio_language\":\"en\"}\n\n")
+				fmt.Fprint(w, "event: transcription.text.delta\ndata: {\"type\":\"transcription.text.delta\",\"text\":\"Hello there.\"}\n\n")
+				fmt.Fprint(w, "event: transcription.done\ndata: {\"type\":\"transcription.done\",\"model\":\"voxtral-mini-latest\",\"text\":\"Hello there.\",\"language\":\"en\",\"segments\":[],\"usage\":{\"prompt_audio_seconds\":3.2,\"prompt_tokens\":5,\"completion_tokens\":4,\"total_tokens\":9}}\n\n")
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"model":"voxtral-mini-latest","text":"Hello there.","language":"en","segments":[],"usage":{"prompt_audio_seconds":3.2,"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}`)
+		case strings.HasSuffix(r.URL.Path, ":streamGenerateContent"):
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := 0; i < len(pcm); i += 8000 {
+				fmt.Fprintf(w, "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"inlineData\":{\"mimeType\":\"audio/L16;codec=pcm;rate=24000\",\"data\":%q}}]}}]}\n\n",
+					base64.StdEncoding.EncodeToString(pcm[i:i+8000]))
+			}
+			fmt.Fprint(w, "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":9,\"candidatesTokenCount\":75,\"totalTokenCount\":84}}\n\n")
+		default:
+			http.Error(w, `{"detail":"no such path"}`, 404)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestAudioThroughTranslatedUpstreams(t *testing.T) {
+	clip := wavFile(3200 * time.Millisecond)
+	up := newFakeAudioVendors(t, clip)
+	cfg := fmt.Sprintf(`
+		provider el {
+			type elevenlabs
+			base_url %[1]s
+			api_key el-secret
+			retries 0
+		}
+		provider mi {
+			type mistral
+			base_url %[1]s/mistral/v1
+			api_key mi-secret
+			retries 0
+		}
+		provider ge {
+			type gemini
+			base_url %[1]s/v1beta
+			api_key ge-secret
+			retries 0
+		}`, up.URL) +
+		embeddingModel("eleven", embeddingRoute("el", "eleven_multilingual_v2", "input_characters 100")) +
+		embeddingModel("scribe", embeddingRoute("el", "scribe_v1", "input_audio_seconds 0.0001")) +
+		embeddingModel("voxtral", embeddingRoute("mi", "voxtral-mini-latest", "input_audio_seconds 0.00003")) +
+		embeddingModel("gemini-tts", embeddingRoute("ge", "gemini-2.5-flash-preview-tts", "input 0.5\n\t\t\t\toutput_audio_tokens 10"))
+	env := startGateway(t, cfg, "")
+	wsID, key := env.workspace(5 * usd)
+	ctx := context.Background()
+	oc := env.openai(key)
+	const text = "Hello there."
+
+	before := env.balance(wsID).BalanceNanos
+	resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "eleven", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("voice-123")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !bytes.Equal(got, speechClip) {
+		t.Fatalf("elevenlabs speech: %d bytes", len(got))
+	}
+	env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, int64(len(text))*100_000, fmt.Sprintf("input_characters:%d", len(text)))
+
+	before = env.balance(wsID).BalanceNanos
+	resp, err = oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "gemini-tts", Input: text, ResponseFormat: openai.AudioSpeechNewParamsResponseFormatWAV,
+		Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("Kore")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if len(got) != 44+24000 || string(got[:4]) != "RIFF" || !bytes.Equal(got[44:], speechClip[:24000]) {
+		t.Fatalf("gemini speech: %d bytes", len(got))
+	}
+	// 9 prompt tokens at 0.5, 75 audio tokens at 10 USD/M, read once the audio ended.
+	env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, 9*500+75*10_000, "input:9", "output_audio_tokens:75")
+
+	for _, tc := range []struct {
+		model  string
+		stream bool
+		nanos  int64
+	}{{"scribe", false, 400_000}, {"voxtral", false, 120_000}, {"voxtral", true, 120_000}} {
+		before := env.balance(wsID).BalanceNanos
+		params := openai.AudioTranscriptionNewParams{Model: tc.model, File: openai.File(bytes.NewReader(clip), "meeting.wav", "audio/wav")}
+		var httpResp *http.Response
+		var text string
+		if tc.stream {
+			stream := oc.Audio.Transcriptions.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
+			for stream.Next() {
+				if ev := stream.Current(); ev.Type == "transcript.text.done" {
+					text = ev.Text
+				}
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			res, err := oc.Audio.Transcriptions.New(ctx, params, option.WithResponseInto(&httpResp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text = res.Text
+		}
+		if text != "Hello there." {
+			t.Fatalf("%s: %q", tc.model, text)
+		}
+		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, tc.nanos, "input_audio_seconds:4")
+	}
+}
