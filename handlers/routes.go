@@ -36,8 +36,8 @@ func (g *Gateway) routeTable() []apiRoute {
 		{post, "/audio/speech", authStandard, oa, nil},
 		{post, "/audio/transcriptions", authStandard, oa, nil},
 		{post, "/audio/translations", authStandard, oa, nil},
-		{post, "/images/generations", authStandard, oa, nil},
-		{post, "/images/edits", authStandard, oa, nil},
+		{post, "/images/generations", authStandard, oa, g.imageGenerations},
+		{post, "/images/edits", authStandard, oa, g.imageEdits},
 		{post, "/ocr", authStandard, oa, nil},
 		// Jobs, files and batches.
 		{post, "/videos", authStandard, oa, nil},
