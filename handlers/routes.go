@@ -38,7 +38,7 @@ func (g *Gateway) routeTable() []apiRoute {
 		{post, "/audio/translations", authStandard, oa, nil},
 		{post, "/images/generations", authStandard, oa, g.imageGenerations},
 		{post, "/images/edits", authStandard, oa, g.imageEdits},
-		{post, "/ocr", authStandard, oa, nil},
+		{post, "/ocr", authStandard, oa, g.ocr},
 		// Jobs, files and batches.
 		{post, "/videos", authStandard, oa, nil},
 		{get, "/videos", authStandard, oa, nil},
