@@ -76,6 +76,8 @@ var familyCapabilities = map[string][]*capability{
 	"embeddings":  {&embeddingsCapability},
 	"moderations": {&moderationsCapability},
 	"audio":       {&speechCapability, &transcriptionsCapability, &translationsCapability},
+	"images":      {&imageGenerationsCapability, &imageEditsCapability},
+	"ocr":         {&ocrCapability},
 }
 
 // modelEndpoints are the endpoint families a model serves: those its catalogue entry names
