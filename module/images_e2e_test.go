@@ -3,6 +3,7 @@ package module
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,6 +145,9 @@ func TestImagesEndToEnd(t *testing.T) {
 	cfg := providerBlock("oa", up.URL) + resilientProvider("down", down.URL, "retries 0") + `
 		provider media {
 			type media_fake
+		}
+		provider mk {
+			type mock
 		}` +
 		embeddingModel("gpt-image", embeddingRoute("oa", "gpt-image-1", gptImage)) +
 		embeddingModel("dalle", embeddingRoute("oa", "dall-e-3", `image 0.04 size 1024x1024 quality standard
@@ -151,7 +155,8 @@ func TestImagesEndToEnd(t *testing.T) {
 				image 0.08 size 1792x1024 quality standard`)) +
 		embeddingModel("gpt-image-fallback", embeddingRoute("down", "gpt-image-1", gptImage)+embeddingRoute("oa", "gpt-image-1", gptImage)) +
 		embeddingModel("gpt-image-small", embeddingRoute("oa", "gpt-image-1", gptImage+"\n\t\t\t\tmax_upload 1KiB")) +
-		embeddingModel("neutral-image", embeddingRoute("media", "fake-image-1", "image 0.02\n\t\t\t\tinput 1"))
+		embeddingModel("neutral-image", embeddingRoute("media", "fake-image-1", "image 0.02\n\t\t\t\tinput 1")) +
+		embeddingModel("mock-image", embeddingRoute("mk", "mock-image", "image 0.04 size 1024x1024 quality standard\n\t\t\t\timage 0.08 size 1024x1024 quality hd"))
 	env := startGateway(t, cfg, "")
 	wsID, key := env.workspace(5 * usd)
 	ctx := context.Background()
@@ -377,5 +382,18 @@ func TestImagesEndToEnd(t *testing.T) {
 			t.Fatalf("%v %v", err, events)
 		}
 		charged(t, httpResp.Header.Get("X-Generation-Id"), readCost(t, events[0].AsImageGenerationCompleted().Usage.RawJSON()), "input×3=3000 image×1=20000000")
+	})
+
+	t.Run("mock route, priced by size and quality", func(t *testing.T) {
+		var httpResp *http.Response
+		resp, err := oc.Images.Generate(ctx, openai.ImageGenerateParams{Model: "mock-image", Prompt: "a red fox", N: openai.Int(2), Quality: "hd"}, option.WithResponseInto(&httpResp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		png, _ := base64.StdEncoding.DecodeString(resp.Data[0].B64JSON)
+		if len(resp.Data) != 2 || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+			t.Fatalf("%s", resp.RawJSON())
+		}
+		charged(t, httpResp.Header.Get("X-Generation-Id"), readCost(t, resp.Usage.RawJSON()), "image×2=160000000")
 	})
 }

@@ -64,11 +64,12 @@ func TestOCREndToEnd(t *testing.T) {
 	})
 	cfg := providerBlock("vision", vision.URL) + fmt.Sprintf(`
 		provider mistral {
-			type ocr_wire
-			base_url %s
+			type mistral
+			base_url %s/v1
+			api_key mistral-secret
 		}
 		provider reader {
-			type media_fake
+			type mock
 		}`, mistral.URL) +
 		embeddingModel("mistral-ocr", embeddingRoute("mistral", "mistral-ocr-latest", "page 0.001")) +
 		embeddingModel("reader-ocr", embeddingRoute("reader", "reader-1", "page 0.002")) +
@@ -128,8 +129,8 @@ func TestOCREndToEnd(t *testing.T) {
 	})
 
 	t.Run("document reader", func(t *testing.T) {
-		a := ocr(t, `{"model":"reader-ocr","document":{"document_url":"https://example.com/a.pdf"}}`, "page×3=6000000")
-		if len(a.Pages) != 3 || !strings.HasPrefix(a.Text, "Page 1 of https://example.com/a.pdf\n\nPage 2") {
+		a := ocr(t, `{"model":"reader-ocr","document":{"document_url":"https://example.com/a.pdf"},"pages":[0,1,2]}`, "page×3=6000000")
+		if len(a.Pages) != 3 || !strings.HasPrefix(a.Text, "# Page 1\n\nmock text of https://example.com/a.pdf\n\n# Page 2") {
 			t.Fatalf("%+v", a)
 		}
 	})
