@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/internal/audioprobe"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
-	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/internal/readall"
 	"github.com/modelgateway/caddy-modelgateway/internal/upload"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -202,16 +200,17 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 	if err != nil {
 		return err
 	}
-	if t.stream {
+	switch {
+	case t.stream:
 		return c.relayEvents(w, r, rt, began, resp, mediaEvents{final: []string{"transcript.text.done"}, meter: t.meterAnswer})
+	case !t.plainText():
+		return c.answerForwarded(w, r, rt, began, resp, wireFormat{format: format, appendUsage: c.appendTranscriptionUsage, finish: noFinish, meter: t.meterAnswer})
 	}
+	// Plain text carries no usage: the measurement of the upload is billed.
 	in := answerBufs.Get()
 	data, err := readall.Append((*in)[:0], io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
 	defer answerBufs.Put(in, data)
 	_ = resp.Body.Close()
-	if err == nil && !t.plainText() && !rawjson.Valid(data) {
-		err = errors.New("the provider answered with invalid JSON")
-	}
 	if err != nil {
 		ue := c.providerFault(rt, err.Error(), data)
 		c.recordAttempt(rt, began, ue)
@@ -220,17 +219,11 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 	c.recordAttempt(rt, began, nil)
 	c.firstByte = c.g.Now()
 	c.route = &rt
-	if t.plainText() {
-		ct := resp.Header.Get("Content-Type")
-		if ct == "" {
-			ct = plainTextType(t.format)
-		}
-		return c.answerText(w, r, ct, data)
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		ct = plainTextType(t.format)
 	}
-	if err := t.meterAnswer(c, data); err != nil {
-		c.g.Logger.Warn("the transcription's usage could not be read; the gateway's measurement is billed", zapErr(err))
-	}
-	return c.answerComplete(w, r, data, c.appendTranscriptionUsage)
+	return c.answerText(w, r, ct, data)
 }
 
 // answerText settles and writes a plain-text answer, which has no room for the cost: the
