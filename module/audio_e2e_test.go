@@ -22,6 +22,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared/constant"
 )
 
 // wavFile is a 16 kHz 16-bit mono WAV of d, its samples a deterministic noise (so that a
@@ -259,6 +260,27 @@ func TestAudioEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("speech billed when the client leaves mid-clip", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "slow-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, 512)); err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		genID := resp.Header.Get("X-Generation-Id")
+		deadline := time.Now().Add(5 * time.Second)
+		for env.balance(wsID).BalanceNanos == before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		env.chargedLines(t, wsID, genID, before, int64(len(text))*15_000, fmt.Sprintf("input_characters:%d", len(text)))
+		if gen := env.generation(wsID, genID); !gen.Cancelled {
+			t.Fatalf("the generation is not marked cancelled: %+v", gen)
+		}
+	})
+
 	t.Run("speech events and tokens", func(t *testing.T) {
 		before := env.balance(wsID).BalanceNanos
 		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "mini-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("coral")},
@@ -432,12 +454,15 @@ func TestAudioEndToEnd(t *testing.T) {
 		params := upload()
 		params.Model = "whisper-fallback"
 		params.Language = openai.String("en")
+		params.ChunkingStrategy = openai.AudioTranscriptionNewParamsChunkingStrategyUnion{OfAuto: constant.ValueOf[constant.Auto]()}
+		params.Include = []openai.TranscriptionInclude{openai.TranscriptionIncludeLogprobs}
 		res, err := oc.Audio.Transcriptions.New(ctx, params)
 		if err != nil || res.Text != "Hello there." {
 			t.Fatalf("%v %+v", err, res)
 		}
 		form := up.lastForm(t)
-		if down.calls.Load() == 0 || up.calls.Load() != n+1 || form.fileLen != len(clip) || form.fields["language"][0] != "en" {
+		if down.calls.Load() == 0 || up.calls.Load() != n+1 || form.fileLen != len(clip) || form.fields["language"][0] != "en" ||
+			fmt.Sprint(form.fields["chunking_strategy"]) != "[auto]" || fmt.Sprint(form.fields["include[]"]) != "[logprobs]" {
 			t.Fatalf("down %d calls, second route got %+v", down.calls.Load(), form)
 		}
 	})
