@@ -109,6 +109,12 @@ func (a *arm) fetch(ctx context.Context, body []byte, st *answerStamps) error {
 	if err != nil {
 		return err
 	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
 	var n int64
 	if st == nil {
 		n, err = io.Copy(io.Discard, resp.Body)
@@ -123,14 +129,10 @@ func (a *arm) fetch(ctx context.Context, body []byte, st *answerStamps) error {
 		answerBuf.Put(b)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
-		a.ok200.Add(1)
-	}
+	a.ok200.Add(1)
 	switch {
 	case err != nil:
 		return err
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("status %d", resp.StatusCode)
 	case n == 0:
 		return fmt.Errorf("empty answer")
 	}
