@@ -99,8 +99,8 @@ func TestRoutePatternsAndAliases(t *testing.T) {
 	_, std, mgmt := a.workspace(0)
 
 	// A family not built yet answers 501; an alias answers as its route does.
-	status, v := a.do(http.MethodPost, "/ocr", std, `{"model":"m"}`)
-	wantError(t, "/ocr", status, v, 501, CodeNotImplemented, "")
+	status, v := a.do(http.MethodPost, "/music/generate", std, `{"model":"m"}`)
+	wantError(t, "/music/generate", status, v, 501, CodeNotImplemented, "")
 	for _, path := range []string{"/moderations", "/moderation"} {
 		status, v := a.do(http.MethodPost, path, std, `{"input":"hi"}`)
 		wantError(t, path, status, v, 400, CodeUnsupportedModel, "model")
@@ -352,8 +352,8 @@ func TestDataModelsAndDirectories(t *testing.T) {
 	if mod := item(t, v, "moderations"); mod["available"] != true {
 		t.Fatalf("moderations is served: %v", mod)
 	}
-	if ocr := item(t, v, "ocr"); ocr["available"] != false {
-		t.Fatalf("ocr is a placeholder yet: %v", ocr)
+	if video := item(t, v, "video"); video["available"] != false {
+		t.Fatalf("video is a placeholder yet: %v", video)
 	}
 	if got := a.walk("/endpoints", std, 3); len(got) != 7 {
 		t.Fatalf("walked endpoints %v", got)

@@ -22,6 +22,10 @@ type wireFormat struct {
 	// adapt, when set, rewrites a complete answer before it is read and decorated (an
 	// embedding's encoding made the one the client asked for).
 	adapt func(answer []byte) ([]byte, error)
+	// meter, when set, meters the call from the complete answer (adapted) instead of
+	// parseUsage: a media answer's usage by dimension (images, pages). Its error fails the
+	// attempt as an unusable answer.
+	meter func(c *call, answer []byte) error
 }
 
 // forward sends the rewritten body to an upstream of the surface's own format. A streamed
@@ -39,6 +43,11 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 	if stream {
 		return relay(began, resp)
 	}
+	return c.answerForwarded(w, r, rt, began, resp, wf)
+}
+
+// answerForwarded reads, bills and writes the complete answer of a forwarded request.
+func (c *call) answerForwarded(w http.ResponseWriter, r *http.Request, rt Route, began time.Time, resp *providers.RawResponse, wf wireFormat) error {
 	// The answer is read into, and decorated into, buffers reused across requests: nothing
 	// keeps a slice of either once it is written (what is kept of it, its id and finish
 	// reason, is copied out).
@@ -55,18 +64,24 @@ func (c *call) forward(w http.ResponseWriter, r *http.Request, rt Route, fw prov
 		return ue
 	}
 	if wf.adapt != nil {
-		if data, err = wf.adapt(data); err != nil {
-			ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Err: err}
-			c.recordAttempt(rt, began, ue)
-			return ue
-		}
+		data, err = wf.adapt(data)
+	}
+	if err == nil && wf.meter != nil {
+		err = wf.meter(c, data)
+	}
+	if err != nil {
+		ue := &providers.UpstreamError{Provider: rt.ProviderName, Status: resp.Status, Category: providers.CategoryServerError, Retryable: true, Message: err.Error(), Err: err}
+		c.recordAttempt(rt, began, ue)
+		return ue
 	}
 	c.recordAttempt(rt, began, nil)
 	c.firstByte = c.g.Now()
 	c.route = &rt
-	if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
-		if u, err := wf.parseUsage(raw); err == nil {
-			c.usage, c.usageKnown = u, true
+	if wf.meter == nil {
+		if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
+			if u, err := wf.parseUsage(raw); err == nil {
+				c.usage, c.usageKnown = u, true
+			}
 		}
 	}
 	// An answer without usage shows the estimate it is charged.

@@ -209,14 +209,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 
 // readBody reads a JSON request body within the size limit.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *APIError) {
-	if r.ContentLength > g.MaxBodyBytes {
-		return nil, g.tooLarge()
+	return g.readBodyUpTo(w, r, g.MaxBodyBytes)
+}
+
+// readBodyUpTo reads a JSON request body of at most limit bytes (an endpoint that takes
+// documents inline takes more than MaxBodyBytes).
+func (g *Gateway) readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *APIError) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
 	}
-	body, err := readall.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxBodyBytes), r.ContentLength, g.MaxBodyBytes)
+	body, err := readall.ReadAll(http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, g.tooLarge()
+			return nil, tooLarge(limit)
 		}
 		return nil, newError(http.StatusBadRequest, CodeValidation, "could not read the request body: "+err.Error())
 	}
@@ -226,8 +232,8 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *API
 	return body, nil
 }
 
-func (g *Gateway) tooLarge() *APIError {
-	return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the request body is larger than the limit of "+strconv.FormatInt(g.MaxBodyBytes, 10)+" bytes")
+func tooLarge(limit int64) *APIError {
+	return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, "the request body is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
 }
 
 // writeJSON answers 200 with v.

@@ -36,9 +36,9 @@ func (g *Gateway) routeTable() []apiRoute {
 		{post, "/audio/speech", authStandard, oa, g.speech},
 		{post, "/audio/transcriptions", authStandard, oa, g.transcriptions},
 		{post, "/audio/translations", authStandard, oa, g.translations},
-		{post, "/images/generations", authStandard, oa, nil},
-		{post, "/images/edits", authStandard, oa, nil},
-		{post, "/ocr", authStandard, oa, nil},
+		{post, "/images/generations", authStandard, oa, g.imageGenerations},
+		{post, "/images/edits", authStandard, oa, g.imageEdits},
+		{post, "/ocr", authStandard, oa, g.ocr},
 		// Jobs, files and batches.
 		{post, "/videos", authStandard, oa, nil},
 		{get, "/videos", authStandard, oa, nil},
