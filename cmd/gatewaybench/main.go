@@ -37,7 +37,7 @@
 //	go run ./cmd/gatewaybench                 # default run, about 3 minutes on 2 cores
 //	go run ./cmd/gatewaybench -quick          # smoke run, under a minute
 //	go run ./cmd/gatewaybench -json out.json  # also write the results as JSON
-//	go run ./cmd/gatewaybench -tests media    # the three media tests, about 2 minutes
+//	go run ./cmd/gatewaybench -tests media    # the three media tests, about 2.5 minutes
 //
 // It is not part of "go test": it needs a C compiler (the SQLite driver is cgo), several
 // thousand file descriptors, and a machine left otherwise idle for honest figures.
