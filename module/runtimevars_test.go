@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestSchedLatenciesPublished: /debug/vars carries the scheduling latency histogram, as
@@ -98,5 +99,40 @@ func TestWriterSpansPublished(t *testing.T) {
 		if sp[0] > sp[1] {
 			t.Fatalf("span %v ends before it starts", sp)
 		}
+	}
+}
+
+// TestHeapPeakPublished: with the sampler on, "heap_peak" holds the most the heap reached
+// since the last read, a large buffer held for a few samples included, and a read resets
+// it to the heap of the moment.
+func TestHeapPeakPublished(t *testing.T) {
+	startHeapSampler(time.Millisecond)
+	runtime.GC()
+	var idle heapPeakVar
+	readVar(t, "heap_peak", &idle)
+	const big = 16 << 20
+	buf := make([]byte, big)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	time.Sleep(20 * time.Millisecond) // several samples while buf is held
+	runtime.KeepAlive(buf)
+	buf = nil
+	runtime.GC()
+	var after heapPeakVar
+	readVar(t, "heap_peak", &after)
+	if after.Samples == 0 {
+		t.Fatal("no sample taken in 20 ms at an interval of 1 ms")
+	}
+	if after.PeakObjectsBytes < idle.ObjectsBytes+big {
+		t.Fatalf("peak %d bytes with a %d-byte buffer held over an idle heap of %d", after.PeakObjectsBytes, big, idle.ObjectsBytes)
+	}
+	if after.ObjectsBytes >= after.PeakObjectsBytes-big/2 {
+		t.Fatalf("heap of %d bytes after the buffer was collected, peak %d", after.ObjectsBytes, after.PeakObjectsBytes)
+	}
+	var again heapPeakVar
+	readVar(t, "heap_peak", &again)
+	if again.PeakObjectsBytes >= after.PeakObjectsBytes-big/2 {
+		t.Fatalf("peak %d bytes after a read, before it %d: the read did not reset it", again.PeakObjectsBytes, after.PeakObjectsBytes)
 	}
 }

@@ -36,7 +36,10 @@ type arm struct {
 	url      string
 	messages bool // the Anthropic Messages surface, else chat completions
 	model    string
-	key      string
+	// contentType is the type of the arm's request bodies, JSON if empty (a media test's
+	// multipart body).
+	contentType string
+	key         string
 	// proc is the proxy process whose CPU and memory the arm is charged; nil for direct.
 	proc   *child
 	client *http.Client
@@ -80,7 +83,7 @@ func (a *arm) body(stream bool, d directive) []byte {
 func (a *arm) newRequest(ctx context.Context, body []byte) *http.Request {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.url, bytes.NewReader(body))
 	h := req.Header
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", cmp.Or(a.contentType, "application/json"))
 	if a.messages {
 		h.Set("X-Api-Key", a.key)
 		h.Set("Anthropic-Version", "2023-06-01")
@@ -106,6 +109,12 @@ func (a *arm) fetch(ctx context.Context, body []byte, st *answerStamps) error {
 	if err != nil {
 		return err
 	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return fmt.Errorf("status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
 	var n int64
 	if st == nil {
 		n, err = io.Copy(io.Discard, resp.Body)
@@ -120,14 +129,10 @@ func (a *arm) fetch(ctx context.Context, body []byte, st *answerStamps) error {
 		answerBuf.Put(b)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
-		a.ok200.Add(1)
-	}
+	a.ok200.Add(1)
 	switch {
 	case err != nil:
 		return err
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("status %d", resp.StatusCode)
 	case n == 0:
 		return fmt.Errorf("empty answer")
 	}
@@ -222,6 +227,9 @@ func saturate(ctx context.Context, a *arm, upstream *child, conc int, warmup, du
 type goMem struct {
 	TotalAlloc uint64 // bytes allocated on the heap since the process started
 	NumGC      uint32 // garbage collections completed
+	// HeapPeak is the module's "heap_peak": the heap now and its peak since the last read
+	// (nil unless the process samples its heap, see heapSampleEnv).
+	HeapPeak *heapPeak
 	// Sched is how long goroutines waited for a processor since the process started (the
 	// module's "sched_latencies"); nil from a build without it.
 	Sched *schedHist
@@ -425,13 +433,22 @@ func memOf(ctx context.Context, c *child) (goMem, bool) {
 		Sched       *schedHist `json:"sched_latencies"`
 		Goroutines  int        `json:"goroutines"`
 		WriterSpans [][2]int64 `json:"model_gateway_writer_spans"`
+		HeapPeak    *heapPeak  `json:"heap_peak"`
 	}
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&v) != nil || v.MemStats == nil {
 		return goMem{}, false
 	}
 	m := *v.MemStats
-	m.Sched, m.Goroutines, m.WriterSpans = v.Sched, v.Goroutines, v.WriterSpans
+	m.Sched, m.Goroutines, m.WriterSpans, m.HeapPeak = v.Sched, v.Goroutines, v.WriterSpans, v.HeapPeak
 	return m, true
+}
+
+// heapPeak is the module's "heap_peak" (module/runtimevars.go): the bytes of the Go heap's
+// objects at the read, the most sampled since the last read, and the samples taken.
+type heapPeak struct {
+	ObjectsBytes     uint64 `json:"objects_bytes"`
+	PeakObjectsBytes uint64 `json:"peak_objects_bytes"`
+	Samples          uint64 `json:"samples"`
 }
 
 func cpuOf(c *child) time.Duration {

@@ -27,9 +27,17 @@
 // process), a capacity run of many concurrent streams checked for stalls, errors, and the
 // gateway's generation records counted against its successful answers.
 //
+// Three media tests run only when -tests names them (or "media"), each on an arm of the
+// gateway of its own next to direct and caddy (media.go): speech-ttfb (time to the first
+// byte of audio of POST /v1/audio/speech at a fixed pace), transcription-heap (the proxy's
+// peak Go heap growth over its idle heap during 25 MiB WAV uploads to
+// POST /v1/audio/transcriptions) and image-edit (throughput of POST /v1/images/edits with
+// two 4 MB images, closed loop).
+//
 //	go run ./cmd/gatewaybench                 # default run, about 3 minutes on 2 cores
 //	go run ./cmd/gatewaybench -quick          # smoke run, under a minute
 //	go run ./cmd/gatewaybench -json out.json  # also write the results as JSON
+//	go run ./cmd/gatewaybench -tests media    # the three media tests, about 2.5 minutes
 //
 // It is not part of "go test": it needs a C compiler (the SQLite driver is cgo), several
 // thousand file descriptors, and a machine left otherwise idle for honest figures.
@@ -96,6 +104,17 @@ type config struct {
 	ProxyCPUs      string        `json:"proxy_cpus,omitempty"`
 	Variant        string        `json:"variant,omitempty"`
 	VariantCaddy   string        `json:"variant_caddy,omitempty"`
+	// The media tests' (media.go).
+	SpeechRate     int           `json:"speech_rate"`
+	SpeechDuration time.Duration `json:"speech_duration"`
+	SpeechSlot     time.Duration `json:"speech_slot"`
+	SpeechPieces   int           `json:"speech_pieces"`
+	SpeechGap      time.Duration `json:"speech_gap"`
+	Uploads        int           `json:"uploads"`
+	UploadBytes    int64         `json:"upload_bytes"`
+	ImageConc      int           `json:"image_concurrency"`
+	ImageDuration  time.Duration `json:"image_duration"`
+	ImageBytes     int           `json:"image_bytes"`
 
 	caddyBin       string
 	jsonOut        string
@@ -144,7 +163,17 @@ func main() {
 	flag.DurationVar(&c.Stall, "stall", 2*time.Second, "a held stream silent longer than its interval plus this has stalled")
 	flag.IntVar(&c.IdleConns, "idle-conns", 1024, "keepalive_idle_conns_per_host of both proxies' upstream transport")
 	flag.BoolVar(&c.Fresh, "fresh", true, "restart the proxy (and warm it) before each memory and capacity measurement, so that its baseline is a fresh process's and not memory kept from earlier tests")
-	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity")
+	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity (these five are \"all\"), and the media tests speech-ttfb, transcription-heap, image-edit (\"media\": the three)")
+	flag.IntVar(&c.SpeechRate, "speech-rate", 50, "speech requests per second of the speech-ttfb test (open loop)")
+	flag.DurationVar(&c.SpeechDuration, "speech-duration", 4*time.Second, "measured duration of each arm's speech-ttfb test in a round")
+	flag.DurationVar(&c.SpeechSlot, "speech-slot", time.Second, "the speech-ttfb test takes turns between the arms in slots of this length (0: one arm after the other)")
+	flag.IntVar(&c.SpeechPieces, "speech-pieces", 16, "pieces of 4 KiB of the fake's audio: the first at once, after -latency, then one every -speech-gap")
+	flag.DurationVar(&c.SpeechGap, "speech-gap", 20*time.Millisecond, "gap between the fake's pieces of audio")
+	flag.IntVar(&c.Uploads, "uploads", 5, "sequential uploads of the transcription-heap test, per arm and round")
+	flag.Int64Var(&c.UploadBytes, "upload-bytes", 25<<20, "bytes of a transcription upload, multipart framing included (the gateway's default limit is 25 MiB)")
+	flag.IntVar(&c.ImageConc, "image-c", 4, "closed-loop workers of the image-edit test")
+	flag.DurationVar(&c.ImageDuration, "image-duration", 3*time.Second, "measured duration of each arm's image-edit test in a round")
+	flag.IntVar(&c.ImageBytes, "image-bytes", 4_000_000, "bytes of each of the two PNG images of an image edit")
 	flag.StringVar(&c.Variant, "variant", "", "also run a second gateway whose process gets these environment variables (space-separated NAME=VALUE, e.g. \"GOGC=400\"), with a twin \""+variantPrefix+"<arm>\" of every gateway arm, so that a runtime setting is compared with the default side by side in the same run")
 	flag.StringVar(&c.VariantCaddy, "variant-caddy", "", "run the second gateway (see -variant, which it needs no more) from this Caddy binary instead: two builds side by side in the same run, each arm of the one taking turns with the other's")
 	flag.StringVar(&c.ProxyCPUs, "proxy-cpus", "", "run both proxies on these CPUs (taskset syntax, e.g. 1) and the load generator and fake upstream on the others, so that they do not compete for a core (needs taskset)")
@@ -174,6 +203,9 @@ func main() {
 		def("stream-duration", func() { c.StreamDuration = 750 * time.Millisecond })
 		def("mem-streams", func() { c.MemStreams = 200 })
 		def("capacity-streams", func() { c.CapStreams = 500 })
+		def("speech-duration", func() { c.SpeechDuration = 2 * time.Second })
+		def("uploads", func() { c.Uploads = 2 })
+		def("image-duration", func() { c.ImageDuration = 1500 * time.Millisecond })
 	}
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "gatewaybench:", err)
@@ -200,17 +232,19 @@ func main() {
 	}
 }
 
-// runs reports whether a test is to be run.
+// runs reports whether a test is to be run: "all" names every test but the media tests,
+// "media" names those.
 func (c *config) runs(test string) bool {
+	media := slices.Contains(mediaTests, test)
 	for _, t := range strings.Split(c.Tests, ",") {
-		if t = strings.TrimSpace(t); t == "all" || t == test {
+		if t = strings.TrimSpace(t); t == test || t == "all" && !media || t == "media" && media {
 			return true
 		}
 	}
 	return false
 }
 
-var testNames = []string{"saturation", "latency", "streams", "memory", "capacity"}
+var testNames = []string{"saturation", "latency", "streams", "memory", "capacity", "speech-ttfb", "transcription-heap", "image-edit"}
 
 // MarshalJSON writes durations as Go duration strings ("1.5s") rather than nanoseconds.
 func (c config) MarshalJSON() ([]byte, error) {
@@ -233,8 +267,8 @@ func (c config) MarshalJSON() ([]byte, error) {
 
 func (c *config) validate() error {
 	for _, t := range strings.Split(c.Tests, ",") {
-		if t = strings.TrimSpace(t); t != "all" && !slices.Contains(testNames, t) {
-			return fmt.Errorf("unknown test %q (tests: %s)", t, strings.Join(testNames, ", "))
+		if t = strings.TrimSpace(t); t != "all" && t != "media" && !slices.Contains(testNames, t) {
+			return fmt.Errorf("unknown test %q (tests: all, media, %s)", t, strings.Join(testNames, ", "))
 		}
 	}
 	switch {
@@ -254,6 +288,10 @@ func (c *config) validate() error {
 		return errors.New("-profile-seconds must be at least 1")
 	case c.profileRate < 0:
 		return errors.New("-profile-rate must not be negative")
+	case c.SpeechRate < 1 || c.SpeechRate > 10000 || c.SpeechPieces < 1 || c.Uploads < 1 || c.ImageConc < 1 || c.ImageBytes < 1:
+		return errors.New("-speech-rate, -speech-pieces, -uploads, -image-c and -image-bytes must be at least 1 (-speech-rate at most 10000)")
+	case c.SpeechDuration <= 0 || c.ImageDuration <= 0 || c.SpeechSlot < 0 || c.SpeechGap < 0:
+		return errors.New("durations must be positive")
 	}
 	var err error
 	if c.variantEnv, err = parseVariant(c.Variant); err != nil {
@@ -303,6 +341,11 @@ type bench struct {
 	// dbPaths are the SQLite files of the gateway and, with -variant, of its twin.
 	dbPaths []string
 	arms    []*arm
+	// media are the arms of each media test that runs (media.go), and imageBody and
+	// imageType the image-edit test's request body.
+	media     map[string][]*arm
+	imageBody []byte
+	imageType string
 }
 
 func run(ctx context.Context, cfg *config) error {
@@ -326,8 +369,16 @@ func run(ctx context.Context, cfg *config) error {
 	for _, a := range b.arms {
 		rep.Arms = append(rep.Arms, a.name)
 	}
+	for _, md := range mediaDefs {
+		if b.media[md.test] != nil {
+			rep.Arms = append(rep.Arms, md.arm)
+		}
+	}
 
 	if err := b.sanity(ctx); err != nil {
+		return err
+	}
+	if err := b.mediaSanity(ctx); err != nil {
 		return err
 	}
 	for round := 0; round < cfg.Rounds && ctx.Err() == nil; round++ {
@@ -391,6 +442,15 @@ func (b *bench) start(ctx context.Context) error {
 	env := append(os.Environ(),
 		"XDG_DATA_HOME="+filepath.Join(b.dir, "data"),
 		"XDG_CONFIG_HOME="+filepath.Join(b.dir, "config"))
+	if cfg.runs("transcription-heap") {
+		env = append(env, heapSampleEnv+"=1ms")
+	}
+	if cfg.runs("image-edit") {
+		var err error
+		if b.imageBody, b.imageType, err = imageEditBody("bench-image", cfg.ImageBytes); err != nil {
+			return fmt.Errorf("making the image edit's body: %w", err)
+		}
+	}
 	bin := cfg.caddyBin
 	if bin == "" {
 		logf("building ./cmd/caddy")
@@ -498,6 +558,7 @@ func (b *bench) start(ctx context.Context) error {
 			b.arms = append(b.arms, t)
 		}
 	}
+	b.mediaArms(plainURL, gw, clientOf)
 	logf("upstream pid %d, caddy pid %d, gateway pid %d; workdir %s", b.upstream.pid(), b.plain.pid(), b.gateway.pid(), b.dir)
 	return nil
 }
@@ -510,7 +571,7 @@ func (b *bench) start(ctx context.Context) error {
 // 500 idle upstream connections, a thousand goroutines whose stacks every one of its
 // collections scanned for the rest of the run.
 func (b *bench) quiesce(ctx context.Context) {
-	for _, a := range b.arms {
+	for _, a := range b.allArms() {
 		a.client.CloseIdleConnections()
 	}
 	if err := postControl(ctx, b.upstreamURL, "/bench/close-idle"); err != nil && ctx.Err() == nil {
@@ -642,6 +703,10 @@ type roundResult struct {
 	Latency    latResult    `json:"latency"`
 	Streams    streamResult `json:"streams"`
 	Memory     *heldResult  `json:"memory,omitempty"`
+	// The media tests' (media.go), on their own arms and on direct and caddy.
+	Speech        *speechResult `json:"speech,omitempty"`
+	Transcription *uploadResult `json:"transcription,omitempty"`
+	ImageEdit     *satResult    `json:"image_edit,omitempty"`
 }
 
 // round runs every test on every arm, test by test so that the arms of one figure are
@@ -725,6 +790,7 @@ func (b *bench) round(ctx context.Context, round int) map[string]roundResult {
 			update(a, func(rr *roundResult) { rr.Memory = &r })
 		}
 	}
+	b.mediaRound(ctx, round, update)
 	return res
 }
 
@@ -812,10 +878,19 @@ func fetch(ctx context.Context, url, path string, timeout time.Duration) error {
 	return f.Close()
 }
 
+// allArms are the arms of every test, the media tests' included.
+func (b *bench) allArms() []*arm {
+	all := slices.Clone(b.arms)
+	for _, md := range mediaDefs {
+		all = append(all, b.media[md.test]...)
+	}
+	return all
+}
+
 // answered is the number of 200 answers of the gateway's arms.
 func (b *bench) answered() int64 {
 	var n int64
-	for _, a := range b.arms {
+	for _, a := range b.allArms() {
 		if a.kind == kindGateway {
 			n += a.ok200.Load()
 		}

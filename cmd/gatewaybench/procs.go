@@ -266,8 +266,8 @@ http://127.0.0.1:%d {
 }
 
 // gatewayCaddyfile configures the gateway: an OpenAI-wire provider and an Anthropic-wire
-// provider on the fake upstream, one priced model on each (so every request reserves and
-// settles), and the API on /v1.
+// provider on the fake upstream, priced models on each (so every request reserves and
+// settles; the media tests' on the OpenAI-wire one), and the API on /v1.
 func gatewayCaddyfile(port, upstreamPort, adminPort, idleConns int, dbPath string) string {
 	return fmt.Sprintf(`{
 	%[1]s
@@ -313,6 +313,26 @@ func gatewayCaddyfile(port, upstreamPort, adminPort, idleConns int, dbPath strin
 			route an up-model {
 				input 0.15
 				output 0.60
+			}
+		}
+		model bench-tts {
+			owned_by bench
+			route oa up-tts {
+				input_characters 15
+			}
+		}
+		model bench-whisper {
+			owned_by bench
+			route oa up-whisper {
+				input_audio_seconds 0.0001
+			}
+		}
+		model bench-image {
+			owned_by bench
+			route oa up-image {
+				input 5
+				image_input_tokens 10
+				image_output_tokens 40
 			}
 		}
 	}

@@ -68,6 +68,22 @@ type figureDef struct {
 	// pooled comparison with plain Caddy.
 	pct   float64
 	slots func(r roundResult) [][]float64
+	// arm is the gateway's arm of a media test's figure, which has no other but direct and
+	// caddy; "" for the figures of the chat arms, which leave the media arms out.
+	arm string
+	// absolute judges the target on the arm's own value, not on its comparison with Caddy,
+	// and lists each round's value.
+	absolute bool
+	// vsDirect also compares the gateway's arm with direct (the fake itself), by difference.
+	vsDirect bool
+}
+
+// covers reports whether the figure has a row for arm a.
+func (fd figureDef) covers(a string) bool {
+	if fd.arm == "" {
+		return !isMediaArm(a)
+	}
+	return a == "direct" || a == "caddy" || a == fd.arm
 }
 
 // percentileDef is a percentile of samples taken in slots, in µs: compared with plain Caddy
@@ -112,6 +128,10 @@ type figureRow struct {
 	// VsCaddyRounds are the per-round ratios or differences whose median VsCaddy is: their
 	// spread shows how much the machine moved the figure.
 	VsCaddyRounds []num `json:"vs_caddy_rounds"`
+	// VsDirect is the median of the per-round differences to direct (VsDirectRounds), for
+	// the figures that have it.
+	VsDirect       *num  `json:"vs_direct,omitempty"`
+	VsDirectRounds []num `json:"vs_direct_rounds,omitempty"`
 	// Pooled is the arm's percentile minus Caddy's over the samples of every slot of every
 	// round; Low and High bound its 95% interval (pooledInterval). The verdict of a target
 	// on such a figure is theirs: pass only if all of the interval is within the target,
@@ -173,7 +193,7 @@ func gatewayLimit(kind targetKind, limit float64) func(string) *target {
 
 func (rep *report) figureDefs() []figureDef {
 	c := rep.Config
-	return []figureDef{
+	defs := []figureDef{
 		{key: "throughput", test: "saturation", unit: "rps", compare: byRatio,
 			title: fmt.Sprintf("Throughput at saturation (closed loop, %d workers, %s measured after %s warm-up)", c.Concurrency, c.Duration, c.Warmup),
 			value: func(r roundResult) float64 { return float64(r.Saturation.RPS) },
@@ -271,6 +291,83 @@ func (rep *report) figureDefs() []figureDef {
 				return nil
 			}},
 	}
+	return append(defs, rep.mediaFigureDefs()...)
+}
+
+// mediaFigureDefs are the figures of the media tests (media.go).
+func (rep *report) mediaFigureDefs() []figureDef {
+	c := rep.Config
+	speech := func(f func(*speechResult) num) func(roundResult) num {
+		return func(r roundResult) num {
+			if r.Speech == nil {
+				return nan
+			}
+			return f(r.Speech)
+		}
+	}
+	speechSlots := func(f func(*speechResult) [][]float64) func(roundResult) [][]float64 {
+		return func(r roundResult) [][]float64 {
+			if r.Speech == nil {
+				return nil
+			}
+			return f(r.Speech)
+		}
+	}
+	ttfb := speechSlots(func(s *speechResult) [][]float64 { return s.ttfbSlots })
+	last := speechSlots(func(s *speechResult) [][]float64 { return s.lastSlots })
+	upload := func(f func(*uploadResult) num) func(roundResult) float64 {
+		return func(r roundResult) float64 {
+			if r.Transcription == nil {
+				return math.NaN()
+			}
+			return float64(f(r.Transcription))
+		}
+	}
+	image := func(f func(*satResult) num) func(roundResult) float64 {
+		return func(r roundResult) float64 {
+			if r.ImageEdit == nil {
+				return math.NaN()
+			}
+			return float64(f(r.ImageEdit))
+		}
+	}
+	onArm := func(arm string, vsDirect bool, fd figureDef) figureDef {
+		fd.arm, fd.vsDirect = arm, vsDirect
+		return fd
+	}
+	upMiB := float64(c.UploadBytes) / mib
+	return []figureDef{
+		onArm(speechArm, true, percentileDef("speech_ttfb_p50", "speech-ttfb", 50,
+			fmt.Sprintf("Speech time to first byte of audio p50: POST /v1/audio/speech at %d/s, open loop, %d pieces of 4 KiB %s apart after %s (%s measured a round, the arms taking turns in %s slots)",
+				c.SpeechRate, c.SpeechPieces, c.SpeechGap, c.Latency, c.SpeechDuration, c.SpeechSlot),
+			speech(func(s *speechResult) num { return s.TTFBP50Us }), ttfb, nil)),
+		onArm(speechArm, true, percentileDef("speech_ttfb_p99", "speech-ttfb", 99, "Speech time to first byte of audio p99",
+			speech(func(s *speechResult) num { return s.TTFBP99Us }), ttfb, gatewayLimit(atMost, 1000))),
+		onArm(speechArm, true, percentileDef("speech_last_byte_p50", "speech-ttfb", 50, "Speech time to the last byte of audio p50 (the fake's pacing is most of it)",
+			speech(func(s *speechResult) num { return s.LastByteP50Us }), last, nil)),
+		{key: "transcription_heap_growth", test: "transcription-heap", arm: transcriptionArm, unit: "MB", compare: byAdded, proxiesOnly: true, absolute: true,
+			title: fmt.Sprintf("Transcription upload, peak Go heap growth of the proxy over its idle heap (heap objects after a collection, then the most its 1 ms sampler saw during %d sequential uploads of a %.1f MiB WAV; MB = MiB)", c.Uploads, upMiB),
+			value: upload(func(u *uploadResult) num { return u.HeapGrowthMB }), target: gatewayLimit(atMost, 2)},
+		{key: "transcription_alloc_per_upload", test: "transcription-heap", arm: transcriptionArm, unit: "MB", compare: byRatio, proxiesOnly: true,
+			title: "Transcription upload, heap allocated per upload by the proxy (Go runtime's TotalAlloc)",
+			value: upload(func(u *uploadResult) num { return u.AllocPerUploadMB })},
+		{key: "transcription_rss_growth", test: "transcription-heap", arm: transcriptionArm, unit: "MB", compare: byAdded, proxiesOnly: true,
+			title: "Transcription upload, peak RSS growth of the proxy during the uploads (/proc VmHWM, reset before them, less the RSS before them; context)",
+			value: upload(func(u *uploadResult) num { return u.RSSGrowthMB })},
+		{key: "transcription_seconds_per_upload", test: "transcription-heap", arm: transcriptionArm, unit: "s", compare: byRatio,
+			title: "Transcription upload, seconds per upload, send to answer (the gateway writes the upload to its spool file and reads its duration before it sends it on)",
+			value: upload(func(u *uploadResult) num { return u.SecondsPerUpload })},
+		{key: "image_edit_throughput", test: "image-edit", arm: imageEditArm, unit: "rps", compare: byRatio,
+			title:  fmt.Sprintf("Image edit throughput: POST /v1/images/edits with two PNGs of %.1f MB, closed loop, %d workers, %s measured after %s warm-up", float64(c.ImageBytes)/1e6, c.ImageConc, c.ImageDuration, c.Warmup),
+			value:  image(func(s *satResult) num { return s.RPS }),
+			target: gatewayLimit(atLeast, 0.8)},
+		{key: "image_edit_cpu_per_request", test: "image-edit", arm: imageEditArm, unit: "µs", compare: byRatio, proxiesOnly: true,
+			title: "Image edit, CPU time per request of the proxy process (/proc utime+stime)",
+			value: image(func(s *satResult) num { return s.CPUPerReqUs })},
+		{key: "image_edit_alloc_per_request", test: "image-edit", arm: imageEditArm, unit: "KiB", compare: byRatio, proxiesOnly: true,
+			title: "Image edit, heap allocated per request by the proxy process (Go runtime's TotalAlloc)",
+			value: image(func(s *satResult) num { return s.AllocPerReqKiB })},
+	}
 }
 
 // build computes the figures, the error counts and the target summary.
@@ -289,10 +386,13 @@ func (rep *report) build() {
 		fig := figure{Key: fd.key, Title: fd.title, Unit: fd.unit, Compare: map[compareKind]string{byRatio: "ratio", byAdded: "added"}[fd.compare]}
 		ref := series("caddy", fd.value)
 		for _, a := range rep.Arms {
-			if fd.proxiesOnly && a == "direct" {
+			if fd.proxiesOnly && a == "direct" || !fd.covers(a) {
 				continue
 			}
 			vals := series(a, fd.value)
+			if fd.arm != "" && math.IsNaN(median(vals)) {
+				continue // direct or caddy, in a run without the media test's figure of it
+			}
 			row := figureRow{Arm: a, Median: num(median(vals))}
 			for _, v := range vals {
 				row.Rounds = append(row.Rounds, num(v))
@@ -315,7 +415,30 @@ func (rep *report) build() {
 					row.Pooled, row.Low, row.High = &e, &l, &h
 				}
 			}
-			if fd.target != nil {
+			if fd.vsDirect && a != "direct" && a != "caddy" {
+				if d := perRound(vals, series("direct", fd.value), added); len(d) > 0 {
+					v := num(median(d))
+					row.VsDirect = &v
+					var each []string
+					for _, x := range d {
+						row.VsDirectRounds = append(row.VsDirectRounds, num(x))
+						each = append(each, fmtCompare(fd, x))
+					}
+					row.Note = fmt.Sprintf("minus direct's (the fake itself): %s, per round %s", fmtCompare(fd, float64(v)), strings.Join(each, " "))
+				}
+			}
+			if t := fd.target; t != nil && fd.absolute {
+				if t := t(a); t != nil {
+					row.Target = t.labelAbsolute(fd)
+					row.Verdict = t.verdict(float64(row.Median))
+					var each []string
+					for _, v := range vals {
+						each = append(each, fmtValue(v))
+					}
+					value := fmt.Sprintf("%s %s (per round %s)", fmtValue(float64(row.Median)), fd.unit, strings.Join(each, " "))
+					rep.Targets = append(rep.Targets, targetLine{Target: fd.key + " " + row.Target, Arm: a, Value: value, Verdict: row.Verdict})
+				}
+			} else if fd.target != nil {
 				if t := fd.target(a); t != nil {
 					row.Target = t.label(fd)
 					value := fmtCompare(fd, float64(row.VsCaddy))
@@ -345,11 +468,26 @@ func (rep *report) build() {
 				rep.FirstErrors[a] = append(rep.FirstErrors[a], test+": "+first)
 			}
 		}
+		if _, held := rep.Capacity[a]; len(rep.Rounds[a]) == 0 && !held {
+			continue // an arm of no test that ran
+		}
 		for _, r := range rep.Rounds[a] {
 			n += r.Saturation.Errors + r.Latency.Errors + r.Latency.Dropped + r.Streams.Errors
 			note("saturation", r.Saturation.FirstError)
 			note("latency", r.Latency.FirstError)
 			note("streams", r.Streams.FirstError)
+			if s := r.Speech; s != nil {
+				n += s.Errors
+				note("speech-ttfb", s.FirstError)
+			}
+			if u := r.Transcription; u != nil {
+				n += u.Errors
+				note("transcription-heap", u.FirstError)
+			}
+			if s := r.ImageEdit; s != nil {
+				n += s.Errors
+				note("image-edit", s.FirstError)
+			}
 			if r.Memory != nil {
 				n += r.Memory.Errors
 				note("memory", r.Memory.FirstError)
@@ -412,13 +550,22 @@ func (t target) label(fd figureDef) string {
 	return fmt.Sprintf("%s +%.0f %s", op, t.limit, fd.unit)
 }
 
+// labelAbsolute is the label of a target on the arm's own value.
+func (t target) labelAbsolute(fd figureDef) string {
+	op := ">="
+	if t.kind == atMost {
+		op = "<="
+	}
+	return fmt.Sprintf("%s %s %s", op, fmtValue(t.limit), fd.unit)
+}
+
 func fmtCompare(fd figureDef, v float64) string {
 	switch {
 	case math.IsNaN(v):
 		return "-"
 	case fd.compare == byRatio:
 		return fmt.Sprintf("%.2fx", v)
-	case fd.unit == "%":
+	case fd.unit == "%", fd.unit == "MB", fd.unit == "s":
 		return fmt.Sprintf("%+.2f %s", v, fd.unit)
 	}
 	return fmt.Sprintf("%+.0f %s", v, fd.unit)
@@ -498,7 +645,11 @@ func (rep *report) print(w io.Writer) {
 		if fd.slots != nil {
 			pooledHead = "pooled, 95% interval\t"
 		}
-		fmt.Fprintf(tw, "arm\t%s\t%s vs caddy\t%starget\t\tper round\t\n", fig.Unit, head, pooledHead)
+		perRound := "per round"
+		if fd.absolute {
+			perRound = "per round, " + fig.Unit
+		}
+		fmt.Fprintf(tw, "arm\t%s\t%s vs caddy\t%starget\t\t%s\t\n", fig.Unit, head, pooledHead, perRound)
 		notes := false
 		for _, r := range fig.Rows {
 			vs := fmtCompare(fd, float64(r.VsCaddy))
@@ -506,12 +657,18 @@ func (rep *report) print(w io.Writer) {
 			for _, v := range r.VsCaddyRounds {
 				each = append(each, fmtCompare(fd, float64(v)))
 			}
-			rounds := strings.Join(each, " ")
-			if r.Arm == "caddy" || len(each) < 2 {
-				vs, rounds = "", ""
-				if r.Arm != "caddy" {
-					vs = fmtCompare(fd, float64(r.VsCaddy))
+			if fd.absolute {
+				each = each[:0]
+				for _, v := range r.Rounds {
+					each = append(each, fmtValue(float64(v)))
 				}
+			}
+			rounds := strings.Join(each, " ")
+			if (r.Arm == "caddy" && !fd.absolute) || len(each) < 2 {
+				rounds = ""
+			}
+			if r.Arm == "caddy" {
+				vs = ""
 			}
 			pooled := ""
 			if fd.slots != nil {
@@ -554,7 +711,9 @@ func (rep *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nErrors (all tests and rounds; first error of each test in the JSON):")
 	for _, a := range rep.Arms {
-		fmt.Fprintf(w, " %s %d;", a, rep.Errors[a])
+		if n, ok := rep.Errors[a]; ok {
+			fmt.Fprintf(w, " %s %d;", a, n)
+		}
 	}
 	fmt.Fprintln(w)
 	for _, a := range rep.Arms {

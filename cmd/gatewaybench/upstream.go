@@ -21,9 +21,9 @@ import (
 // The fake upstream runs in a process of its own ("gatewaybench upstream -addr ..."), so
 // that its CPU and memory are neither the load generator's nor the proxies'. It speaks
 // OpenAI chat completions (POST /v1/chat/completions) and Anthropic Messages
-// (POST /v1/messages), streamed and not. What it answers is set by a directive that the
-// load generator writes into the prompt, "[bench n=<chunks> i=<interval> l=<latency>
-// h=<hold id>]", because the prompt's text is the one thing every arm passes through
+// (POST /v1/messages), streamed and not, and the media endpoints of the media tests
+// (upstream_media.go). What it answers is set by a directive that the load generator
+// writes into the prompt, "[bench n=<chunks> i=<interval> l=<latency> h=<hold id>]", because the prompt's text is the one thing every arm passes through
 // unchanged, whether the gateway forwards the body as it is or translates it.
 //
 //   - l: wait before the answer (non-streamed) or before the first chunk (streamed).
@@ -417,13 +417,16 @@ func runUpstream(args []string) error {
 	return nil
 }
 
-// newUpstreamServer is the fake upstream's server: the two APIs and the load generator's
-// controls.
+// newUpstreamServer is the fake upstream's server: the two APIs, the media endpoints and the
+// load generator's controls.
 func newUpstreamServer(u *fakeUpstream) *http.Server {
 	mux := http.NewServeMux()
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
 	mux.HandleFunc("POST /v1/chat/completions", u.serve("chat"))
 	mux.HandleFunc("POST /v1/messages", u.serve("messages"))
+	mux.HandleFunc("POST /v1/audio/speech", u.speech)
+	mux.HandleFunc("POST /v1/audio/transcriptions", u.transcriptions)
+	mux.HandleFunc("POST /v1/images/edits", u.imageEdits)
 	mux.HandleFunc("POST /bench/release", func(w http.ResponseWriter, r *http.Request) {
 		u.release(r.URL.Query().Get("id"))
 	})
