@@ -63,13 +63,16 @@ const bufSize = 4096
 // ErrUnknownFormat or ErrMalformed, with the format when it was recognised. A file holding
 // no audio at all is an error, never a zero duration.
 func Duration(r io.Reader) (time.Duration, Format, error) {
-	p := prober{br: bufio.NewReaderSize(r, bufSize)}
+	p := prober{br: bufio.NewReaderSize(r, bufSize), src: r}
 	return p.probe()
 }
 
 // prober is one pass over one file.
 type prober struct {
 	br *bufio.Reader
+	// src is the input under br: skipped past by seeking when it can (a spooled upload),
+	// rather than read through.
+	src io.Reader
 }
 
 func (p *prober) probe() (time.Duration, Format, error) {
@@ -143,6 +146,9 @@ func (p *prober) peek(n int) ([]byte, error) {
 // skip discards up to n bytes and returns how many there were; fewer than n means the
 // input ends, which is not an error.
 func (p *prober) skip(n int64) (int64, error) {
+	if s, ok := p.src.(io.Seeker); ok && n > int64(p.br.Buffered()) {
+		return p.seekPast(s, n)
+	}
 	var done int64
 	for n > 0 {
 		c := min(n, 1<<30)
@@ -157,6 +163,25 @@ func (p *prober) skip(n int64) (int64, error) {
 		}
 	}
 	return done, nil
+}
+
+// seekPast is skip by seeking the input: the bytes buffered, then the rest without reading it.
+func (p *prober) seekPast(s io.Seeker, n int64) (int64, error) {
+	buffered := int64(p.br.Buffered())
+	pos, err := s.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, readError(err)
+	}
+	end, err := s.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, readError(err)
+	}
+	rest := max(0, min(n-buffered, end-pos))
+	if _, err := s.Seek(pos+rest, io.SeekStart); err != nil {
+		return 0, readError(err)
+	}
+	p.br.Reset(p.src)
+	return buffered + rest, nil
 }
 
 // skipAll discards the rest of the input and returns its length.

@@ -144,9 +144,12 @@ func probeCases() []probeCase {
 	}
 }
 
-// readers feed the same bytes in the ways a network or a file may deliver them.
+// readers feed the same bytes in the ways a network or a file may deliver them: seekable
+// ones (skipped past by seeking) and others (read through) must agree.
 var readers = map[string]func([]byte) io.Reader{
 	"whole":    func(b []byte) io.Reader { return bytes.NewReader(b) },
+	"section":  func(b []byte) io.Reader { return io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b))) },
+	"stream":   func(b []byte) io.Reader { return struct{ io.Reader }{bytes.NewReader(b)} },
 	"one byte": func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
 	"half":     func(b []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(b)) },
 	"data+EOF": func(b []byte) io.Reader { return iotest.DataErrReader(bytes.NewReader(b)) },
