@@ -1,6 +1,7 @@
 package upload
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -101,7 +102,9 @@ func Parse(r io.Reader, boundary string, opt Options) (*Form, error) {
 		return nil, &TooLargeError{Limit: opt.Limit}
 	}
 	f := &Form{opt: opt, limit: &limitReader{r: r, limit: opt.Limit}}
-	f.mr = multipart.NewReader(f.limit, boundary)
+	// mime/multipart reads 4 KiB at a time: the request is read under it in larger pieces,
+	// one system call for many of its reads (and never past the limit).
+	f.mr = multipart.NewReader(bufio.NewReaderSize(f.limit, readSize), boundary)
 	f.limit.final = "--" + boundary + "--"
 	f.boundary = multipart.NewWriter(io.Discard).Boundary()
 	if err := f.read(); err != nil {
@@ -215,10 +218,12 @@ func (f *Form) spoolLive() error {
 		f.spool = s
 	}
 	if f.copyBuf == nil {
-		f.copyBuf = make([]byte, 32<<10)
+		f.copyBuf = make([]byte, readSize)
 	}
 	p := &f.parts[len(f.parts)-1]
-	n, err := io.CopyBuffer(writerOnly{f.spool}, f.live, f.copyBuf)
+	// A part yields at most the 4 KiB mime/multipart buffers: the spool is written a full
+	// buffer at a time.
+	n, err := io.CopyBuffer(writerOnly{f.spool}, fullReader{f.live}, f.copyBuf)
 	f.live = nil
 	if err != nil {
 		var werr *spoolWriteError
@@ -446,6 +451,20 @@ func (l *limitReader) Read(p []byte) (int, error) {
 		l.eof = true
 	} else if err != nil {
 		l.err = err
+	}
+	return n, err
+}
+
+// readSize is how much of the request is read, and of a file spooled, at a time.
+const readSize = 64 << 10
+
+// fullReader fills each buffer it is given unless the input ends.
+type fullReader struct{ r io.Reader }
+
+func (f fullReader) Read(p []byte) (int, error) {
+	n, err := io.ReadFull(f.r, p)
+	if err == io.ErrUnexpectedEOF {
+		err = nil // the next Read reports io.EOF
 	}
 	return n, err
 }

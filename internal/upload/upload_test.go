@@ -603,17 +603,17 @@ func TestSetLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = f.Close() }()
-		if err := f.SetLimit(5000); err != nil {
-			t.Fatal(err)
+		// The request is read ahead of the parts: SetLimit may find it past the limit already.
+		if err = f.SetLimit(5000); err == nil {
+			body, _ := f.Body(BodyOptions{})
+			_, err = body.WriteTo(io.Discard)
 		}
-		body, _ := f.Body(BodyOptions{})
-		_, err = body.WriteTo(io.Discard)
 		var tl *TooLargeError
 		if !errors.As(err, &tl) || tl.Limit != 5000 {
 			t.Fatalf("error %v, want a *TooLargeError of 5000", err)
 		}
-		if f.Size() > 5001 {
-			t.Errorf("read %d bytes", f.Size())
+		if f.Size() > 5001+readSize {
+			t.Errorf("read %d bytes, more than the limit and one read ahead", f.Size())
 		}
 	})
 	t.Run("spooled file already past it", func(t *testing.T) {
