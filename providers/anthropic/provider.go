@@ -87,64 +87,40 @@ type Provider struct {
 	maxTokens int64
 }
 
+// adapter is what upstreamhttp sets an Anthropic upstream up with.
+var adapter = upstreamhttp.Adapter{
+	Name: "anthropic", BaseURL: DefaultBaseURL, StreamIdleTimeout: DefaultStreamIdleTimeout,
+	KeyHeader: "X-Api-Key", Forwarded: forwardedHeaders, ParseError: ParseError,
+}
+
 // New checks cfg and returns its Provider.
 func New(cfg Config) (*Provider, error) {
-	if cfg.Name == "" {
-		cfg.Name = "anthropic"
+	up, err := upstreamhttp.Config{
+		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, RequireKey: cfg.RequireKey, Headers: cfg.Headers,
+		Transport: cfg.Transport, Timeout: cfg.Timeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
+	}.NewUpstream(adapter)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if _, err := upstreamhttp.ParseBaseURL(cfg.BaseURL); err != nil {
-		return nil, fmt.Errorf("anthropic provider %s: %w", cfg.Name, err)
-	}
+	name := up.Client.Provider
 	if cfg.Version == "" {
 		cfg.Version = DefaultVersion
 	}
 	if strings.ContainsAny(cfg.Version, "\r\n") || strings.ContainsAny(cfg.APIKey, "\r\n") {
-		return nil, fmt.Errorf("anthropic provider %s: version and API key must be single-line", cfg.Name)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("anthropic provider %s: timeout must not be negative", cfg.Name)
+		return nil, fmt.Errorf("anthropic provider %s: version and API key must be single-line", name)
 	}
 	if cfg.DefaultMaxTokens < 0 {
-		return nil, fmt.Errorf("anthropic provider %s: default max tokens must not be negative", cfg.Name)
+		return nil, fmt.Errorf("anthropic provider %s: default max tokens must not be negative", name)
 	}
 	if cfg.DefaultMaxTokens == 0 {
 		cfg.DefaultMaxTokens = DefaultMaxTokens
 	}
-	idle := cfg.StreamIdleTimeout
-	if idle == 0 {
-		idle = DefaultStreamIdleTimeout
-	}
-	header := make(http.Header, len(cfg.Headers)+3)
-	for k, v := range cfg.Headers {
-		header.Set(k, v)
-	}
-	header.Set("Content-Type", "application/json")
-	header.Set("Anthropic-Version", cfg.Version)
-	if cfg.APIKey != "" {
-		header.Set("X-Api-Key", cfg.APIKey)
-	}
-	// A credential is sent: from APIKey, or an operator's header.
-	name, keySet := cfg.Name, header.Get("X-Api-Key") != "" || header.Get("Authorization") != ""
-	up := &upstreamhttp.Client{
-		Provider:  name,
-		HTTP:      upstreamhttp.NewHTTPClient(cfg.Transport),
-		Header:    header,
-		Forwarded: forwardedHeaders,
-		Timeout:   cfg.Timeout,
-		ParseError: func(status int, h http.Header, body []byte) *providers.UpstreamError {
-			return ParseError(name, status, h, body, keySet)
-		},
-	}
-	up.Secrets.Add(cfg.APIKey)
-	up.NoCredential = cfg.RequireKey && !keySet
+	up.Client.Header.Set("Anthropic-Version", cfg.Version)
 	return &Provider{
 		name:      name,
-		url:       strings.TrimRight(cfg.BaseURL, "/") + "/v1/messages",
-		up:        up,
-		idle:      idle,
+		url:       up.Base + "/v1/messages",
+		up:        up.Client,
+		idle:      up.StreamIdleTimeout,
 		maxTokens: cfg.DefaultMaxTokens,
 	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamtest"
 	"io"
 	"net"
 	"net/http"
@@ -29,15 +30,7 @@ func newTestProvider(t *testing.T, url string, mutate ...func(*Config)) *Provide
 	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	cfg := Config{Name: "claude", BaseURL: url, APIKey: testKey, Transport: tr}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	p, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return upstreamtest.NewProvider(t, New, Config{Name: "claude", BaseURL: url, APIKey: testKey, Transport: tr}, mutate...)
 }
 
 var hello = &providers.Request{

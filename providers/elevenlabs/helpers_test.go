@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamtest"
 )
 
 const testKey = "sk_0123456789abcdef-elevenlabs-secret"
@@ -20,30 +22,16 @@ type fakeElevenLabs struct {
 func newFake(t *testing.T, h http.HandlerFunc) *fakeElevenLabs {
 	t.Helper()
 	f := &fakeElevenLabs{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.srv, f.transport = upstreamtest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
 		h(w, r)
-	}))
-	f.transport = &http.Transport{}
-	t.Cleanup(func() {
-		f.transport.CloseIdleConnections()
-		f.srv.CloseClientConnections()
-		f.srv.Close()
 	})
 	return f
 }
 
 func (f *fakeElevenLabs) provider(t *testing.T, mod ...func(*Config)) *Provider {
 	t.Helper()
-	cfg := Config{Name: "el", BaseURL: f.srv.URL, APIKey: testKey, Transport: f.transport}
-	for _, m := range mod {
-		m(&cfg)
-	}
-	p, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return upstreamtest.NewProvider(t, New, Config{Name: "el", BaseURL: f.srv.URL, APIKey: testKey, Transport: f.transport}, mod...)
 }
 
 // writeError answers an ElevenLabs error.

@@ -33,9 +33,6 @@
 package elevenlabs
 
 import (
-	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -48,34 +45,14 @@ const DefaultBaseURL = "https://api.elevenlabs.io"
 // DefaultStreamIdleTimeout is the longest silence allowed in the audio by default.
 const DefaultStreamIdleTimeout = 30 * time.Second
 
-// Config configures one ElevenLabs upstream.
-type Config struct {
-	// Name is the operator's name for the provider; it defaults to "elevenlabs".
-	Name string
-	// BaseURL is the API root that /v1/text-to-speech and /v1/speech-to-text are appended
-	// to, without the version (https://api.eu.residency.elevenlabs.io for the EU data
-	// residency); it defaults to DefaultBaseURL.
-	BaseURL string
-	// APIKey is sent as the xi-api-key header; empty sends none (for a proxy that adds
-	// credentials itself).
-	APIKey string
-	// RequireKey says the operator configured a credential: when APIKey is empty all the
-	// same (the environment variable it named is unset) and no header carries one, every
-	// call is refused at once with credentials_not_configured instead of reaching the
-	// upstream.
-	RequireKey bool
-	// Headers are extra headers sent with every request (set before the credentials).
-	Headers map[string]string
-	// Transport makes the requests; nil means http.DefaultTransport.
-	Transport http.RoundTripper
-	// Timeout bounds one attempt from the request to the end of the response body, the
-	// audio included; zero means no limit.
-	Timeout time.Duration
-	// StreamIdleTimeout is the longest silence allowed in the audio of a speech before it
-	// fails with a timeout; zero means DefaultStreamIdleTimeout, a negative value disables
-	// the check.
-	StreamIdleTimeout time.Duration
-}
+// Config configures one ElevenLabs upstream; its fields are those of every HTTP adapter
+// (upstreamhttp.Config). Name defaults to "elevenlabs", BaseURL (the API root that
+// /v1/text-to-speech and /v1/speech-to-text are appended to, without the version:
+// https://api.eu.residency.elevenlabs.io for the EU data residency) to DefaultBaseURL.
+// APIKey is sent as the xi-api-key header; credentials set through Headers (xi-api-key or
+// Authorization: a proxy's) count as a key and are redacted too. StreamIdleTimeout bounds
+// the silences in the audio of a speech.
+type Config upstreamhttp.Config
 
 // Provider calls one ElevenLabs upstream. It is safe for concurrent use.
 type Provider struct {
@@ -86,57 +63,19 @@ type Provider struct {
 	idle time.Duration
 }
 
+// adapter is what upstreamhttp sets an ElevenLabs upstream up with.
+var adapter = upstreamhttp.Adapter{
+	Name: "elevenlabs", BaseURL: DefaultBaseURL, StreamIdleTimeout: DefaultStreamIdleTimeout,
+	KeyHeader: "Xi-Api-Key", RefuseQuery: true, RedactHeaderKeys: true, ParseError: ParseError,
+}
+
 // New checks cfg and returns its Provider.
 func New(cfg Config) (*Provider, error) {
-	if cfg.Name == "" {
-		cfg.Name = "elevenlabs"
-	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	u, err := upstreamhttp.ParseBaseURL(cfg.BaseURL)
+	up, err := upstreamhttp.Config(cfg).NewUpstream(adapter)
 	if err != nil {
-		return nil, fmt.Errorf("elevenlabs provider %s: %w", cfg.Name, err)
+		return nil, err
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("elevenlabs provider %s: base URL must have no query or fragment", cfg.Name)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("elevenlabs provider %s: timeout must not be negative", cfg.Name)
-	}
-	idle := cfg.StreamIdleTimeout
-	if idle == 0 {
-		idle = DefaultStreamIdleTimeout
-	}
-	name, keyConfigured := cfg.Name, false
-	up := &upstreamhttp.Client{
-		Provider: name,
-		HTTP:     upstreamhttp.NewHTTPClient(cfg.Transport),
-		Header:   make(http.Header, len(cfg.Headers)+2),
-		Timeout:  cfg.Timeout,
-		ParseError: func(status int, h http.Header, body []byte) *providers.UpstreamError {
-			return ParseError(name, status, h, body, keyConfigured)
-		},
-	}
-	for k, v := range cfg.Headers {
-		up.Header.Set(k, v)
-		switch http.CanonicalHeaderKey(k) {
-		case "Xi-Api-Key", "Authorization":
-			// Credentials set through Headers (a proxy's) count as a key, and are secrets.
-			keyConfigured = keyConfigured || v != ""
-			if v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); len(v) >= 4 {
-				up.Secrets.Add(v)
-			}
-		}
-	}
-	up.Header.Set("Content-Type", "application/json")
-	if cfg.APIKey != "" {
-		up.Header.Set("Xi-Api-Key", cfg.APIKey)
-		keyConfigured = true
-		up.Secrets.Add(cfg.APIKey)
-	}
-	up.NoCredential = cfg.RequireKey && !keyConfigured
-	return &Provider{name: name, base: strings.TrimRight(cfg.BaseURL, "/"), up: up, idle: idle}, nil
+	return &Provider{name: up.Client.Provider, base: up.Base, up: up.Client, idle: up.StreamIdleTimeout}, nil
 }
 
 // Name is the operator's name for the provider.

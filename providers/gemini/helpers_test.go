@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamtest"
 )
 
 const testKey = "AIzaSyTEST-secret-key-0123456789"
@@ -36,34 +37,20 @@ type fakeGemini struct {
 func newFake(t *testing.T, h http.HandlerFunc) *fakeGemini {
 	t.Helper()
 	f := &fakeGemini{}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.srv, f.transport = upstreamtest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		f.mu.Lock()
 		f.reqs = append(f.reqs, recorded{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 		f.mu.Unlock()
 		r.Body = io.NopCloser(bytes.NewReader(body)) // the handler may read it too
 		h(w, r)
-	}))
-	f.transport = &http.Transport{}
-	t.Cleanup(func() {
-		f.transport.CloseIdleConnections()
-		f.srv.CloseClientConnections()
-		f.srv.Close()
 	})
 	return f
 }
 
 func (f *fakeGemini) provider(t *testing.T, mod ...func(*Config)) *Provider {
 	t.Helper()
-	cfg := Config{BaseURL: f.srv.URL + "/v1beta", APIKey: testKey, Transport: f.transport}
-	for _, m := range mod {
-		m(&cfg)
-	}
-	p, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return upstreamtest.NewProvider(t, New, Config{BaseURL: f.srv.URL + "/v1beta", APIKey: testKey, Transport: f.transport}, mod...)
 }
 
 func (f *fakeGemini) requests() []recorded {

@@ -74,7 +74,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -88,32 +87,12 @@ const DefaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
 // DefaultStreamIdleTimeout is the longest wait for a stream event by default.
 const DefaultStreamIdleTimeout = 30 * time.Second
 
-// Config configures one Gemini upstream.
-type Config struct {
-	// Name is the operator's name for the provider; it defaults to "gemini".
-	Name string
-	// BaseURL is the API root, with its version, that /models/{model}:generateContent is
-	// appended to; it defaults to DefaultBaseURL.
-	BaseURL string
-	// APIKey is sent as the x-goog-api-key header; empty sends none (for a proxy that adds
-	// credentials itself).
-	APIKey string
-	// RequireKey says the operator configured a credential: when APIKey is empty all the
-	// same (the environment variable it named is unset) and no header carries one, every
-	// call is refused at once with credentials_not_configured instead of reaching the
-	// upstream.
-	RequireKey bool
-	// Headers are extra headers sent with every request (set before the credentials).
-	Headers map[string]string
-	// Transport makes the requests; nil means http.DefaultTransport.
-	Transport http.RoundTripper
-	// Timeout bounds one attempt from the request to the end of the response body, streams
-	// included; zero means no limit.
-	Timeout time.Duration
-	// StreamIdleTimeout is the longest wait for the next event of a stream before it fails
-	// with a timeout; zero means DefaultStreamIdleTimeout, a negative value disables it.
-	StreamIdleTimeout time.Duration
-}
+// Config configures one Gemini upstream; its fields are those of every HTTP adapter
+// (upstreamhttp.Config). Name defaults to "gemini", BaseURL (the API root, with its
+// version, that /models/{model}:generateContent is appended to) to DefaultBaseURL. APIKey
+// is sent as the x-goog-api-key header; credentials set through Headers (x-goog-api-key
+// or Authorization: a proxy's, an OAuth token) count as a key and are redacted too.
+type Config upstreamhttp.Config
 
 // Provider calls one Gemini upstream. It is safe for concurrent use.
 type Provider struct {
@@ -123,61 +102,20 @@ type Provider struct {
 	idle time.Duration
 }
 
+// adapter is what upstreamhttp sets a Gemini upstream up with.
+var adapter = upstreamhttp.Adapter{
+	Name: "gemini", BaseURL: DefaultBaseURL, StreamIdleTimeout: DefaultStreamIdleTimeout,
+	KeyHeader: "X-Goog-Api-Key", RefuseQuery: true, RedactHeaderKeys: true, ParseError: ParseError,
+}
+
 // New checks cfg and returns its Provider.
 func New(cfg Config) (*Provider, error) {
-	if cfg.Name == "" {
-		cfg.Name = "gemini"
-	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	u, err := upstreamhttp.ParseBaseURL(cfg.BaseURL)
+	up, err := upstreamhttp.Config(cfg).NewUpstream(adapter)
 	if err != nil {
-		return nil, fmt.Errorf("gemini provider %s: %w", cfg.Name, err)
+		return nil, err
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("gemini provider %s: base URL must have no query or fragment (the key goes in APIKey)", cfg.Name)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("gemini provider %s: timeout must not be negative", cfg.Name)
-	}
-	idle := cfg.StreamIdleTimeout
-	if idle == 0 {
-		idle = DefaultStreamIdleTimeout
-	}
-	name, keyConfigured := cfg.Name, false
-	up := &upstreamhttp.Client{
-		Provider: name,
-		HTTP:     upstreamhttp.NewHTTPClient(cfg.Transport),
-		Header:   make(http.Header, len(cfg.Headers)+2),
-		Timeout:  cfg.Timeout,
-		ParseError: func(status int, h http.Header, body []byte) *providers.UpstreamError {
-			return ParseError(name, status, h, body, keyConfigured)
-		},
-		TimeoutCauseOnce: true,
-	}
-	addSecret := func(v string) {
-		if v = strings.TrimSpace(strings.TrimPrefix(v, "Bearer ")); len(v) >= 4 {
-			up.Secrets.Add(v)
-		}
-	}
-	for k, v := range cfg.Headers {
-		up.Header.Set(k, v)
-		switch http.CanonicalHeaderKey(k) {
-		case "X-Goog-Api-Key", "Authorization":
-			// Credentials set through Headers (a proxy's, an OAuth token) count as a key.
-			keyConfigured = keyConfigured || v != ""
-			addSecret(v)
-		}
-	}
-	up.Header.Set("Content-Type", "application/json")
-	if cfg.APIKey != "" {
-		up.Header.Set("X-Goog-Api-Key", cfg.APIKey)
-		keyConfigured = true
-		addSecret(cfg.APIKey)
-	}
-	up.NoCredential = cfg.RequireKey && !keyConfigured
-	return &Provider{name: name, base: strings.TrimRight(cfg.BaseURL, "/"), up: up, idle: idle}, nil
+	up.Client.TimeoutCauseOnce = true
+	return &Provider{name: up.Client.Provider, base: up.Base, up: up.Client, idle: up.StreamIdleTimeout}, nil
 }
 
 // Name is the operator's name for the provider.

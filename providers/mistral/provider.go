@@ -26,7 +26,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -41,30 +40,11 @@ const DefaultBaseURL = "https://api.mistral.ai/v1"
 // (canonical keys): tracing only, never credentials.
 var forwardedHeaders = []string{"X-Client-Request-Id", "Traceparent", "Tracestate"}
 
-// Config configures one Mistral upstream.
-type Config struct {
-	// Name is the operator's name for the provider; it defaults to "mistral".
-	Name string
-	// BaseURL is the API root, with its version; it defaults to DefaultBaseURL.
-	BaseURL string
-	// APIKey is sent as "Authorization: Bearer <APIKey>"; empty sends no Authorization.
-	APIKey string
-	// RequireKey says the operator configured a credential: when APIKey is empty all the
-	// same (the environment variable it named is unset), every call is refused at once
-	// with credentials_not_configured instead of reaching the upstream.
-	RequireKey bool
-	// Headers are extra headers sent with every request (set before the credentials).
-	Headers map[string]string
-	// Transport makes the requests; nil means http.DefaultTransport.
-	Transport http.RoundTripper
-	// Timeout bounds one attempt from the request to the end of the response body, streams
-	// included; zero means no limit.
-	Timeout time.Duration
-	// StreamIdleTimeout is the longest silence allowed on a stream before it fails with a
-	// timeout; zero means openai.DefaultStreamIdleTimeout, a negative value disables the
-	// check.
-	StreamIdleTimeout time.Duration
-}
+// Config configures one Mistral upstream; its fields are those of every HTTP adapter
+// (upstreamhttp.Config). Name defaults to "mistral", BaseURL (the API root, with its
+// version) to DefaultBaseURL, StreamIdleTimeout to openai.DefaultStreamIdleTimeout. APIKey
+// is sent as "Authorization: Bearer <APIKey>".
+type Config upstreamhttp.Config
 
 // openaiProvider names the embedded adapter without exporting it as a field.
 type openaiProvider = openai.Provider
@@ -83,61 +63,37 @@ type Provider struct {
 
 // New checks cfg and returns its Provider.
 func New(cfg Config) (*Provider, error) {
-	if cfg.Name == "" {
-		cfg.Name = "mistral"
+	// As for the openai adapter, a 401 means credentials_not_configured unless APIKey is set.
+	keyConfigured := cfg.APIKey != ""
+	up, err := upstreamhttp.Config(cfg).NewUpstream(upstreamhttp.Adapter{
+		Name: "mistral", BaseURL: DefaultBaseURL, StreamIdleTimeout: openai.DefaultStreamIdleTimeout,
+		KeyHeader: "Authorization", KeyPrefix: "Bearer ", Forwarded: forwardedHeaders,
+		// Mistral's error bodies ({"object":"error","message","type","code"}, its validation
+		// errors {"message":{"detail":[...]}}, {"detail":...}) are shapes the openai
+		// adapter's parser reads.
+		ParseError: func(provider string, status int, h http.Header, body []byte, _ bool) *providers.UpstreamError {
+			return openai.ParseError(provider, status, h, body, keyConfigured)
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	if _, err := upstreamhttp.ParseBaseURL(cfg.BaseURL); err != nil {
-		return nil, fmt.Errorf("mistral provider %s: %w", cfg.Name, err)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("mistral provider %s: timeout must not be negative", cfg.Name)
-	}
+	name := up.Client.Provider
 	oa, err := openai.New(openai.Config{
-		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, RequireKey: cfg.RequireKey,
+		Name: name, BaseURL: up.Base, APIKey: cfg.APIKey, RequireKey: cfg.RequireKey,
 		Headers: cfg.Headers, Transport: cfg.Transport, Timeout: cfg.Timeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
 		// Mistral refuses max_completion_tokens as an unknown field.
 		MaxTokensField: "max_tokens", API: "chat",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("mistral provider %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("mistral provider %s: %w", name, err)
 	}
-	idle := cfg.StreamIdleTimeout
-	if idle == 0 {
-		idle = openai.DefaultStreamIdleTimeout
-	}
-	header := make(http.Header, len(cfg.Headers)+2)
-	for k, v := range cfg.Headers {
-		header.Set(k, v)
-	}
-	header.Set("Content-Type", "application/json")
-	if cfg.APIKey != "" {
-		header.Set("Authorization", "Bearer "+cfg.APIKey)
-	}
-	name, keyConfigured := cfg.Name, cfg.APIKey != ""
-	up := &upstreamhttp.Client{
-		Provider:  name,
-		HTTP:      upstreamhttp.NewHTTPClient(cfg.Transport),
-		Header:    header,
-		Forwarded: forwardedHeaders,
-		Timeout:   cfg.Timeout,
-		// Mistral's error bodies ({"object":"error","message","type","code"}, its validation
-		// errors {"message":{"detail":[...]}}, {"detail":...}) are shapes the openai
-		// adapter's parser reads.
-		ParseError: func(status int, h http.Header, body []byte) *providers.UpstreamError {
-			return openai.ParseError(name, status, h, body, keyConfigured)
-		},
-	}
-	up.Secrets.Add(cfg.APIKey)
-	up.NoCredential = cfg.RequireKey && header.Get("Authorization") == ""
 	return &Provider{
 		openaiProvider: oa,
 		name:           name,
-		base:           strings.TrimRight(cfg.BaseURL, "/"),
-		up:             up,
-		idle:           idle,
+		base:           up.Base,
+		up:             up.Client,
+		idle:           up.StreamIdleTimeout,
 	}, nil
 }
 

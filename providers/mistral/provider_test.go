@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamtest"
 )
 
 const testKey = "sk-mistral-secret"
@@ -37,8 +38,8 @@ type recorded struct {
 // false; otherwise the body is read whole and recorded before h runs.
 func newUpstream(t *testing.T, read bool, h http.HandlerFunc) *upstream {
 	t.Helper()
-	u := &upstream{requests: make(chan *recorded, 16), transport: &http.Transport{}}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u := &upstream{requests: make(chan *recorded, 16)}
+	u.Server, u.transport = upstreamtest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		rec := &recorded{path: r.URL.Path, header: r.Header.Clone()}
 		if read {
 			rec.body, _ = io.ReadAll(r.Body)
@@ -46,37 +47,18 @@ func newUpstream(t *testing.T, read bool, h http.HandlerFunc) *upstream {
 		}
 		u.requests <- rec
 		h(w, r)
-	}))
-	t.Cleanup(func() {
-		u.transport.CloseIdleConnections()
-		u.Server.CloseClientConnections()
-		u.Server.Close()
 	})
 	return u
 }
 
 func (u *upstream) provider(t *testing.T, mod func(*Config)) *Provider {
 	t.Helper()
-	cfg := Config{BaseURL: u.URL + "/v1", APIKey: testKey, Transport: u.transport}
-	if mod != nil {
-		mod(&cfg)
-	}
-	p, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return upstreamtest.NewProvider(t, New, Config{BaseURL: u.URL + "/v1", APIKey: testKey, Transport: u.transport}, mod)
 }
 
 func (u *upstream) last(t *testing.T) *recorded {
 	t.Helper()
-	select {
-	case r := <-u.requests:
-		return r
-	case <-time.After(2 * time.Second):
-		t.Fatal("the upstream got no request")
-		return nil
-	}
+	return upstreamtest.Next(t, u.requests)
 }
 
 func writeJSON(w http.ResponseWriter, status int, body string) {

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -91,17 +90,24 @@ type Provider struct {
 
 // New checks cfg and returns its Provider.
 func New(cfg Config) (*Provider, error) {
-	if cfg.Name == "" {
-		cfg.Name = "openai"
-	}
-	if cfg.BaseURL == "" {
-		cfg.BaseURL = DefaultBaseURL
-	}
-	u, err := upstreamhttp.ParseBaseURL(cfg.BaseURL)
+	// A 401 means credentials_not_configured unless APIKey is set: an Authorization set
+	// through Headers does not count.
+	keyConfigured := cfg.APIKey != ""
+	up, err := upstreamhttp.Config{
+		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, RequireKey: cfg.RequireKey, Headers: cfg.Headers,
+		Transport: cfg.Transport, Timeout: cfg.Timeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
+	}.NewUpstream(upstreamhttp.Adapter{
+		Name: "openai", BaseURL: DefaultBaseURL, StreamIdleTimeout: DefaultStreamIdleTimeout,
+		KeyHeader: "Authorization", KeyPrefix: "Bearer ", Forwarded: forwardedHeaders,
+		ParseError: func(provider string, status int, h http.Header, body []byte, _ bool) *providers.UpstreamError {
+			return ParseError(provider, status, h, body, keyConfigured)
+		},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("openai provider %s: %w", cfg.Name, err)
+		return nil, err
 	}
-	maxCompletion := u.Hostname() == "api.openai.com"
+	name := up.Client.Provider
+	maxCompletion := up.URL.Hostname() == "api.openai.com"
 	switch cfg.MaxTokensField {
 	case "":
 	case "max_tokens":
@@ -109,53 +115,25 @@ func New(cfg Config) (*Provider, error) {
 	case "max_completion_tokens":
 		maxCompletion = true
 	default:
-		return nil, fmt.Errorf("openai provider %s: max tokens field must be max_tokens or max_completion_tokens", cfg.Name)
+		return nil, fmt.Errorf("openai provider %s: max tokens field must be max_tokens or max_completion_tokens", name)
 	}
 	if cfg.API != "" && cfg.API != "chat" && cfg.API != "responses" {
-		return nil, fmt.Errorf("openai provider %s: api must be chat or responses", cfg.Name)
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("openai provider %s: timeout must not be negative", cfg.Name)
-	}
-	idle := cfg.StreamIdleTimeout
-	if idle == 0 {
-		idle = DefaultStreamIdleTimeout
-	}
-	header := make(http.Header, len(cfg.Headers)+4)
-	for k, v := range cfg.Headers {
-		header.Set(k, v)
-	}
-	header.Set("Content-Type", "application/json")
-	if cfg.APIKey != "" {
-		header.Set("Authorization", "Bearer "+cfg.APIKey)
+		return nil, fmt.Errorf("openai provider %s: api must be chat or responses", name)
 	}
 	if cfg.Organization != "" {
-		header.Set("OpenAI-Organization", cfg.Organization)
+		up.Client.Header.Set("OpenAI-Organization", cfg.Organization)
 	}
 	if cfg.Project != "" {
-		header.Set("OpenAI-Project", cfg.Project)
+		up.Client.Header.Set("OpenAI-Project", cfg.Project)
 	}
-	name, keyConfigured := cfg.Name, cfg.APIKey != ""
-	up := &upstreamhttp.Client{
-		Provider:  name,
-		HTTP:      upstreamhttp.NewHTTPClient(cfg.Transport),
-		Header:    header,
-		Forwarded: forwardedHeaders,
-		Timeout:   cfg.Timeout,
-		ParseError: func(status int, h http.Header, body []byte) *providers.UpstreamError {
-			return ParseError(name, status, h, body, keyConfigured)
-		},
-	}
-	up.Secrets.Add(cfg.APIKey)
-	up.NoCredential = cfg.RequireKey && header.Get("Authorization") == ""
 	return &Provider{
 		name:          name,
-		url:           strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
-		up:            up,
-		idle:          idle,
+		url:           up.Base + "/chat/completions",
+		up:            up.Client,
+		idle:          up.StreamIdleTimeout,
 		maxCompletion: maxCompletion,
-		responsesURL:  strings.TrimRight(cfg.BaseURL, "/") + "/responses",
-		base:          strings.TrimRight(cfg.BaseURL, "/"),
+		responsesURL:  up.Base + "/responses",
+		base:          up.Base,
 		responses:     cfg.API == "responses",
 	}, nil
 }

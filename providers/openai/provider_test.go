@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamtest"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
@@ -60,42 +61,23 @@ type recorded struct {
 
 func newUpstream(t *testing.T, h http.HandlerFunc) *upstream {
 	t.Helper()
-	u := &upstream{requests: make(chan *recorded, 16), transport: &http.Transport{}}
-	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u := &upstream{requests: make(chan *recorded, 16)}
+	u.Server, u.transport = upstreamtest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		u.requests <- &recorded{header: r.Header.Clone(), body: body, path: r.URL.Path}
 		h(w, r)
-	}))
-	t.Cleanup(func() {
-		u.transport.CloseIdleConnections()
-		u.Server.CloseClientConnections()
-		u.Server.Close()
 	})
 	return u
 }
 
 func (u *upstream) provider(t *testing.T, mod func(*Config)) *Provider {
 	t.Helper()
-	cfg := Config{Name: "test", BaseURL: u.URL + "/v1", APIKey: "sk-test-secret", Transport: u.transport}
-	if mod != nil {
-		mod(&cfg)
-	}
-	p, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return upstreamtest.NewProvider(t, New, Config{Name: "test", BaseURL: u.URL + "/v1", APIKey: "sk-test-secret", Transport: u.transport}, mod)
 }
 
 func (u *upstream) last(t *testing.T) *recorded {
 	t.Helper()
-	select {
-	case r := <-u.requests:
-		return r
-	case <-time.After(2 * time.Second):
-		t.Fatal("the upstream got no request")
-		return nil
-	}
+	return upstreamtest.Next(t, u.requests)
 }
 
 // sse writes frames as a streaming upstream does, flushing each.

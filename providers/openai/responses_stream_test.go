@@ -7,13 +7,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamtest"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
@@ -526,26 +526,13 @@ type responsesRecorded struct {
 func responsesUpstream(t *testing.T, h http.HandlerFunc, mod func(*Config)) (*Provider, <-chan responsesRecorded) {
 	t.Helper()
 	requests := make(chan responsesRecorded, 8)
-	transport := &http.Transport{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, transport := upstreamtest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		requests <- responsesRecorded{path: r.URL.Path, body: body}
 		h(w, r)
-	}))
-	t.Cleanup(func() {
-		transport.CloseIdleConnections()
-		srv.CloseClientConnections()
-		srv.Close()
 	})
 	cfg := Config{Name: "test", BaseURL: srv.URL + "/v1", APIKey: "sk-test-secret", Transport: transport, API: "responses"}
-	if mod != nil {
-		mod(&cfg)
-	}
-	p, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p, requests
+	return upstreamtest.NewProvider(t, New, cfg, mod), requests
 }
 
 func writeSSE(w http.ResponseWriter, frames ...string) {

@@ -1,8 +1,10 @@
 // Package upstreamhttp is the HTTP plumbing the upstream adapters (providers/openai,
-// providers/anthropic, providers/gemini) share: one attempt and its timeout, sending a
-// request and classifying a failure that left no response, reading a bounded body,
-// Retry-After, the idle watchdog of a streamed body, the closing protocol of a stream, and
-// keeping credentials out of the bodies kept for diagnostics.
+// providers/anthropic, providers/gemini, providers/elevenlabs, providers/mistral) share:
+// the configuration every one of them has (Config) and the Client set up from it
+// (Config.NewUpstream), one attempt and its timeout, sending a request and classifying a
+// failure that left no response, reading a bounded body, Retry-After, the idle watchdog of
+// a streamed body, the closing protocol of a stream, and keeping credentials out of the
+// bodies kept for diagnostics.
 //
 // What an adapter's API says (its error bodies, their categories, its stream frames) stays
 // in the adapter: the Client takes the adapter's ParseError, and the adapters decode their

@@ -1,0 +1,55 @@
+// Package upstreamtest holds what the adapters' tests share to stand up a fake upstream.
+package upstreamtest
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// NewServer starts an httptest server that answers with h, and returns it with a transport
+// of its own to call it through. When the test ends, the transport's idle connections and
+// then the server's are closed before the server itself, so that no connection goroutine
+// outlives the test (the adapters' tests count them).
+func NewServer(t testing.TB, h http.HandlerFunc) (*httptest.Server, *http.Transport) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	tr := &http.Transport{}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv, tr
+}
+
+// NewProvider returns what newProvider makes of cfg once each of mods (nil ones skipped)
+// has changed it, and fails the test on an error.
+func NewProvider[C, P any](t testing.TB, newProvider func(C) (P, error), cfg C, mods ...func(*C)) P {
+	t.Helper()
+	for _, m := range mods {
+		if m != nil {
+			m(&cfg)
+		}
+	}
+	p, err := newProvider(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Next returns the next request a fake upstream recorded in requests, and fails the test
+// when none comes within 2 seconds.
+func Next[T any](t testing.TB, requests <-chan T) T {
+	t.Helper()
+	select {
+	case r := <-requests:
+		return r
+	case <-time.After(2 * time.Second):
+		t.Fatal("the upstream got no request")
+		var zero T
+		return zero
+	}
+}
