@@ -39,10 +39,6 @@ var ocrCapability = capability{
 	},
 }
 
-// DefaultOCRBody is the largest OCR request unless a route sets max_upload: a 50 MB
-// document (Mistral's limit) as a base64 data URL, with room for the rest.
-const DefaultOCRBody int64 = 72 << 20
-
 // maxOCRPages is the most pages of one document Mistral reads: the worst case of a document
 // whose pages are not named, and the most a pages range may name.
 const maxOCRPages = 1000
@@ -334,7 +330,10 @@ func (q *ocrRequest) worst(rt Route) (int64, error) {
 
 // ocr serves POST /ocr.
 func (g *Gateway) ocr(w http.ResponseWriter, r *http.Request, caller *Caller) error {
-	body, apiErr := g.readBodyUpTo(w, r, max(g.MaxBodyBytes, g.uploadCeiling(&ocrCapability, DefaultOCRBody)))
+	// An OCR request is JSON held whole: it is bounded by max_body_size, unless a route takes
+	// larger documents inline (max_upload; a 50 MB PDF is about 67 MB as a data URL). A
+	// document too large for that is sent by URL.
+	body, apiErr := g.readBodyUpTo(w, r, max(g.MaxBodyBytes, g.uploadCeiling(&ocrCapability, g.MaxBodyBytes)))
 	if apiErr != nil {
 		return apiErr
 	}
@@ -373,7 +372,7 @@ func (c *call) ocrRoutes(q *ocrRequest, size int64) *APIError {
 	for _, rt := range c.routes {
 		if q.readable(ocrKindOf(rt)) {
 			routes = append(routes, rt)
-			limit = max(limit, rt.uploadLimit(DefaultOCRBody))
+			limit = max(limit, rt.uploadLimit(c.g.MaxBodyBytes))
 		}
 	}
 	if len(routes) == 0 {
@@ -387,7 +386,7 @@ func (c *call) ocrRoutes(q *ocrRequest, size int64) *APIError {
 		return tooLarge(limit)
 	}
 	for i := len(routes) - 1; i >= 0; i-- {
-		if size > routes[i].uploadLimit(DefaultOCRBody) {
+		if size > routes[i].uploadLimit(c.g.MaxBodyBytes) {
 			routes = append(routes[:i], routes[i+1:]...)
 		}
 	}

@@ -73,7 +73,8 @@ func TestOCREndToEnd(t *testing.T) {
 		}`, mistral.URL) +
 		embeddingModel("mistral-ocr", embeddingRoute("mistral", "mistral-ocr-latest", "page 0.001")) +
 		embeddingModel("reader-ocr", embeddingRoute("reader", "reader-1", "page 0.002")) +
-		embeddingModel("vision-ocr", embeddingRoute("vision", "gpt-4o-mini", "input 0.15\n\t\t\t\toutput 0.60\n\t\t\t\tpage 0.0005"))
+		embeddingModel("vision-ocr", embeddingRoute("vision", "gpt-4o-mini", "input 0.15\n\t\t\t\toutput 0.60\n\t\t\t\tpage 0.0005")) +
+		embeddingModel("big-ocr", embeddingRoute("mistral", "mistral-ocr-latest", "page 0.001\n\t\t\t\tmax_upload 16MiB"))
 	env := startGateway(t, cfg, "")
 	wsID, key := env.workspace(5 * usd)
 	balance := env.balance(wsID).BalanceNanos
@@ -126,6 +127,19 @@ func TestOCREndToEnd(t *testing.T) {
 		if doc["type"] != "image_url" || doc["image_url"] != "data:image/jpeg;base64,"+png {
 			t.Fatalf("upstream got %v", lastOCR())
 		}
+	})
+
+	t.Run("inline documents within max_body_size or the route's max_upload", func(t *testing.T) {
+		// 12 MB of base64: over the 10 MiB max_body_size, under big-ocr's max_upload.
+		doc := `{"type":"document_url","document_url":"data:application/pdf;base64,` + strings.Repeat("QUJD", 3_000_000) + `"}`
+		status, _, out := env.post(key, "/ocr", `{"model":"mistral-ocr","document":`+doc+`}`)
+		if status != http.StatusRequestEntityTooLarge || !strings.Contains(string(out), "payload_too_large") {
+			t.Fatalf("%d %.300s", status, out)
+		}
+		if env.balance(wsID).BalanceNanos != balance {
+			t.Fatal("a refused document was charged")
+		}
+		ocr(t, `{"model":"big-ocr","document":`+doc+`}`, "page×2=2000000")
 	})
 
 	t.Run("document reader", func(t *testing.T) {
