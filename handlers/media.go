@@ -271,13 +271,17 @@ type mediaEvents struct {
 
 // appendTokenUsage is the usage object of a media event or answer that has none.
 func appendTokenUsage(b []byte, u providers.Usage) []byte {
-	b = append(b, `{"input_tokens":`...)
+	return append(appendTokenCounts(append(b, '{'), u), '}')
+}
+
+// appendTokenCounts writes the members of a media usage object: input, output and total tokens.
+func appendTokenCounts(b []byte, u providers.Usage) []byte {
+	b = append(b, `"input_tokens":`...)
 	b = strconv.AppendInt(b, u.PromptTokens(), 10)
 	b = append(b, `,"output_tokens":`...)
 	b = strconv.AppendInt(b, u.CompletionTokens(), 10)
 	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, u.Total(), 10)
-	return append(b, '}')
+	return strconv.AppendInt(b, u.Total(), 10)
 }
 
 // relayEvents relays an OpenAI media event stream (speech, transcription, images) event by

@@ -310,12 +310,7 @@ func (c *call) appendTranscriptionUsage(b []byte, u providers.Usage) []byte {
 		b = strconv.AppendFloat(b, math.Ceil(c.metered.InputAudio.Seconds()), 'f', -1, 64)
 		return append(b, '}')
 	}
-	b = append(b, `{"type":"tokens","input_tokens":`...)
-	b = strconv.AppendInt(b, u.PromptTokens(), 10)
-	b = append(b, `,"output_tokens":`...)
-	b = strconv.AppendInt(b, u.CompletionTokens(), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, u.Total(), 10)
+	b = appendTokenCounts(append(b, `{"type":"tokens",`...), u)
 	return append(b, '}')
 }
 
