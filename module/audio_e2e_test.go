@@ -121,6 +121,12 @@ func (f *fakeAudio) speech(w http.ResponseWriter, r *http.Request) {
 	if req["model"] == "slow-tts" {
 		time.Sleep(slowSpeech)
 	}
+	if req["model"] == "broken-tts" {
+		// The connection drops mid-clip.
+		conn, _, _ := http.NewResponseController(w).Hijack()
+		_ = conn.Close()
+		return
+	}
 	_, _ = w.Write(speechClip[1024:])
 }
 
@@ -214,6 +220,7 @@ func TestAudioEndToEnd(t *testing.T) {
 	cfg := providerBlock("oa", up.URL) + resilientProvider("down", down.URL, "retries 0") +
 		embeddingModel("tts", embeddingRoute("oa", "tts-1", "input_characters 15")) +
 		embeddingModel("slow-tts", embeddingRoute("oa", "slow-tts", "input_characters 15")) +
+		embeddingModel("broken-tts", embeddingRoute("oa", "broken-tts", "input_characters 15")) +
 		embeddingModel("mini-tts", embeddingRoute("oa", "gpt-4o-mini-tts", "input 0.6\n\t\t\t\toutput_audio_tokens 12")) +
 		embeddingModel("whisper", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001")) +
 		embeddingModel("gpt-transcribe", embeddingRoute("oa", "gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
@@ -281,6 +288,24 @@ func TestAudioEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("speech broken mid-clip is cut off, not ended", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "broken-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err == nil || !bytes.Equal(got, speechClip[:len(got)]) {
+			t.Fatalf("read %d bytes, error %v: a broken clip must not end cleanly", len(got), err)
+		}
+		genID := resp.Header.Get("X-Generation-Id")
+		env.chargedLines(t, wsID, genID, before, int64(len(text))*15_000, fmt.Sprintf("input_characters:%d", len(text)))
+		if gen := env.generation(wsID, genID); gen.ErrorCode != "upstream_error" {
+			t.Fatalf("generation %+v", gen)
+		}
+	})
+
 	t.Run("speech events and tokens", func(t *testing.T) {
 		before := env.balance(wsID).BalanceNanos
 		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "mini-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("coral")},
@@ -340,7 +365,7 @@ func TestAudioEndToEnd(t *testing.T) {
 				Endpoints []string `json:"endpoints"`
 			} `json:"data"`
 		}
-		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 6 {
+		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 7 {
 			t.Fatalf("%d %s", status, body)
 		}
 		status, body = env.get(key, "/endpoints")
@@ -355,7 +380,7 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatalf("%d %s", status, body)
 		}
 		for _, e := range eps.Data {
-			if e.ID == "audio" && (!e.Available || e.ModelCount != 6) {
+			if e.ID == "audio" && (!e.Available || e.ModelCount != 7) {
 				t.Fatalf("audio endpoint %+v", e)
 			}
 		}
