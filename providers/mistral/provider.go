@@ -63,17 +63,13 @@ type Provider struct {
 
 // New checks cfg and returns its Provider.
 func New(cfg Config) (*Provider, error) {
-	// As for the openai adapter, a 401 means credentials_not_configured unless APIKey is set.
-	keyConfigured := cfg.APIKey != ""
 	up, err := upstreamhttp.Config(cfg).NewUpstream(upstreamhttp.Adapter{
 		Name: "mistral", BaseURL: DefaultBaseURL, StreamIdleTimeout: openai.DefaultStreamIdleTimeout,
 		KeyHeader: "Authorization", KeyPrefix: "Bearer ", Forwarded: forwardedHeaders,
 		// Mistral's error bodies ({"object":"error","message","type","code"}, its validation
 		// errors {"message":{"detail":[...]}}, {"detail":...}) are shapes the openai
 		// adapter's parser reads.
-		ParseError: func(provider string, status int, h http.Header, body []byte, _ bool) *providers.UpstreamError {
-			return openai.ParseError(provider, status, h, body, keyConfigured)
-		},
+		ParseError: openai.ParseError,
 	})
 	if err != nil {
 		return nil, err

@@ -90,18 +90,13 @@ type Provider struct {
 
 // New checks cfg and returns its Provider.
 func New(cfg Config) (*Provider, error) {
-	// A 401 means credentials_not_configured unless APIKey is set: an Authorization set
-	// through Headers does not count.
-	keyConfigured := cfg.APIKey != ""
 	up, err := upstreamhttp.Config{
 		Name: cfg.Name, BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, RequireKey: cfg.RequireKey, Headers: cfg.Headers,
 		Transport: cfg.Transport, Timeout: cfg.Timeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
 	}.NewUpstream(upstreamhttp.Adapter{
 		Name: "openai", BaseURL: DefaultBaseURL, StreamIdleTimeout: DefaultStreamIdleTimeout,
 		KeyHeader: "Authorization", KeyPrefix: "Bearer ", Forwarded: forwardedHeaders,
-		ParseError: func(provider string, status int, h http.Header, body []byte, _ bool) *providers.UpstreamError {
-			return ParseError(provider, status, h, body, keyConfigured)
-		},
+		ParseError: ParseError,
 	})
 	if err != nil {
 		return nil, err

@@ -209,6 +209,23 @@ func TestChatWithoutKeySendsNoAuthorization(t *testing.T) {
 	}
 }
 
+// A key sent through a header line is a key: a 401 then means it is wrong, not missing.
+func TestKeyInHeaderIsAKey(t *testing.T) {
+	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	})
+	p := u.provider(t, func(c *Config) { c.APIKey, c.Headers = "", map[string]string{"Authorization": "Bearer sk-from-a-header"} })
+	_, err := p.Chat(context.Background(), userRequest("hi"))
+	ue, ok := providers.AsUpstreamError(err)
+	if !ok || ue.Category != providers.CategoryCredentialsInvalid {
+		t.Fatalf("err = %v", err)
+	}
+	if h := u.last(t).header; h.Get("Authorization") != "Bearer sk-from-a-header" {
+		t.Fatalf("Authorization sent: %q", h.Get("Authorization"))
+	}
+}
+
 func TestErrorResponses(t *testing.T) {
 	tests := []struct {
 		name      string
