@@ -215,7 +215,9 @@ func TestKeyInHeaderIsAKey(t *testing.T) {
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
 	})
-	p := u.provider(t, func(c *Config) { c.APIKey, c.Headers = "", map[string]string{"Authorization": "Bearer sk-from-a-header"} })
+	p := u.provider(t, func(c *Config) {
+		c.APIKey, c.Headers = "", map[string]string{"Authorization": "Bearer sk-from-a-header"}
+	})
 	_, err := p.Chat(context.Background(), userRequest("hi"))
 	ue, ok := providers.AsUpstreamError(err)
 	if !ok || ue.Category != providers.CategoryCredentialsInvalid {
