@@ -191,12 +191,9 @@ func (c *call) embedNeutral(w http.ResponseWriter, r *http.Request, rt Route, re
 		// An answer the client cannot be given fails the attempt like any other.
 		b, err = c.appendEmbeddingData(append(make([]byte, 0, 256), `{"object":"list","data":`...), rt, resp.Vectors, req.base64)
 	}
-	c.recordAttempt(rt, began, err)
-	if err != nil {
+	if err := c.neutralDone(rt, began, err); err != nil {
 		return err
 	}
-	c.firstByte = c.g.Now()
-	c.route = &rt
 	if resp.UsageKnown {
 		c.usage, c.usageKnown = resp.Usage, true
 	}

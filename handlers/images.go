@@ -453,7 +453,7 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 	}
 	defer func() { _ = c.settle(r.Context()) }()
 	c.streamed = q.stream
-	if apiErr := c.fitUpload(form, DefaultImageUpload, false); apiErr != nil {
+	if apiErr := c.fitUpload(form, DefaultImageUpload); apiErr != nil {
 		return c.failed(apiErr)
 	}
 	return c.tryRoutes(r, q.stream, nil, func(ar *http.Request, rt Route) error {
@@ -656,18 +656,6 @@ func (c *call) imagesNeutral(w http.ResponseWriter, r *http.Request, rt Route, q
 	b = append(b, '}')
 	defer answerBufs.Put(buf, b)
 	return c.answerComplete(w, r, b, appendTokenUsage)
-}
-
-// neutralDone records a neutral call's outcome and, when it succeeded, makes rt the route
-// that answers.
-func (c *call) neutralDone(rt Route, began time.Time, err error) error {
-	c.recordAttempt(rt, began, err)
-	if err != nil {
-		return err
-	}
-	c.firstByte = c.g.Now()
-	c.route = &rt
-	return nil
 }
 
 // neutralImageEvents writes a neutral answer as an OpenAI image stream: one completed event

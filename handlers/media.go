@@ -105,11 +105,10 @@ func formatBytes(n int64) string {
 	return strconv.FormatInt(n, 10) + " bytes"
 }
 
-// fitUpload applies the call's routes' largest upload limit to the form and, when the call
-// may send the upload more than once (another route, a retry) or must measure it, reads the
-// rest of it into the spool: until then nothing was sent anywhere, so an upload past the
-// limit is refused with nothing sent upstream.
-func (c *call) fitUpload(form *upload.Form, def int64, mustSpool bool) *APIError {
+// fitUpload applies the largest upload limit of the call's routes to a form read whole
+// (the upload handlers spool it before begin: its fields may follow its files, and it may
+// be sent again to another route), so that an upload past it is refused before any call.
+func (c *call) fitUpload(form *upload.Form, def int64) *APIError {
 	var limit int64
 	for _, rt := range c.routes {
 		limit = max(limit, rt.uploadLimit(def))
@@ -117,31 +116,11 @@ func (c *call) fitUpload(form *upload.Form, def int64, mustSpool bool) *APIError
 	if err := form.SetLimit(limit); err != nil {
 		return uploadError(err)
 	}
-	if mustSpool || len(c.routes) > 1 || c.routes[0].Policy.Retries > 0 {
-		if err := form.Spool(); err != nil {
-			return uploadError(err)
-		}
-	}
 	return nil
 }
 
-// readRecorder remembers the error that stopped reads of a body being sent upstream: an
-// upload past its limit fails the upstream call, and the client is answered 413 for it.
-type readRecorder struct {
-	r   io.Reader
-	err error
-}
-
-func (rr *readRecorder) Read(p []byte) (int, error) {
-	n, err := rr.r.Read(p)
-	if err != nil && err != io.EOF {
-		rr.err = err
-	}
-	return n, err
-}
-
 // forwardForm sends the form to a route of the same wire format, as a body built for it
-// (its upstream model, the gateway's fields dropped), streamed as it is read.
+// (its upstream model, the gateway's fields dropped), read from the spool as it is sent.
 func (c *call) forwardForm(ar *http.Request, rt Route, fw providers.Forwarder, form *upload.Form, def int64, format providers.WireFormat, stream bool, opt upload.BodyOptions) (*providers.RawResponse, error) {
 	if form.Complete() && form.Size() > rt.uploadLimit(def) {
 		// Another route of the model takes larger uploads: this one is passed over.
@@ -157,25 +136,28 @@ func (c *call) forwardForm(ar *http.Request, rt Route, fw providers.Forwarder, f
 	if err != nil {
 		return nil, uploadError(err)
 	}
-	rec := &readRecorder{r: body}
 	began := c.g.Now()
 	resp, err := fw.Forward(ar.Context(), &providers.RawRequest{
-		Format: format, Reader: rec, Length: body.Len(), ContentType: body.ContentType(), Stream: stream, Header: passHeaders(ar),
+		Format: format, Reader: body, Length: body.Len(), ContentType: body.ContentType(), Stream: stream, Header: passHeaders(ar),
 	})
 	if err != nil {
-		if rec.err != nil && !errors.Is(rec.err, io.ErrUnexpectedEOF) {
-			var tl *upload.TooLargeError
-			var fe *upload.FormError
-			if errors.As(rec.err, &tl) || errors.As(rec.err, &fe) {
-				// The client's upload, not the upstream, failed the call.
-				return nil, uploadError(rec.err)
-			}
-		}
 		c.recordAttempt(rt, began, err)
 		return nil, err
 	}
 	c.headersArrived()
 	return resp, nil
+}
+
+// neutralDone records a neutral call's outcome and, when it succeeded, makes rt the route
+// that answers.
+func (c *call) neutralDone(rt Route, began time.Time, err error) error {
+	c.recordAttempt(rt, began, err)
+	if err != nil {
+		return err
+	}
+	c.firstByte = c.g.Now()
+	c.route = &rt
+	return nil
 }
 
 // mediaBufs hold what a binary answer is copied through.

@@ -128,12 +128,9 @@ func (c *call) moderateNeutral(w http.ResponseWriter, r *http.Request, rt Route,
 		// An answer the client cannot be given fails the attempt like any other.
 		err = c.providerFault(rt, fmt.Sprintf("the provider answered %d moderation results for %d inputs", len(resp.Results), len(inputs)), nil)
 	}
-	c.recordAttempt(rt, began, err)
-	if err != nil {
+	if err := c.neutralDone(rt, began, err); err != nil {
 		return err
 	}
-	c.firstByte = c.g.Now()
-	c.route = &rt
 	b, err := json.Marshal(struct {
 		ID      string                       `json:"id"`
 		Model   string                       `json:"model"`

@@ -180,7 +180,7 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	}
 	defer c.endMedia(r)
 	c.streamed = t.stream
-	if apiErr := c.fitUpload(form, DefaultAudioUpload, true); apiErr != nil {
+	if apiErr := c.fitUpload(form, DefaultAudioUpload); apiErr != nil {
 		return c.failed(apiErr)
 	}
 	c.meter(t.usage(false))
@@ -330,12 +330,9 @@ func (c *call) transcriptionNeutral(w http.ResponseWriter, r *http.Request, rt R
 		Model: rt.UpstreamModel, Translate: t.translate, File: file, Size: t.file.Size, FileName: t.file.FileName, FileContentType: t.file.ContentType,
 		Language: t.language, Prompt: t.prompt, Temperature: t.temp, Timestamps: t.timestamps, Diarize: t.format == "diarized_json",
 	})
-	c.recordAttempt(rt, began, err)
-	if err != nil {
+	if err := c.neutralDone(rt, began, err); err != nil {
 		return err
 	}
-	c.firstByte = c.g.Now()
-	c.route = &rt
 	u := t.usage(false)
 	if res.Duration > 0 {
 		u.InputAudio = res.Duration
