@@ -182,7 +182,7 @@ func main() {
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results to this JSON file")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (configurations, logs, database)")
 	flag.StringVar(&c.profileDir, "profile", "", "after the rounds, profile the proxies under saturation and write the profiles to this directory")
-	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile")
+	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile (gw-image-edit: under the image-edit test's load)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
 	flag.BoolVar(&c.profileStreams, "profile-streams", false, "profile under the streaming test's load (-streams, -back-to-back) instead of under saturation")
 	flag.IntVar(&c.profileRate, "profile-rate", 0, "profile at this fixed rate in requests per second, as in the latency test, instead of under saturation (0: saturation)")
@@ -802,7 +802,7 @@ func (b *bench) profile(ctx context.Context) error {
 	}
 	for _, name := range strings.Split(b.cfg.profileArms, ",") {
 		var a *arm
-		for _, x := range b.arms {
+		for _, x := range b.allArms() {
 			if x.name == strings.TrimSpace(name) {
 				a = x
 			}
@@ -820,6 +820,12 @@ func (b *bench) profile(ctx context.Context) error {
 		load := time.Duration(secs+2) * time.Second
 		done := make(chan string, 1)
 		switch rate := b.cfg.profileRate; {
+		case a.name == imageEditArm:
+			logf("profiling %s for %ds under %d closed-loop workers", a.name, secs, b.cfg.ImageConc)
+			go func() {
+				r := saturate(ctx, a, b.upstream, b.cfg.ImageConc, 0, load, b.imageBody)
+				done <- fmt.Sprintf("%.1f rps", r.RPS)
+			}()
 		case b.cfg.profileStreams:
 			logf("profiling %s for %ds under %s", a.name, secs, b.cfg.streamLoad())
 			go func() {

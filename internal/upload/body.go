@@ -300,11 +300,8 @@ var quoteEscaper = strings.NewReplacer("\\", "\\\\", `"`, "\\\"", "\r", "%0D", "
 
 // discardLive reads a dropped streamed file to its end.
 func (f *Form) discardLive() error {
-	if f.copyBuf == nil {
-		f.copyBuf = make([]byte, readSize)
-	}
 	p := &f.parts[len(f.parts)-1]
-	n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{f.live}, f.copyBuf)
+	n, err := f.live.WriteTo(io.Discard)
 	f.live = nil
 	p.Size = n
 	if err != nil {

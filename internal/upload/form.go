@@ -1,7 +1,6 @@
 package upload
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 )
@@ -65,15 +65,14 @@ type Part struct {
 type Form struct {
 	opt      Options
 	limit    *limitReader
-	mr       *multipart.Reader
+	mr       *partReader
 	parts    []Part
-	live     *multipart.Part // the file part left in the body, not read yet
-	reader   *Body           // the Body that read from the request body
-	complete bool            // the request body was read to its end
-	fields   int64           // bytes of field values held
-	spool    *os.File
+	live     *formPart // the file part left in the body, not read yet
+	reader   *Body     // the Body that read from the request body
+	complete bool      // the request body was read to its end
+	fields   int64     // bytes of field values held
+	spool    *spool
 	spoolLen int64
-	copyBuf  []byte
 	boundary string
 }
 
@@ -102,9 +101,7 @@ func Parse(r io.Reader, boundary string, opt Options) (*Form, error) {
 		return nil, &TooLargeError{Limit: opt.Limit}
 	}
 	f := &Form{opt: opt, limit: &limitReader{r: r, limit: opt.Limit}}
-	// mime/multipart reads 4 KiB at a time: the request is read under it in larger pieces,
-	// one system call for many of its reads (and never past the limit).
-	f.mr = multipart.NewReader(bufio.NewReaderSize(f.limit, readSize), boundary)
+	f.mr = newPartReader(f.limit, boundary)
 	f.limit.final = "--" + boundary + "--"
 	f.boundary = multipart.NewWriter(io.Discard).Boundary()
 	if err := f.read(); err != nil {
@@ -141,7 +138,7 @@ func (f *Form) next() (*Part, error) {
 	}
 	mp, err := f.mr.NextPart()
 	if err == io.EOF && !f.limit.ended() {
-		// mime/multipart also reports a header cut short by the end of the body as io.EOF.
+		// A header cut short by the end of the body is reported as io.EOF too.
 		err = io.ErrUnexpectedEOF
 	}
 	if err == io.EOF {
@@ -171,7 +168,7 @@ func (f *Form) next() (*Part, error) {
 	return &f.parts[len(f.parts)-1], nil
 }
 
-func newPart(mp *multipart.Part) (Part, error) {
+func newPart(mp *formPart) (Part, error) {
 	disp, params, err := mime.ParseMediaType(mp.Header.Get("Content-Disposition"))
 	if err != nil {
 		return Part{}, &FormError{Reason: "part Content-Disposition", Err: err}
@@ -183,8 +180,11 @@ func newPart(mp *multipart.Part) (Part, error) {
 	p := Part{Sent: sent, ContentType: mp.Header.Get("Content-Type"), Size: -1}
 	p.Name, p.List = splitName(sent)
 	if _, ok := params["filename"]; ok {
+		// RFC 7578 (4.2): a filename's directories are not used.
 		p.File = true
-		p.FileName = mp.FileName()
+		if name := params["filename"]; name != "" {
+			p.FileName = filepath.Base(name)
+		}
 		if p.FileName == "." || p.FileName == "/" {
 			p.FileName = ""
 		}
@@ -192,7 +192,7 @@ func newPart(mp *multipart.Part) (Part, error) {
 	return p, nil
 }
 
-func (f *Form) readField(mp *multipart.Part, name string) (string, error) {
+func (f *Form) readField(mp *formPart, name string) (string, error) {
 	max := min(f.opt.MaxFieldBytes, f.opt.MaxFieldsBytes-f.fields)
 	b, err := io.ReadAll(io.LimitReader(mp, max+1))
 	if err != nil {
@@ -211,20 +211,16 @@ func (f *Form) readField(mp *multipart.Part, name string) (string, error) {
 // spoolLive copies the file part in f.live to the spool file.
 func (f *Form) spoolLive() error {
 	if f.spool == nil {
-		s, err := os.CreateTemp(f.opt.TempDir, "upload-*")
+		s, err := newSpool(f.opt.TempDir)
 		if err != nil {
 			return fmt.Errorf("upload: creating spool file: %w", err)
 		}
 		f.spool = s
 	}
-	if f.copyBuf == nil {
-		f.copyBuf = make([]byte, readSize)
-	}
 	p := &f.parts[len(f.parts)-1]
-	// A part yields at most the 4 KiB mime/multipart buffers: the spool is written a full
-	// buffer at a time.
-	n, err := io.CopyBuffer(writerOnly{f.spool}, fullReader{f.live}, f.copyBuf)
+	n, err := f.live.WriteTo(writerOnly{f.spool.file})
 	f.live = nil
+	f.spool.written(f.spoolLen + n)
 	if err != nil {
 		var werr *spoolWriteError
 		if errors.As(err, &werr) {
@@ -381,16 +377,13 @@ func (f *Form) SetLimit(n int64) error {
 	return nil
 }
 
-// Close removes the spool file. It does not close the request body.
+// Close releases the spool file: readers of the form's files (Open's, a Body's) fail from
+// then on. It does not close the request body.
 func (f *Form) Close() error {
 	if f.spool == nil {
 		return nil
 	}
-	name := f.spool.Name()
-	err := f.spool.Close()
-	if rerr := os.Remove(name); err == nil {
-		err = rerr
-	}
+	err := f.spool.release(f.opt.TempDir)
 	f.spool = nil
 	return err
 }
@@ -458,19 +451,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // readSize is how much of the request is read, and of a file spooled, at a time.
 const readSize = 64 << 10
 
-// fullReader fills each buffer it is given unless the input ends.
-type fullReader struct{ r io.Reader }
-
-func (f fullReader) Read(p []byte) (int, error) {
-	n, err := io.ReadFull(f.r, p)
-	if err == io.ErrUnexpectedEOF {
-		err = nil // the next Read reports io.EOF
-	}
-	return n, err
-}
-
-// writerOnly hides os.File's ReadFrom so that io.CopyBuffer uses the form's buffer, and marks
-// write errors so they are not taken for the request's.
+// writerOnly marks write errors so they are not taken for the request's.
 type writerOnly struct{ f *os.File }
 
 func (w writerOnly) Write(p []byte) (int, error) {

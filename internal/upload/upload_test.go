@@ -118,13 +118,15 @@ func brief(ps []part) []string {
 	return s
 }
 
+// spoolFiles is the number of spool files in dir and in use: files are removed from their
+// directory when made, and return to the pool (or are closed) when their form is closed.
 func spoolFiles(t *testing.T, dir string) int {
 	t.Helper()
 	es, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(es)
+	return len(es) + int(spoolsInUse.Load())
 }
 
 func openaiGoBody(t *testing.T, p interface {
