@@ -27,6 +27,11 @@ type partReader struct {
 
 	partsRead int
 	cur       *formPart
+
+	// skip is the Horspool shift table of nlDashBoundary, made for a delimiter of skipLen
+	// bytes (it loses its CR in LF mode).
+	skip    [256]uint8
+	skipLen int
 }
 
 // Bounds of what NextPart reads outside a part's content, as mime/multipart's.
@@ -36,9 +41,11 @@ const (
 	maxBoundaryLine = 4096
 	// maxPartHeaders is the most header values of one part.
 	maxPartHeaders = 10000
-	// searchLen is how much of the delimiter is searched for at once: short enough for
-	// bytes.Index's vector search (longer needles fall back to a byte-by-byte loop).
-	searchLen = 32
+	// skipSearchLen is the shortest delimiter searched for with a shift table: a long
+	// delimiter lets the search skip nearly its whole length at each step, where
+	// bytes.Index stops at every byte that matches its first (its CR: every 256th byte of
+	// an image or audio file).
+	skipSearchLen = 24
 )
 
 // errPartHeaderTooLarge is a part header larger than the buffer.
@@ -300,25 +307,29 @@ func (r *partReader) scan(buf []byte, total int64, readErr error) (int, error) {
 	return len(buf), readErr
 }
 
-// indexDelimiter is bytes.Index(buf, r.nlDashBoundary), searching for the delimiter's first
-// searchLen bytes and checking the rest where they are found.
+// indexDelimiter is bytes.Index(buf, r.nlDashBoundary).
 func (r *partReader) indexDelimiter(buf []byte) int {
 	d := r.nlDashBoundary
-	if len(d) <= searchLen {
+	n := len(d)
+	if n < skipSearchLen {
 		return bytes.Index(buf, d)
 	}
-	head, tail := d[:searchLen], d[searchLen:]
-	for at := 0; ; {
-		i := bytes.Index(buf[at:], head)
-		if i < 0 {
-			return -1
+	if r.skipLen != n {
+		for c := range r.skip {
+			r.skip[c] = uint8(n)
 		}
-		i += at
-		if bytes.HasPrefix(buf[i+searchLen:], tail) {
-			return i
+		for j, c := range d[:n-1] {
+			r.skip[c] = uint8(n - 1 - j)
 		}
-		at = i + 1
+		r.skipLen = n
 	}
+	last := d[n-1]
+	for i := n - 1; i < len(buf); i += int(r.skip[buf[i]]) {
+		if buf[i] == last && bytes.Equal(buf[i-n+1:i+1], d) {
+			return i - n + 1
+		}
+	}
+	return -1
 }
 
 // matchAfterDelimiter tells whether buf, which starts with the delimiter prefix, holds a

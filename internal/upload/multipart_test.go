@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"mime/multipart"
 	"net/textproto"
 	"reflect"
@@ -149,12 +150,16 @@ func TestPartReaderMatchesMimeMultipart(t *testing.T) {
 	})
 	t.Run("SDK bodies", func(t *testing.T) {
 		for seed := range uint64(4) {
-			body := build(t, "sdk-boundary", []part{
+			boundary := "sdk-boundary"
+			if seed%2 == 1 {
+				boundary = multipart.NewWriter(io.Discard).Boundary() // openai-go's kind, 60 characters
+			}
+			body := build(t, boundary, []part{
 				file("image[]", "a.png", "image/png", randomBytes(seed, 200<<10)),
 				file("mask", "m.png", "image/png", randomBytes(seed+10, 3000)),
 				field("model", "gpt-image-1"), field("prompt", "p"),
 			})
-			samePartReading(t, body, "sdk-boundary")
+			samePartReading(t, body, boundary)
 		}
 	})
 }
@@ -172,4 +177,39 @@ func FuzzPartReader(f *testing.F) {
 		}
 		samePartReading(t, body, b)
 	})
+}
+
+// TestIndexDelimiterMatchesBytesIndex holds the shift-table search to bytes.Index, on
+// buffers full of the delimiter's pieces, in both line-ending modes.
+func TestIndexDelimiterMatchesBytesIndex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, boundary := range []string{"b", strings.Repeat("7f", 10), multipart.NewWriter(io.Discard).Boundary(), strings.Repeat("-", 70)} {
+		for _, lf := range []bool{false, true} {
+			r := newPartReader(nil, boundary)
+			if lf {
+				r.nl, r.nlDashBoundary = r.nl[1:], r.nlDashBoundary[1:]
+			}
+			d := r.nlDashBoundary
+			for range 2000 {
+				var buf []byte
+				for len(buf) < 400 {
+					switch rng.IntN(4) {
+					case 0:
+						buf = append(buf, d...)
+					case 1:
+						i, j := rng.IntN(len(d)), rng.IntN(len(d))
+						buf = append(buf, d[min(i, j):max(i, j)]...)
+					case 2:
+						buf = append(buf, d[rng.IntN(len(d))])
+					default:
+						buf = append(buf, byte(rng.IntN(256)))
+					}
+				}
+				buf = buf[rng.IntN(len(buf)):]
+				if got, want := r.indexDelimiter(buf), bytes.Index(buf, d); got != want {
+					t.Fatalf("boundary %q, LF %v: indexDelimiter %d, bytes.Index %d in %q", boundary, lf, got, want, buf)
+				}
+			}
+		}
+	}
 }
