@@ -106,6 +106,7 @@ func Parse(r io.Reader, boundary string, opt Options) (*Form, error) {
 	f.boundary = multipart.NewWriter(io.Discard).Boundary()
 	if err := f.read(); err != nil {
 		_ = f.Close()
+		f.mr.release()
 		return nil, err
 	}
 	return f, nil
@@ -143,6 +144,7 @@ func (f *Form) next() (*Part, error) {
 	}
 	if err == io.EOF {
 		f.complete = true
+		f.mr.release() // nothing reads the request body from now on
 		return nil, nil
 	}
 	if err != nil {
@@ -449,7 +451,7 @@ func (l *limitReader) Read(p []byte) (int, error) {
 }
 
 // readSize is how much of the request is read, and of a file spooled, at a time.
-const readSize = 64 << 10
+const readSize = 256 << 10
 
 // writerOnly marks write errors so they are not taken for the request's.
 type writerOnly struct{ f *os.File }

@@ -9,6 +9,7 @@ import (
 	"mime/quotedprintable"
 	"net/textproto"
 	"strings"
+	"sync"
 )
 
 // partReader reads a multipart body as mime/multipart.Reader does (NextPart: the same parts,
@@ -51,14 +52,28 @@ const (
 // errPartHeaderTooLarge is a part header larger than the buffer.
 var errPartHeaderTooLarge = errors.New("multipart: part header larger than " + fmt.Sprint(readSize) + " bytes")
 
+// readBuffers are the partReaders' buffers, reused once a form is read to its end.
+var readBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readSize) }}
+
 func newPartReader(r io.Reader, boundary string) *partReader {
 	b := []byte("\r\n--" + boundary + "--")
+	br := readBuffers.Get().(*bufio.Reader)
+	br.Reset(r)
 	return &partReader{
-		br:               bufio.NewReaderSize(r, readSize),
+		br:               br,
 		nl:               b[:2],
 		nlDashBoundary:   b[:len(b)-2],
 		dashBoundaryDash: b[2:],
 		dashBoundary:     b[2 : len(b)-2],
+	}
+}
+
+// release returns the buffer for reuse; the reader is not used again.
+func (r *partReader) release() {
+	if r.br != nil {
+		r.br.Reset(nil)
+		readBuffers.Put(r.br)
+		r.br, r.cur = nil, nil
 	}
 }
 
