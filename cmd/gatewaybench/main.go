@@ -182,7 +182,7 @@ func main() {
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results to this JSON file")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (configurations, logs, database)")
 	flag.StringVar(&c.profileDir, "profile", "", "after the rounds, profile the proxies under saturation and write the profiles to this directory")
-	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile (gw-image-edit: under the image-edit test's load)")
+	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile (with -tests image-edit, caddy and gw-image-edit are profiled under that test's load)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
 	flag.BoolVar(&c.profileStreams, "profile-streams", false, "profile under the streaming test's load (-streams, -back-to-back) instead of under saturation")
 	flag.IntVar(&c.profileRate, "profile-rate", 0, "profile at this fixed rate in requests per second, as in the latency test, instead of under saturation (0: saturation)")
@@ -820,7 +820,7 @@ func (b *bench) profile(ctx context.Context) error {
 		load := time.Duration(secs+2) * time.Second
 		done := make(chan string, 1)
 		switch rate := b.cfg.profileRate; {
-		case a.name == imageEditArm:
+		case slices.Contains(b.media["image-edit"], a):
 			logf("profiling %s for %ds under %d closed-loop workers", a.name, secs, b.cfg.ImageConc)
 			go func() {
 				r := saturate(ctx, a, b.upstream, b.cfg.ImageConc, 0, load, b.imageBody)

@@ -402,8 +402,8 @@ type limitReader struct {
 	tailN    int
 }
 
-// ended reports whether a body that mime/multipart says has ended holds the closing
-// delimiter: it is either not read to its end (multipart stops reading at the delimiter) or
+// ended reports whether a body whose parts have ended holds the closing delimiter: it is
+// either not read to its end (the part reader stops reading at the delimiter) or
 // its last bytes hold it (an epilogue after it is allowed, up to the tail's size).
 func (l *limitReader) ended() bool {
 	return !l.eof || bytes.Contains(l.tail[:l.tailN], []byte(l.final))
