@@ -1,7 +1,10 @@
 package upload
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"slices"
 	"strconv"
@@ -41,6 +44,7 @@ type BodyOptions struct {
 // and an io.WriterTo that stream the form's files without holding them in memory.
 type Body struct {
 	f        *Form
+	spool    *spool // the form's, kept: Form.Close may run while a transport still reads
 	opt      BodyOptions
 	counting bool // Len walks the parts without reading them
 
@@ -52,10 +56,12 @@ type Body struct {
 	first    bool            // a part header was written
 	ended    bool
 
-	buf, pend []byte    // the header or closing boundary being written
-	cur       io.Reader // the part's content being written
-	size      int64     // its size, when counting
-	liveIdx   int       // the part index of a streamed file being written, or -1
+	buf, pend []byte            // the header or closing boundary being written
+	cur       io.Reader         // the part's content being written
+	sec       *io.SectionReader // cur when it is a spooled file's content
+	secPart   *Part             // that file
+	size      int64             // its size, when counting
+	liveIdx   int               // the part index of a streamed file being written, or -1
 	liveN     int64
 	err       error
 }
@@ -66,7 +72,7 @@ func (f *Form) Body(opt BodyOptions) (*Body, error) {
 	if !f.Replayable() {
 		return nil, ErrConsumed
 	}
-	return &Body{f: f, opt: opt, liveIdx: -1}, nil
+	return &Body{f: f, spool: f.spool, opt: opt, liveIdx: -1}, nil
 }
 
 // ContentType is the Content-Type of the body, with its boundary.
@@ -129,13 +135,26 @@ func (b *Body) Read(p []byte) (int, error) {
 	}
 }
 
+// errBodyClosed is what a closed body's reads get.
+var errBodyClosed = errors.New("upload: read of a closed body")
+
+// Close ends the body: reads fail from then on. An HTTP transport closes the body it sent;
+// being an io.ReadCloser, the body is not wrapped by http.NewRequest, and the transport
+// reaches it (its SyscallConn) under its own wrappers.
+func (b *Body) Close() error {
+	if b.err == nil {
+		b.err = errBodyClosed
+	}
+	return nil
+}
+
 // WriteTo writes the body to w.
 func (b *Body) WriteTo(w io.Writer) (int64, error) {
 	return io.CopyBuffer(w, struct{ io.Reader }{b}, make([]byte, 32<<10))
 }
 
 func (b *Body) endContent() {
-	b.cur = nil
+	b.cur, b.sec, b.secPart = nil, nil, nil
 	if b.liveIdx >= 0 {
 		b.f.parts[b.liveIdx].Size = b.liveN
 		b.f.live = nil
@@ -212,7 +231,11 @@ func (b *Body) advance() error {
 			b.header(name, p)
 			b.size = p.Size
 			if !b.counting {
-				b.cur = io.NewSectionReader(b.f.spool, p.off, p.Size)
+				if b.spool == nil {
+					b.spool = b.f.spool // spooled after the body was made
+				}
+				b.sec, b.secPart = io.NewSectionReader(b.spool, p.off, p.Size), p
+				b.cur = b.sec
 			}
 			return nil
 		}
@@ -277,7 +300,13 @@ func (b *Body) header(name string, p *Part) {
 		h = append(h, "\r\n"...)
 	}
 	b.first = true
-	h = append(append(append(h, "--"...), b.f.boundary...), "\r\nContent-Disposition: "...)
+	b.buf = appendPartHeader(h, b.f.boundary, name, p)
+	b.pend = b.buf
+}
+
+// appendPartHeader appends a part's boundary line and header, up to and with its empty line.
+func appendPartHeader(h []byte, boundary, name string, p *Part) []byte {
+	h = append(append(append(h, "--"...), boundary...), "\r\nContent-Disposition: "...)
 	if p.File {
 		h = append(h, multipart.FileContentDisposition(name, p.FileName)...)
 	} else {
@@ -291,8 +320,7 @@ func (b *Body) header(name string, p *Part) {
 	if ct != "" {
 		h = append(append(append(h, "Content-Type: "...), ct...), "\r\n"...)
 	}
-	b.buf = append(h, "\r\n"...)
-	b.pend = b.buf
+	return append(h, "\r\n"...)
 }
 
 // quoteEscaper escapes a name as mime/multipart does.
@@ -308,4 +336,106 @@ func (f *Form) discardLive() error {
 		return f.readErr("reading file "+strconv.Quote(p.Sent), err)
 	}
 	return nil
+}
+
+// errNotOneStretch is fileRest's answer when the rest of the body must be read part by part.
+var errNotOneStretch = errors.New("upload: the rest of the body is not one stretch of the spool")
+
+// fileRest readies the rest of a body read whole to be sent straight from the spool file, in
+// one stretch, and returns where it starts in the spool and its length. The spool holds each
+// file's content after a gap as long as its header (the frame the part was spooled with, see
+// spooledLead for the room before the first); the rest of the body is one stretch when its
+// files follow one another in the spool with exactly their headers' room between them (none
+// dropped or renamed between them). Its other bytes are then written into the spool around
+// the files: the fields and header before the first file into the room before it, each
+// header into its gap, the fields and closing delimiter after the last file after it, where
+// the spool is cut, so that nothing past the body's end can be sent.
+func (b *Body) fileRest() (start, n int64, err error) {
+	f := b.f
+	if b.err != nil || b.counting || b.ended || !f.complete || b.spool == nil || (b.cur != nil && b.sec == nil) {
+		return 0, 0, errNotOneStretch
+	}
+	// The rest of the body: memory between file sections, walked on a copy of the body.
+	type section struct {
+		mem      []byte // the bytes before the file
+		off, len int64
+	}
+	var sections []section
+	var mem []byte
+	c := *b
+	c.buf, c.index = nil, maps.Clone(b.index)
+	mem = append(mem, c.pend...)
+	if c.sec != nil {
+		pos, _ := c.sec.Seek(0, io.SeekCurrent)
+		sections = append(sections, section{mem, c.secPart.off + pos, c.secPart.Size - pos})
+		mem = nil
+	}
+	c.pend = nil
+	c.endContent()
+	for !c.ended {
+		if err := c.advance(); err != nil {
+			return 0, 0, err
+		}
+		mem = append(mem, c.pend...)
+		if p := c.secPart; p != nil {
+			sections = append(sections, section{mem, p.off, p.Size})
+			mem = nil
+		} else if c.cur != nil {
+			if mem, err = appendAll(mem, c.cur); err != nil {
+				return 0, 0, err
+			}
+		}
+		c.endContent()
+	}
+	if len(sections) == 0 {
+		return 0, 0, errNotOneStretch
+	}
+	// The room before the first file reaches back to the content of the spooled file before it.
+	first := sections[0]
+	var floor int64
+	for i := range f.parts {
+		if p := &f.parts[i]; p.spooled && p.off < first.off {
+			floor = max(floor, p.off+p.Size)
+		}
+	}
+	start = first.off - int64(len(first.mem))
+	if start < floor {
+		return 0, 0, errNotOneStretch
+	}
+	end := first.off + first.len
+	for _, s := range sections[1:] {
+		if s.off-end != int64(len(s.mem)) {
+			return 0, 0, errNotOneStretch
+		}
+		end = s.off + s.len
+	}
+	if end != f.spoolLen {
+		return 0, 0, errNotOneStretch // a spooled file after the last one sent would be cut off
+	}
+	for _, s := range sections {
+		if _, err := b.spool.file.WriteAt(s.mem, s.off-int64(len(s.mem))); err != nil {
+			return 0, 0, fmt.Errorf("upload: writing spool file: %w", err)
+		}
+	}
+	if err := b.spool.cut(mem, end); err != nil {
+		return 0, 0, err
+	}
+	return start, end + int64(len(mem)) - start, nil
+}
+
+// sentFromSpool records that n bytes of the rest readied by fileRest were sent from the
+// spool: the body has ended, or failed when it was sent part way.
+func (b *Body) sentFromSpool(sent, n int64) {
+	switch {
+	case sent == n:
+		b.endContent()
+		b.pend, b.ended, b.i = nil, true, len(b.f.parts)
+	case sent > 0:
+		b.err = fmt.Errorf("upload: the body's last %d bytes were sent from the spool only up to %d", n, sent)
+	}
+}
+
+func appendAll(dst []byte, r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(r)
+	return append(dst, b...), err
 }

@@ -58,7 +58,10 @@ type Part struct {
 	Size int64
 
 	spooled bool
-	off     int64
+	// off is where a spooled file's content starts in the spool; frameOff where the part's
+	// frame starts: CRLF and the part's header as a body would send it under its Sent name,
+	// so that a body's files and the headers between them are one stretch of the spool.
+	off, frameOff int64
 }
 
 // Form is a multipart body being read; see the package doc.
@@ -217,9 +220,18 @@ func (f *Form) spoolLive() error {
 		if err != nil {
 			return fmt.Errorf("upload: creating spool file: %w", err)
 		}
-		f.spool = s
+		f.spool, f.spoolLen = s, spooledLead
+		if _, err := s.file.Seek(spooledLead, io.SeekStart); err != nil {
+			return fmt.Errorf("upload: seeking in the spool file: %w", err)
+		}
 	}
 	p := &f.parts[len(f.parts)-1]
+	frame := appendPartHeader([]byte("\r\n"), f.boundary, p.Sent, p)
+	if _, err := f.spool.file.Write(frame); err != nil {
+		return fmt.Errorf("upload: writing spool file: %w", err)
+	}
+	p.frameOff = f.spoolLen
+	f.spoolLen += int64(len(frame))
 	n, err := f.live.WriteTo(writerOnly{f.spool.file})
 	f.live = nil
 	f.spool.written(f.spoolLen + n)
@@ -449,6 +461,11 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// spooledLead is the room left at the start of a spool, for the fields and header that come
+// before the first file in a body sent from the spool (see Body.fileRest); a file system
+// stores no blocks for it.
+const spooledLead = 64 << 10
 
 // readSize is how much of the request is read, and of a file spooled, at a time.
 const readSize = 256 << 10

@@ -2,6 +2,7 @@ package upload
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -26,6 +27,7 @@ type spool struct {
 	// closed, instead of reading the next upload's bytes.
 	mu       sync.RWMutex
 	released bool
+	sending  atomic.Int32 // sends from the file under way (see beginSend)
 }
 
 // Bounds of the pool: it holds at most maxPooledSpools files, each cut to maxPooledSpoolBytes,
@@ -97,9 +99,10 @@ func (s *spool) ReadAt(p []byte, off int64) (int, error) {
 func (s *spool) release(dir string) error {
 	s.mu.Lock()
 	s.released = true
+	busy := s.sending.Load() > 0
 	s.mu.Unlock()
 	spoolsInUse.Add(-1)
-	if s.name == "" && (s.size <= maxPooledSpoolBytes || s.file.Truncate(maxPooledSpoolBytes) == nil) {
+	if !busy && s.name == "" && (s.size <= maxPooledSpoolBytes || s.file.Truncate(maxPooledSpoolBytes) == nil) {
 		spools.mu.Lock()
 		if len(spools.free[dir]) < maxPooledSpools {
 			if spools.free == nil {
@@ -119,3 +122,31 @@ func (s *spool) release(dir string) error {
 	}
 	return err
 }
+
+// cut writes tail at off and makes the file end after it.
+func (s *spool) cut(tail []byte, off int64) error {
+	if _, err := s.file.WriteAt(tail, off); err != nil {
+		return fmt.Errorf("upload: writing spool file: %w", err)
+	}
+	end := off + int64(len(tail))
+	if err := s.file.Truncate(end); err != nil {
+		return fmt.Errorf("upload: cutting spool file: %w", err)
+	}
+	s.size = end
+	return nil
+}
+
+// beginSend tells whether the file may be sent from (the form is not closed); endSend ends
+// the send. A file released while it is sent from is closed, not pooled: the next upload
+// must not be written where a send may still be reading.
+func (s *spool) beginSend() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.released {
+		return false
+	}
+	s.sending.Add(1)
+	return true
+}
+
+func (s *spool) endSend() { s.sending.Add(-1) }

@@ -36,8 +36,8 @@ func TestSpoolIsReusedAndHoldsOnlyItsForm(t *testing.T) {
 	if b.spool.file != fileA {
 		t.Fatal("the second form did not reuse the first one's spool file")
 	}
-	if b.spool.size != 1<<20 {
-		t.Errorf("pooled spool size %d, want the 1 MiB written before", b.spool.size)
+	if b.spool.size < 1<<20 {
+		t.Errorf("pooled spool size %d, want the 1 MiB and more written before", b.spool.size)
 	}
 	rd, err := b.Open(b.Files("file")[0])
 	if err != nil {
