@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 )
 
@@ -124,5 +125,34 @@ func TestSpoolPoolIsBounded(t *testing.T) {
 	}
 	if spoolFiles(t, dir) != 0 {
 		t.Errorf("%d spool files in the directory or in use after every form was closed", spoolFiles(t, dir))
+	}
+}
+
+// A spool closed while a send from it is under way is not pooled: the next upload must not be
+// written where the send may still read.
+func TestSpoolSentFromIsNotReused(t *testing.T) {
+	dir := t.TempDir()
+	a := spooledForm(t, dir, randomBytes(6, 64<<10))
+	sp := a.spool
+	if !sp.beginSend() {
+		t.Fatal("an open form's spool refused a send")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sp.endSend()
+	if sp.beginSend() {
+		t.Error("a closed form's spool accepted a send")
+	}
+	spools.mu.Lock()
+	pooled := slices.Contains(spools.free[dir], sp.file)
+	spools.mu.Unlock()
+	if pooled {
+		t.Fatal("a spool released during a send was pooled")
+	}
+	b := spooledForm(t, dir, "next")
+	defer func() { _ = b.Close() }()
+	if b.spool.file == sp.file {
+		t.Fatal("the next form got the file a send may still read")
 	}
 }

@@ -17,7 +17,7 @@
 //
 // The API: Parse returns a *Form; Form.Value, Values, Files, Bool, Int and Float read it,
 // Form.Open reads a spooled file (to probe an audio file's duration), Form.SetLimit applies a
-// route's lower limit, Form.Body builds a *Body per upstream request, Form.Close removes the
+// route's lower limit, Form.Body builds a *Body per upstream request, Form.Close releases the
 // spool. Errors: *TooLargeError (413), *FormError (400), ErrConsumed (no fallback possible),
 // otherwise the request's own read error.
 //
@@ -26,7 +26,7 @@
 //	boundary, err := upload.Boundary(r.Header.Get("Content-Type"))
 //	form, err := upload.Parse(r.Body, boundary, upload.Options{Limit: 50 << 20, Length: r.ContentLength, Replay: len(routes) > 1})
 //	// *upload.TooLargeError answers 413, *upload.FormError 400
-//	defer func() { _ = form.Close() }() // removes the spool file
+//	defer func() { _ = form.Close() }() // releases the spool file
 //	model, _ := form.Value("model")
 //	// choose the routes for model; form.SetLimit(route.Limit) applies a lower per-route limit
 //	body, err := form.Body(upload.BodyOptions{Set: map[string]string{"model": route.Model}, Drop: []string{"meta"}})
@@ -45,7 +45,13 @@
 // *TooLargeError as soon as it is passed: a spooled upload fails in Parse, a streamed one while
 // its body is read (the upstream request must then be abandoned, and the client answered 413).
 // A handler that must send nothing upstream for an oversized upload of unknown length parses
-// with Replay. The spool holds at most Limit bytes and is removed by Form.Close.
+// with Replay. The spool holds at most Limit bytes of the files and is released by Form.Close.
+//
+// Spool files are unlinked when made and kept for reuse (see spool.go). A spooled file's
+// content follows room for its header, so that a body whose files are last (or followed only
+// by fields) is one stretch of the spool: on Linux, Body offers the spool's descriptor
+// (SyscallConn), and an HTTP/1 transport over plain TCP sends that stretch with sendfile(2),
+// without copying it through the process; elsewhere, and over TLS, it is read part by part.
 //
 // A Form is not safe for concurrent use: read its fields before or after a Body is read, not
 // while.
