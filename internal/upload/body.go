@@ -135,18 +135,11 @@ func (b *Body) Read(p []byte) (int, error) {
 	}
 }
 
-// errBodyClosed is what a closed body's reads get.
-var errBodyClosed = errors.New("upload: read of a closed body")
-
-// Close ends the body: reads fail from then on. An HTTP transport closes the body it sent;
-// being an io.ReadCloser, the body is not wrapped by http.NewRequest, and the transport
-// reaches it (its SyscallConn) under its own wrappers.
-func (b *Body) Close() error {
-	if b.err == nil {
-		b.err = errBodyClosed
-	}
-	return nil
-}
+// Close does nothing: the form holds what the body reads, until Form.Close. The body is an
+// io.ReadCloser so that http.NewRequest does not wrap it, and an HTTP transport reaches it
+// (its SyscallConn) under its own wrappers; a transport may close it from another goroutine
+// while it is read.
+func (b *Body) Close() error { return nil }
 
 // WriteTo writes the body to w.
 func (b *Body) WriteTo(w io.Writer) (int64, error) {
