@@ -59,7 +59,6 @@ type Body struct {
 	buf, pend []byte            // the header or closing boundary being written
 	cur       io.Reader         // the part's content being written
 	sec       *io.SectionReader // cur when it is a spooled file's content
-	secPart   *Part             // that file
 	size      int64             // its size, when counting
 	liveIdx   int               // the part index of a streamed file being written, or -1
 	liveN     int64
@@ -147,7 +146,7 @@ func (b *Body) WriteTo(w io.Writer) (int64, error) {
 }
 
 func (b *Body) endContent() {
-	b.cur, b.sec, b.secPart = nil, nil, nil
+	b.cur, b.sec = nil, nil
 	if b.liveIdx >= 0 {
 		b.f.parts[b.liveIdx].Size = b.liveN
 		b.f.live = nil
@@ -227,7 +226,7 @@ func (b *Body) advance() error {
 				if b.spool == nil {
 					b.spool = b.f.spool // spooled after the body was made
 				}
-				b.sec, b.secPart = io.NewSectionReader(b.spool, p.off, p.Size), p
+				b.sec = io.NewSectionReader(b.spool, p.off, p.Size)
 				b.cur = b.sec
 			}
 			return nil
@@ -336,7 +335,7 @@ var errNotOneStretch = errors.New("upload: the rest of the body is not one stret
 
 // fileRest readies the rest of a body read whole to be sent straight from the spool file, in
 // one stretch, and returns where it starts in the spool and its length. The spool holds each
-// file's content after a gap as long as its header (the frame the part was spooled with, see
+// file's content after room for its header as the client named it (see spoolLive, and
 // spooledLead for the room before the first); the rest of the body is one stretch when its
 // files follow one another in the spool with exactly their headers' room between them (none
 // dropped or renamed between them). Its other bytes are then written into the spool around
@@ -360,7 +359,8 @@ func (b *Body) fileRest() (start, n int64, err error) {
 	mem = append(mem, c.pend...)
 	if c.sec != nil {
 		pos, _ := c.sec.Seek(0, io.SeekCurrent)
-		sections = append(sections, section{mem, c.secPart.off + pos, c.secPart.Size - pos})
+		_, off, size := c.sec.Outer()
+		sections = append(sections, section{mem, off + pos, size - pos})
 		mem = nil
 	}
 	c.pend = nil
@@ -370,13 +370,16 @@ func (b *Body) fileRest() (start, n int64, err error) {
 			return 0, 0, err
 		}
 		mem = append(mem, c.pend...)
-		if p := c.secPart; p != nil {
-			sections = append(sections, section{mem, p.off, p.Size})
+		if c.sec != nil {
+			_, off, size := c.sec.Outer()
+			sections = append(sections, section{mem, off, size})
 			mem = nil
 		} else if c.cur != nil {
-			if mem, err = appendAll(mem, c.cur); err != nil {
+			v, err := io.ReadAll(c.cur) // a field's value
+			if err != nil {
 				return 0, 0, err
 			}
+			mem = append(mem, v...)
 		}
 		c.endContent()
 	}
@@ -422,13 +425,8 @@ func (b *Body) sentFromSpool(sent, n int64) {
 	switch {
 	case sent == n:
 		b.endContent()
-		b.pend, b.ended, b.i = nil, true, len(b.f.parts)
+		b.pend, b.ended = nil, true
 	case sent > 0:
 		b.err = fmt.Errorf("upload: the body's last %d bytes were sent from the spool only up to %d", n, sent)
 	}
-}
-
-func appendAll(dst []byte, r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(r)
-	return append(dst, b...), err
 }

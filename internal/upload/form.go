@@ -58,10 +58,7 @@ type Part struct {
 	Size int64
 
 	spooled bool
-	// off is where a spooled file's content starts in the spool; frameOff where the part's
-	// frame starts: CRLF and the part's header as a body would send it under its Sent name,
-	// so that a body's files and the headers between them are one stretch of the spool.
-	off, frameOff int64
+	off     int64 // where a spooled file's content starts in the spool
 }
 
 // Form is a multipart body being read; see the package doc.
@@ -226,15 +223,16 @@ func (f *Form) spoolLive() error {
 		}
 	}
 	p := &f.parts[len(f.parts)-1]
-	frame := appendPartHeader([]byte("\r\n"), f.boundary, p.Sent, p)
-	if _, err := f.spool.file.Write(frame); err != nil {
-		return fmt.Errorf("upload: writing spool file: %w", err)
+	// Room for the part's header (CRLF, boundary line, disposition, type) under the name the
+	// client sent, so that a body's files and the headers between them can be one stretch of
+	// the spool (Body.fileRest writes them there).
+	room := int64(len(appendPartHeader([]byte("\r\n"), f.boundary, p.Sent, p)))
+	if _, err := f.spool.file.Seek(room, io.SeekCurrent); err != nil {
+		return fmt.Errorf("upload: seeking in the spool file: %w", err)
 	}
-	p.frameOff = f.spoolLen
-	f.spoolLen += int64(len(frame))
+	f.spoolLen += room
 	n, err := f.live.WriteTo(writerOnly{f.spool.file})
 	f.live = nil
-	f.spool.written(f.spoolLen + n)
 	if err != nil {
 		var werr *spoolWriteError
 		if errors.As(err, &werr) {

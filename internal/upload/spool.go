@@ -3,7 +3,6 @@ package upload
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,8 +18,6 @@ type spool struct {
 	// name is the file's path while it could not be removed (an open file cannot be on some
 	// systems): such a file is removed on release, not pooled.
 	name string
-	// size is the file's length: the most any form wrote to it.
-	size int64
 
 	// mu guards reads against release: a reader given out by a form (an upstream request's
 	// body, which a transport may still read after the round trip) fails once the form is
@@ -48,7 +45,8 @@ var spoolsInUse atomic.Int64
 // errSpoolClosed is what a reader of a closed form's spool gets.
 var errSpoolClosed = errors.New("upload: the form was closed")
 
-// newSpool returns an empty spool file in dir, a pooled one when there is one.
+// newSpool returns a spool file in dir, a pooled one when there is one (holding an earlier
+// upload's bytes, at any offset).
 func newSpool(dir string) (*spool, error) {
 	spools.mu.Lock()
 	free := spools.free[dir]
@@ -58,14 +56,8 @@ func newSpool(dir string) (*spool, error) {
 	}
 	spools.mu.Unlock()
 	if f != nil {
-		if _, err := f.Seek(0, io.SeekStart); err == nil {
-			st, err := f.Stat()
-			if err == nil {
-				spoolsInUse.Add(1)
-				return &spool{file: f, size: st.Size()}, nil
-			}
-		}
-		_ = f.Close()
+		spoolsInUse.Add(1)
+		return &spool{file: f}, nil // the form sets its offset
 	}
 	f, err := os.CreateTemp(dir, "upload-*")
 	if err != nil {
@@ -78,11 +70,6 @@ func newSpool(dir string) (*spool, error) {
 		s.name = f.Name()
 	}
 	return s, nil
-}
-
-// written records that the file holds n bytes or more.
-func (s *spool) written(n int64) {
-	s.size = max(s.size, n)
 }
 
 // ReadAt reads the file until the spool is released.
@@ -102,7 +89,7 @@ func (s *spool) release(dir string) error {
 	busy := s.sending.Load() > 0
 	s.mu.Unlock()
 	spoolsInUse.Add(-1)
-	if !busy && s.name == "" && (s.size <= maxPooledSpoolBytes || s.file.Truncate(maxPooledSpoolBytes) == nil) {
+	if !busy && s.name == "" && s.fitPool() {
 		spools.mu.Lock()
 		if len(spools.free[dir]) < maxPooledSpools {
 			if spools.free == nil {
@@ -128,12 +115,16 @@ func (s *spool) cut(tail []byte, off int64) error {
 	if _, err := s.file.WriteAt(tail, off); err != nil {
 		return fmt.Errorf("upload: writing spool file: %w", err)
 	}
-	end := off + int64(len(tail))
-	if err := s.file.Truncate(end); err != nil {
+	if err := s.file.Truncate(off + int64(len(tail))); err != nil {
 		return fmt.Errorf("upload: cutting spool file: %w", err)
 	}
-	s.size = end
 	return nil
+}
+
+// fitPool cuts the file to maxPooledSpoolBytes, and tells whether it may be pooled.
+func (s *spool) fitPool() bool {
+	st, err := s.file.Stat()
+	return err == nil && (st.Size() <= maxPooledSpoolBytes || s.file.Truncate(maxPooledSpoolBytes) == nil)
 }
 
 // beginSend tells whether the file may be sent from (the form is not closed); endSend ends
