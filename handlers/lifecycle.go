@@ -101,9 +101,10 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 	}
 	var most int64
 	if !m.Free() {
-		priced := routes[:0:0]
+		// The routes kept are copied only once one is dropped: most calls drop none.
+		var priced []Route
 		var unpriced error
-		for _, rt := range routes {
+		for i, rt := range routes {
 			if dim := unmetered(rt.Price, cp.meters); dim != "" {
 				return nil, newError(http.StatusInternalServerError, CodeGateway, fmt.Sprintf(
 					"model %q is priced by %s on route %s, which %s does not measure, so it could not be billed; the operator must price it by what the endpoint measures (%s) or make it free",
@@ -111,16 +112,21 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 			}
 			n, err := worst(rt)
 			if err != nil {
+				if unpriced == nil {
+					priced = routes[:i:i] // a copy on the next append
+				}
 				unpriced = err
 				continue
 			}
 			most = max(most, n)
-			priced = append(priced, rt)
+			if unpriced != nil {
+				priced = append(priced, rt)
+			}
 		}
-		if len(priced) == 0 {
-			return nil, priceError(unpriced, "")
-		}
-		if len(priced) < len(routes) {
+		if unpriced != nil {
+			if len(priced) == 0 {
+				return nil, priceError(unpriced, "")
+			}
 			routes = priced
 		}
 	}

@@ -134,9 +134,9 @@ func (t *transcriptionRequest) usage(worst bool) pricing.Usage {
 
 // unmeasurable refuses a plain-text transcription of audio the gateway cannot measure on a
 // route billed by the second: the answer would carry no duration either.
-func unmeasurable() *APIError {
-	return badField(CodeValidation, "response_format",
-		"the duration of the uploaded audio could not be measured (send WAV, MP3, FLAC, Ogg, WebM or M4A), and a text, srt or vtt answer reports none, so it could not be billed; ask response_format json or verbose_json")
+func unmeasurable(why error) *APIError {
+	return badField(CodeValidation, "response_format", fmt.Sprintf(
+		"the duration of the uploaded audio could not be measured (%v; send WAV, MP3, FLAC, Ogg, WebM or M4A), and a text, srt or vtt answer reports none, so it could not be billed; ask response_format json or verbose_json", why))
 }
 
 // transcriptions serves POST /audio/transcriptions.
@@ -170,7 +170,7 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	worst := t.usage(true)
 	c, apiErr := g.begin(w, r, caller, cp, t.model, int(form.Size()), t.meta, func(rt Route) (int64, error) {
 		if t.duration == 0 && t.plainText() && rt.Price.PerUnit(pricing.DimInputAudioSeconds) > 0 {
-			return 0, unmeasurable()
+			return 0, unmeasurable(t.probeErr)
 		}
 		_, total, err := rt.Price.Cost(worst)
 		return total, err

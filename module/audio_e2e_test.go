@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -472,6 +473,24 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatal("not sent to translations")
 		}
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
+	})
+
+	t.Run("unmeasurable audio as plain text is refused", func(t *testing.T) {
+		n := up.calls.Load()
+		before := env.balance(wsID).BalanceNanos
+		params := upload()
+		params.File = openai.File(strings.NewReader("not audio at all, just some text"), "notes.wav", "audio/wav")
+		params.ResponseFormat = "text"
+		var text string
+		_, err := oc.Audio.Transcriptions.New(ctx, params, option.WithResponseBodyInto(&text))
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "response_format" ||
+			!strings.Contains(apiErr.Message, "could not be measured") {
+			t.Fatalf("got %v", err)
+		}
+		if up.calls.Load() != n || env.balance(wsID).BalanceNanos != before {
+			t.Fatalf("the upstream was called (%d calls) or the wallet moved", up.calls.Load()-n)
+		}
 	})
 
 	t.Run("fallback sends the whole upload again", func(t *testing.T) {
