@@ -507,6 +507,10 @@ func uploads(ctx context.Context, a *arm, n int, u *wavUpload) uploadResult {
 	if a.proc == nil {
 		return r
 	}
+	if r.Errors > 0 {
+		r.Note += "; uploads failed: no memory figures (a refused upload holds nothing)"
+		return r
+	}
 	m1, ok1 := memOf(ctx, a.proc)
 	if rssOK {
 		if hwm, err := procPeakRSS(a.proc.pid()); err == nil {

@@ -189,6 +189,70 @@ func TestFakeMedia(t *testing.T) {
 			t.Fatalf("answer %+v: %v", ans, err)
 		}
 	})
+
+	// The fake refuses an upload that did not arrive whole, so that a proxy that cuts or
+	// drops files counts errors instead of throughput.
+	t.Run("cut uploads are refused", func(t *testing.T) {
+		post := func(path, ct string, body []byte) int {
+			resp, err := http.Post(srv.URL+path, ct, bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		multi := func(parts ...[3]string) ([]byte, string) {
+			var buf bytes.Buffer
+			mw := multipart.NewWriter(&buf)
+			for _, p := range parts {
+				w, _ := mw.CreateFormFile(p[0], p[1])
+				_, _ = w.Write([]byte(p[2]))
+			}
+			_ = mw.Close()
+			return buf.Bytes(), mw.FormDataContentType()
+		}
+		body, bct, err := imageEditBody("m", 20_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, params, _ := mime.ParseMediaType(bct)
+		var pics []string
+		mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+		for p, err := mr.NextPart(); err == nil; p, err = mr.NextPart() {
+			if data, _ := io.ReadAll(p); p.FileName() != "" {
+				pics = append(pics, string(data))
+			}
+		}
+		whole, wct := multi([3]string{"image[]", "a.png", pics[0]}, [3]string{"image[]", "b.png", pics[1]})
+		cut, cct := multi([3]string{"image[]", "a.png", pics[0]}, [3]string{"image[]", "b.png", pics[1][:len(pics[1])-5]})
+		one, oct := multi([3]string{"image[]", "a.png", pics[0]})
+		if got := post("/v1/images/edits", wct, whole); got != http.StatusOK {
+			t.Fatalf("two whole images: %d", got)
+		}
+		if got := post("/v1/images/edits", cct, cut); got != http.StatusBadRequest {
+			t.Errorf("an image cut short: %d, want 400", got)
+		}
+		if got := post("/v1/images/edits", oct, one); got != http.StatusBadRequest {
+			t.Errorf("one image of two: %d, want 400", got)
+		}
+		u, err := newWAVUpload("m", 64<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wav, _ := io.ReadAll(u.open())
+		_, params, _ = mime.ParseMediaType(u.contentType)
+		mr = multipart.NewReader(bytes.NewReader(wav), params["boundary"])
+		var audio string
+		for p, err := mr.NextPart(); err == nil; p, err = mr.NextPart() {
+			if data, _ := io.ReadAll(p); p.FormName() == "file" {
+				audio = string(data)
+			}
+		}
+		short, sct := multi([3]string{"file", "a.wav", audio[:len(audio)-100]})
+		if got := post("/v1/audio/transcriptions", sct, short); got != http.StatusBadRequest {
+			t.Errorf("audio cut short: %d, want 400", got)
+		}
+	})
 }
 
 // TestRunsMedia: "all" leaves the media tests out, "media" names them, and each can be

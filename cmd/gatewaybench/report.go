@@ -390,7 +390,7 @@ func (rep *report) build() {
 				continue
 			}
 			vals := series(a, fd.value)
-			if fd.arm != "" && math.IsNaN(median(vals)) {
+			if fd.arm != "" && a != fd.arm && math.IsNaN(median(vals)) {
 				continue // direct or caddy, in a run without the media test's figure of it
 			}
 			row := figureRow{Arm: a, Median: num(median(vals))}

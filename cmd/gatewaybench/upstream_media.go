@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 )
@@ -61,37 +62,46 @@ func (u *fakeUpstream) speech(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// transcriptions reads the upload's WAV header for its byte rate, the rest of it into
-// nothing, and answers the seconds it holds as OpenAI reports them for whisper-1.
-func (u *fakeUpstream) transcriptions(w http.ResponseWriter, r *http.Request) {
+// eachPart calls fn with each part of a multipart request; on a malformed body or an error
+// of fn it answers 400 and returns false.
+func eachPart(w http.ResponseWriter, r *http.Request, fn func(*multipart.Part) error) bool {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		http.Error(w, "want a multipart body: "+err.Error(), http.StatusBadRequest)
-		return
+		return false
 	}
-	var secs float64
-	files := 0
 	for {
 		p, err := mr.NextPart()
 		if err == io.EOF {
-			break
+			return true
+		}
+		if err == nil {
+			err = fn(p)
+		}
+		if err == nil {
+			_, err = io.Copy(io.Discard, p)
 		}
 		if err != nil {
 			http.Error(w, "reading the multipart body: "+err.Error(), http.StatusBadRequest)
-			return
+			return false
 		}
+	}
+}
+
+// transcriptions reads the upload's WAV header for its byte rate, the rest of it into
+// nothing, and answers the seconds it holds as OpenAI reports them for whisper-1.
+func (u *fakeUpstream) transcriptions(w http.ResponseWriter, r *http.Request) {
+	var secs float64
+	files := 0
+	ok := eachPart(w, r, func(p *multipart.Part) (err error) {
 		if p.FormName() == "file" {
 			files++
-			if secs, err = wavSeconds(p); err != nil {
-				http.Error(w, "reading the audio: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			continue
+			secs, err = wavSeconds(p)
 		}
-		if _, err := io.Copy(io.Discard, p); err != nil {
-			http.Error(w, "reading the multipart body: "+err.Error(), http.StatusBadRequest)
-			return
-		}
+		return err
+	})
+	if !ok {
+		return
 	}
 	if files != 1 {
 		http.Error(w, fmt.Sprintf("want one file, got %d", files), http.StatusBadRequest)
@@ -102,7 +112,7 @@ func (u *fakeUpstream) transcriptions(w http.ResponseWriter, r *http.Request) {
 }
 
 // wavSeconds reads a canonical WAV file (a 44-byte header, then PCM) to its end and returns
-// the seconds of audio it held.
+// the seconds of audio it held; a file cut short or grown is an error.
 func wavSeconds(r io.Reader) (float64, error) {
 	var h [wavHeaderLen]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
@@ -119,6 +129,9 @@ func wavSeconds(r io.Reader) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if want := binary.LittleEndian.Uint32(h[40:44]); n != int64(want) {
+		return 0, fmt.Errorf("the audio holds %d bytes, its header says %d", n, want)
+	}
 	return float64(n) / float64(rate), nil
 }
 
@@ -131,37 +144,62 @@ func imageEditAnswer(images int) []byte {
 		png1x1, imageTokens+textTokens, imageTokens, textTokens, output, imageTokens+textTokens+output)
 }
 
-// imageEdits reads the multipart body into nothing, counting its images.
+// editImages is how many pictures the bench's image edits carry.
+const editImages = 2
+
+// imageEdits reads the multipart body into nothing, checking that it holds the bench's
+// pictures, each a whole PNG (its signature first, its IEND chunk last).
 func (u *fakeUpstream) imageEdits(w http.ResponseWriter, r *http.Request) {
-	mr, err := r.MultipartReader()
-	if err != nil {
-		http.Error(w, "want a multipart body: "+err.Error(), http.StatusBadRequest)
+	images := 0
+	ok := eachPart(w, r, func(p *multipart.Part) error {
+		if p.FileName() == "" {
+			return nil
+		}
+		images++
+		return wholePNG(p)
+	})
+	if !ok {
 		return
 	}
-	images := 0
-	for {
-		p, err := mr.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			http.Error(w, "reading the multipart body: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		if p.FileName() != "" {
-			images++
-		}
-		if _, err := io.Copy(io.Discard, p); err != nil {
-			http.Error(w, "reading the multipart body: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-	}
-	if images == 0 {
-		http.Error(w, "want at least one image", http.StatusBadRequest)
+	if images != editImages {
+		http.Error(w, fmt.Sprintf("want %d images, got %d", editImages, images), http.StatusBadRequest)
 		return
 	}
 	body := imageEditAnswer(images)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	_, _ = w.Write(body)
+}
+
+// wholePNG reads a PNG file to its end and fails unless it starts with the PNG signature
+// and ends with the IEND chunk.
+func wholePNG(r io.Reader) error {
+	var sig [8]byte
+	if _, err := io.ReadFull(r, sig[:]); err != nil {
+		return err
+	}
+	if string(sig[:]) != "\x89PNG\r\n\x1a\n" {
+		return errors.New("an image without the PNG signature")
+	}
+	var tail pngTail
+	if _, err := io.Copy(&tail, r); err != nil {
+		return err
+	}
+	if string(tail.last[:]) != "\x00\x00\x00\x00IEND\xaeB`\x82" {
+		return errors.New("an image cut short: it does not end with the PNG IEND chunk")
+	}
+	return nil
+}
+
+// pngTail keeps the last 12 bytes written to it.
+type pngTail struct{ last [12]byte }
+
+func (t *pngTail) Write(p []byte) (int, error) {
+	if len(p) >= len(t.last) {
+		copy(t.last[:], p[len(p)-len(t.last):])
+	} else {
+		copy(t.last[:], t.last[len(p):])
+		copy(t.last[len(t.last)-len(p):], p)
+	}
+	return len(p), nil
 }
