@@ -34,6 +34,7 @@ const maxSpeechInput = 40_000
 // speechRequest is a POST /audio/speech body as the gateway reads it.
 type speechRequest struct {
 	model, input, voice, instructions string
+	chars                             int64 // input's characters, what character prices bill
 	// format is the audio format asked (mp3 by default); events tells stream_format "sse".
 	format string
 	events bool
@@ -64,8 +65,9 @@ func parseSpeech(body []byte) (*speechRequest, *APIError) {
 		return nil, badField(CodeValidation, "input", "input is required: the text to speak")
 	}
 	req.input = *raw.Input
-	if n := utf8.RuneCountInString(req.input); n > maxSpeechInput {
-		return nil, badField(CodeValidation, "input", fmt.Sprintf("input has %d characters; at most %d are allowed", n, maxSpeechInput))
+	req.chars = int64(utf8.RuneCountInString(req.input))
+	if req.chars > maxSpeechInput {
+		return nil, badField(CodeValidation, "input", fmt.Sprintf("input has %d characters; at most %d are allowed", req.chars, maxSpeechInput))
 	}
 	voice := rawjson.TrimSpace(raw.Voice)
 	switch {
@@ -118,7 +120,7 @@ func parseSpeech(body []byte) (*speechRequest, *APIError) {
 // token) with audio tokens from its length: about 21 audio tokens a second of speech (OpenAI's
 // gpt-4o-mini-tts) and 15 characters a second, stretched by a slow speed.
 func (req *speechRequest) usage(worst bool) pricing.Usage {
-	chars := int64(utf8.RuneCountInString(req.input))
+	chars := req.chars
 	speed := req.speed
 	if speed == 0 {
 		speed = 1

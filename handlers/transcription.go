@@ -178,7 +178,7 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	if apiErr != nil {
 		return apiErr
 	}
-	defer c.endMedia(r)
+	defer func() { _ = c.settle(r.Context()) }()
 	c.streamed = t.stream
 	if apiErr := c.fitUpload(form, DefaultAudioUpload); apiErr != nil {
 		return c.failed(apiErr)

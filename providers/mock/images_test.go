@@ -7,7 +7,9 @@ import (
 	"image"
 	"image/jpeg"
 	"image/png"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -154,5 +156,16 @@ func TestReadDocument(t *testing.T) {
 		if ue, ok := providers.AsUpstreamError(err); !ok || ue.Category != providers.CategoryInvalidRequest {
 			t.Errorf("%s: err %v", name, err)
 		}
+	}
+}
+
+func TestDocumentNameIsShortAndWhole(t *testing.T) {
+	long := "https://example.com/" + strings.Repeat("é", 200) + ".pdf"
+	got := documentName(long)
+	if len(got) > 256 || !utf8.ValidString(got) || !strings.HasPrefix(long, got) {
+		t.Fatalf("documentName kept %d bytes (valid UTF-8 %v)", len(got), utf8.ValidString(got))
+	}
+	if got := documentName("data:application/pdf;base64,JVBERi0xLjQK"); got != "data:application/pdf;base64" {
+		t.Fatalf("data URL named %q", got)
 	}
 }

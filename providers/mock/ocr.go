@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
 
 // ReadDocument answers one page of markdown per page asked (in order, each once; the first
@@ -46,13 +46,7 @@ func documentName(u string) string {
 			u = u[:i]
 		}
 	}
-	if n := 256; len(u) > n {
-		for n > 0 && !utf8.RuneStart(u[n]) {
-			n--
-		}
-		u = u[:n]
-	}
-	return u
+	return upstreamhttp.Truncate(u, 256)
 }
 
 // Interface guard.
