@@ -13,6 +13,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 )
 
 // OCR (POST /ocr) in Mistral's wire format. Three kinds of route read a document:
@@ -507,7 +508,7 @@ func (c *call) ocrChat(w http.ResponseWriter, r *http.Request, rt Route, q *ocrR
 	if !ok {
 		return &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryModelUnavailable, Message: "the provider cannot read documents"}
 	}
-	image, err := imagePart(q.url)
+	image, err := openai.DecodeImageURL(q.url)
 	if err != nil {
 		return badField(CodeValidation, "document", err.Error())
 	}
@@ -561,25 +562,6 @@ func (c *call) answerOCR(w http.ResponseWriter, r *http.Request, rt Route, q *oc
 	b = append(b, '}')
 	defer answerBufs.Put(buf, b)
 	return c.answerComplete(w, r, b, appendTokenUsage)
-}
-
-// imagePart is the neutral image of an http(s) or base64 data URL.
-func imagePart(u string) (providers.Part, error) {
-	meta, payload, isData := strings.Cut(u, ",")
-	if !isData || !strings.HasPrefix(strings.ToLower(meta), "data:") {
-		return providers.Part{Type: providers.PartImage, ImageURL: u}, nil
-	}
-	mediaType, isBase64 := strings.CutSuffix(meta[len("data:"):], ";base64")
-	if !isBase64 || mediaType == "" {
-		return providers.Part{}, errors.New("a data URL must be data:<media type>;base64,<data>")
-	}
-	data, err := base64.StdEncoding.DecodeString(payload)
-	if err != nil {
-		if data, err = base64.RawStdEncoding.DecodeString(payload); err != nil {
-			return providers.Part{}, errors.New("the data URL's payload is not valid base64")
-		}
-	}
-	return providers.Part{Type: providers.PartImage, MediaType: strings.ToLower(mediaType), Data: data}, nil
 }
 
 // dataURLSize is the size of a base64 data URL's content.

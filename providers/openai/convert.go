@@ -185,7 +185,7 @@ func decodeContent(raw json.RawMessage, role string) ([]providers.Part, error) {
 				if p.ImageURL == nil || p.ImageURL.URL == "" {
 					return nil, fmt.Errorf("content[%d].image_url.url: required", j)
 				}
-				part, err := decodeImageURL(p.ImageURL.URL)
+				part, err := DecodeImageURL(p.ImageURL.URL)
 				if err != nil {
 					return nil, fmt.Errorf("content[%d].image_url.url: %w", j, err)
 				}
@@ -202,9 +202,9 @@ func decodeContent(raw json.RawMessage, role string) ([]providers.Part, error) {
 	}
 }
 
-// decodeImageURL reads an image_url.url: an http(s) URL, or a data URL parsed strictly as
+// DecodeImageURL reads an image_url.url: an http(s) URL, or a data URL parsed strictly as
 // data:<media type>;base64,<payload>.
-func decodeImageURL(u string) (providers.Part, error) {
+func DecodeImageURL(u string) (providers.Part, error) {
 	if len(u) > 5 && strings.EqualFold(u[:5], "data:") {
 		meta, payload, ok := strings.Cut(u[5:], ",")
 		mediaType, isBase64 := strings.CutSuffix(meta, ";base64")

@@ -402,7 +402,7 @@ func decodeResponsesImage(p ResponsesContentPart) (providers.Part, error) {
 	if u == "" {
 		return providers.Part{}, errors.New("image_url: required")
 	}
-	part, err := decodeImageURL(u)
+	part, err := DecodeImageURL(u)
 	if err != nil {
 		return providers.Part{}, fmt.Errorf("image_url: %w", err)
 	}
