@@ -3,7 +3,6 @@ package elevenlabs
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/wav"
 )
 
 // speechFormat is how one OpenAI response format is asked of ElevenLabs.
@@ -81,28 +81,8 @@ func (p *Provider) Synthesize(ctx context.Context, req *providers.SpeechRequest)
 	}, nil
 }
 
-// wavHeaderSize is the length of a canonical WAV header: RIFF, fmt and data chunk headers.
-const wavHeaderSize = 44
-
-// wavHeader is the header of a streamed WAV of 16-bit mono PCM at rate: its lengths are
-// unknown while the audio streams, so the RIFF and data sizes are the 0xFFFFFFFF placeholders
-// players read as "until the end".
-func wavHeader(rate int) []byte {
-	const channels, bits = 1, 16
-	h := make([]byte, 0, wavHeaderSize)
-	h = append(h, "RIFF"...)
-	h = binary.LittleEndian.AppendUint32(h, 0xFFFFFFFF)
-	h = append(h, "WAVEfmt "...)
-	h = binary.LittleEndian.AppendUint32(h, 16) // fmt chunk size
-	h = binary.LittleEndian.AppendUint16(h, 1)  // PCM
-	h = binary.LittleEndian.AppendUint16(h, channels)
-	h = binary.LittleEndian.AppendUint32(h, uint32(rate))
-	h = binary.LittleEndian.AppendUint32(h, uint32(rate*channels*bits/8)) // byte rate
-	h = binary.LittleEndian.AppendUint16(h, channels*bits/8)              // block align
-	h = binary.LittleEndian.AppendUint16(h, bits)
-	h = append(h, "data"...)
-	return binary.LittleEndian.AppendUint32(h, 0xFFFFFFFF)
-}
+// wavHeader is the header of a streamed WAV of 16-bit mono PCM at rate, of unknown length.
+func wavHeader(rate int) []byte { return wav.AppendHeader(nil, rate, 1, -1) }
 
 // wavBody is PCM audio read as a WAV file: the header first, then the PCM as it arrives.
 type wavBody struct {

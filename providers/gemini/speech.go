@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/wav"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
@@ -366,7 +366,7 @@ func (b *speechBody) audio(mimeType string, data json.RawMessage) error {
 		return nil
 	}
 	if b.wav && !b.sawAudio {
-		b.buf = appendWAVHeader(b.buf, rate, channels)
+		b.buf = wav.AppendHeader(b.buf, rate, channels, -1)
 	}
 	b.sawAudio = true
 	b.buf, err = appendBase64(b.buf, src)
@@ -396,24 +396,6 @@ func pcmFormat(mimeType string) (rate, channels int, err error) {
 		channels = v
 	}
 	return rate, channels, nil
-}
-
-// appendWAVHeader appends the 44-byte header of a 16-bit PCM WAV file of unknown length:
-// the RIFF and data sizes are 0xFFFFFFFF, as streaming writers leave them.
-func appendWAVHeader(dst []byte, rate, channels int) []byte {
-	const unknown = 0xFFFFFFFF
-	dst = append(dst, "RIFF"...)
-	dst = binary.LittleEndian.AppendUint32(dst, unknown)
-	dst = append(dst, "WAVEfmt "...)
-	dst = binary.LittleEndian.AppendUint32(dst, 16)
-	dst = binary.LittleEndian.AppendUint16(dst, 1) // PCM
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(channels))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(rate))
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(rate*channels*2))
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(channels*2))
-	dst = binary.LittleEndian.AppendUint16(dst, 16)
-	dst = append(dst, "data"...)
-	return binary.LittleEndian.AppendUint32(dst, unknown)
 }
 
 // appendBase64 decodes src, standard or URL-safe base64 with or without padding (protobuf

@@ -2,7 +2,6 @@ package mock
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/internal/audioprobe"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/internal/wav"
 )
 
 // Speech of the mock: a 400 Hz tone, SpeechPerCharacter of it per input character (divided
@@ -76,7 +76,7 @@ func (p *Provider) Synthesize(ctx context.Context, req *providers.SpeechRequest)
 	b := &audioBody{name: p.cfg.Name, ctx: ctx, interval: p.cfg.ChunkInterval, closed: make(chan struct{})}
 	switch format {
 	case "wav":
-		b.size, b.gen = 44+2*samples, wavAt(samples)
+		b.size, b.gen = wav.HeaderSize+2*samples, wavAt(samples)
 	case "pcm":
 		b.size, b.gen = 2*samples, pcmAt
 	case "mp3":
@@ -119,19 +119,7 @@ func pcmAt(off int64, p []byte) {
 
 // wavAt writes a WAV file of samples samples of the tone from offset off.
 func wavAt(samples int64) func(int64, []byte) {
-	var h []byte
-	h = append(h, "RIFF"...)
-	h = binary.LittleEndian.AppendUint32(h, uint32(36+2*samples))
-	h = append(h, "WAVEfmt "...)
-	h = binary.LittleEndian.AppendUint32(h, 16)
-	h = binary.LittleEndian.AppendUint16(h, 1) // PCM
-	h = binary.LittleEndian.AppendUint16(h, 1) // mono
-	h = binary.LittleEndian.AppendUint32(h, speechRate)
-	h = binary.LittleEndian.AppendUint32(h, speechRate*2)
-	h = binary.LittleEndian.AppendUint16(h, 2)
-	h = binary.LittleEndian.AppendUint16(h, 16)
-	h = append(h, "data"...)
-	h = binary.LittleEndian.AppendUint32(h, uint32(2*samples))
+	h := wav.AppendHeader(nil, speechRate, 1, 2*samples)
 	return func(off int64, p []byte) {
 		if off < int64(len(h)) {
 			n := copy(p, h[off:])
