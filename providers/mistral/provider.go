@@ -131,15 +131,7 @@ func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*pro
 
 // send posts req's body, or its Reader, to the endpoint at path under the base URL.
 func (p *Provider) send(ctx context.Context, path string, req *providers.RawRequest) (*http.Response, *upstreamhttp.Attempt, error) {
-	u := p.base + path
-	if req.Reader == nil && req.Accept == "" && req.ContentType == "" {
-		return p.up.Send(ctx, u, req.Body, req.Stream, req.Header)
-	}
-	body := upstreamhttp.Body{Reader: req.Reader, Length: req.Length, ContentType: req.ContentType, Accept: req.Accept}
-	if req.Reader == nil {
-		body.Reader, body.Length = bytes.NewReader(req.Body), int64(len(req.Body))
-	}
-	return p.up.SendBody(ctx, u, body, req.Stream, req.Header)
+	return p.up.SendRaw(ctx, p.base+path, req)
 }
 
 // transcription hands on a transcription answer in OpenAI's wire: an event stream

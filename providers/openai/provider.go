@@ -13,7 +13,6 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -186,18 +185,7 @@ func (p *Provider) Forward(ctx context.Context, req *providers.RawRequest) (*pro
 		}
 		u = p.base + path
 	}
-	var resp *http.Response
-	var at *upstreamhttp.Attempt
-	var err error
-	if req.Reader == nil && req.Accept == "" {
-		resp, at, err = p.up.Send(ctx, u, req.Body, req.Stream, req.Header)
-	} else {
-		body := upstreamhttp.Body{Reader: req.Reader, Length: req.Length, ContentType: req.ContentType, Accept: req.Accept}
-		if req.Reader == nil {
-			body.Reader, body.Length = bytes.NewReader(req.Body), int64(len(req.Body))
-		}
-		resp, at, err = p.up.SendBody(ctx, u, body, req.Stream, req.Header)
-	}
+	resp, at, err := p.up.SendRaw(ctx, u, req)
 	if err != nil {
 		return nil, err
 	}

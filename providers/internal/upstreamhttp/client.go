@@ -147,6 +147,19 @@ func (c *Client) SendBody(ctx context.Context, u string, body Body, stream bool,
 	return c.send(ctx, u, body, stream, in)
 }
 
+// SendRaw posts a forwarded request: its Reader (an upload, of Length bytes) or its Body, with
+// its ContentType and Accept; a plain JSON body goes through Send.
+func (c *Client) SendRaw(ctx context.Context, u string, req *providers.RawRequest) (*http.Response, *Attempt, error) {
+	if req.Reader == nil && req.Accept == "" && req.ContentType == "" {
+		return c.Send(ctx, u, req.Body, req.Stream, req.Header)
+	}
+	body := Body{Reader: req.Reader, Length: req.Length, ContentType: req.ContentType, Accept: req.Accept}
+	if body.Reader == nil {
+		body.Reader, body.Length = bytes.NewReader(req.Body), int64(len(req.Body))
+	}
+	return c.SendBody(ctx, u, body, req.Stream, req.Header)
+}
+
 func (c *Client) send(ctx context.Context, u string, body Body, stream bool, in http.Header) (*http.Response, *Attempt, error) {
 	if c.NoCredential {
 		return nil, nil, &providers.UpstreamError{
