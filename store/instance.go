@@ -169,12 +169,16 @@ func (i *Instance) Holds() (generation uint64, ok bool) {
 	if i == nil {
 		return 0, true
 	}
+	// The generation is read before the heartbeat: beat clears the heartbeat before it
+	// counts a new generation, so a new generation is never reported as held before the
+	// instance registered again.
+	gen := i.generation.Load()
 	last := i.lastBeat.Load()
 	if last == 0 {
-		return i.generation.Load(), false
+		return gen, false
 	}
 	trust := time.Duration(i.timeout.Load() - i.heartbeat.Load())
-	return i.generation.Load(), time.Since(i.base)-time.Duration(last) < trust
+	return gen, time.Since(i.base)-time.Duration(last) < trust
 }
 
 // Start registers the instance, releases what dead instances hold (at once: a restarted
@@ -257,7 +261,9 @@ func (i *Instance) beat(ctx context.Context, register bool) error {
 	if !register {
 		err = i.s.Heartbeat(cctx, i.id)
 		if errors.Is(err, ErrNotFound) {
-			// Taken for dead: what it held is gone. Holds says so from now on.
+			// Taken for dead: what it held is gone. Holds says so from now on, and holds
+			// nothing until the instance is registered again.
+			i.lastBeat.Store(0)
 			i.generation.Add(1)
 			i.report(fmt.Errorf("instance %q was taken for dead by another instance, which released its reservations; registering again", i.id))
 			register = true

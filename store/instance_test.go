@@ -80,7 +80,10 @@ func TestInstanceReleasesSilentInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "the silent instance's hold released", time.Second, func() bool { return reserved(t, s, "ws_1") == 10*usd })
+	// The release is reported after the store call returns: wait for both.
+	waitUntil(t, "the silent instance's hold released", time.Second, func() bool {
+		return reserved(t, s, "ws_1") == 10*usd && released.Load() > 0
+	})
 	if d := time.Since(began); d < 200*time.Millisecond {
 		t.Fatalf("released after %v, before the instance had been silent for the timeout", d)
 	}
