@@ -225,6 +225,7 @@ func TestAudioEndToEnd(t *testing.T) {
 		embeddingModel("mini-tts", embeddingRoute("oa", "gpt-4o-mini-tts", "input 0.6\n\t\t\t\toutput_audio_tokens 12")) +
 		embeddingModel("whisper", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001")) +
 		embeddingModel("gpt-transcribe", embeddingRoute("oa", "gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
+		embeddingModel("tts-fallback", embeddingRoute("down", "tts-1", "input_characters 15")+embeddingRoute("oa", "tts-1", "input_characters 15")) +
 		embeddingModel("whisper-fallback", embeddingRoute("down", "whisper-1", "input_audio_seconds 0.0001")+embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001"))
 	env := startGateway(t, cfg, "")
 	wsID, key := env.workspace(5 * usd)
@@ -245,6 +246,21 @@ func TestAudioEndToEnd(t *testing.T) {
 		}
 		if ct := resp.Header.Get("Content-Type"); ct != "audio/mpeg" || resp.Header.Get("Content-Disposition") == "" {
 			t.Fatalf("headers %v", resp.Header)
+		}
+		env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, int64(len(text))*15_000, fmt.Sprintf("input_characters:%d", len(text)))
+	})
+
+	t.Run("speech falls back before the first byte", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		downCalls := down.calls.Load()
+		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "tts-fallback", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || !bytes.Equal(got, speechClip) || down.calls.Load() != downCalls+1 {
+			t.Fatalf("speech: %d bytes (%v) after %d calls to the failing route", len(got), err, down.calls.Load()-downCalls)
 		}
 		env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, int64(len(text))*15_000, fmt.Sprintf("input_characters:%d", len(text)))
 	})
@@ -366,7 +382,7 @@ func TestAudioEndToEnd(t *testing.T) {
 				Endpoints []string `json:"endpoints"`
 			} `json:"data"`
 		}
-		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 7 {
+		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 8 {
 			t.Fatalf("%d %s", status, body)
 		}
 		status, body = env.get(key, "/endpoints")
@@ -381,7 +397,7 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatalf("%d %s", status, body)
 		}
 		for _, e := range eps.Data {
-			if e.ID == "audio" && (!e.Available || e.ModelCount != 7) {
+			if e.ID == "audio" && (!e.Available || e.ModelCount != 8) {
 				t.Fatalf("audio endpoint %+v", e)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,6 +156,9 @@ func TestImagesEndToEnd(t *testing.T) {
 				image 0.08 size 1792x1024 quality standard`)) +
 		embeddingModel("gpt-image-fallback", embeddingRoute("down", "gpt-image-1", gptImage)+embeddingRoute("oa", "gpt-image-1", gptImage)) +
 		embeddingModel("gpt-image-small", embeddingRoute("oa", "gpt-image-1", gptImage+"\n\t\t\t\tmax_upload 1KiB")) +
+		embeddingModel("dalle-sizes", embeddingRoute("down", "dall-e-3", "image 0.04 size 1024x1024 quality standard")+
+			embeddingRoute("oa", "dall-e-3", "image 0.08 size 1024x1792 quality standard")) +
+		embeddingModel("gpt-image-limits", embeddingRoute("down", "gpt-image-1", gptImage+"\n\t\t\t\tmax_upload 1KiB")+embeddingRoute("oa", "gpt-image-1", gptImage)) +
 		embeddingModel("neutral-image", embeddingRoute("media", "fake-image-1", "image 0.02\n\t\t\t\tinput 1")) +
 		embeddingModel("mock-image", embeddingRoute("mk", "mock-image", "image 0.04 size 1024x1024 quality standard\n\t\t\t\timage 0.08 size 1024x1024 quality hd"))
 	env := startGateway(t, cfg, "")
@@ -226,6 +230,20 @@ func TestImagesEndToEnd(t *testing.T) {
 		if up.calls.Load() != before {
 			t.Fatal("the upstream was called")
 		}
+	})
+
+	t.Run("a route that cannot price the size is passed over", func(t *testing.T) {
+		beforeDown := down.calls.Load()
+		var httpResp *http.Response
+		resp, err := oc.Images.Generate(ctx, openai.ImageGenerateParams{Model: "dalle-sizes", Prompt: "a red fox", Size: openai.ImageGenerateParamsSize1024x1792},
+			option.WithResponseInto(&httpResp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if down.calls.Load() != beforeDown {
+			t.Fatal("the route without a price for the size was called")
+		}
+		charged(t, httpResp.Header.Get("X-Generation-Id"), readCost(t, resp.Usage.RawJSON()), "image×1=80000000")
 	})
 
 	t.Run("streamed partial images", func(t *testing.T) {
@@ -360,6 +378,25 @@ func TestImagesEndToEnd(t *testing.T) {
 		if env.balance(wsID).BalanceNanos != balance {
 			t.Fatal("a refused upload was charged")
 		}
+	})
+
+	t.Run("a route whose max_upload the edit passes is skipped", func(t *testing.T) {
+		beforeDown, beforeUp := down.calls.Load(), up.calls.Load()
+		var httpResp *http.Response
+		params := editParams("gpt-image-limits")
+		big := bytes.Repeat([]byte("fox."), 1024)
+		params.Image.OfFileArray[0] = openai.File(bytes.NewReader(big), "big.png", "image/png")
+		resp, err := oc.Images.Edit(ctx, params, option.WithResponseInto(&httpResp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if down.calls.Load() != beforeDown || up.calls.Load() != beforeUp+1 {
+			t.Fatalf("calls: down %d, up %d", down.calls.Load()-beforeDown, up.calls.Load()-beforeUp)
+		}
+		if _, parts := up.last(); len(parts) == 0 || !slices.ContainsFunc(parts, func(p received) bool { return p.filename == "big.png" && p.content == string(big) }) {
+			t.Fatalf("upstream parts %d, the 4 KiB image not among them intact", len(parts))
+		}
+		charged(t, httpResp.Header.Get("X-Generation-Id"), readCost(t, resp.Usage.RawJSON()), "input×200=1000000 image_input_tokens×1000=10000000 image_output_tokens×1056=42240000")
 	})
 
 	t.Run("neutral route", func(t *testing.T) {
