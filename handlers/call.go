@@ -65,6 +65,9 @@ type call struct {
 	// was admitted for, which is what an answer whose usage turns out unpriceable is charged.
 	metered *pricing.Usage
 	most    int64
+	// unpricedLogged: the answer and the settlement both price an unpriceable usage; it
+	// is logged once.
+	unpricedLogged bool
 	// abortResponse cuts the response off once the call is settled: a binary answer broke
 	// after its first bytes, and the client must not take what it has for the whole.
 	abortResponse bool
@@ -163,8 +166,11 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 		// tokens of a transcription): the lines are those its route prices.
 		return slices.DeleteFunc(lines, func(l store.CostLine) bool { return l.UnitPriceNanos == 0 }), total
 	}
-	c.g.Logger.Error("the answer's usage has no price on its route; charged the worst case admitted",
-		zap.String("generation_id", c.genID), zap.String("provider", c.route.ProviderName), zapErr(err))
+	if !c.unpricedLogged {
+		c.unpricedLogged = true
+		c.g.Logger.Error("the answer's usage has no price on its route; charged the worst case admitted",
+			zap.String("generation_id", c.genID), zap.String("provider", c.route.ProviderName), zapErr(err))
+	}
 	dim := pricing.DimRequest
 	var ue *pricing.UnpricedError
 	if errors.As(err, &ue) {

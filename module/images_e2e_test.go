@@ -159,6 +159,7 @@ func TestImagesEndToEnd(t *testing.T) {
 		embeddingModel("dalle-sizes", embeddingRoute("down", "dall-e-3", "image 0.04 size 1024x1024 quality standard")+
 			embeddingRoute("oa", "dall-e-3", "image 0.08 size 1024x1792 quality standard")) +
 		embeddingModel("gpt-image-limits", embeddingRoute("down", "gpt-image-1", gptImage+"\n\t\t\t\tmax_upload 1KiB")+embeddingRoute("oa", "gpt-image-1", gptImage)) +
+		embeddingModel("image-per-size", embeddingRoute("oa", "gpt-image-1", "image 0.04 size 1024x1024 quality medium")) +
 		embeddingModel("neutral-image", embeddingRoute("media", "fake-image-1", "image 0.02\n\t\t\t\tinput 1")) +
 		embeddingModel("mock-image", embeddingRoute("mk", "mock-image", "image 0.04 size 1024x1024 quality standard\n\t\t\t\timage 0.08 size 1024x1024 quality hd"))
 	env := startGateway(t, cfg, "")
@@ -397,6 +398,17 @@ func TestImagesEndToEnd(t *testing.T) {
 			t.Fatalf("upstream parts %d, the 4 KiB image not among them intact", len(parts))
 		}
 		charged(t, httpResp.Header.Get("X-Generation-Id"), readCost(t, resp.Usage.RawJSON()), "input×200=1000000 image_input_tokens×1000=10000000 image_output_tokens×1056=42240000")
+	})
+
+	t.Run("an answer of a size the route has no price for is charged the worst case", func(t *testing.T) {
+		// Asked no size, the edit is admitted at the model's default, 1024x1024; the upstream
+		// answers 1024x1536, which the route does not price: never charged nothing.
+		var httpResp *http.Response
+		resp, err := oc.Images.Edit(ctx, editParams("image-per-size"), option.WithResponseInto(&httpResp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		charged(t, httpResp.Header.Get("X-Generation-Id"), readCost(t, resp.Usage.RawJSON()), "image×1=40000000")
 	})
 
 	t.Run("neutral route", func(t *testing.T) {
