@@ -175,14 +175,16 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 // open is skipped, a failure before anything reached the client is retried on the same
 // route while the policy allows (never after a timeout), then the next route is tried. A
 // request the upstream refused as invalid is answered at once, except one too long for the
-// route's context window, which only a route with a larger window may take. prepare, when
+// route's context window, which only a route with a larger window may take, and one the
+// adapter refused before any call, which another route's upstream may express; either is
+// the answer when no later route does better. prepare, when
 // set, readies a route before its first attempt (a request decoded for translation); its
 // error answers the request. attempt is the endpoint's one try: it writes the answer and
 // settles on success, and returns the upstream's failure (an *UpstreamError) or an *APIError
 // to answer with. The result is the error to answer with, nil once answered.
 func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIError, attempt func(ar *http.Request, rt Route) error) error {
 	g := c.g
-	var tooLong *providers.UpstreamError
+	var tooLong, refused *providers.UpstreamError
 	var tooLongWindow int64
 	for _, rt := range c.routes {
 		// After a context-length refusal only a larger window can help.
@@ -226,6 +228,12 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 					tooLong, tooLongWindow = ue, rt.ContextWindow
 					break
 				}
+				if ue.Status == 0 {
+					// Refused by the adapter before any call: this upstream cannot express
+					// the request (a speech format ElevenLabs does not make), another may.
+					refused = ue
+					break
+				}
 				return c.upstreamFailure(ue)
 			}
 			rt.breaker.record(g.Now(), rt.Policy, false)
@@ -245,8 +253,11 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 			}
 		}
 	}
-	if tooLong != nil && len(c.failures) > 0 && c.failures[len(c.failures)-1].err == tooLong {
-		return c.upstreamFailure(tooLong)
+	// When the last route refused the request as the caller's to change, that is the answer.
+	if n := len(c.failures); n > 0 {
+		if last := c.failures[n-1].err; last == tooLong || last == refused {
+			return c.upstreamFailure(last)
+		}
 	}
 	return c.allFailed()
 }

@@ -747,7 +747,9 @@ func TestAudioThroughTranslatedUpstreams(t *testing.T) {
 		embeddingModel("eleven", embeddingRoute("el", "eleven_multilingual_v2", "input_characters 100")) +
 		embeddingModel("scribe", embeddingRoute("el", "scribe_v1", "input_audio_seconds 0.0001")) +
 		embeddingModel("voxtral", embeddingRoute("mi", "voxtral-mini-latest", "input_audio_seconds 0.00003")) +
-		embeddingModel("gemini-tts", embeddingRoute("ge", "gemini-2.5-flash-preview-tts", "input 0.5\n\t\t\t\toutput_audio_tokens 10"))
+		embeddingModel("gemini-tts", embeddingRoute("ge", "gemini-2.5-flash-preview-tts", "input 0.5\n\t\t\t\toutput_audio_tokens 10")) +
+		embeddingModel("gemini-or-eleven", embeddingRoute("ge", "gemini-2.5-flash-preview-tts", "input_characters 100")+
+			embeddingRoute("el", "eleven_multilingual_v2", "input_characters 100"))
 	env := startGateway(t, cfg, "")
 	wsID, key := env.workspace(5 * usd)
 	ctx := context.Background()
@@ -765,6 +767,30 @@ func TestAudioThroughTranslatedUpstreams(t *testing.T) {
 		t.Fatalf("elevenlabs speech: %d bytes", len(got))
 	}
 	env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, int64(len(text))*100_000, fmt.Sprintf("input_characters:%d", len(text)))
+
+	// A format one upstream cannot make goes to the next route; when none can, the last
+	// refusal answers, as the caller's to change, with nothing called or charged.
+	before = env.balance(wsID).BalanceNanos
+	resp, err = oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "gemini-or-eleven", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("voice-123")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	genID := resp.Header.Get("X-Generation-Id")
+	if gen := env.generation(wsID, genID); !bytes.Equal(got, speechClip) || gen.Provider != "el" || len(gen.Attempts) != 2 || gen.Attempts[0].Status != 0 {
+		t.Fatalf("mp3 past gemini: %d bytes, generation %+v", len(got), gen)
+	}
+	env.chargedLines(t, wsID, genID, before, int64(len(text))*100_000, fmt.Sprintf("input_characters:%d", len(text)))
+	_, err = oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "gemini-or-eleven", Input: text, ResponseFormat: openai.AudioSpeechNewParamsResponseFormatFLAC,
+		Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("voice-123")}})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "response_format" || !strings.Contains(apiErr.Message, "ElevenLabs cannot produce") {
+		t.Fatalf("flac on no route that makes it: %v", err)
+	}
+	if after := env.balance(wsID); after.BalanceNanos != before-int64(len(text))*100_000 || after.ReservedNanos != 0 {
+		t.Fatalf("a refused request moved the wallet: %+v", after)
+	}
 
 	before = env.balance(wsID).BalanceNanos
 	resp, err = oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "gemini-tts", Input: text, ResponseFormat: openai.AudioSpeechNewParamsResponseFormatWAV,

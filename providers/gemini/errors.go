@@ -37,8 +37,8 @@ var (
 	ErrUnusableAnswer = errors.New("the model ended without a usable answer")
 	// ErrUnsupportedRequest: the request holds something Gemini cannot take (an http image
 	// URL) though another provider might; it is reported before any call, as an
-	// *UpstreamError of category model_unavailable_for_endpoint so that the gateway tries
-	// another route.
+	// *UpstreamError of category invalid_request with Status 0, on which the gateway tries
+	// the model's next route.
 	ErrUnsupportedRequest = errors.New("request not supported by Gemini")
 )
 
@@ -295,18 +295,14 @@ func finishFailure(provider, reason, message string) *providers.UpstreamError {
 	}
 }
 
-// requestError classifies a request the adapter cannot encode: a fallbackable error when
-// Gemini alone cannot take it, the caller's invalid request otherwise. No call was made, so
-// Status is 0.
+// requestError is the refusal of a request the adapter cannot encode: an invalid request
+// with Status 0, since no call was made. The gateway tries the model's next route, whose
+// upstream may take it (ErrUnsupportedRequest), and answers this refusal when none does.
 func requestError(provider string, err error) *providers.UpstreamError {
-	e := &providers.UpstreamError{
+	return &providers.UpstreamError{
 		Provider: provider,
 		Category: providers.CategoryInvalidRequest,
 		Message:  upstreamhttp.Truncate(err.Error(), upstreamhttp.MaxMessage),
 		Err:      err,
 	}
-	if errors.Is(err, ErrUnsupportedRequest) {
-		e.Category = providers.CategoryModelUnavailable
-	}
-	return e
 }

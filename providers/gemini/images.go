@@ -46,8 +46,8 @@ const maskNote = "The next image is a mask: change only the area it leaves trans
 //     dropped; each image's MIMEType says what Gemini made.
 //   - Imagen makes up to four images a call, and N is cut into calls of four; it reports no
 //     tokens, so the usage is unknown and the images are counted by the caller. It does not
-//     edit: a request with images is refused before any call (model_unavailable_for_endpoint,
-//     ErrUnsupportedRequest), so that the gateway may try another route.
+//     edit: a request with images is refused before any call (invalid_request, Status 0,
+//     ErrUnsupportedRequest), on which the gateway tries the model's next route.
 //   - A Gemini image model makes one image a call (it takes no candidateCount), so N images
 //     are N calls, at most four at a time, with their usage added up. The images to edit go
 //     inline after the prompt, and the mask last, after a note that says what it is.

@@ -223,7 +223,7 @@ func TestGenerateImagesRefusedBeforeSending(t *testing.T) {
 		is   error
 	}{
 		{"imagen edit", providers.ImageRequest{Model: "imagen-4.0-generate-001", Prompt: "x", Images: []providers.ImageInput{{Data: pngBytes}}},
-			providers.CategoryModelUnavailable, ErrUnsupportedRequest},
+			providers.CategoryInvalidRequest, ErrUnsupportedRequest},
 		{"bad size", providers.ImageRequest{Model: "gemini-2.5-flash-image", Prompt: "x", Size: "large"}, providers.CategoryInvalidRequest, nil},
 		{"bad imagen size", providers.ImageRequest{Model: "imagen-4.0-generate-001", Prompt: "x", Size: "0x10"}, providers.CategoryInvalidRequest, nil},
 		{"empty prompt", providers.ImageRequest{Model: "gemini-2.5-flash-image"}, providers.CategoryInvalidRequest, nil},

@@ -18,8 +18,8 @@
 //   - Images: inline data goes as inlineData; an https (or gs://) URL goes as fileData
 //     with the media type given or guessed from the extension, and Gemini fetches it. A
 //     plain http URL is refused before any call, with an *UpstreamError of category
-//     model_unavailable_for_endpoint wrapping ErrUnsupportedRequest, so that the gateway
-//     can try a provider that takes it: Gemini only fetches https and signed URLs, and
+//     invalid_request (Status 0) wrapping ErrUnsupportedRequest, on which the gateway
+//     tries a provider that takes it: Gemini only fetches https and signed URLs, and
 //     the adapter does not download anything on a client's behalf.
 //   - Tool results become functionResponse parts in one user turn, in the order of the
 //     calls they answer, named after the function (recovered from the assistant turn with

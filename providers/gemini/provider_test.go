@@ -107,7 +107,7 @@ func TestRequestRejectedBeforeSending(t *testing.T) {
 		{"model id with a path", &providers.Request{Model: "../../files/x", Messages: []providers.Message{user("x")}}, providers.CategoryModelUnavailable},
 		{"model id with a method", &providers.Request{Model: "gemini:countTokens?", Messages: []providers.Message{user("x")}}, providers.CategoryModelUnavailable},
 		{"http image URL", &providers.Request{Model: "gemini-2.5-flash", Messages: []providers.Message{{Role: providers.RoleUser,
-			Content: []providers.Part{{Type: providers.PartImage, ImageURL: "http://insecure.test/a.png"}}}}}, providers.CategoryModelUnavailable},
+			Content: []providers.Part{{Type: providers.PartImage, ImageURL: "http://insecure.test/a.png"}}}}}, providers.CategoryInvalidRequest},
 		{"orphan tool result", &providers.Request{Model: "gemini-2.5-flash", Messages: []providers.Message{user("x"), toolResult("zz", "r")}}, providers.CategoryInvalidRequest},
 	}
 	for _, tc := range cases {
