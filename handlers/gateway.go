@@ -59,6 +59,9 @@ type Gateway struct {
 	// CatalogIDs names the catalogue entry of a public model name explicitly, for models
 	// whose name and upstream model id are neither an id nor an alias in the catalogue.
 	CatalogIDs map[string]string
+	// UploadDir is where uploads are spooled while their request lasts (audio to measure,
+	// images to send again to a fallback route); empty means os.TempDir().
+	UploadDir string
 	// DisableCreditTopUp makes POST /credits answer 403: set it where wallets hold money
 	// paid to the operator, so that only the operator adds credit.
 	DisableCreditTopUp bool

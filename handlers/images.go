@@ -441,7 +441,7 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 	// sends them in the caller's order, curl in the command's), and n, size, quality and
 	// stream decide the reservation and how the answer is read.
 	if err := form.Spool(); err != nil {
-		return uploadError(err)
+		return g.uploadError(err)
 	}
 	q, apiErr := parseImageEdit(form)
 	if apiErr != nil {
@@ -604,7 +604,7 @@ func (c *call) imagesNeutral(w http.ResponseWriter, r *http.Request, rt Route, q
 	if q.edit {
 		var err error
 		if req.Images, req.Mask, err = readEditPictures(form, q); err != nil {
-			return uploadError(err)
+			return c.g.uploadError(err)
 		}
 	}
 	c.dropped = c.dropped[:0]

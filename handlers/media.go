@@ -67,19 +67,25 @@ func (g *Gateway) readForm(r *http.Request, cp *capability, def int64) (*upload.
 		return nil, newError(http.StatusBadRequest, CodeValidation, cp.endpoint+" takes a multipart/form-data body (a file and its fields), as the OpenAI SDKs send it: "+err.Error())
 	}
 	limit := g.uploadCeiling(cp, def)
-	form, err := upload.Parse(r.Body, boundary, upload.Options{Limit: limit, Length: r.ContentLength})
+	form, err := upload.Parse(r.Body, boundary, upload.Options{Limit: limit, Length: r.ContentLength, TempDir: g.UploadDir})
 	if err != nil {
-		return nil, uploadError(err)
+		return nil, g.uploadError(err)
 	}
 	return form, nil
 }
 
 // uploadError answers a failed read of a multipart body: 413 past its limit, 400 for a
-// malformed form or a body the client did not finish sending.
-func uploadError(err error) *APIError {
+// malformed form or a body the client did not finish sending, 500 when the gateway could
+// not spool it.
+func (g *Gateway) uploadError(err error) *APIError {
 	var tl *upload.TooLargeError
 	var fe *upload.FormError
+	var se *upload.SpoolError
 	switch {
+	case errors.As(err, &se):
+		// The spool's path and the system's words stay in the log.
+		g.Logger.Error("an upload could not be spooled; check the upload directory's space and permissions", zapErr(err))
+		return newError(http.StatusInternalServerError, CodeGateway, "the gateway could not store the upload while reading it (its upload directory is full or unwritable); nothing was sent upstream or charged")
 	case errors.As(err, &tl):
 		what := "the upload is"
 		if tl.Field != "" {
@@ -114,7 +120,7 @@ func (c *call) fitUpload(form *upload.Form, def int64) *APIError {
 		limit = max(limit, rt.uploadLimit(def))
 	}
 	if err := form.SetLimit(limit); err != nil {
-		return uploadError(err)
+		return c.g.uploadError(err)
 	}
 	return nil
 }
@@ -134,7 +140,7 @@ func (c *call) forwardForm(ar *http.Request, rt Route, fw providers.Forwarder, f
 	opt.Drop = append(opt.Drop, "meta")
 	body, err := form.Body(opt)
 	if err != nil {
-		return nil, uploadError(err)
+		return nil, c.g.uploadError(err)
 	}
 	began := c.g.Now()
 	resp, err := fw.Forward(ar.Context(), &providers.RawRequest{

@@ -160,7 +160,7 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	}
 	defer func() { _ = form.Close() }()
 	if err := form.Spool(); err != nil {
-		return uploadError(err)
+		return g.uploadError(err)
 	}
 	t, apiErr := parseTranscription(form, translate)
 	if apiErr != nil {
@@ -323,7 +323,7 @@ func (c *call) transcriptionNeutral(w http.ResponseWriter, r *http.Request, rt R
 	}
 	file, err := form.Open(t.file)
 	if err != nil {
-		return uploadError(err)
+		return c.g.uploadError(err)
 	}
 	began := c.g.Now()
 	res, err := tr.Transcribe(r.Context(), &providers.TranscriptionRequest{

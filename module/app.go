@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,11 @@ type App struct {
 	// the embedded catalogue of the discovery routes: an entry with a known id replaces
 	// the fields it sets, any other entry is added. Placeholders are resolved. Default: none.
 	CatalogFile string `json:"catalog_file,omitempty"`
+	// UploadDir is the directory where uploads (transcribed audio, images to edit) are
+	// spooled while their request lasts, unlinked as soon as made; it must hold the uploads
+	// in flight at once. Placeholders are resolved. Default: the system's temporary
+	// directory ($TMPDIR).
+	UploadDir string `json:"upload_dir,omitempty"`
 	// CreditTopUp allows POST /credits, with which a management key adds credit to its own
 	// workspace's wallet. Turn it off where wallets hold money paid to the operator, so
 	// that only the operator adds credit. Default: on.
@@ -79,6 +85,7 @@ type App struct {
 	InstanceTimeout caddy.Duration `json:"instance_timeout,omitempty"`
 
 	catalog    *catalog.Catalog
+	uploadDir  string
 	catalogIDs map[string]string
 	store      store.Store
 	pooled     *pooledStore
@@ -349,6 +356,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.loadCatalog(repl); err != nil {
 		return err
 	}
+	if a.uploadDir, err = checkUploadDir(repl.ReplaceKnown(a.UploadDir, "")); err != nil {
+		return err
+	}
 	a.storeKey = driver + ":" + target + ":" + a.Store.Durability
 	logger, durability := ctx.Logger(), a.Store.Durability
 	// The handle is shared across reloads; the database is opened by the first Start on it
@@ -541,6 +551,22 @@ func (pc *PriceConfig) resolve() (pricing.Price, error) {
 	return p, nil
 }
 
+// checkUploadDir makes sure uploads can be spooled in dir ("" is the system's temporary
+// directory, left to be checked by the first upload): found at start rather than by the
+// first client whose upload fails.
+func checkUploadDir(dir string) (string, error) {
+	if dir == "" {
+		return "", nil
+	}
+	f, err := os.CreateTemp(dir, "upload-check-*")
+	if err != nil {
+		return "", fmt.Errorf("upload_dir %q: uploads cannot be spooled there: %w", dir, err)
+	}
+	_ = f.Close()
+	_ = os.Remove(f.Name())
+	return dir, nil
+}
+
 // loadCatalog builds the discovery catalogue: the embedded one, extended by the
 // operator's file, and the models' explicit catalogue entries.
 func (a *App) loadCatalog(repl *caddy.Replacer) error {
@@ -606,6 +632,7 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 		StreamIdleTimeout: idle, ReservationTTL: time.Duration(a.ReservationTTL),
 		Catalog: a.catalog, CatalogIDs: a.catalogIDs,
 		DisableCreditTopUp: a.CreditTopUp != nil && !*a.CreditTopUp,
+		UploadDir:          a.uploadDir,
 		LeaseLinger:        DefaultCreditLeaseLinger,
 		StoreTimeout:       time.Duration(a.StoreTimeout),
 		SettleTimeout:      time.Duration(a.SettleTimeout),

@@ -14,6 +14,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -836,5 +838,49 @@ func TestAudioThroughTranslatedUpstreams(t *testing.T) {
 			t.Fatalf("%s: %q", tc.model, text)
 		}
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, tc.nanos, "input_audio_seconds:4")
+	}
+}
+
+// Uploads are spooled in upload_dir: when it cannot take them the request is refused as
+// the gateway's failure, with nothing sent or charged and no path shown, and it serves
+// again once the directory is back, without a restart.
+func TestUploadDir(t *testing.T) {
+	if _, err := checkUploadDir(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "upload_dir") {
+		t.Fatalf("a missing upload_dir: %v", err)
+	}
+	clip := wavFile(3200 * time.Millisecond)
+	up := newFakeAudio(t, clip)
+	dir := filepath.Join(t.TempDir(), "spool")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := startGateway(t, "\t\tupload_dir "+dir+"\n"+providerBlock("oa", up.URL)+
+		embeddingModel("whisper", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001")), "")
+	wsID, key := env.workspace(5 * usd)
+	oc := env.openai(key)
+	transcribe := func() (*openai.AudioTranscriptionNewResponseUnion, error) {
+		return oc.Audio.Transcriptions.New(context.Background(), openai.AudioTranscriptionNewParams{
+			Model: "whisper", File: openai.File(bytes.NewReader(clip), "meeting.wav", "audio/wav")})
+	}
+
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	before := env.balance(wsID)
+	_, err := transcribe()
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 500 || apiErr.Code != "gateway_error" ||
+		!strings.Contains(apiErr.Message, "upload directory") || strings.Contains(apiErr.Message, dir) {
+		t.Fatalf("an upload with no directory to spool it: %v", err)
+	}
+	if after := env.balance(wsID); up.calls.Load() != 0 || after != before {
+		t.Fatalf("%d upstream calls; wallet %+v, was %+v", up.calls.Load(), after, before)
+	}
+
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := transcribe(); err != nil || res.Text != "Hello there." {
+		t.Fatalf("once the directory is back: %v", err)
 	}
 }

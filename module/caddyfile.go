@@ -47,6 +47,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			instance_heartbeat <duration>
 //			instance_timeout <duration>
 //			catalog_file <path>
+//			upload_dir <path>
 //			credit_top_up on|off
 //
 //			provider <name> {
@@ -170,6 +171,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Err("catalog_file already specified")
 			}
 			if err := parseString(d, &a.CatalogFile); err != nil {
+				return err
+			}
+		case "upload_dir":
+			if a.UploadDir != "" {
+				return d.Err("upload_dir already specified")
+			}
+			if err := parseString(d, &a.UploadDir); err != nil {
 				return err
 			}
 		case "credit_top_up":

@@ -215,11 +215,11 @@ func (f *Form) spoolLive() error {
 	if f.spool == nil {
 		s, err := newSpool(f.opt.TempDir)
 		if err != nil {
-			return fmt.Errorf("upload: creating spool file: %w", err)
+			return &SpoolError{Op: "creating", Err: err}
 		}
 		f.spool, f.spoolLen = s, spooledLead
 		if _, err := s.file.Seek(spooledLead, io.SeekStart); err != nil {
-			return fmt.Errorf("upload: seeking in the spool file: %w", err)
+			return &SpoolError{Op: "seeking in", Err: err}
 		}
 	}
 	p := &f.parts[len(f.parts)-1]
@@ -228,15 +228,15 @@ func (f *Form) spoolLive() error {
 	// the spool (Body.fileRest writes them there).
 	room := int64(len(appendPartHeader([]byte("\r\n"), f.boundary, p.Sent, p)))
 	if _, err := f.spool.file.Seek(room, io.SeekCurrent); err != nil {
-		return fmt.Errorf("upload: seeking in the spool file: %w", err)
+		return &SpoolError{Op: "seeking in", Err: err}
 	}
 	f.spoolLen += room
 	n, err := f.live.WriteTo(writerOnly{f.spool.file})
 	f.live = nil
 	if err != nil {
-		var werr *spoolWriteError
-		if errors.As(err, &werr) {
-			return fmt.Errorf("upload: writing spool file: %w", werr.err)
+		var serr *SpoolError
+		if errors.As(err, &serr) {
+			return serr
 		}
 		return f.readErr("reading file "+strconv.Quote(p.Sent), err)
 	}
@@ -474,11 +474,7 @@ type writerOnly struct{ f *os.File }
 func (w writerOnly) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	if err != nil {
-		return n, &spoolWriteError{err}
+		return n, &SpoolError{Op: "writing", Err: err}
 	}
 	return n, nil
 }
-
-type spoolWriteError struct{ err error }
-
-func (e *spoolWriteError) Error() string { return e.err.Error() }

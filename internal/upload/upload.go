@@ -19,7 +19,8 @@
 // Form.Open reads a spooled file (to probe an audio file's duration), Form.SetLimit applies a
 // route's lower limit, Form.Body builds a *Body per upstream request, Form.Close releases the
 // spool. Errors: *TooLargeError (413), *FormError (400), ErrConsumed (no fallback possible),
-// otherwise the request's own read error.
+// *SpoolError (the spool directory failed: the server's fault, not the client's), otherwise
+// the request's own read error.
 //
 // A handler's flow:
 //
@@ -102,6 +103,17 @@ func (e *FormError) Error() string {
 }
 
 func (e *FormError) Unwrap() error { return e.Err }
+
+// SpoolError is returned when the spool file cannot be made or written (its directory is
+// missing, unwritable or full): the server's failure, not the client's. Err holds the path.
+type SpoolError struct {
+	Op  string // "creating", "seeking in", "writing"
+	Err error
+}
+
+func (e *SpoolError) Error() string { return "upload: " + e.Op + " the spool file: " + e.Err.Error() }
+
+func (e *SpoolError) Unwrap() error { return e.Err }
 
 // ErrConsumed is returned by Form.Body when an earlier body already read a streamed file from
 // the request: it cannot be sent again. Options.Replay makes a form that can.

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"mime"
 	"mime/multipart"
 	"net/textproto"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -810,6 +812,19 @@ func TestReadError(t *testing.T) {
 	var fe *FormError
 	if !errors.Is(err, boom) || errors.As(err, &fe) {
 		t.Fatalf("error %v, want the read error unwrapped from no *FormError", err)
+	}
+}
+
+// A spool that cannot be made is the server's failure, told apart from the client's.
+func TestSpoolError(t *testing.T) {
+	b := "BB"
+	body := build(t, b, []part{file("file", "a", "", strings.Repeat("x", 10_000)), field("model", "m")})
+	dir := filepath.Join(t.TempDir(), "missing")
+	_, err := Parse(bytes.NewReader(body), b, Options{TempDir: dir, Replay: true})
+	var se *SpoolError
+	var fe *FormError
+	if !errors.As(err, &se) || se.Op != "creating" || !errors.Is(err, fs.ErrNotExist) || errors.As(err, &fe) {
+		t.Fatalf("error %v, want a *SpoolError creating the spool", err)
 	}
 }
 
