@@ -790,6 +790,11 @@ func TestAudioThroughTranslatedUpstreams(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "response_format" || !strings.Contains(apiErr.Message, "ElevenLabs cannot produce") {
 		t.Fatalf("flac on no route that makes it: %v", err)
 	}
+	_, err = oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "gemini-or-eleven", Input: text, ResponseFormat: openai.AudioSpeechNewParamsResponseFormatWAV,
+		Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "voice" || !strings.Contains(apiErr.Message, "is an OpenAI voice") {
+		t.Fatalf("an OpenAI voice on routes that know none: %v", err)
+	}
 	if after := env.balance(wsID); after.BalanceNanos != before-int64(len(text))*100_000 || after.ReservedNanos != 0 {
 		t.Fatalf("a refused request moved the wallet: %+v", after)
 	}

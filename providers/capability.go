@@ -136,6 +136,15 @@ type SpeechRequest struct {
 	Speed float64
 }
 
+// openAIVoices are OpenAI's built-in speech voices.
+var openAIVoices = map[string]bool{"alloy": true, "ash": true, "ballad": true, "coral": true, "echo": true, "fable": true,
+	"onyx": true, "nova": true, "sage": true, "shimmer": true, "verse": true, "marin": true, "cedar": true}
+
+// OpenAIVoice reports whether voice is one of OpenAI's built-in speech voices, which no
+// other upstream knows: the adapter of another upstream refuses it before any call
+// (CategoryInvalidRequest, Param "voice"), so that a route that knows it is tried.
+func OpenAIVoice(voice string) bool { return openAIVoices[voice] }
+
 // SpeechResponse is audio being produced.
 type SpeechResponse struct {
 	// ContentType is the audio's media type (audio/mpeg, audio/wav...).

@@ -39,7 +39,8 @@ var speechFormats = map[string]speechFormat{
 // Synthesize streams the speech of req.Input in req.Voice. It returns once ElevenLabs'
 // response headers arrive; the Body yields the audio as it comes, and fails with an
 // *UpstreamError when the connection breaks or stays silent longer than the idle timeout.
-// A format ElevenLabs cannot produce (aac, flac) is refused before any call.
+// A format ElevenLabs cannot produce (aac, flac) and an OpenAI voice name ("alloy") are
+// refused before any call.
 func (p *Provider) Synthesize(ctx context.Context, req *providers.SpeechRequest) (*providers.SpeechResponse, error) {
 	format := req.Format
 	if format == "" {
@@ -52,6 +53,9 @@ func (p *Provider) Synthesize(ctx context.Context, req *providers.SpeechRequest)
 	}
 	if req.Voice == "" {
 		return nil, unsupported(p.name, "voice", "ElevenLabs needs a voice: the id of an ElevenLabs voice")
+	}
+	if providers.OpenAIVoice(req.Voice) {
+		return nil, unsupported(p.name, "voice", fmt.Sprintf("voice %q is an OpenAI voice; ElevenLabs takes the id of an ElevenLabs voice", req.Voice))
 	}
 	sb := SpeechBody{Text: req.Input, ModelID: req.Model}
 	if req.Speed != 0 {

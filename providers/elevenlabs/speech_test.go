@@ -210,6 +210,7 @@ func TestElevenLabsSynthesizeRefused(t *testing.T) {
 		{format: "flac", voice: "v", want: `response_format "flac"; it produces mp3, opus, wav and pcm`},
 		{format: "ogg", voice: "v", want: "it produces mp3, opus, wav and pcm"},
 		{format: "mp3", voice: "", want: "needs a voice"},
+		{format: "mp3", voice: "alloy", want: `voice "alloy" is an OpenAI voice`},
 	} {
 		t.Run(tc.format+"/"+tc.voice, func(t *testing.T) {
 			_, err := p.Synthesize(context.Background(), &providers.SpeechRequest{Model: "m", Input: "hi", Voice: tc.voice, Format: tc.format})

@@ -42,8 +42,8 @@ const maxAudioEvent = upstreamhttp.MaxResponseBody
 //
 // Instructions go before the text ("Say in a cheerful tone: ..."), as Gemini's speech
 // models take their direction from the prompt. Voice is a Gemini voice name ("Kore",
-// "Puck"), sent as it is; none lets Gemini choose. Speed has no Gemini field and is
-// dropped.
+// "Puck"), sent as it is; none lets Gemini choose; an OpenAI voice name ("alloy") is
+// refused before the call, like a format. Speed has no Gemini field and is dropped.
 //
 // The first audio is read before Synthesize returns, so that a failure before it (an error
 // in the stream, a blocked prompt, an answer without audio) fails the call and not its
@@ -66,6 +66,11 @@ func (p *Provider) Synthesize(ctx context.Context, req *providers.SpeechRequest)
 	if strings.TrimSpace(req.Input) == "" {
 		return nil, &providers.UpstreamError{Provider: p.name, Category: providers.CategoryInvalidRequest,
 			Message: "input is empty: there is nothing to say"}
+	}
+	if providers.OpenAIVoice(req.Voice) {
+		return nil, &providers.UpstreamError{Provider: p.name, Category: providers.CategoryInvalidRequest, Param: "voice",
+			Message: fmt.Sprintf("voice %q is an OpenAI voice; Gemini speech takes a Gemini voice name, such as Kore or Puck", req.Voice),
+			Err:     ErrUnsupportedRequest}
 	}
 	model, err := modelPath(req.Model)
 	if err != nil {

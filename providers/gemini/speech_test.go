@@ -197,6 +197,7 @@ func TestSynthesizeRefusedBeforeSending(t *testing.T) {
 		{"flac", func(r *providers.SpeechRequest) { r.Format = "flac" }, providers.CategoryInvalidRequest, "only wav or pcm"},
 		{"no format", func(r *providers.SpeechRequest) { r.Format = "" }, providers.CategoryInvalidRequest, "only wav or pcm"},
 		{"empty input", func(r *providers.SpeechRequest) { r.Input = "  " }, providers.CategoryInvalidRequest, "empty"},
+		{"openai voice", func(r *providers.SpeechRequest) { r.Voice = "coral" }, providers.CategoryInvalidRequest, `voice "coral" is an OpenAI voice`},
 		{"model id with a path", func(r *providers.SpeechRequest) { r.Model = "../files/x" }, providers.CategoryModelUnavailable, "invalid model id"},
 	}
 	for _, tc := range cases {
