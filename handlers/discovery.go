@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -80,15 +81,23 @@ var familyCapabilities = map[string][]*capability{
 	"ocr":         {&ocrCapability},
 }
 
-// modelEndpoints are the endpoint families a model serves: those its catalogue entry names
-// or, for a model the catalogue does not know, those its prices are for (characters or
-// audio seconds: audio; images: images; pages: OCR; otherwise chat), each kept only when
-// one of its routes' adapters can serve it.
+// EndpointFamilies are the endpoint families a model may serve, as discovery names them.
+func EndpointFamilies() []string {
+	return slices.Sorted(maps.Keys(familyCapabilities))
+}
+
+// modelEndpoints are the endpoint families a model serves: those configured for it, else
+// those its catalogue entry names or, for a model the catalogue does not know, those its
+// prices are for (characters or audio seconds: audio; images: images; pages: OCR;
+// otherwise chat), each kept only when one of its routes' adapters can serve it.
 func modelEndpoints(m *Model, entry *catalog.Model) []string {
 	var named []string
-	if entry != nil {
+	switch {
+	case len(m.Endpoints) > 0:
+		named = m.Endpoints
+	case entry != nil:
 		named = entry.Endpoints
-	} else {
+	default:
 		named = pricedFamilies(m)
 	}
 	out := []string{}

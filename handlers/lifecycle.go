@@ -37,8 +37,7 @@ type capability struct {
 	// neutral reports whether the adapter implements the capability's interface.
 	neutral func(providers.Provider) bool
 	// meters are the pricing dimensions the endpoint measures. A route of a paid model that
-	// prices none of them could only charge 0: the request is refused before any upstream
-	// call instead.
+	// prices none of them could only charge 0: it does not serve the endpoint.
 	meters []string
 }
 
@@ -93,7 +92,8 @@ func (cp *capability) supports(rt Route) bool {
 // begin picks the routes that have the capability, issues the generation id and reserves
 // worst(route) at its largest over the routes, the most the call may cost. A route whose
 // prices cannot price the request (worst fails with a *pricing.UnpricedError: an image size
-// it has no price for) is dropped; the request is refused when none is left.
+// it has no price for) or that prices none of what the endpoint measures is dropped; the
+// request is refused when none is left.
 func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, modelName string, promptBytes int, wantMeta bool, worst func(Route) (int64, error)) (*call, *APIError) {
 	m, routes, apiErr := g.Registry.candidates(modelName, cp)
 	if apiErr != nil {
@@ -105,12 +105,20 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 		var priced []Route
 		var unpriced error
 		for i, rt := range routes {
+			var n int64
+			var err error
 			if dim := unmetered(rt.Price, cp.meters); dim != "" {
-				return nil, newError(http.StatusInternalServerError, CodeGateway, fmt.Sprintf(
-					"model %q is priced by %s on route %s, which %s does not measure, so it could not be billed; the operator must price it by what the endpoint measures (%s) or make it free",
-					m.Name, dim, rt.ProviderName, cp.endpoint, strings.Join(cp.meters, ", ")))
+				// Billed by what the endpoint never measures, the route could only charge 0:
+				// mostly a model of another endpoint (a transcription model asked for
+				// speech), else prices the operator must fix. Either way it does not serve it.
+				e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf(
+					"model %q does not serve %s: route %s bills it by %s, which %s does not measure (it measures %s); GET /gateway/models lists what each model serves",
+					m.Name, cp.endpoint, rt.ProviderName, dim, cp.endpoint, strings.Join(cp.meters, ", ")))
+				e.Param = "model"
+				err = e
+			} else {
+				n, err = worst(rt)
 			}
-			n, err := worst(rt)
 			if err != nil {
 				if unpriced == nil {
 					priced = routes[:i:i] // a copy on the next append

@@ -46,6 +46,9 @@ type Model struct {
 	OwnedBy string
 	Created int64
 	Routes  []Route
+	// Endpoints, when set, are the endpoint families the model serves (EndpointFamilies),
+	// over what its catalogue entry or its prices say.
+	Endpoints []string
 }
 
 // Free tells whether requests to the model skip the wallet: a ":free" name, or routes that

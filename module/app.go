@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -121,6 +122,11 @@ type ModelConfig struct {
 	// model whose name and upstream model id are neither an id nor an alias there.
 	// Default: matched by name, then by the first route's upstream model id.
 	CatalogID string `json:"catalog_id,omitempty"`
+	// Endpoints are the endpoint families the model serves as discovery lists them (chat,
+	// embeddings, moderations, audio, images, ocr). Default: its catalogue entry's, else
+	// guessed from its prices (which cannot tell an embedding model priced by input
+	// tokens from a chat model).
+	Endpoints []string `json:"endpoints,omitempty"`
 	// Routes are tried in order until one answers.
 	Routes []*RouteConfig `json:"routes"`
 }
@@ -457,7 +463,12 @@ func (a *App) buildModels(provs map[string]providers.Provider) ([]*handlers.Mode
 		if mc == nil || mc.Name == "" {
 			return nil, errors.New("a model has no name")
 		}
-		m := &handlers.Model{Name: mc.Name, OwnedBy: mc.OwnedBy}
+		m := &handlers.Model{Name: mc.Name, OwnedBy: mc.OwnedBy, Endpoints: mc.Endpoints}
+		for _, family := range mc.Endpoints {
+			if !slices.Contains(handlers.EndpointFamilies(), family) {
+				return nil, fmt.Errorf("model %q: endpoints: unknown family %q (want one of %s)", mc.Name, family, strings.Join(handlers.EndpointFamilies(), ", "))
+			}
+		}
 		for i, rc := range mc.Routes {
 			p, ok := provs[rc.Provider]
 			if !ok {

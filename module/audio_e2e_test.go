@@ -267,6 +267,18 @@ func TestAudioEndToEnd(t *testing.T) {
 		env.chargedLines(t, wsID, resp.Header.Get("X-Generation-Id"), before, int64(len(text))*15_000, fmt.Sprintf("input_characters:%d", len(text)))
 	})
 
+	t.Run("a transcription model asked for speech", func(t *testing.T) {
+		n := up.calls.Load()
+		_, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "whisper", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_model_or_endpoint" || apiErr.Param != "model" {
+			t.Fatalf("got %v", err)
+		}
+		if up.calls.Load() != n {
+			t.Fatal("the upstream was called")
+		}
+	})
+
 	t.Run("speech first bytes before the upstream ends", func(t *testing.T) {
 		start := time.Now()
 		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "slow-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})

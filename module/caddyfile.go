@@ -66,6 +66,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			model <name> {
 //				owned_by <organisation>
 //				catalog <catalogue id>
+//				endpoints <family>...
 //				route <provider> [<upstream model>] {
 //					input <usd per 1M tokens>
 //					cached_input <usd per 1M tokens>
@@ -505,6 +506,14 @@ func parseModel(d *caddyfile.Dispenser, mc *ModelConfig) error {
 			}
 			if err := parseString(d, &mc.CatalogID); err != nil {
 				return err
+			}
+		case "endpoints":
+			if mc.Endpoints != nil {
+				return d.Err("endpoints already specified")
+			}
+			mc.Endpoints = d.RemainingArgs()
+			if len(mc.Endpoints) == 0 {
+				return d.ArgErr()
 			}
 		case "route":
 			args := d.RemainingArgs()

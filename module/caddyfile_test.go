@@ -35,6 +35,8 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "catalogue options", input: "model_gateway {\n catalog_file /etc/x.json\n credit_top_up off\n model m {\n catalog openai/gpt-4o\n route p\n }\n}", want: `{"models":[{"name":"m","catalog_id":"openai/gpt-4o","routes":[{"provider":"p"}]}],"catalog_file":"/etc/x.json","credit_top_up":false}`},
 		{name: "credit_top_up value", input: "model_gateway {\n credit_top_up maybe\n}", wantErr: "want on or off"},
 		{name: "duplicate catalog_file", input: "model_gateway {\n catalog_file a\n catalog_file b\n}", wantErr: "catalog_file already specified"},
+		{name: "model endpoints", input: "model_gateway {\n model m {\n endpoints embeddings moderations\n route p\n }\n}", want: `{"models":[{"name":"m","endpoints":["embeddings","moderations"],"routes":[{"provider":"p"}]}]}`},
+		{name: "model endpoints empty", input: "model_gateway {\n model m {\n endpoints\n route p\n }\n}", wantErr: "wrong argument count"},
 		{name: "upload_dir", input: "model_gateway {\n upload_dir /var/spool/gateway\n}", want: `{"upload_dir":"/var/spool/gateway"}`},
 		{name: "duplicate upload_dir", input: "model_gateway {\n upload_dir a\n upload_dir b\n}", wantErr: "upload_dir already specified"},
 		{name: "duplicate catalog", input: "model_gateway {\n model m {\n catalog a\n catalog b\n route p\n }\n}", wantErr: "catalog already specified"},

@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 )
@@ -188,5 +193,48 @@ func TestPricingCalculateMatchesBilling(t *testing.T) {
 	// Every dimension of the usage was priced: the test covers the cached and reasoning lines.
 	if len(gen.CostLines) != 4 {
 		t.Fatalf("cost lines %+v", gen.CostLines)
+	}
+}
+
+// A model's endpoints line says what it serves where neither the catalogue nor its prices
+// can: an embedding model priced by input tokens is listed as one, not as a chat model.
+func TestModelEndpointsConfigured(t *testing.T) {
+	up := newFakeOpenAI(t, chatUsage(10, 0, 5, 0))
+	env := startGateway(t, providerBlock("primary", up.URL)+`
+		model house-embed {
+			endpoints embeddings
+			route primary my-embedder {
+				input 0.02
+			}
+		}
+		model house-chat {
+			route primary my-finetune {
+				input 2
+				output 3
+			}
+		}`, "")
+	_, key := env.workspace(5 * usd)
+	for path, want := range map[string][]string{
+		"/gateway/models?endpoints=embeddings": {"house-embed"},
+		"/gateway/models?endpoints=chat":       {"house-chat"},
+	} {
+		if got := itemIDs(env.expect(200, http.MethodGet, key, path, "")); !reflect.DeepEqual(got, want) {
+			t.Fatalf("GET %s: %v, want %v", path, got, want)
+		}
+	}
+	if e := findItem(t, env.expect(200, http.MethodGet, key, "/gateway/models", ""), "house-embed")["endpoints"]; !reflect.DeepEqual(e, []any{"embeddings"}) {
+		t.Fatalf("house-embed endpoints %v", e)
+	}
+	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(caddyfile.Format([]byte(gatewayCaddyfile(freePort(t), filepath.Join(t.TempDir(), "g.db"),
+		providerBlock("primary", up.URL)+"\n\t\tmodel m {\n\t\t\tendpoints speech\n\t\t\troute primary\n\t\t}", ""))), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Validate(&cfg); err == nil || !strings.Contains(err.Error(), `unknown family "speech"`) {
+		t.Fatalf("an unknown family: %v", err)
 	}
 }

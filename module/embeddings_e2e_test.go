@@ -277,7 +277,7 @@ func TestEmbeddingsAndModerations(t *testing.T) {
 		}
 		// A moderation reports no tokens: a route priced by them could only charge 0.
 		before := oaCalls.Load()
-		if status, _, out := env.post(key, "/moderations", `{"model":"mod-by-tokens","input":"hi"}`); status != 500 || !strings.Contains(string(out), "priced by input") {
+		if status, _, out := env.post(key, "/moderations", `{"model":"mod-by-tokens","input":"hi"}`); status != 400 || !strings.Contains(string(out), "bills it by input") || !strings.Contains(string(out), "unsupported_model_or_endpoint") {
 			t.Fatalf("a moderation priced by tokens: %d %s", status, out)
 		}
 		if oaCalls.Load() != before {
