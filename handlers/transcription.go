@@ -72,6 +72,9 @@ func parseTranscription(form *upload.Form, translate bool) (*transcriptionReques
 		return nil, badField(CodeValidation, "file", fmt.Sprintf("exactly one audio file is required in the file field; got %d", len(files)))
 	}
 	t.file = files[0]
+	if t.file.Size == 0 {
+		return nil, badField(CodeValidation, "file", fmt.Sprintf("the file %q is empty: there is no audio to transcribe", t.file.FileName))
+	}
 	if v, ok := form.Value("response_format"); ok {
 		if !slices.Contains(transcriptionFormats, v) || (translate && v == "diarized_json") {
 			return nil, badField(CodeValidation, "response_format", "response_format must be one of json, verbose_json, diarized_json (transcriptions only), text, srt, vtt")

@@ -674,6 +674,20 @@ func TestAudioThroughNeutralAdapters(t *testing.T) {
 		}
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
 	}
+
+	// An empty file is refused by the gateway, one that is not audio by the mock as OpenAI
+	// would: 400 either way, nothing charged.
+	before = env.balance(wsID).BalanceNanos
+	for _, tc := range []struct{ data, param, says string }{{"", "file", `"notes.wav" is empty`}, {"just notes", "", "not audio"}} {
+		_, err := oc.Audio.Transcriptions.New(ctx, openai.AudioTranscriptionNewParams{Model: "mock-whisper", File: openai.File(strings.NewReader(tc.data), "notes.wav", "audio/wav")})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != tc.param || !strings.Contains(apiErr.Message, tc.says) {
+			t.Fatalf("%q: %v", tc.data, err)
+		}
+	}
+	if after := env.balance(wsID); after.BalanceNanos != before || after.ReservedNanos != 0 {
+		t.Fatalf("refused files moved the wallet: %+v", after)
+	}
 }
 
 // newFakeAudioVendors speaks ElevenLabs (text-to-speech, Scribe), Mistral (Voxtral

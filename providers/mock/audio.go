@@ -2,6 +2,7 @@ package mock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -212,11 +213,13 @@ func (p *Provider) Transcribe(ctx context.Context, req *providers.TranscriptionR
 		return nil, p.invalid("no audio file")
 	}
 	cr := &countingReader{r: req.File}
-	var duration time.Duration
-	if isWAV(req.FileName, req.FileContentType) {
-		if d, _, err := audioprobe.Duration(cr); err == nil {
-			duration = d
-		}
+	// Like OpenAI, the mock refuses what it cannot read as audio.
+	duration, _, err := audioprobe.Duration(cr)
+	switch {
+	case errors.Is(err, audioprobe.ErrUnknownFormat) || errors.Is(err, audioprobe.ErrMalformed):
+		return nil, p.invalid(fmt.Sprintf("the file is not audio the mock can read (WAV, MP3, FLAC, Ogg, WebM or M4A): %v", err))
+	case err != nil:
+		return nil, fmt.Errorf("provider %s: reading the audio: %w", p.cfg.Name, err)
 	}
 	if _, err := io.Copy(io.Discard, cr); err != nil {
 		return nil, fmt.Errorf("provider %s: reading the audio: %w", p.cfg.Name, err)
@@ -265,14 +268,6 @@ func (p *Provider) Transcribe(ctx context.Context, req *providers.TranscriptionR
 		}
 	}
 	return out, nil
-}
-
-func isWAV(name, contentType string) bool {
-	switch strings.ToLower(strings.TrimSpace(strings.Split(contentType, ";")[0])) {
-	case "audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave":
-		return true
-	}
-	return strings.HasSuffix(strings.ToLower(name), ".wav")
 }
 
 // countingReader counts the bytes read through it.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -156,6 +157,11 @@ func TestSynthesizeCancellation(t *testing.T) {
 
 func TestTranscribe(t *testing.T) {
 	_, wav := speak(t, New(Config{}), &providers.SpeechRequest{Input: "hello", Format: "wav"}) // 250 ms
+	_, mp3 := speak(t, New(Config{}), &providers.SpeechRequest{Input: "hello", Format: "mp3"})
+	mp3Duration, _, err := audioprobe.Duration(bytes.NewReader(mp3))
+	if err != nil || mp3Duration <= 0 {
+		t.Fatalf("the mock's mp3: %v, %v", mp3Duration, err)
+	}
 	tests := []struct {
 		name     string
 		req      providers.TranscriptionRequest
@@ -166,8 +172,8 @@ func TestTranscribe(t *testing.T) {
 		speakers string
 	}{
 		{
-			name: "mp3", req: providers.TranscriptionRequest{File: strings.NewReader(strings.Repeat("x", 1000)), FileName: "clip.mp3", Language: "fr"},
-			text: "mock transcription of clip.mp3 (1000 bytes)", language: "fr",
+			name: "mp3", req: providers.TranscriptionRequest{File: bytes.NewReader(mp3), FileName: "clip.mp3", Language: "fr"},
+			text: fmt.Sprintf("mock transcription of clip.mp3 (%d bytes)", len(mp3)), language: "fr", duration: mp3Duration,
 		},
 		{
 			name: "wav measured", req: providers.TranscriptionRequest{File: bytes.NewReader(wav), FileName: "Hello.WAV", Timestamps: []string{"word", "segment"}},
@@ -178,8 +184,8 @@ func TestTranscribe(t *testing.T) {
 			text: "mock transcription of upload (12044 bytes)", language: "en", duration: 250 * time.Millisecond, speakers: "AB",
 		},
 		{
-			name: "translation", req: providers.TranscriptionRequest{File: strings.NewReader("abc"), Translate: true, Language: "de"},
-			text: "mock translation of audio (3 bytes)", language: "en",
+			name: "translation", req: providers.TranscriptionRequest{File: bytes.NewReader(wav), Translate: true, Language: "de"},
+			text: "mock translation of audio (12044 bytes)", language: "en", duration: 250 * time.Millisecond,
 		},
 	}
 	for _, tc := range tests {
@@ -217,6 +223,18 @@ func TestTranscribe(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTranscribeRefusesWhatIsNotAudio: like OpenAI, the mock answers 400 to a file it
+// cannot read as audio, and bills nothing since it answers nothing.
+func TestTranscribeRefusesWhatIsNotAudio(t *testing.T) {
+	for _, data := range []string{"", "just some notes, not audio", "RIFF\x00\x00\x00\x00WAVE"} {
+		_, err := New(Config{}).Transcribe(context.Background(), &providers.TranscriptionRequest{File: strings.NewReader(data), FileName: "notes.wav"})
+		ue, ok := providers.AsUpstreamError(err)
+		if !ok || ue.Category != providers.CategoryInvalidRequest || !strings.Contains(ue.Message, "not audio") {
+			t.Errorf("%q: %v", data, err)
+		}
 	}
 }
 
