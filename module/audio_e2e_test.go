@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -615,6 +616,27 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 			}
 		})
 	}
+
+	// A client that announces its size and waits for an answer before it sends the body
+	// gets the 413 at once, and the connection is closed rather than drained.
+	t.Run("announced length, answer awaited", func(t *testing.T) {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(env.baseURL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close() }()
+		fmt.Fprintf(conn, "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: %d\r\n\r\n", conn.RemoteAddr(), key, size)
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("no answer before the body: %v", err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
+			t.Fatalf("%d, Connection %q", resp.StatusCode, resp.Header.Get("Connection"))
+		}
+	})
 }
 
 func TestAudioThroughNeutralAdapters(t *testing.T) {
