@@ -168,13 +168,6 @@ func writeError(w http.ResponseWriter, s Surface, e *APIError, generationID stri
 			h.Set("Retry-After", strconv.FormatInt(ra, 10))
 		}
 	}
-	// A body too large is left unread: closing the connection after the answer keeps the
-	// server from draining the body before answering, which a client that waits for the
-	// answer before sending (Expect: 100-continue, or a body announced and held) would
-	// never see.
-	if e.Status == http.StatusRequestEntityTooLarge {
-		h.Set("Connection", "close")
-	}
 	// The SDKs retry 429 and 5xx by themselves; tell them not to retry what cannot succeed.
 	if e.Status < 500 && e.Status != http.StatusTooManyRequests {
 		h.Set("X-Should-Retry", "false")

@@ -158,7 +158,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 		methods, ok = g.matchPattern(r, path)
 	}
 	if !ok {
-		writeError(w, SurfaceOpenAI, newError(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+path), "")
+		answerUnread(w, r, SurfaceOpenAI, newError(http.StatusNotFound, CodeNotFound, "no such endpoint: "+r.Method+" "+path))
 		return
 	}
 	ep, ok := methods[r.Method]
@@ -176,22 +176,22 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 		}
 		slices.Sort(allow)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeError(w, SurfaceOpenAI, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed on "+path), "")
+		answerUnread(w, r, SurfaceOpenAI, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed on "+path))
 		return
 	}
 	var caller *Caller
 	if ep.auth != authNone {
 		c, apiErr := g.authenticate(r)
 		if apiErr != nil {
-			writeError(w, ep.surface, apiErr, "")
+			answerUnread(w, r, ep.surface, apiErr)
 			return
 		}
 		switch {
 		case ep.auth == authManagement && c.Key.Kind != store.KeyManagement:
-			writeError(w, ep.surface, newError(http.StatusForbidden, CodeForbidden, "this endpoint needs a management key"), "")
+			answerUnread(w, r, ep.surface, newError(http.StatusForbidden, CodeForbidden, "this endpoint needs a management key"))
 			return
 		case ep.auth == authStandard && c.Key.Kind != store.KeyStandard:
-			writeError(w, ep.surface, newError(http.StatusForbidden, CodeForbidden, "management keys cannot call inference endpoints; use a standard key"), "")
+			answerUnread(w, r, ep.surface, newError(http.StatusForbidden, CodeForbidden, "management keys cannot call inference endpoints; use a standard key"))
 			return
 		}
 		caller = c
@@ -206,7 +206,43 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 			g.Logger.Error("request failed", zap.String("path", path), zapErr(err))
 			apiErr = newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to handle the request")
 		}
+		if apiErr.Status == http.StatusRequestEntityTooLarge {
+			// The rest of the body is unread.
+			answerUnread(w, r, ep.surface, apiErr)
+			return
+		}
 		writeError(w, ep.surface, apiErr, w.Header().Get("X-Generation-Id"))
+	}
+}
+
+// unreadLinger is how long a connection answered before its body was read stays open
+// after the answer; serverDrain is how much of an unread body net/http reads before it
+// answers.
+const (
+	unreadLinger = 500 * time.Millisecond
+	serverDrain  = 256 << 10
+)
+
+// answerUnread answers with an error before the request body was read. A body larger than
+// the server drains, or of unknown length, is left on the wire: "Connection: close" keeps
+// the server from reading it before the answer is sent (a client that announced a large
+// body and awaits the answer, as with Expect: 100-continue, would wait forever: Caddy wraps
+// the body, so net/http cannot tell how much is left), and the connection lingers a moment
+// so that a client still sending reads the answer before the close resets the connection.
+func answerUnread(w http.ResponseWriter, r *http.Request, s Surface, e *APIError) {
+	unread := r.ProtoMajor == 1 && (r.ContentLength < 0 || r.ContentLength > serverDrain)
+	if unread {
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, s, e, w.Header().Get("X-Generation-Id"))
+	if !unread || http.NewResponseController(w).Flush() != nil {
+		return
+	}
+	t := time.NewTimer(unreadLinger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
 	}
 }
 

@@ -576,7 +576,11 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 				if tc.modelFirst {
 					_ = mw.WriteField("model", "whisper")
 				}
-				fw, _ := mw.CreateFormFile("file", "huge.wav")
+				fw, err := mw.CreateFormFile("file", "huge.wav")
+				if err != nil { // answered before the file began
+					_ = pw.CloseWithError(err)
+					return
+				}
 				if _, err := io.Copy(fw, &endlessReader{n: size}); err != nil {
 					_ = pw.CloseWithError(err)
 					return
@@ -618,25 +622,31 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 	}
 
 	// A client that announces its size and waits for an answer before it sends the body
-	// gets the 413 at once, and the connection is closed rather than drained.
-	t.Run("announced length, answer awaited", func(t *testing.T) {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(env.baseURL, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = conn.Close() }()
-		fmt.Fprintf(conn, "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
-			"Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: %d\r\n\r\n", conn.RemoteAddr(), key, size)
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatalf("no answer before the body: %v", err)
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close {
-			t.Fatalf("%d, Connection %q", resp.StatusCode, resp.Header.Get("Connection"))
-		}
-	})
+	// gets its answer at once (413, or 401 for a wrong key), and the connection is closed
+	// rather than drained.
+	for _, tc := range []struct {
+		key  string
+		want int
+	}{{key, http.StatusRequestEntityTooLarge}, {"gateway_v1_sk_wrong_key", http.StatusUnauthorized}} {
+		t.Run(fmt.Sprintf("announced length, answer awaited, %d", tc.want), func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(env.baseURL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close() }()
+			fmt.Fprintf(conn, "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
+				"Content-Type: multipart/form-data; boundary=XX\r\nContent-Length: %d\r\n\r\n", conn.RemoteAddr(), tc.key, size)
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer before the body: %v", err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want || !resp.Close {
+				t.Fatalf("%d, Connection %q", resp.StatusCode, resp.Header.Get("Connection"))
+			}
+		})
+	}
 }
 
 func TestAudioThroughNeutralAdapters(t *testing.T) {
