@@ -232,8 +232,13 @@ func (q *ocrRequest) readPages(raw json.RawMessage) *APIError {
 			if isRange {
 				b, err2 = strconv.Atoi(strings.TrimSpace(hi))
 			}
-			if err1 != nil || err2 != nil || a < 0 || b < a || len(list)+b-a >= maxOCRPages {
+			switch {
+			case err1 != nil || err2 != nil || a < 0:
 				return invalid
+			case b < a:
+				return badField(CodeValidation, "pages", fmt.Sprintf("pages: the range %q runs backwards; write it low-high, such as \"%d-%d\"", strings.TrimSpace(item), b, a))
+			case len(list)+b-a >= maxOCRPages:
+				return badField(CodeValidation, "pages", fmt.Sprintf("pages must name from 1 to %d pages", maxOCRPages))
 			}
 			for p := a; p <= b; p++ {
 				list = append(list, p)

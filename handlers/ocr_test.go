@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
@@ -15,6 +16,7 @@ func TestParseOCR(t *testing.T) {
 	for _, tc := range []struct {
 		body  string
 		param string // the invalid field, "" when valid
+		says  string // what the error says, when checked
 		want  ocrRequest
 	}{
 		{body: `{"model":"m","document":{"type":"document_url","document_url":"https://example.com/a.pdf"}}`,
@@ -39,8 +41,9 @@ func TestParseOCR(t *testing.T) {
 		{body: `{"model":"m","document":{"type":"image_url"}}`, param: "document.image_url"},
 		{body: `{"model":"m","document":{"type":"file"}}`, param: "document.file_id"},
 		{body: `{"model":"m","image":"not base64!"}`, param: "image"},
-		{body: `{"model":"m","image":"https://x/a.png","pages":"2-1"}`, param: "pages"},
-		{body: `{"model":"m","image":"https://x/a.png","pages":"0-5000"}`, param: "pages"},
+		{body: `{"model":"m","image":"https://x/a.png","pages":"2-1"}`, param: "pages", says: `runs backwards; write it low-high, such as "1-2"`},
+		{body: `{"model":"m","image":"https://x/a.png","pages":"0-5000"}`, param: "pages", says: "from 1 to 1000 pages"},
+		{body: `{"model":"m","image":"https://x/a.png","pages":"0-1000"}`, param: "pages", says: "from 1 to 1000 pages"},
 		{body: `{"model":"m","image":"https://x/a.png","pages":[-1]}`, param: "pages"},
 		{body: `{"model":"m","image":"https://x/a.png","pages":[]}`, param: "pages"},
 		{body: `{"model":"m","image":"https://x/a.png","table_format":"csv"}`, param: "table_format"},
@@ -49,8 +52,8 @@ func TestParseOCR(t *testing.T) {
 	} {
 		q, apiErr := parseOCR([]byte(tc.body))
 		if tc.param != "" {
-			if apiErr == nil || apiErr.Param != tc.param {
-				t.Errorf("%s: error %v, want one on %s", tc.body, apiErr, tc.param)
+			if apiErr == nil || apiErr.Param != tc.param || !strings.Contains(apiErr.Message, tc.says) {
+				t.Errorf("%s: error %v, want one on %s saying %q", tc.body, apiErr, tc.param, tc.says)
 			}
 			continue
 		}
