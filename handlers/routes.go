@@ -1,6 +1,9 @@
 package handlers
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -61,32 +64,48 @@ func (g *Gateway) routeTable() []apiRoute {
 		// Discovery.
 		{get, "/models", authAny, oa, g.listModels},
 		{get, "/gateway/models", authAny, oa, g.gatewayModels},
-		{get, "/gateway/models/me", authAny, oa, g.gatewayModelsMe},
+		{get, "/gateway/models/me", authAny, oa, g.storeBounded(g.gatewayModelsMe)},
 		{get, "/data/models", authAny, oa, g.dataModels},
 		{get, "/providers", authAny, oa, g.listProviders},
 		{get, "/endpoints", authAny, oa, g.listEndpoints},
 		{get, "/organisations", authAny, oa, g.listOrganisations},
 		{get, "/pricing/models", authAny, oa, g.pricingModels},
 		{post, "/pricing/calculate", authAny, oa, g.pricingCalculate},
-		{get, "/generations", authAny, oa, g.getGeneration},
-		{get, "/generation", authAny, oa, g.getGeneration},
+		{get, "/generations", authAny, oa, g.storeBounded(g.getGeneration)},
+		{get, "/generation", authAny, oa, g.storeBounded(g.getGeneration)},
 		{get, "/health", authNone, oa, g.health},
 		{get, "/health/live", authNone, oa, g.live},
 		// Administration.
-		{get, "/key", authAny, oa, g.getKey},
-		{get, "/keys", authManagement, oa, g.listKeys},
+		{get, "/key", authAny, oa, g.storeBounded(g.getKey)},
+		{get, "/keys", authManagement, oa, g.storeBounded(g.listKeys)},
 		{post, "/keys", authManagement, oa, g.createKey},
-		{get, "/keys/{id}", authManagement, oa, g.getKeyByID},
+		{get, "/keys/{id}", authManagement, oa, g.storeBounded(g.getKeyByID)},
 		{patch, "/keys/{id}", authManagement, oa, g.updateKey},
 		{del, "/keys/{id}", authManagement, oa, g.revokeKey},
-		{get, "/workspaces", authManagement, oa, g.listWorkspaces},
+		{get, "/workspaces", authManagement, oa, g.storeBounded(g.listWorkspaces)},
 		{post, "/workspaces", authManagement, oa, g.createWorkspace},
-		{get, "/credits", authManagement, oa, g.getCredits},
+		{get, "/credits", authManagement, oa, g.storeBounded(g.getCredits)},
 		{post, "/credits", authManagement, oa, g.topUpCredits},
-		{get, "/activity", authManagement, oa, g.activity},
+		{get, "/activity", authManagement, oa, g.storeBounded(g.activity)},
 		{post, "/webhook-endpoints/{id}/rotate-secret", authManagement, oa, nil},
 		{post, "/notifications/destinations/{id}/test", authManagement, oa, nil},
 		{del, "/notifications/destinations/{id}", authManagement, oa, nil},
+	}
+}
+
+// storeBounded bounds the store reads of a route by StoreTimeout, as a request's key lookup
+// and reservation are: a store that does not answer is 503 store_unavailable at the bound,
+// not a request left waiting on a cut connection. Writes are not bounded: one given up
+// after it committed would be answered as failed, and tried again.
+func (g *Gateway) storeBounded(serve func(w http.ResponseWriter, r *http.Request, c *Caller) error) func(w http.ResponseWriter, r *http.Request, c *Caller) error {
+	return func(w http.ResponseWriter, r *http.Request, c *Caller) error {
+		ctx, cancel := g.storeContext(r.Context())
+		defer cancel()
+		err := serve(w, r.WithContext(ctx), c)
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
+			return g.storeUnavailable("reading the store for "+r.URL.Path, fmt.Errorf("%w: %w", context.DeadlineExceeded, err))
+		}
+		return err
 	}
 }
 

@@ -347,3 +347,22 @@ func TestLeasesFollowTheirOwner(t *testing.T) {
 		t.Fatalf("after the owner was taken for dead: %d leases, want a new one", fs.leaseReserves.Load())
 	}
 }
+
+// The store reads of the administration and discovery routes are bounded like a request's:
+// a store that does not answer is 503 store_unavailable at StoreTimeout.
+func TestAdminReadsAreBounded(t *testing.T) {
+	a, fs, _ := faultyGateway(t, func(g *Gateway) { g.StoreTimeout = 150 * time.Millisecond })
+	_, std, mgmt := a.workspace(2 * usdNanos)
+	a.mustDo(200, http.MethodGet, "/credits", mgmt, "")
+	fs.hangWallet.Store(true)
+	for _, tc := range []struct{ path, key string }{{"/credits", mgmt}, {"/gateway/models/me", std}} {
+		began := time.Now()
+		status, v := a.do(http.MethodGet, tc.path, tc.key, "")
+		wantStoreUnavailable(t, "GET "+tc.path, status, v)
+		if d := time.Since(began); d > time.Second || !strings.Contains(v["message"].(string), "within 150ms") {
+			t.Fatalf("GET %s: %v after %v, want an answer at StoreTimeout (150ms)", tc.path, v["message"], d)
+		}
+	}
+	fs.hangWallet.Store(false)
+	a.mustDo(200, http.MethodGet, "/credits", mgmt, "")
+}

@@ -66,8 +66,9 @@ type App struct {
 	// StoreTimeout bounds each store call a request waits for before its upstream call:
 	// the key's lookup, the credit reservation and the balance read it may need. Past it
 	// the request is answered 503 store_unavailable, fast, and nothing is sent upstream.
-	// GET /health answers 503 when the store does not answer within it (at most 1s).
-	// Default: 2s.
+	// The reads of the administration and discovery routes (GET /credits, /keys,
+	// /activity...) are bounded by it too. GET /health answers 503 when the store does not
+	// answer within it (at most 1s). Default: 2s.
 	StoreTimeout caddy.Duration `json:"store_timeout,omitempty"`
 	// SettleTimeout bounds the settlement of an answered request (its charge and record),
 	// tried again meanwhile while the store cannot be reached; past it the answer is
