@@ -54,6 +54,8 @@ func (s *spoolSender) Read(f func(fd uintptr) bool) error {
 	}
 	var sent int64
 	var serr error
+	sp.position.Lock()
+	defer sp.position.Unlock()
 	err = rc.Control(func(fd uintptr) {
 		if _, serr = syscall.Seek(int(fd), s.start, io.SeekStart); serr != nil {
 			return

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // received is what a plain HTTP server got as the body of each request.
@@ -141,5 +142,64 @@ func TestSendfileNeverSendsPastTheBody(t *testing.T) {
 	}
 	if bytes.Contains(got, []byte("STALE-UPLOAD-")) {
 		t.Fatal("the upstream got bytes of an earlier upload from the pooled spool file")
+	}
+}
+
+// Sends of one form at once (a transport still writing an attempt's body when the next
+// attempt's begins) each send their own body whole: the spool's position is theirs in turn.
+func TestConcurrentSendsFromOneSpool(t *testing.T) {
+	const b = "concurrent-boundary"
+	f, err := Parse(bytes.NewReader(build(t, b, []part{field("model", "m"), file("file", "a.wav", "audio/wav", randomBytes(41, 16<<20))})), b,
+		Options{TempDir: t.TempDir(), Replay: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	opt := BodyOptions{Set: map[string]string{"model": "up"}}
+	want := plainBody(t, f, opt)
+	// The server reads slowly, so that each send waits on the socket midway and the
+	// others' run meanwhile.
+	rcv := &received{bodies: make(chan []byte, 8)}
+	rcv.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var got bytes.Buffer
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := req.Body.Read(buf)
+			got.Write(buf[:n])
+			if err != nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		rcv.bodies <- got.Bytes()
+	}))
+	t.Cleanup(rcv.srv.Close)
+	const sends = 4
+	errs := make(chan error, sends)
+	for range sends {
+		go func() {
+			body, err := f.Body(opt)
+			if err != nil {
+				errs <- err
+				return
+			}
+			req, _ := http.NewRequest(http.MethodPost, rcv.srv.URL, body)
+			req.ContentLength = body.Len()
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				_ = resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	for i := range sends {
+		if err := <-errs; err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if got := <-rcv.bodies; !bytes.Equal(got, want) {
+			t.Fatalf("an upstream got %d bytes unlike the body's %d", len(got), len(want))
+		}
 	}
 }

@@ -25,6 +25,10 @@ type spool struct {
 	mu       sync.RWMutex
 	released bool
 	sending  atomic.Int32 // sends from the file under way (see beginSend)
+	// position serialises the sends that use the file's position (sendfile(2) with no
+	// offset): a send of one attempt may still be under way when the next attempt's
+	// begins, as a transport writes the body after the round trip returned.
+	position sync.Mutex
 }
 
 // Bounds of the pool: it holds at most maxPooledSpools files, each cut to maxPooledSpoolBytes,
