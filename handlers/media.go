@@ -331,6 +331,12 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 		c.errCode, c.errMessage = CodeUpstream, "the provider's stream broke: "+readErr.Error()
 	case !final && c.errCode == "":
 		c.errCode, c.errMessage = CodeUpstream, "the provider's stream ended before its final event"
+	default:
+		return nil
+	}
+	if !final {
+		// A stream no route can finish ends with an error event, never as if it were whole.
+		out.data(errorEventData(CodeUpstream, c.errMessage))
 	}
 	return nil
 }
@@ -354,7 +360,7 @@ func (me mediaEvents) isFinal(data []byte) bool {
 // as an answer delivered is an answer billed. It reports whether the client is still there.
 func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, data []byte) bool {
 	if err := c.settle(r.Context()); err != nil {
-		out.data(errorEventData(notRecordedStream.Message))
+		out.data(errorEventData(CodeGateway, notRecordedStream.Message))
 		return !out.failed
 	}
 	tmp := answerBufs.Get()
@@ -369,8 +375,10 @@ func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, dat
 
 // errorEventData is the data of an in-band error event of a media stream, which the
 // OpenAI SDKs raise as an error.
-func errorEventData(msg string) []byte {
-	b := append(make([]byte, 0, 64+len(msg)), `{"type":"error","error":{"type":"server_error","code":"gateway_error","message":`...)
+func errorEventData(code, msg string) []byte {
+	b := append(make([]byte, 0, 80+len(msg)), `{"type":"error","error":{"type":"server_error","code":`...)
+	b = rawjson.AppendStringLikeMarshal(b, code)
+	b = append(b, `,"message":`...)
 	b = rawjson.AppendStringLikeMarshal(b, msg)
 	return append(b, `}}`...)
 }

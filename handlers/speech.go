@@ -276,8 +276,14 @@ func (s *speechEventAudio) Read(p []byte) (int, error) {
 			return 0, s.err
 		}
 		if !s.rd.Next() {
-			if s.err = s.rd.Err(); s.err == nil {
+			switch s.err = s.rd.Err(); {
+			case s.err != nil:
+			case s.done:
 				s.err = io.EOF
+			default:
+				// Cut short without its final event: the audio must not look whole.
+				s.err = &providers.UpstreamError{Provider: s.provider, Category: providers.CategoryServerError, Retryable: true,
+					Message: "the provider's speech stream ended before speech.audio.done"}
 			}
 			continue
 		}
@@ -420,7 +426,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 				return ue
 			}
 			c.errCode, c.errMessage = CodeUpstream, ue.Error()
-			out.data(errorEventData("the provider's audio broke off"))
+			out.data(errorEventData(CodeUpstream, "the provider's audio broke off"))
 			return nil
 		}
 		if !out.started {

@@ -111,6 +111,9 @@ func (f *fakeAudio) speech(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "data: {\"type\":\"speech.audio.delta\",\"audio\":%q}\n\n", base64.StdEncoding.EncodeToString(speechClip[i:min(i+16<<10, len(speechClip))]))
 			fl.Flush()
 		}
+		if req["model"] == "cut-tts" {
+			return // ends before speech.audio.done
+		}
 		fmt.Fprint(w, "data: {\"type\":\"speech.audio.done\",\"usage\":{\"input_tokens\":11,\"output_tokens\":300,\"total_tokens\":311}}\n\n")
 		return
 	}
@@ -164,6 +167,9 @@ func (f *fakeAudio) transcribe(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for _, d := range []string{"Hello", " there", "."} {
 			fmt.Fprintf(w, "data: {\"type\":\"transcript.text.delta\",\"delta\":%q}\n\n", d)
+		}
+		if strings.HasPrefix(model, "cut-") {
+			return // ends before transcript.text.done
 		}
 		fmt.Fprintf(w, "data: {\"type\":\"transcript.text.done\",\"text\":\"Hello there.\",\"usage\":%s}\n\n", usage)
 		return
@@ -227,6 +233,8 @@ func TestAudioEndToEnd(t *testing.T) {
 		embeddingModel("broken-tts", embeddingRoute("oa", "broken-tts", "input_characters 15")) +
 		embeddingModel("mini-tts", embeddingRoute("oa", "gpt-4o-mini-tts", "input 0.6\n\t\t\t\toutput_audio_tokens 12")) +
 		embeddingModel("whisper", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001")) +
+		embeddingModel("cut-transcribe", embeddingRoute("oa", "cut-gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
+		embeddingModel("cut-tts", embeddingRoute("oa", "cut-tts", "input 0.6\n\t\t\t\toutput_audio_tokens 12")) +
 		embeddingModel("gpt-transcribe", embeddingRoute("oa", "gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
 		embeddingModel("tts-fallback", embeddingRoute("down", "tts-1", "input_characters 15")+embeddingRoute("oa", "tts-1", "input_characters 15")) +
 		embeddingModel("whisper-fallback", embeddingRoute("down", "whisper-1", "input_audio_seconds 0.0001")+embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001"))
@@ -397,7 +405,7 @@ func TestAudioEndToEnd(t *testing.T) {
 				Endpoints []string `json:"endpoints"`
 			} `json:"data"`
 		}
-		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 8 {
+		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 10 {
 			t.Fatalf("%d %s", status, body)
 		}
 		status, body = env.get(key, "/endpoints")
@@ -412,7 +420,7 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatalf("%d %s", status, body)
 		}
 		for _, e := range eps.Data {
-			if e.ID == "audio" && (!e.Available || e.ModelCount != 8) {
+			if e.ID == "audio" && (!e.Available || e.ModelCount != 10) {
 				t.Fatalf("audio endpoint %+v", e)
 			}
 		}
@@ -490,6 +498,31 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatalf("text %q, done %s", text.String(), done.RawJSON())
 		}
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, nanos, "input:10", "output:9", "input_audio_tokens:60")
+	})
+
+	t.Run("streams cut before their final event end in an error", func(t *testing.T) {
+		params := upload()
+		params.Model = "cut-transcribe"
+		stream := oc.Audio.Transcriptions.NewStreaming(ctx, params)
+		deltas := 0
+		for stream.Next() {
+			if stream.Current().Type == "transcript.text.delta" {
+				deltas++
+			}
+		}
+		if err := stream.Err(); err == nil || deltas != 3 || !strings.Contains(err.Error(), "before its final event") {
+			t.Fatalf("%d deltas, then %v: a cut stream must not end cleanly", deltas, err)
+		}
+		// Asked for bytes, a token-priced route's events cut short give a cut-off body.
+		resp, err := oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "cut-tts", Input: text, Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("coral")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err == nil || !bytes.Equal(got, speechClip[:len(got)]) {
+			t.Fatalf("read %d bytes, error %v: a cut clip must not end cleanly", len(got), err)
+		}
 	})
 
 	t.Run("translation", func(t *testing.T) {
