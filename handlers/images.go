@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/internal/upload"
@@ -386,15 +388,7 @@ func imageOutputTokens(size string) int64 {
 // *pricing.UnpricedError when rt prices images but not of the requested size and quality.
 func (q *imageRequest) worst(rt Route) (int64, error) {
 	size, quality := imageKey(rt.UpstreamModel, q.size, q.quality)
-	pictures := int64(len(q.images))
-	if q.mask != nil {
-		pictures++
-	}
-	tokens := pricing.Usage{
-		Input:             estimateTokens(len(q.prompt)),
-		ImageInputTokens:  pictures * maxImageInputTokens,
-		ImageOutputTokens: int64(q.n) * (imageOutputTokens(size) + int64(q.partialImages)*partialImageTokens),
-	}
+	tokens := q.estimate(rt, q.n, q.n*q.partialImages)
 	_, total, err := rt.Price.Cost(imageUsage(rt.Price, tokens, q.n, size, quality))
 	return total, err
 }
@@ -496,11 +490,48 @@ func imagesWire(rt Route, q *imageRequest, f providers.WireFormat) wireFormat {
 }
 
 // imageEvents is how an OpenAI image stream ends: its completed event, one image, metered
-// from its usage.
+// from its usage. Until then, on a route priced by tokens, the partial images relayed are
+// metered as they go, so that a stream cut short or left by its client bills them.
 func imageEvents(rt Route, q *imageRequest) mediaEvents {
+	partials := 0
+	partial := q.eventPrefix() + ".partial_image"
 	return mediaEvents{
 		final: []string{q.eventPrefix() + ".completed"},
 		meter: func(c *call, data []byte) error { return c.meterImageAnswer(rt, q, data, 1) },
+		seen: func(c *call, data []byte) {
+			if !pricesImageTokens(c.priceOf(rt)) || !eventTypeIs(data, partial) {
+				return
+			}
+			partials++
+			c.meterImages(rt, q.estimate(rt, 0, partials), 0, q.size, q.quality)
+		},
+	}
+}
+
+// pricesImageTokens tells a route that bills images by their tokens (GPT Image).
+func pricesImageTokens(p pricing.Price) bool {
+	for _, d := range []string{pricing.DimInput, pricing.DimImageInputTokens, pricing.DimImageOutputTokens, pricing.DimOutput} {
+		if p.PerUnit(d) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// estimate is the usage of images the upstream reported no tokens for, as the reservation
+// counts them: the prompt's bytes as text tokens, each uploaded picture at
+// maxImageInputTokens, each image made at the largest output of its size and each partial
+// image at partialImageTokens.
+func (q *imageRequest) estimate(rt Route, images, partials int) pricing.Usage {
+	size, _ := imageKey(rt.UpstreamModel, q.size, q.quality)
+	pictures := int64(len(q.images))
+	if q.mask != nil {
+		pictures++
+	}
+	return pricing.Usage{
+		Input:             estimateTokens(len(q.prompt)),
+		ImageInputTokens:  pictures * maxImageInputTokens,
+		ImageOutputTokens: int64(images)*imageOutputTokens(size) + int64(partials)*partialImageTokens,
 	}
 }
 
@@ -520,6 +551,11 @@ func (c *call) meterImageAnswer(rt Route, q *imageRequest, obj []byte, images in
 		if tokens, err = parseImageUsage(raw); err != nil {
 			return err
 		}
+	} else if pricesImageTokens(c.priceOf(rt)) {
+		// Priced by tokens and told none: the estimate, never nothing.
+		tokens = q.estimate(rt, images, 0)
+		c.g.Logger.Warn("the provider's images answer has no usage; the estimate is billed",
+			zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName))
 	}
 	size, quality := q.size, q.quality
 	if raw, _ := rawjson.Get(obj, "size"); raw != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -255,6 +256,9 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 type mediaEvents struct {
 	final []string
 	meter func(c *call, data []byte) error
+	// seen, when set, sees each event relayed before the final one, so that a stream cut
+	// short is billed what it delivered.
+	seen func(c *call, data []byte)
 }
 
 // appendTokenUsage is the usage object of a media event or answer that has none.
@@ -305,6 +309,9 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 		if out.failed {
 			break
 		}
+		if !final && me.seen != nil {
+			me.seen(c, ev.Data)
+		}
 	}
 	c.streamDone()
 	if out.failed || c.gone() {
@@ -342,17 +349,17 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 }
 
 func (me mediaEvents) isFinal(data []byte) bool {
+	return slices.ContainsFunc(me.final, func(f string) bool { return eventTypeIs(data, f) })
+}
+
+// eventTypeIs tells whether an event's data has the type t.
+func eventTypeIs(data []byte, t string) bool {
 	raw, _ := rawjson.Get(data, "type")
 	if raw == nil {
 		return false
 	}
-	t, _ := rawjson.String(raw)
-	for _, f := range me.final {
-		if t == f {
-			return true
-		}
-	}
-	return false
+	got, _ := rawjson.String(raw)
+	return got == t
 }
 
 // writeFinalEvent settles the call and writes the stream's final event with the cost in its

@@ -69,6 +69,14 @@ func newFakeImages(t *testing.T) *fakeImages {
 		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		switch {
+		case r.URL.Path == "/v1/images/generations" && req["model"] == "gpt-image-nousage":
+			fmt.Fprint(w, `{"created":1700000000,"data":[{"b64_json":"Z3B0LWltYWdl"}]}`)
+		case r.URL.Path == "/v1/images/generations" && req["model"] == "gpt-image-cut":
+			// Two partial images, then the stream ends without its completed event.
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range 2 {
+				fmt.Fprintf(w, "event: image_generation.partial_image\ndata: {\"type\":\"image_generation.partial_image\",\"b64_json\":\"cGFydGlhbA%d\",\"partial_image_index\":%d}\n\n", i, i)
+			}
 		case r.URL.Path == "/v1/images/generations" && req["model"] == "dall-e-3":
 			fmt.Fprint(w, `{"created":1700000000,"data":[{"url":"https://images.example/1.png","revised_prompt":"a red fox, revised"}]}`)
 		case r.URL.Path == "/v1/images/generations" && req["stream"] == true:
@@ -154,6 +162,8 @@ func TestImagesEndToEnd(t *testing.T) {
 		embeddingModel("dalle", embeddingRoute("oa", "dall-e-3", `image 0.04 size 1024x1024 quality standard
 				image 0.08 size 1024x1024 quality hd
 				image 0.08 size 1792x1024 quality standard`)) +
+		embeddingModel("gpt-image-nousage", embeddingRoute("oa", "gpt-image-nousage", gptImage)) +
+		embeddingModel("gpt-image-cut", embeddingRoute("oa", "gpt-image-cut", gptImage)) +
 		embeddingModel("gpt-image-fallback", embeddingRoute("down", "gpt-image-1", gptImage)+embeddingRoute("oa", "gpt-image-1", gptImage)) +
 		embeddingModel("gpt-image-small", embeddingRoute("oa", "gpt-image-1", gptImage+"\n\t\t\t\tmax_upload 1KiB")) +
 		embeddingModel("dalle-sizes", embeddingRoute("down", "dall-e-3", "image 0.04 size 1024x1024 quality standard")+
@@ -245,6 +255,36 @@ func TestImagesEndToEnd(t *testing.T) {
 			t.Fatal("the route without a price for the size was called")
 		}
 		charged(t, httpResp.Header.Get("X-Generation-Id"), readCost(t, resp.Usage.RawJSON()), "image×1=80000000")
+	})
+
+	t.Run("tokens untold are estimated, never nothing", func(t *testing.T) {
+		// No usage in the answer: the prompt's 9 bytes as tokens and the image at the most
+		// its size makes (6240 tokens), as the reservation counted them.
+		var httpResp *http.Response
+		resp, err := oc.Images.Generate(ctx, openai.ImageGenerateParams{Model: "gpt-image-nousage", Prompt: "a red fox"}, option.WithResponseInto(&httpResp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		charged(t, httpResp.Header.Get("X-Generation-Id"), readCost(t, resp.Usage.RawJSON()), "input×9=45000 image_output_tokens×6240=249600000")
+
+		// Cut after two partial images: an error for the client, the partials billed.
+		stream := oc.Images.GenerateStreaming(ctx, openai.ImageGenerateParams{Model: "gpt-image-cut", Prompt: "a red fox", PartialImages: openai.Int(2)},
+			option.WithResponseInto(&httpResp))
+		partials := 0
+		for stream.Next() {
+			partials++
+		}
+		if err := stream.Err(); err == nil || partials != 2 {
+			t.Fatalf("%d partial images, then %v", partials, err)
+		}
+		gen := env.generation(wsID, httpResp.Header.Get("X-Generation-Id"))
+		if want := int64(9*5000 + 200*40000); gen.CostNanos != want || gen.ErrorCode != "upstream_error" {
+			t.Fatalf("generation %+v, want %d nanos charged", gen, want)
+		}
+		balance -= gen.CostNanos
+		if now := env.balance(wsID).BalanceNanos; now != balance {
+			t.Fatalf("the wallet is at %d, want %d", now, balance)
+		}
 	})
 
 	t.Run("streamed partial images", func(t *testing.T) {
