@@ -114,7 +114,6 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	up.Client.TimeoutCauseOnce = true
 	return &Provider{name: up.Client.Provider, base: up.Base, up: up.Client, idle: up.StreamIdleTimeout}, nil
 }
 

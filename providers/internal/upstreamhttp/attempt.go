@@ -14,8 +14,6 @@ import (
 type Attempt struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	// causeOnce: see Client.TimeoutCauseOnce.
-	causeOnce bool
 }
 
 // NewAttempt starts an attempt under ctx that times out, with the cause ErrAttemptTimeout,
@@ -47,7 +45,7 @@ func TransportError(provider string, ctx context.Context, at *Attempt, err error
 		return fmt.Errorf("provider %s: %w", provider, ctx.Err())
 	}
 	timedOut := errors.Is(context.Cause(at.ctx), ErrAttemptTimeout)
-	if timedOut && !(at.causeOnce && errors.Is(err, ErrAttemptTimeout)) {
+	if timedOut && !errors.Is(err, ErrAttemptTimeout) {
 		err = fmt.Errorf("%w: %w", ErrAttemptTimeout, err)
 	}
 	var ne net.Error

@@ -82,11 +82,6 @@ type Client struct {
 	NoCredential bool
 	// ParseError classifies a non-2xx answer; the body it gets is already redacted.
 	ParseError func(status int, h http.Header, body []byte) *providers.UpstreamError
-	// TimeoutCauseOnce: a transport error that already carries ErrAttemptTimeout (net/http
-	// reports the context's cause) is not wrapped in it again. Only the Gemini adapter sets
-	// it; the OpenAI and Anthropic adapters always wrapped it, so that their message names
-	// the cause twice.
-	TimeoutCauseOnce bool
 
 	// urls holds the URLs Send has parsed (string → *url.URL, never modified), nurls how
 	// many: an adapter posts to a handful, and a request copies its URL instead of parsing
@@ -172,7 +167,6 @@ func (c *Client) send(ctx context.Context, u string, body Body, stream bool, in 
 		return nil, nil, fmt.Errorf("provider %s: building request: %w", c.Provider, err)
 	}
 	at := NewAttempt(ctx, c.Timeout)
-	at.causeOnce = c.TimeoutCauseOnce
 	// The URL is parsed once (parsedURL), not by NewRequest on every request: the empty one
 	// NewRequest makes of "" becomes a copy of it, the request's own (a transport may set
 	// its scheme).
