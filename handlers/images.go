@@ -484,7 +484,7 @@ func imagesWire(rt Route, q *imageRequest, f providers.WireFormat) wireFormat {
 					return fmt.Errorf("the provider's images answer has an invalid data array: %w", err)
 				}
 			}
-			return c.meterImageAnswer(rt, q, answer, images)
+			return c.meterImageAnswer(rt, q, answer, images, 0)
 		},
 	}
 }
@@ -497,9 +497,9 @@ func imageEvents(rt Route, q *imageRequest) mediaEvents {
 	partial := q.eventPrefix() + ".partial_image"
 	return mediaEvents{
 		final: []string{q.eventPrefix() + ".completed"},
-		meter: func(c *call, data []byte) error { return c.meterImageAnswer(rt, q, data, 1) },
-		seen: func(c *call, data []byte) {
-			if !pricesImageTokens(c.priceOf(rt)) || !eventTypeIs(data, partial) {
+		meter: func(c *call, data []byte) error { return c.meterImageAnswer(rt, q, data, 1, partials) },
+		seen: func(c *call, eventType string) {
+			if eventType != partial || !pricesImageTokens(c.priceOf(rt)) {
 				return
 			}
 			partials++
@@ -543,8 +543,10 @@ func (q *imageRequest) eventPrefix() string {
 }
 
 // meterImageAnswer meters the call from an OpenAI images answer or completed event: its
-// usage, its images, their size and quality (the request's when it does not say).
-func (c *call) meterImageAnswer(rt Route, q *imageRequest, obj []byte, images int) error {
+// usage, its images, their size and quality (the request's when it does not say). Without
+// usage, a route priced by tokens is billed the estimate of its images and of the partial
+// images the stream relayed before.
+func (c *call) meterImageAnswer(rt Route, q *imageRequest, obj []byte, images, partials int) error {
 	var tokens pricing.Usage
 	if raw, _ := rawjson.Get(obj, "usage"); !rawjson.IsNull(raw) {
 		var err error
@@ -553,7 +555,7 @@ func (c *call) meterImageAnswer(rt Route, q *imageRequest, obj []byte, images in
 		}
 	} else if pricesImageTokens(c.priceOf(rt)) {
 		// Priced by tokens and told none: the estimate, never nothing.
-		tokens = q.estimate(rt, images, 0)
+		tokens = q.estimate(rt, images, partials)
 		c.g.Logger.Warn("the provider's images answer has no usage; the estimate is billed",
 			zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName))
 	}

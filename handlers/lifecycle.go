@@ -236,7 +236,7 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 					tooLong, tooLongWindow = ue, rt.ContextWindow
 					break
 				}
-				if ue.Status == 0 {
+				if ue.Unsupported {
 					// Refused by the adapter before any call: this upstream cannot express
 					// the request (a speech format ElevenLabs does not make), another may.
 					refused = ue

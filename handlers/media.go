@@ -256,9 +256,9 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 type mediaEvents struct {
 	final []string
 	meter func(c *call, data []byte) error
-	// seen, when set, sees each event relayed before the final one, so that a stream cut
-	// short is billed what it delivered.
-	seen func(c *call, data []byte)
+	// seen, when set, sees the type of each event relayed before the final one, so that a
+	// stream cut short is billed what it delivered.
+	seen func(c *call, eventType string)
 }
 
 // appendTokenUsage is the usage object of a media event or answer that has none.
@@ -287,7 +287,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 	defer out.release()
 	rd := sse.NewReader(resp.Body, maxMediaEvent)
 	defer rd.Release()
-	final := false
+	final, lastWasError := false, false
 	for rd.Next() {
 		ev := rd.Event()
 		if !out.started {
@@ -295,7 +295,9 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			c.relayCommit(out, &rt, began)
 			c.firstByte = c.g.Now()
 		}
-		if !final && me.isFinal(ev.Data) {
+		typ := eventType(ev.Data)
+		lastWasError = typ == "error"
+		if !final && slices.Contains(me.final, typ) {
 			final = true
 			if err := me.meter(c, ev.Data); err != nil {
 				c.g.Logger.Warn("the final event's usage could not be read; the estimate is billed", zap.String("generation_id", c.genID), zapErr(err))
@@ -310,7 +312,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			break
 		}
 		if !final && me.seen != nil {
-			me.seen(c, ev.Data)
+			me.seen(c, typ)
 		}
 	}
 	c.streamDone()
@@ -341,25 +343,22 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 	default:
 		return nil
 	}
-	if !final {
-		// A stream no route can finish ends with an error event, never as if it were whole.
+	if !final && !lastWasError {
+		// A stream no route can finish ends with an error event (unless the upstream's own
+		// ended it), never as if it were whole.
 		out.data(errorEventData(CodeUpstream, c.errMessage))
 	}
 	return nil
 }
 
-func (me mediaEvents) isFinal(data []byte) bool {
-	return slices.ContainsFunc(me.final, func(f string) bool { return eventTypeIs(data, f) })
-}
-
-// eventTypeIs tells whether an event's data has the type t.
-func eventTypeIs(data []byte, t string) bool {
+// eventType is the type member of an event's data, "" when it has none.
+func eventType(data []byte) string {
 	raw, _ := rawjson.Get(data, "type")
 	if raw == nil {
-		return false
+		return ""
 	}
-	got, _ := rawjson.String(raw)
-	return got == t
+	t, _ := rawjson.String(raw)
+	return t
 }
 
 // writeFinalEvent settles the call and writes the stream's final event with the cost in its

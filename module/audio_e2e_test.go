@@ -802,6 +802,10 @@ func newFakeAudioVendors(t *testing.T, wantFile []byte) *httptest.Server {
 			fmt.Fprint(w, `{"model":"voxtral-mini-latest","text":"Hello there.","language":"en","segments":[],"usage":{"prompt_audio_seconds":3.2,"prompt_tokens":5,"completion_tokens":4,"total_tokens":9}}`)
 		case strings.HasSuffix(r.URL.Path, ":streamGenerateContent"):
 			w.Header().Set("Content-Type", "text/event-stream")
+			if body, _ := io.ReadAll(r.Body); bytes.Contains(body, []byte("blocked")) {
+				fmt.Fprint(w, "data: {\"promptFeedback\":{\"blockReason\":\"PROHIBITED_CONTENT\"}}\n\n")
+				return
+			}
 			for i := 0; i < len(pcm); i += 8000 {
 				fmt.Fprintf(w, "data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"inlineData\":{\"mimeType\":\"audio/L16;codec=pcm;rate=24000\",\"data\":%q}}]}}]}\n\n",
 					base64.StdEncoding.EncodeToString(pcm[i:i+8000]))
@@ -885,6 +889,17 @@ func TestAudioThroughTranslatedUpstreams(t *testing.T) {
 		Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("alloy")}})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "voice" || !strings.Contains(apiErr.Message, "is an OpenAI voice") {
 		t.Fatalf("an OpenAI voice on routes that know none: %v", err)
+	}
+	// A prompt Gemini blocked after the call is the caller's to change: answered at once,
+	// not sent on to the next route.
+	var httpResp *http.Response
+	_, err = oc.Audio.Speech.New(ctx, openai.AudioSpeechNewParams{Model: "gemini-or-eleven", Input: "blocked words", ResponseFormat: openai.AudioSpeechNewParamsResponseFormatWAV,
+		Voice: openai.AudioSpeechNewParamsVoiceUnion{OfString: openai.String("voice-123")}}, option.WithResponseInto(&httpResp))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "PROHIBITED_CONTENT") {
+		t.Fatalf("a blocked prompt: %v", err)
+	}
+	if gen := env.generation(wsID, httpResp.Header.Get("X-Generation-Id")); len(gen.Attempts) != 1 || gen.Attempts[0].Provider != "ge" {
+		t.Fatalf("a blocked prompt went on to another route: %+v", gen.Attempts)
 	}
 	if after := env.balance(wsID); after.BalanceNanos != before-int64(len(text))*100_000 || after.ReservedNanos != 0 {
 		t.Fatalf("a refused request moved the wallet: %+v", after)

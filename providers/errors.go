@@ -43,6 +43,10 @@ type UpstreamError struct {
 	Payload string
 	// Timeout is set when the failure was a timeout.
 	Timeout bool
+	// Unsupported is set on an adapter's refusal, before any call, of what its upstream
+	// cannot do (a speech format it does not make): another route's upstream may, and is
+	// tried; the refusal answers when none does.
+	Unsupported bool
 	// Err is the underlying transport error, if any.
 	Err error
 }

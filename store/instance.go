@@ -169,13 +169,13 @@ func (i *Instance) Holds() (generation uint64, ok bool) {
 	if i == nil {
 		return 0, true
 	}
-	// The generation is read before the heartbeat: beat clears the heartbeat before it
-	// counts a new generation, so a new generation is never reported as held before the
-	// instance registered again.
+	// beat clears the heartbeat before it counts a new generation, and records the next
+	// heartbeat once registered again: the generation read before and after the heartbeat
+	// is the same when that heartbeat belongs to it.
 	gen := i.generation.Load()
 	last := i.lastBeat.Load()
-	if last == 0 {
-		return gen, false
+	if last == 0 || i.generation.Load() != gen {
+		return i.generation.Load(), false
 	}
 	trust := time.Duration(i.timeout.Load() - i.heartbeat.Load())
 	return gen, time.Since(i.base)-time.Duration(last) < trust

@@ -135,16 +135,17 @@ func classify(status int, code, msg string, keyConfigured bool) (providers.Categ
 	return providers.ClassifyStatus(status)
 }
 
-// unsupported is the refusal, before any call, of a request ElevenLabs cannot serve: the
-// caller's invalid request, with no status since nothing was sent.
-// param names the request field at fault.
+// unsupported is the refusal, before any call, of a request ElevenLabs cannot serve: an
+// invalid request with no status since nothing was sent, marked Unsupported so that the
+// gateway tries the model's next route. param names the request field at fault.
 func unsupported(provider, param, msg string) *providers.UpstreamError {
 	return &providers.UpstreamError{
-		Provider: provider,
-		Category: providers.CategoryInvalidRequest,
-		Code:     "unsupported_value",
-		Param:    param,
-		Message:  msg,
-		Err:      fmt.Errorf("%w: %s", ErrUnsupportedRequest, msg),
+		Provider:    provider,
+		Category:    providers.CategoryInvalidRequest,
+		Code:        "unsupported_value",
+		Param:       param,
+		Message:     msg,
+		Err:         fmt.Errorf("%w: %s", ErrUnsupportedRequest, msg),
+		Unsupported: true,
 	}
 }

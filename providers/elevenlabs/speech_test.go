@@ -215,7 +215,7 @@ func TestElevenLabsSynthesizeRefused(t *testing.T) {
 		t.Run(tc.format+"/"+tc.voice, func(t *testing.T) {
 			_, err := p.Synthesize(context.Background(), &providers.SpeechRequest{Model: "m", Input: "hi", Voice: tc.voice, Format: tc.format})
 			ue, ok := providers.AsUpstreamError(err)
-			if !ok || ue.Category != providers.CategoryInvalidRequest || ue.Status != 0 || ue.Retryable ||
+			if !ok || ue.Category != providers.CategoryInvalidRequest || ue.Status != 0 || ue.Retryable || !ue.Unsupported ||
 				!errors.Is(err, ErrUnsupportedRequest) || !strings.Contains(ue.Message, tc.want) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %#v (%v), want an invalid request saying %q", err, err, tc.want)
 			}

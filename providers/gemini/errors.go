@@ -296,13 +296,15 @@ func finishFailure(provider, reason, message string) *providers.UpstreamError {
 }
 
 // requestError is the refusal of a request the adapter cannot encode: an invalid request
-// with Status 0, since no call was made. The gateway tries the model's next route, whose
-// upstream may take it (ErrUnsupportedRequest), and answers this refusal when none does.
+// with Status 0, since no call was made. One Gemini alone cannot take (ErrUnsupportedRequest)
+// is marked Unsupported: the gateway tries the model's next route, and answers this refusal
+// when none takes it.
 func requestError(provider string, err error) *providers.UpstreamError {
 	return &providers.UpstreamError{
-		Provider: provider,
-		Category: providers.CategoryInvalidRequest,
-		Message:  upstreamhttp.Truncate(err.Error(), upstreamhttp.MaxMessage),
-		Err:      err,
+		Provider:    provider,
+		Category:    providers.CategoryInvalidRequest,
+		Message:     upstreamhttp.Truncate(err.Error(), upstreamhttp.MaxMessage),
+		Err:         err,
+		Unsupported: errors.Is(err, ErrUnsupportedRequest),
 	}
 }

@@ -206,7 +206,8 @@ func TestSynthesizeRefusedBeforeSending(t *testing.T) {
 			tc.mod(req)
 			_, err := p.Synthesize(context.Background(), req)
 			ue := asUpstream(t, err)
-			if ue.Category != tc.cat || ue.Status != 0 || ue.Retryable || !strings.Contains(ue.Message, tc.substr) {
+			unsupported := strings.Contains(tc.substr, "wav or pcm") || strings.Contains(tc.substr, "OpenAI voice")
+			if ue.Category != tc.cat || ue.Status != 0 || ue.Retryable || !strings.Contains(ue.Message, tc.substr) || ue.Unsupported != unsupported {
 				t.Errorf("got %+v, want category %s with %q", ue, tc.cat, tc.substr)
 			}
 		})
