@@ -184,10 +184,9 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 // route while the policy allows (never after a timeout), then the next route is tried. A
 // request the upstream refused as invalid is answered at once, except one too long for the
 // route's context window, which only a route with a larger window may take, and one the
-// adapter refused before any call, which another route's upstream may express; either is
-// the answer when no later route does better. prepare, when
-// set, readies a route before its first attempt (a request decoded for translation); its
-// error answers the request. attempt is the endpoint's one try: it writes the answer and
+// adapter refused as Unsupported, which another route's upstream may express; either is the
+// answer when no later route does better. prepare, when set, readies a route before its
+// first attempt (a request decoded for translation); its error answers the request. attempt is the endpoint's one try: it writes the answer and
 // settles on success, and returns the upstream's failure (an *UpstreamError) or an *APIError
 // to answer with. The result is the error to answer with, nil once answered.
 func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIError, attempt func(ar *http.Request, rt Route) error) error {

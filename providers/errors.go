@@ -64,6 +64,22 @@ func (e *UpstreamError) Error() string {
 
 func (e *UpstreamError) Unwrap() error { return e.Err }
 
+// Unsupported is an adapter's refusal, before any call, of what its upstream cannot do (a
+// format it does not make): an invalid request with no status, code unsupported_value, and
+// marked Unsupported so that the gateway tries the model's next route. param names the
+// request field at fault; cause, the adapter's sentinel, is wrapped for errors.Is.
+func Unsupported(provider, param, msg string, cause error) *UpstreamError {
+	return &UpstreamError{
+		Provider:    provider,
+		Category:    CategoryInvalidRequest,
+		Code:        "unsupported_value",
+		Param:       param,
+		Message:     msg,
+		Err:         fmt.Errorf("%w: %s", cause, msg),
+		Unsupported: true,
+	}
+}
+
 // AsUpstreamError returns err as an *UpstreamError when it is one.
 func AsUpstreamError(err error) (*UpstreamError, bool) {
 	var ue *UpstreamError

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -135,17 +134,7 @@ func classify(status int, code, msg string, keyConfigured bool) (providers.Categ
 	return providers.ClassifyStatus(status)
 }
 
-// unsupported is the refusal, before any call, of a request ElevenLabs cannot serve: an
-// invalid request with no status since nothing was sent, marked Unsupported so that the
-// gateway tries the model's next route. param names the request field at fault.
+// unsupported is the refusal, before any call, of a request ElevenLabs cannot serve.
 func unsupported(provider, param, msg string) *providers.UpstreamError {
-	return &providers.UpstreamError{
-		Provider:    provider,
-		Category:    providers.CategoryInvalidRequest,
-		Code:        "unsupported_value",
-		Param:       param,
-		Message:     msg,
-		Err:         fmt.Errorf("%w: %s", ErrUnsupportedRequest, msg),
-		Unsupported: true,
-	}
+	return providers.Unsupported(provider, param, msg, ErrUnsupportedRequest)
 }

@@ -60,17 +60,16 @@ func (p *Provider) Synthesize(ctx context.Context, req *providers.SpeechRequest)
 	case "pcm":
 		contentType = "audio/pcm"
 	default:
-		return nil, &providers.UpstreamError{Provider: p.name, Category: providers.CategoryInvalidRequest, Param: "response_format", Unsupported: true,
-			Message: fmt.Sprintf("response_format %q is not available: Gemini speech answers only wav or pcm", req.Format), Err: ErrUnsupportedRequest}
+		return nil, providers.Unsupported(p.name, "response_format",
+			fmt.Sprintf("response_format %q is not available: Gemini speech answers only wav or pcm", req.Format), ErrUnsupportedRequest)
 	}
 	if strings.TrimSpace(req.Input) == "" {
 		return nil, &providers.UpstreamError{Provider: p.name, Category: providers.CategoryInvalidRequest,
 			Message: "input is empty: there is nothing to say"}
 	}
 	if providers.OpenAIVoice(req.Voice) {
-		return nil, &providers.UpstreamError{Provider: p.name, Category: providers.CategoryInvalidRequest, Param: "voice", Unsupported: true,
-			Message: fmt.Sprintf("voice %q is an OpenAI voice; Gemini speech takes a Gemini voice name, such as Kore or Puck", req.Voice),
-			Err:     ErrUnsupportedRequest}
+		return nil, providers.Unsupported(p.name, "voice",
+			fmt.Sprintf("voice %q is an OpenAI voice; Gemini speech takes a Gemini voice name, such as Kore or Puck", req.Voice), ErrUnsupportedRequest)
 	}
 	model, err := modelPath(req.Model)
 	if err != nil {
