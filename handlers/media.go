@@ -307,6 +307,14 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			}
 			continue
 		}
+		if lastWasError && !final {
+			// The upstream's own error ends its stream; it is recorded before it is relayed,
+			// as the client may leave on reading it.
+			c.errCode, c.errMessage = CodeUpstream, "the provider's stream ended with an error: "+errorEventMessage(ev.Data)
+			_ = c.settle(r.Context())
+			out.event(ev.Name, ev.Data)
+			break
+		}
 		out.event(ev.Name, ev.Data)
 		if out.failed {
 			break
@@ -343,6 +351,9 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 	default:
 		return nil
 	}
+	// The charge is recorded before the client learns the stream failed: a client that
+	// leaves on the error must not turn the record into its own cancellation.
+	_ = c.settle(r.Context())
 	if !final && !lastWasError {
 		// A stream no route can finish ends with an error event (unless the upstream's own
 		// ended it), never as if it were whole.
@@ -377,6 +388,20 @@ func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, dat
 	out.event(name, b)
 	answerBufs.Put(tmp, b)
 	return !out.failed
+}
+
+// errorEventMessage is the message of an upstream's error event, "" when it has none.
+func errorEventMessage(data []byte) string {
+	e, _ := rawjson.Get(data, "error")
+	if e == nil {
+		return ""
+	}
+	m, _ := rawjson.Get(e, "message")
+	if m == nil {
+		return ""
+	}
+	s, _ := rawjson.String(m)
+	return s
 }
 
 // errorEventData is the data of an in-band error event of a media stream, which the
