@@ -434,8 +434,8 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 	// The form is read whole before the call: its fields may follow its files (openai-node
 	// sends them in the caller's order, curl in the command's), and n, size, quality and
 	// stream decide the reservation and how the answer is read.
-	if err := form.Spool(); err != nil {
-		return g.uploadError(err)
+	if apiErr := g.spoolForm(form, &imageEditsCapability); apiErr != nil {
+		return apiErr
 	}
 	q, apiErr := parseImageEdit(form)
 	if apiErr != nil {
@@ -456,9 +456,14 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 			return c.imagesNeutral(w, ar, rt, q, form)
 		}
 		began := c.g.Now()
-		// Every picture goes on as image[], the name the SDKs use, which OpenAI reads as
-		// the list it is, one picture or sixteen.
-		resp, err := c.forwardForm(ar, rt, fw, form, DefaultImageUpload, providers.FormatOpenAIImageEdits, q.stream, upload.BodyOptions{Lists: []string{"image"}})
+		// Pictures go on under the name the client gave (a lone `image` stays one, as
+		// servers that read a single picture want); several go on as image[], the list
+		// OpenAI reads whatever the client called them.
+		var opt upload.BodyOptions
+		if len(q.images) > 1 {
+			opt.Lists = []string{"image"}
+		}
+		resp, err := c.forwardForm(ar, rt, fw, form, DefaultImageUpload, providers.FormatOpenAIImageEdits, q.stream, opt)
 		if err != nil {
 			return err
 		}

@@ -365,6 +365,57 @@ func TestImagesEndToEnd(t *testing.T) {
 			"input×200=1000000 image_input_tokens×1000=10000000 image_output_tokens×1056=42240000")
 	})
 
+	// A lone picture keeps the name the client gave it (servers that read one picture want
+	// `image`); pictures under a repeated plain name go on as the list they are.
+	t.Run("picture names as the client sent them", func(t *testing.T) {
+		params := editParams("gpt-image")
+		params.Image = openai.ImageEditParamsImageUnion{OfFile: openai.File(strings.NewReader(pictures[0].content), pictures[0].filename, pictures[0].contentType)}
+		params.Mask = nil
+		if _, err := oc.Images.Edit(ctx, params); err != nil {
+			t.Fatal(err)
+		}
+		_, parts := up.last()
+		var names []string
+		for _, p := range parts {
+			if p.filename != "" {
+				names = append(names, p.name)
+			}
+		}
+		if fmt.Sprint(names) != "[image]" {
+			t.Fatalf("a lone picture went on as %v", names)
+		}
+		balance = env.balance(wsID).BalanceNanos
+
+		var b bytes.Buffer
+		mw := multipart.NewWriter(&b)
+		for _, f := range []string{"fox.png", "hat.png"} {
+			fw, _ := mw.CreateFormFile("image", f)
+			_, _ = fw.Write([]byte("\x89PNG\r\n\x1a\n" + f))
+		}
+		_ = mw.WriteField("model", "gpt-image")
+		_ = mw.WriteField("prompt", "put the hat on the fox")
+		_ = mw.Close()
+		req, _ := http.NewRequest(http.MethodPost, env.baseURL+"/v1/images/edits", &b)
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		_, parts = up.last()
+		names = names[:0]
+		for _, p := range parts {
+			if p.filename != "" {
+				names = append(names, p.name+" "+p.filename)
+			}
+		}
+		if resp.StatusCode != http.StatusOK || fmt.Sprint(names) != "[image[] fox.png image[] hat.png]" {
+			t.Fatalf("%d; two pictures named image went on as %v", resp.StatusCode, names)
+		}
+		balance = env.balance(wsID).BalanceNanos
+	})
+
 	t.Run("streamed edit", func(t *testing.T) {
 		var httpResp *http.Response
 		stream := oc.Images.EditStreaming(ctx, editParams("gpt-image"), option.WithResponseInto(&httpResp))
