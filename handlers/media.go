@@ -70,9 +70,62 @@ func (g *Gateway) readForm(r *http.Request, cp *capability, def int64) (*upload.
 	limit := g.uploadCeiling(cp, def)
 	form, err := upload.Parse(r.Body, boundary, upload.Options{Limit: limit, Length: r.ContentLength, TempDir: g.UploadDir})
 	if err != nil {
-		return nil, g.uploadError(err)
+		return nil, g.beyondCeiling(err, cp)
+	}
+	if apiErr := g.fitModelUpload(form, r.ContentLength, cp, def); apiErr != nil {
+		_ = form.Close()
+		return nil, apiErr
 	}
 	return form, nil
+}
+
+// spoolForm reads the rest of a form read by readForm into its spool.
+func (g *Gateway) spoolForm(form *upload.Form, cp *capability) *APIError {
+	if err := form.Spool(); err != nil {
+		return g.beyondCeiling(err, cp)
+	}
+	return nil
+}
+
+// beyondCeiling answers a form that failed while read within the endpoint's largest upload
+// limit: its model, and so its own limit, may not be known yet, and the limit named is
+// said to be the largest, not the model's.
+func (g *Gateway) beyondCeiling(err error, cp *capability) *APIError {
+	var tl *upload.TooLargeError
+	if errors.As(err, &tl) && tl.Field == "" {
+		return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("the upload is larger than any model of %s takes: the largest max_upload of its routes is %s (%d bytes)", cp.endpoint, formatBytes(tl.Limit), tl.Limit))
+	}
+	return g.uploadError(err)
+}
+
+// fitModelUpload lowers the form's limit to its model's when the model field came before
+// the files (curl in the command's order), so that an upload past it is refused as soon as
+// it is announced or read, naming the model's limit.
+func (g *Gateway) fitModelUpload(form *upload.Form, length int64, cp *capability, def int64) *APIError {
+	name, ok := form.Value("model")
+	if !ok {
+		return nil
+	}
+	m, ok := g.Registry.Lookup(name)
+	if !ok {
+		return nil
+	}
+	var limit int64
+	for _, rt := range m.Routes {
+		if cp.supports(rt) {
+			limit = max(limit, rt.uploadLimit(def))
+		}
+	}
+	if limit == 0 {
+		return nil
+	}
+	if length > limit {
+		return g.uploadError(&upload.TooLargeError{Limit: limit})
+	}
+	if err := form.SetLimit(limit); err != nil {
+		return g.uploadError(err)
+	}
+	return nil
 }
 
 // uploadError answers a failed read of a multipart body: 413 past its limit, 400 for a

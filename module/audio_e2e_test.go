@@ -507,6 +507,27 @@ func TestAudioEndToEnd(t *testing.T) {
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, nanos, "input:10", "output:9", "input_audio_tokens:60")
 	})
 
+	// A text answer carries no usage: a route billed by token asks the upstream for JSON and
+	// bills its tokens, and the client still gets plain text.
+	t.Run("transcription by tokens, as text", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		params := upload()
+		params.Model = "gpt-transcribe"
+		params.ResponseFormat = "text"
+		var httpResp *http.Response
+		var text string
+		if _, err := oc.Audio.Transcriptions.New(ctx, params, option.WithResponseInto(&httpResp), option.WithResponseBodyInto(&text)); err != nil {
+			t.Fatal(err)
+		}
+		if text != "Hello there.\n" || !strings.HasPrefix(httpResp.Header.Get("Content-Type"), "text/plain") {
+			t.Fatalf("%s answer %q", httpResp.Header.Get("Content-Type"), text)
+		}
+		if form := up.lastForm(t); fmt.Sprint(form.fields["response_format"]) != "[json]" {
+			t.Fatalf("upstream asked %v", form.fields["response_format"])
+		}
+		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 10*2500+60*6000+9*10_000, "input:10", "output:9", "input_audio_tokens:60")
+	})
+
 	t.Run("streams cut before their final event end in an error", func(t *testing.T) {
 		params := upload()
 		params.Model = "cut-transcribe"
@@ -596,15 +617,25 @@ func (r *endlessReader) Read(p []byte) (int, error) {
 
 func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 	up := newFakeAudio(t, nil)
-	cfg := providerBlock("oa", up.URL) + embeddingModel("whisper", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001"))
+	// Another model takes uploads up to 100 MiB: a body is read within that until its model
+	// is known, and the 413 names the limit that refused it.
+	cfg := providerBlock("oa", up.URL) + embeddingModel("whisper", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001")) +
+		embeddingModel("whisper-big", embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001\n\t\t\t\tmax_upload 100MiB"))
 	env := startGateway(t, cfg, "")
 	_, key := env.workspace(5 * usd)
 	const size = 200 << 20
+	model, largest := "25 MiB (26214400 bytes)", "any model of /audio/transcriptions takes: the largest max_upload of its routes is 100 MiB"
 	for _, tc := range []struct {
 		name       string
 		modelFirst bool
-		length     bool
-	}{{"model first, chunked", true, false}, {"file first, chunked", false, false}, {"announced length", true, true}} {
+		length     int64
+		want       string
+	}{
+		{"model first, chunked", true, -1, model},
+		{"file first, chunked", false, -1, largest},
+		{"announced length", true, size + 400, largest},
+		{"announced length within the largest, model first", true, 50 << 20, model},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pr, pw := io.Pipe()
 			mw := multipart.NewWriter(pw)
@@ -629,8 +660,8 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, env.baseURL+"/v1/audio/transcriptions", pr)
 			req.Header.Set("Authorization", "Bearer "+key)
 			req.Header.Set("Content-Type", mw.FormDataContentType())
-			if tc.length {
-				req.ContentLength = size + 400
+			if tc.length > 0 {
+				req.ContentLength = tc.length
 			}
 			var ms runtime.MemStats
 			runtime.GC()
@@ -644,7 +675,7 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 			_ = resp.Body.Close()
 			_ = pr.CloseWithError(io.ErrClosedPipe)
 			runtime.ReadMemStats(&ms)
-			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "payload_too_large") || !strings.Contains(string(body), "25 MiB") {
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "payload_too_large") || !strings.Contains(string(body), tc.want) {
 				t.Fatalf("%d %s", resp.StatusCode, body)
 			}
 			if n := up.calls.Load(); n != 0 {
