@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/internal/audioprobe"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/internal/readall"
 	"github.com/modelgateway/caddy-modelgateway/internal/upload"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -162,8 +164,8 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 		return apiErr
 	}
 	defer func() { _ = form.Close() }()
-	if err := form.Spool(); err != nil {
-		return g.uploadError(err)
+	if apiErr := g.spoolForm(form, cp); apiErr != nil {
+		return apiErr
 	}
 	t, apiErr := parseTranscription(form, translate)
 	if apiErr != nil {
@@ -199,7 +201,14 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 // events, JSON decorated with the cost, or plain text.
 func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt Route, fw providers.Forwarder, form *upload.Form, t *transcriptionRequest, format providers.WireFormat) error {
 	began := c.g.Now()
-	resp, err := c.forwardForm(r, rt, fw, form, DefaultAudioUpload, format, t.stream, upload.BodyOptions{})
+	// A text answer carries no usage: a route billed by token is asked for JSON, whose usage
+	// is billed, and its text is answered as asked.
+	var opt upload.BodyOptions
+	textOfJSON := !t.stream && t.format == "text" && pricesTranscriptionTokens(rt.Price)
+	if textOfJSON {
+		opt.Set = map[string]string{"response_format": "json"}
+	}
+	resp, err := c.forwardForm(r, rt, fw, form, DefaultAudioUpload, format, t.stream, opt)
 	if err != nil {
 		return err
 	}
@@ -219,14 +228,45 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 		c.recordAttempt(rt, began, ue)
 		return ue
 	}
+	ct := resp.Header.Get("Content-Type")
+	if textOfJSON {
+		text, err := t.textOfJSON(c, data)
+		if err != nil {
+			ue := c.providerFault(rt, "the provider's transcription could not be read: "+err.Error(), data)
+			c.recordAttempt(rt, began, ue)
+			return ue
+		}
+		data, ct = append(append(data[:0], text...), '\n'), plainTextType(t.format)
+	}
 	c.recordAttempt(rt, began, nil)
 	c.firstByte = c.g.Now()
 	c.route = &rt
-	ct := resp.Header.Get("Content-Type")
 	if ct == "" {
 		ct = plainTextType(t.format)
 	}
 	return c.answerText(w, r, ct, data)
+}
+
+// pricesTranscriptionTokens tells whether a route bills transcriptions by token, which only
+// a JSON answer's usage reports.
+func pricesTranscriptionTokens(p pricing.Price) bool {
+	return p.PerUnit(pricing.DimInputAudioTokens) > 0 || p.PerUnit(pricing.DimOutput) > 0
+}
+
+// textOfJSON meters a JSON transcription asked in place of plain text and returns its text.
+func (t *transcriptionRequest) textOfJSON(c *call, data []byte) (string, error) {
+	raw, err := rawjson.Get(data, "text")
+	if err != nil || raw == nil {
+		return "", errors.New("the answer has no text")
+	}
+	text, ok := rawjson.String(raw)
+	if !ok {
+		return "", errors.New("the answer's text is not a string")
+	}
+	if err := t.meterAnswer(c, data); err != nil {
+		return "", err
+	}
+	return text, nil
 }
 
 // answerText settles and writes a plain-text answer, which has no room for the cost: the
