@@ -415,6 +415,8 @@ func (c *call) transcriptionEvents(w http.ResponseWriter, r *http.Request, rt Ro
 	delta, _ := json.Marshal(map[string]any{"type": "transcript.text.delta", "delta": res.Text})
 	out.event("", delta)
 	done, _ := json.Marshal(map[string]any{"type": "transcript.text.done", "text": res.Text})
+	// The usage is the one billed (seconds, or tokens), as a JSON answer shows it.
+	done = append(c.appendTranscriptionUsage(append(done[:len(done)-1], `,"usage":`...), c.usage), '}')
 	c.writeFinalEvent(out, r, "", done)
 	return nil
 }

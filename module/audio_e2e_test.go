@@ -774,6 +774,21 @@ func TestAudioThroughNeutralAdapters(t *testing.T) {
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
 	}
 
+	// Streamed, the final event shows the usage billed, as a forwarded one does.
+	before = env.balance(wsID).BalanceNanos
+	var httpResp *http.Response
+	stream := oc.Audio.Transcriptions.NewStreaming(ctx, openai.AudioTranscriptionNewParams{Model: "mock-whisper",
+		File: openai.File(bytes.NewReader(clip), "meeting.wav", "audio/wav")}, option.WithResponseInto(&httpResp))
+	var done openai.TranscriptionStreamEventUnion
+	for stream.Next() {
+		done = stream.Current()
+	}
+	if err := stream.Err(); err != nil || done.Type != "transcript.text.done" || done.Usage.Type != "duration" || !strings.Contains(done.RawJSON(), `"seconds":4`) ||
+		!strings.Contains(done.RawJSON(), `"cost_nanos":400000`) {
+		t.Fatalf("%v, last event %s", err, done.RawJSON())
+	}
+	env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
+
 	// An empty file is refused by the gateway, one that is not audio by the mock as OpenAI
 	// would: 400 either way, nothing charged.
 	before = env.balance(wsID).BalanceNanos
