@@ -364,6 +364,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			// The upstream's own error ends its stream; it is recorded before it is relayed,
 			// as the client may leave on reading it.
 			c.errCode, c.errMessage = CodeUpstream, "the provider's stream ended with an error: "+errorEventMessage(ev.Data)
+			c.streamDone()
 			_ = c.settle(r.Context())
 			out.event(ev.Name, ev.Data)
 			break

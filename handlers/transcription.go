@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -230,13 +229,10 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 	}
 	ct := resp.Header.Get("Content-Type")
 	if textOfJSON {
-		text, err := t.textOfJSON(c, data)
-		if err != nil {
-			ue := c.providerFault(rt, "the provider's transcription could not be read: "+err.Error(), data)
-			c.recordAttempt(rt, began, ue)
-			return ue
+		// A server that answered text all the same is billed the estimate, as text is.
+		if text, ok := t.textOfJSON(c, data); ok {
+			data, ct = append(append(data[:0], text...), '\n'), plainTextType(t.format)
 		}
-		data, ct = append(append(data[:0], text...), '\n'), plainTextType(t.format)
 	}
 	c.recordAttempt(rt, began, nil)
 	c.firstByte = c.g.Now()
@@ -253,20 +249,18 @@ func pricesTranscriptionTokens(p pricing.Price) bool {
 	return p.PerUnit(pricing.DimInputAudioTokens) > 0 || p.PerUnit(pricing.DimOutput) > 0
 }
 
-// textOfJSON meters a JSON transcription asked in place of plain text and returns its text.
-func (t *transcriptionRequest) textOfJSON(c *call, data []byte) (string, error) {
+// textOfJSON meters a JSON transcription asked in place of plain text and returns its
+// text; false when the answer is not one.
+func (t *transcriptionRequest) textOfJSON(c *call, data []byte) (string, bool) {
 	raw, err := rawjson.Get(data, "text")
 	if err != nil || raw == nil {
-		return "", errors.New("the answer has no text")
+		return "", false
 	}
 	text, ok := rawjson.String(raw)
-	if !ok {
-		return "", errors.New("the answer's text is not a string")
+	if !ok || t.meterAnswer(c, data) != nil {
+		return "", false
 	}
-	if err := t.meterAnswer(c, data); err != nil {
-		return "", err
-	}
-	return text, nil
+	return text, true
 }
 
 // answerText settles and writes a plain-text answer, which has no room for the cost: the

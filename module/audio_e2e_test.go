@@ -174,6 +174,9 @@ func (f *fakeAudio) transcribe(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "data: {\"type\":\"transcript.text.done\",\"text\":\"Hello there.\",\"usage\":%s}\n\n", usage)
 		return
 	}
+	if strings.Contains(model, "textonly") {
+		format = "text" // a server that answers text whatever it is asked
+	}
 	switch format {
 	case "text":
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -247,6 +250,7 @@ func TestAudioEndToEnd(t *testing.T) {
 		embeddingModel("cut-transcribe", embeddingRoute("oa", "cut-gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
 		embeddingModel("cut-tts", embeddingRoute("oa", "cut-tts", "input 0.6\n\t\t\t\toutput_audio_tokens 12")) +
 		embeddingModel("gpt-transcribe", embeddingRoute("oa", "gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
+		embeddingModel("gpt-transcribe-textonly", embeddingRoute("oa", "gpt-4o-transcribe-textonly", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
 		embeddingModel("tts-fallback", embeddingRoute("down", "tts-1", "input_characters 15")+embeddingRoute("oa", "tts-1", "input_characters 15")) +
 		embeddingModel("whisper-fallback", embeddingRoute("down", "whisper-1", "input_audio_seconds 0.0001")+embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001"))
 	env := startGateway(t, cfg, "")
@@ -412,7 +416,7 @@ func TestAudioEndToEnd(t *testing.T) {
 				Endpoints []string `json:"endpoints"`
 			} `json:"data"`
 		}
-		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 10 {
+		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 11 {
 			t.Fatalf("%d %s", status, body)
 		}
 		status, body = env.get(key, "/endpoints")
@@ -427,7 +431,7 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatalf("%d %s", status, body)
 		}
 		for _, e := range eps.Data {
-			if e.ID == "audio" && (!e.Available || e.ModelCount != 10) {
+			if e.ID == "audio" && (!e.Available || e.ModelCount != 11) {
 				t.Fatalf("audio endpoint %+v", e)
 			}
 		}
@@ -526,6 +530,19 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatalf("upstream asked %v", form.fields["response_format"])
 		}
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 10*2500+60*6000+9*10_000, "input:10", "output:9", "input_audio_tokens:60")
+
+		// A server that answers text all the same: its text, billed the estimate from the
+		// 3.2 s measured (4 started seconds: 68 audio and 16 output tokens).
+		before = env.balance(wsID).BalanceNanos
+		params = upload()
+		params.Model, params.ResponseFormat = "gpt-transcribe-textonly", "text"
+		if _, err := oc.Audio.Transcriptions.New(ctx, params, option.WithResponseInto(&httpResp), option.WithResponseBodyInto(&text)); err != nil {
+			t.Fatal(err)
+		}
+		if text != "Hello there.\n" {
+			t.Fatalf("answer %q", text)
+		}
+		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 68*6000+16*10_000, "output:16", "input_audio_tokens:68")
 	})
 
 	t.Run("streams cut before their final event end in an error", func(t *testing.T) {
