@@ -43,7 +43,8 @@ const maxAudioEvent = upstreamhttp.MaxResponseBody
 // Instructions go before the text ("Say in a cheerful tone: ..."), as Gemini's speech
 // models take their direction from the prompt. Voice is a Gemini voice name ("Kore",
 // "Puck"), sent as it is; none lets Gemini choose; an OpenAI voice name ("alloy") is
-// refused before the call, like a format. Speed has no Gemini field and is dropped.
+// refused before the call, like a format. Speed has no Gemini field: a speed other than 1
+// is refused the same way (another route may honour it), never dropped unsaid.
 //
 // The first audio is read before Synthesize returns, so that a failure before it (an error
 // in the stream, a blocked prompt, an answer without audio) fails the call and not its
@@ -70,6 +71,10 @@ func (p *Provider) Synthesize(ctx context.Context, req *providers.SpeechRequest)
 	if providers.OpenAIVoice(req.Voice) {
 		return nil, providers.Unsupported(p.name, "voice",
 			fmt.Sprintf("voice %q is an OpenAI voice; Gemini speech takes a Gemini voice name, such as Kore or Puck", req.Voice), ErrUnsupportedRequest)
+	}
+	if req.Speed != 0 && req.Speed != 1 {
+		return nil, providers.Unsupported(p.name, "speed",
+			fmt.Sprintf("speed %g is not available: Gemini speech has no speed setting; omit speed or ask for the pace in instructions", req.Speed), ErrUnsupportedRequest)
 	}
 	model, err := modelPath(req.Model)
 	if err != nil {

@@ -198,6 +198,7 @@ func TestSynthesizeRefusedBeforeSending(t *testing.T) {
 		{"no format", func(r *providers.SpeechRequest) { r.Format = "" }, providers.CategoryInvalidRequest, "only wav or pcm"},
 		{"empty input", func(r *providers.SpeechRequest) { r.Input = "  " }, providers.CategoryInvalidRequest, "empty"},
 		{"openai voice", func(r *providers.SpeechRequest) { r.Voice = "coral" }, providers.CategoryInvalidRequest, `voice "coral" is an OpenAI voice`},
+		{"speed", func(r *providers.SpeechRequest) { r.Speed = 1.25 }, providers.CategoryInvalidRequest, "Gemini speech has no speed"},
 		{"model id with a path", func(r *providers.SpeechRequest) { r.Model = "../files/x" }, providers.CategoryModelUnavailable, "invalid model id"},
 	}
 	for _, tc := range cases {
@@ -206,7 +207,7 @@ func TestSynthesizeRefusedBeforeSending(t *testing.T) {
 			tc.mod(req)
 			_, err := p.Synthesize(context.Background(), req)
 			ue := asUpstream(t, err)
-			unsupported := strings.Contains(tc.substr, "wav or pcm") || strings.Contains(tc.substr, "OpenAI voice")
+			unsupported := strings.Contains(tc.substr, "wav or pcm") || strings.Contains(tc.substr, "OpenAI voice") || strings.Contains(tc.substr, "no speed")
 			if ue.Category != tc.cat || ue.Status != 0 || ue.Retryable || !strings.Contains(ue.Message, tc.substr) || ue.Unsupported != unsupported {
 				t.Errorf("got %+v, want category %s with %q", ue, tc.cat, tc.substr)
 			}
