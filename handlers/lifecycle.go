@@ -211,13 +211,15 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 		g.Metrics.routeTried(c, rt.ProviderName)
 		for try := 0; ; try++ {
 			err := c.attempt(r, rt, stream, func(ar *http.Request) error { return attempt(ar, rt) })
+			if err == nil {
+				// The answer was written whole (a client that left during it was noted by
+				// the relay); one that leaves after it cancelled nothing.
+				rt.breaker.record(g.Now(), rt.Policy, true)
+				return nil
+			}
 			if c.gone() {
 				rt.breaker.record(g.Now(), rt.Policy, true)
 				c.clientGone()
-				return nil
-			}
-			if err == nil {
-				rt.breaker.record(g.Now(), rt.Policy, true)
 				return nil
 			}
 			var apiErr *APIError

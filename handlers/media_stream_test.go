@@ -111,3 +111,53 @@ func TestSpeechEventsBrokenRecordedBeforeTheClientLeaves(t *testing.T) {
 		t.Fatalf("generation %+v", gen)
 	}
 }
+
+// wholeSpeech sends a short clip whole.
+type wholeSpeech struct{}
+
+func (wholeSpeech) Name() string { return "tts" }
+func (wholeSpeech) Synthesize(context.Context, *providers.SpeechRequest) (*providers.SpeechResponse, error) {
+	return &providers.SpeechResponse{ContentType: "audio/wav", Body: io.NopCloser(strings.NewReader(wholeClip))}, nil
+}
+
+const wholeClip = "RIFF the whole clip"
+
+// doneWriter is a client that leaves once it has the whole answer.
+type doneWriter struct {
+	*httptest.ResponseRecorder
+	leave context.CancelFunc
+	whole int
+}
+
+func (w doneWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseRecorder.Write(p)
+	if w.Body.Len() >= w.whole {
+		w.leave()
+	}
+	return n, err
+}
+
+// A client that leaves once the whole answer is written did not cancel it: the record is
+// the complete answer's.
+func TestClientLeavingAfterTheWholeAnswerIsNoCancellation(t *testing.T) {
+	price := pricing.Price{InputCharacters: 15 * usdNanos}
+	a := newAdminGateway(t, []*Model{{Name: "tts", Routes: []Route{{ProviderName: "tts", Provider: wholeSpeech{}, UpstreamModel: "tts-1", Price: price}}}}, nil)
+	ws, std, _ := a.workspace(5 * usdNanos)
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/audio/speech",
+		strings.NewReader(`{"model":"tts","input":"hello there","voice":"alloy","response_format":"wav"}`))
+	req.Header.Set("Authorization", "Bearer "+std)
+	w := doneWriter{httptest.NewRecorder(), leave, len(wholeClip)}
+	a.g.ServeHTTP(w, req, "/audio/speech")
+	if ctx.Err() == nil || w.Body.String() != wholeClip {
+		t.Fatalf("answer %q", w.Body)
+	}
+	gen, err := a.s.GetGeneration(context.Background(), ws, w.Header().Get("X-Generation-Id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen.Cancelled || gen.Status != http.StatusOK || gen.ErrorCode != "" || gen.CostNanos != 11*15_000 {
+		t.Fatalf("generation %+v", gen)
+	}
+}
