@@ -14,22 +14,47 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/openai"
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// leavingWriter is a client that leaves as soon as it reads an error event, as the SDKs
-// do: the request's context ends on the write that carries it.
-type leavingWriter struct {
+// leavingClient is a client that leaves when what it has read says so: the request's
+// context ends on the write after which leaves is true.
+type leavingClient struct {
 	*httptest.ResponseRecorder
-	leave context.CancelFunc
+	leave  context.CancelFunc
+	leaves func(read []byte) bool
 }
 
-func (w leavingWriter) Write(p []byte) (int, error) {
+func (w leavingClient) Write(p []byte) (int, error) {
 	n, err := w.ResponseRecorder.Write(p)
-	if bytes.Contains(p, []byte(`"type":"error"`)) {
+	if w.leaves(w.Body.Bytes()) {
 		w.leave()
 	}
 	return n, err
 }
+
+// callLeaving serves body on path to a model "m" of one route, for a client that leaves
+// when leaves says so. It returns what the client read, whether it left, and the call's
+// generation record.
+func callLeaving(t *testing.T, rt Route, path, body string, leaves func(read []byte) bool) (string, bool, store.Generation) {
+	t.Helper()
+	a := newAdminGateway(t, []*Model{{Name: "m", Routes: []Route{rt}}}, nil)
+	ws, std, _ := a.workspace(5 * usdNanos)
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1"+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+std)
+	w := leavingClient{httptest.NewRecorder(), leave, leaves}
+	a.g.ServeHTTP(w, req, path)
+	gen, err := a.s.GetGeneration(context.Background(), ws, w.Header().Get("X-Generation-Id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.Body.String(), ctx.Err() != nil, gen
+}
+
+// onError leaves on reading an error event, as the SDKs do.
+func onError(read []byte) bool { return bytes.Contains(read, []byte(`"type":"error"`)) }
 
 // A media stream that fails after its first events is recorded as the upstream's failure
 // even when the client leaves on reading the error: the charge is recorded before the
@@ -55,22 +80,10 @@ func TestMediaStreamFailureRecordedBeforeTheClientLeaves(t *testing.T) {
 				t.Fatal(err)
 			}
 			price := pricing.Price{Input: 5 * usdNanos, ImageOutputTokens: 40 * usdNanos}
-			a := newAdminGateway(t, []*Model{{Name: "img", Routes: []Route{{ProviderName: "oa", Provider: p, UpstreamModel: "gpt-image-1", Price: price}}}}, nil)
-			ws, std, _ := a.workspace(5 * usdNanos)
-
-			ctx, leave := context.WithCancel(context.Background())
-			defer leave()
-			req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/images/generations",
-				strings.NewReader(`{"model":"img","prompt":"a red fox","stream":true,"partial_images":2}`))
-			req.Header.Set("Authorization", "Bearer "+std)
-			w := leavingWriter{httptest.NewRecorder(), leave}
-			a.g.ServeHTTP(w, req, "/images/generations")
-			if ctx.Err() == nil {
-				t.Fatalf("no error event reached the client: %s", w.Body)
-			}
-			gen, err := a.s.GetGeneration(context.Background(), ws, w.Header().Get("X-Generation-Id"))
-			if err != nil {
-				t.Fatal(err)
+			read, left, gen := callLeaving(t, Route{ProviderName: "oa", Provider: p, UpstreamModel: "gpt-image-1", Price: price},
+				"/images/generations", `{"model":"m","prompt":"a red fox","stream":true,"partial_images":2}`, onError)
+			if !left {
+				t.Fatalf("no error event reached the client: %s", read)
 			}
 			if gen.ErrorCode != CodeUpstream || gen.Cancelled || !strings.Contains(gen.ErrorMessage, tc.wantMessage) || gen.CostNanos == 0 {
 				t.Fatalf("generation %+v", gen)
@@ -90,22 +103,10 @@ func (breakingSpeech) Synthesize(context.Context, *providers.SpeechRequest) (*pr
 
 // The same for speech relayed as events from a provider whose audio breaks off.
 func TestSpeechEventsBrokenRecordedBeforeTheClientLeaves(t *testing.T) {
-	price := pricing.Price{InputCharacters: 15 * usdNanos}
-	a := newAdminGateway(t, []*Model{{Name: "tts", Routes: []Route{{ProviderName: "tts", Provider: breakingSpeech{}, UpstreamModel: "tts-1", Price: price}}}}, nil)
-	ws, std, _ := a.workspace(5 * usdNanos)
-	ctx, leave := context.WithCancel(context.Background())
-	defer leave()
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/audio/speech",
-		strings.NewReader(`{"model":"tts","input":"hello there","voice":"alloy","response_format":"wav","stream_format":"sse"}`))
-	req.Header.Set("Authorization", "Bearer "+std)
-	w := leavingWriter{httptest.NewRecorder(), leave}
-	a.g.ServeHTTP(w, req, "/audio/speech")
-	if ctx.Err() == nil || !strings.Contains(w.Body.String(), "speech.audio.delta") {
-		t.Fatalf("no audio, then error event: %s", w.Body)
-	}
-	gen, err := a.s.GetGeneration(context.Background(), ws, w.Header().Get("X-Generation-Id"))
-	if err != nil {
-		t.Fatal(err)
+	read, left, gen := callLeaving(t, Route{ProviderName: "tts", Provider: breakingSpeech{}, UpstreamModel: "tts-1", Price: pricing.Price{InputCharacters: 15 * usdNanos}},
+		"/audio/speech", `{"model":"m","input":"hello there","voice":"alloy","response_format":"wav","stream_format":"sse"}`, onError)
+	if !left || !strings.Contains(read, "speech.audio.delta") {
+		t.Fatalf("no audio, then error event: %s", read)
 	}
 	if gen.ErrorCode != CodeUpstream || gen.Cancelled || gen.CostNanos != 11*15_000 {
 		t.Fatalf("generation %+v", gen)
@@ -122,40 +123,14 @@ func (wholeSpeech) Synthesize(context.Context, *providers.SpeechRequest) (*provi
 
 const wholeClip = "RIFF the whole clip"
 
-// doneWriter is a client that leaves once it has the whole answer.
-type doneWriter struct {
-	*httptest.ResponseRecorder
-	leave context.CancelFunc
-	whole int
-}
-
-func (w doneWriter) Write(p []byte) (int, error) {
-	n, err := w.ResponseRecorder.Write(p)
-	if w.Body.Len() >= w.whole {
-		w.leave()
-	}
-	return n, err
-}
-
 // A client that leaves once the whole answer is written did not cancel it: the record is
 // the complete answer's.
 func TestClientLeavingAfterTheWholeAnswerIsNoCancellation(t *testing.T) {
-	price := pricing.Price{InputCharacters: 15 * usdNanos}
-	a := newAdminGateway(t, []*Model{{Name: "tts", Routes: []Route{{ProviderName: "tts", Provider: wholeSpeech{}, UpstreamModel: "tts-1", Price: price}}}}, nil)
-	ws, std, _ := a.workspace(5 * usdNanos)
-	ctx, leave := context.WithCancel(context.Background())
-	defer leave()
-	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/audio/speech",
-		strings.NewReader(`{"model":"tts","input":"hello there","voice":"alloy","response_format":"wav"}`))
-	req.Header.Set("Authorization", "Bearer "+std)
-	w := doneWriter{httptest.NewRecorder(), leave, len(wholeClip)}
-	a.g.ServeHTTP(w, req, "/audio/speech")
-	if ctx.Err() == nil || w.Body.String() != wholeClip {
-		t.Fatalf("answer %q", w.Body)
-	}
-	gen, err := a.s.GetGeneration(context.Background(), ws, w.Header().Get("X-Generation-Id"))
-	if err != nil {
-		t.Fatal(err)
+	read, left, gen := callLeaving(t, Route{ProviderName: "tts", Provider: wholeSpeech{}, UpstreamModel: "tts-1", Price: pricing.Price{InputCharacters: 15 * usdNanos}},
+		"/audio/speech", `{"model":"m","input":"hello there","voice":"alloy","response_format":"wav"}`,
+		func(read []byte) bool { return len(read) >= len(wholeClip) })
+	if !left || read != wholeClip {
+		t.Fatalf("answer %q", read)
 	}
 	if gen.Cancelled || gen.Status != http.StatusOK || gen.ErrorCode != "" || gen.CostNanos != 11*15_000 {
 		t.Fatalf("generation %+v", gen)
