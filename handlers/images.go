@@ -434,7 +434,7 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 	// The form is read whole before the call: its fields may follow its files (openai-node
 	// sends them in the caller's order, curl in the command's), and n, size, quality and
 	// stream decide the reservation and how the answer is read.
-	if apiErr := g.spoolForm(form, &imageEditsCapability); apiErr != nil {
+	if apiErr := g.spoolForm(form, &imageEditsCapability, DefaultImageUpload); apiErr != nil {
 		return apiErr
 	}
 	q, apiErr := parseImageEdit(form)

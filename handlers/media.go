@@ -45,18 +45,28 @@ func (rt Route) uploadLimit(def int64) int64 {
 // uploadCeiling is the largest upload any route with the capability takes: all a multipart
 // body may be before its model, and so its routes, are known.
 func (g *Gateway) uploadCeiling(cp *capability, def int64) int64 {
-	var most int64
+	most, _ := g.uploadLimits(cp, def)
+	return most
+}
+
+// uploadLimits is the largest and the smallest upload limit of the routes with the
+// capability (def for both when none has it).
+func (g *Gateway) uploadLimits(cp *capability, def int64) (most, least int64) {
 	for _, m := range g.Registry.Models() {
 		for _, rt := range m.Routes {
 			if cp.supports(rt) {
-				most = max(most, rt.uploadLimit(def))
+				l := rt.uploadLimit(def)
+				most = max(most, l)
+				if least == 0 || l < least {
+					least = l
+				}
 			}
 		}
 	}
 	if most == 0 {
-		return def
+		return def, def
 	}
-	return most
+	return most, least
 }
 
 // readForm starts reading a multipart request: its fields up to the first file that could
@@ -70,7 +80,7 @@ func (g *Gateway) readForm(r *http.Request, cp *capability, def int64) (*upload.
 	limit := g.uploadCeiling(cp, def)
 	form, err := upload.Parse(r.Body, boundary, upload.Options{Limit: limit, Length: r.ContentLength, TempDir: g.UploadDir})
 	if err != nil {
-		return nil, g.beyondCeiling(err, cp)
+		return nil, g.beyondCeiling(err, cp, def)
 	}
 	if apiErr := g.fitModelUpload(form, r.ContentLength, cp, def); apiErr != nil {
 		_ = form.Close()
@@ -80,19 +90,22 @@ func (g *Gateway) readForm(r *http.Request, cp *capability, def int64) (*upload.
 }
 
 // spoolForm reads the rest of a form read by readForm into its spool.
-func (g *Gateway) spoolForm(form *upload.Form, cp *capability) *APIError {
+func (g *Gateway) spoolForm(form *upload.Form, cp *capability, def int64) *APIError {
 	if err := form.Spool(); err != nil {
-		return g.beyondCeiling(err, cp)
+		return g.beyondCeiling(err, cp, def)
 	}
 	return nil
 }
 
 // beyondCeiling answers a form that failed while read within the endpoint's largest upload
-// limit: its model, and so its own limit, may not be known yet, and the limit named is
-// said to be the largest, not the model's.
-func (g *Gateway) beyondCeiling(err error, cp *capability) *APIError {
+// limit: its model, and so its own limit, may not be known yet. Where routes' limits
+// differ, the limit named is said to be the largest, not the model's.
+func (g *Gateway) beyondCeiling(err error, cp *capability, def int64) *APIError {
 	var tl *upload.TooLargeError
 	if errors.As(err, &tl) && tl.Field == "" {
+		if _, least := g.uploadLimits(cp, def); least == tl.Limit {
+			return g.uploadError(err)
+		}
 		return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("the upload is larger than any model of %s takes: the largest max_upload of its routes is %s (%d bytes)", cp.endpoint, formatBytes(tl.Limit), tl.Limit))
 	}
 	return g.uploadError(err)

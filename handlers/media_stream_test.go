@@ -12,7 +12,9 @@ import (
 	"testing/iotest"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/internal/upload"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/mock"
 	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -134,5 +136,28 @@ func TestClientLeavingAfterTheWholeAnswerIsNoCancellation(t *testing.T) {
 	}
 	if gen.Cancelled || gen.Status != http.StatusOK || gen.ErrorCode != "" || gen.CostNanos != 11*15_000 {
 		t.Fatalf("generation %+v", gen)
+	}
+}
+
+// An upload refused before its model is known names the limit as the model's when every
+// route has the same, and as the largest when they differ.
+func TestUploadRefusedBeforeItsModelNamesTheLimit(t *testing.T) {
+	mk := mock.New(mock.Config{Name: "mock"})
+	whisper := func(limit int64) Route {
+		return Route{ProviderName: "mock", Provider: mk, UpstreamModel: "mock-whisper", MaxUpload: limit}
+	}
+	for _, tc := range []struct {
+		routes []Route
+		want   string
+	}{
+		{[]Route{whisper(0), whisper(0)}, "the upload is larger than the limit of 25 MiB (26214400 bytes)"},
+		{[]Route{whisper(0), whisper(100 << 20)}, "the upload is larger than any model of /audio/transcriptions takes: the largest max_upload of its routes is 100 MiB (104857600 bytes)"},
+	} {
+		a := newAdminGateway(t, []*Model{{Name: "a", Routes: tc.routes[:1]}, {Name: "b", Routes: tc.routes[1:]}}, nil)
+		most := a.g.uploadCeiling(&transcriptionsCapability, DefaultAudioUpload)
+		e := a.g.beyondCeiling(&upload.TooLargeError{Limit: most}, &transcriptionsCapability, DefaultAudioUpload)
+		if e.Status != http.StatusRequestEntityTooLarge || e.Message != tc.want {
+			t.Errorf("%d %q, want %q", e.Status, e.Message, tc.want)
+		}
 	}
 }

@@ -163,7 +163,7 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 		return apiErr
 	}
 	defer func() { _ = form.Close() }()
-	if apiErr := g.spoolForm(form, cp); apiErr != nil {
+	if apiErr := g.spoolForm(form, cp, DefaultAudioUpload); apiErr != nil {
 		return apiErr
 	}
 	t, apiErr := parseTranscription(form, translate)
