@@ -16,6 +16,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/internal/upload"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/providers/sse"
 )
 
@@ -376,7 +377,8 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 		if lastWasError && !final {
 			// The upstream's own error ends its stream; it is recorded before it is relayed,
 			// as the client may leave on reading it.
-			c.errCode, c.errMessage = CodeUpstream, "the provider's stream ended with an error: "+errorEventMessage(ev.Data)
+			ue := openai.ParseError(rt.ProviderName, 0, nil, ev.Data, true)
+			c.errCode, c.errMessage = CodeUpstream, "the provider's stream ended with an error: "+ue.Message
 			c.streamDone()
 			_ = c.settle(r.Context())
 			out.event(ev.Name, ev.Data)
@@ -455,20 +457,6 @@ func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, dat
 	out.event(name, b)
 	answerBufs.Put(tmp, b)
 	return !out.failed
-}
-
-// errorEventMessage is the message of an upstream's error event, "" when it has none.
-func errorEventMessage(data []byte) string {
-	e, _ := rawjson.Get(data, "error")
-	if e == nil {
-		return ""
-	}
-	m, _ := rawjson.Get(e, "message")
-	if m == nil {
-		return ""
-	}
-	s, _ := rawjson.String(m)
-	return s
 }
 
 // errorEventData is the data of an in-band error event of a media stream, which the
