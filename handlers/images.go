@@ -721,7 +721,7 @@ func (c *call) neutralImageEvents(w http.ResponseWriter, r *http.Request, q *ima
 			continue
 		}
 		b = appendImageUsage(append(b, `,"usage":`...), tokens)
-		if !c.writeFinalEvent(out, r, name, append(b, '}')) {
+		if !c.writeFinalEvent(out, r, name, append(b, '}'), nil) {
 			c.clientGone()
 		}
 	}

@@ -326,6 +326,8 @@ type mediaEvents struct {
 	// seen, when set, sees the type of each event relayed before the final one, so that a
 	// stream cut short is billed what it delivered.
 	seen func(c *call, eventType string)
+	// usage writes the final event's usage when the upstream sent none; token counts when nil.
+	usage usageEncoder
 }
 
 // appendTokenUsage is the usage object of a media event or answer that has none.
@@ -369,7 +371,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			if err := me.meter(c, ev.Data); err != nil {
 				c.g.Logger.Warn("the final event's usage could not be read; the estimate is billed", zap.String("generation_id", c.genID), zapErr(err))
 			}
-			if !c.writeFinalEvent(out, r, ev.Name, ev.Data) {
+			if !c.writeFinalEvent(out, r, ev.Name, ev.Data, me.usage) {
 				break
 			}
 			continue
@@ -442,15 +444,19 @@ func eventType(data []byte) string {
 }
 
 // writeFinalEvent settles the call and writes the stream's final event with the cost in its
-// usage; a charge that could not be recorded ends the stream with an error event instead,
-// as an answer delivered is an answer billed. It reports whether the client is still there.
-func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, data []byte) bool {
+// usage (written by usage when the event has none; token counts when usage is nil); a charge
+// that could not be recorded ends the stream with an error event instead, as an answer
+// delivered is an answer billed. It reports whether the client is still there.
+func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, data []byte, usage usageEncoder) bool {
 	if err := c.settle(r.Context()); err != nil {
 		out.data(errorEventData(CodeGateway, notRecordedStream.Message))
 		return !out.failed
 	}
 	tmp := answerBufs.Get()
-	b, err := c.appendDecorated((*tmp)[:0], data, "", "usage", appendTokenUsage)
+	if usage == nil {
+		usage = appendTokenUsage
+	}
+	b, err := c.appendDecorated((*tmp)[:0], data, "", "usage", usage)
 	if err != nil {
 		b = append(b[:0], data...)
 	}

@@ -439,7 +439,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 		meter()
 		u := c.usage
 		done := appendTokenUsage(append(ev[:0], `{"type":"speech.audio.done","usage":`...), u)
-		c.writeFinalEvent(out, r, "", append(done, '}'))
+		c.writeFinalEvent(out, r, "", append(done, '}'), nil)
 		return nil
 	}
 }

@@ -213,7 +213,7 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 	}
 	switch {
 	case t.stream:
-		return c.relayEvents(w, r, rt, began, resp, mediaEvents{final: []string{"transcript.text.done"}, meter: t.meterAnswer})
+		return c.relayEvents(w, r, rt, began, resp, mediaEvents{final: []string{"transcript.text.done"}, meter: t.meterAnswer, usage: c.appendTranscriptionUsage})
 	case !t.plainText():
 		return c.answerForwarded(w, r, rt, began, resp, wireFormat{format: format, appendUsage: c.appendTranscriptionUsage, finish: noFinish, meter: t.meterAnswer})
 	}
@@ -409,9 +409,7 @@ func (c *call) transcriptionEvents(w http.ResponseWriter, r *http.Request, rt Ro
 	delta, _ := json.Marshal(map[string]any{"type": "transcript.text.delta", "delta": res.Text})
 	out.event("", delta)
 	done, _ := json.Marshal(map[string]any{"type": "transcript.text.done", "text": res.Text})
-	// The usage is the one billed (seconds, or tokens), as a JSON answer shows it.
-	done = append(c.appendTranscriptionUsage(append(done[:len(done)-1], `,"usage":`...), c.usage), '}')
-	c.writeFinalEvent(out, r, "", done)
+	c.writeFinalEvent(out, r, "", done, c.appendTranscriptionUsage)
 	return nil
 }
 

@@ -171,6 +171,10 @@ func (f *fakeAudio) transcribe(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(model, "cut-") {
 			return // ends before transcript.text.done
 		}
+		if strings.Contains(model, "nousage") { // a compatible server that reports none
+			fmt.Fprint(w, "data: {\"type\":\"transcript.text.done\",\"text\":\"Hello there.\"}\n\n")
+			return
+		}
 		fmt.Fprintf(w, "data: {\"type\":\"transcript.text.done\",\"text\":\"Hello there.\",\"usage\":%s}\n\n", usage)
 		return
 	}
@@ -250,6 +254,7 @@ func TestAudioEndToEnd(t *testing.T) {
 		embeddingModel("cut-transcribe", embeddingRoute("oa", "cut-gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
 		embeddingModel("cut-tts", embeddingRoute("oa", "cut-tts", "input 0.6\n\t\t\t\toutput_audio_tokens 12")) +
 		embeddingModel("gpt-transcribe", embeddingRoute("oa", "gpt-4o-transcribe", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
+		embeddingModel("whisper-nousage", embeddingRoute("oa", "whisper-nousage", "input_audio_seconds 0.0001")) +
 		embeddingModel("gpt-transcribe-textonly", embeddingRoute("oa", "gpt-4o-transcribe-textonly", "input 2.5\n\t\t\t\tinput_audio_tokens 6\n\t\t\t\toutput 10")) +
 		embeddingModel("tts-fallback", embeddingRoute("down", "tts-1", "input_characters 15")+embeddingRoute("oa", "tts-1", "input_characters 15")) +
 		embeddingModel("whisper-fallback", embeddingRoute("down", "whisper-1", "input_audio_seconds 0.0001")+embeddingRoute("oa", "whisper-1", "input_audio_seconds 0.0001"))
@@ -416,7 +421,7 @@ func TestAudioEndToEnd(t *testing.T) {
 				Endpoints []string `json:"endpoints"`
 			} `json:"data"`
 		}
-		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 11 {
+		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Data) != 12 {
 			t.Fatalf("%d %s", status, body)
 		}
 		status, body = env.get(key, "/endpoints")
@@ -431,7 +436,7 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatalf("%d %s", status, body)
 		}
 		for _, e := range eps.Data {
-			if e.ID == "audio" && (!e.Available || e.ModelCount != 11) {
+			if e.ID == "audio" && (!e.Available || e.ModelCount != 12) {
 				t.Fatalf("audio endpoint %+v", e)
 			}
 		}
@@ -543,6 +548,25 @@ func TestAudioEndToEnd(t *testing.T) {
 			t.Fatalf("answer %q", text)
 		}
 		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 68*6000+16*10_000, "output:16", "input_audio_tokens:68")
+	})
+
+	// A stream whose final event reports no usage shows the usage billed: the measured
+	// seconds on a route billed by the second.
+	t.Run("streamed without usage, billed by the second", func(t *testing.T) {
+		before := env.balance(wsID).BalanceNanos
+		params := upload()
+		params.Model = "whisper-nousage"
+		var httpResp *http.Response
+		stream := oc.Audio.Transcriptions.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
+		var done openai.TranscriptionStreamEventUnion
+		for stream.Next() {
+			done = stream.Current()
+		}
+		if err := stream.Err(); err != nil || done.Type != "transcript.text.done" || done.Usage.Type != "duration" ||
+			!strings.Contains(done.RawJSON(), `"seconds":4`) || !strings.Contains(done.RawJSON(), `"cost_nanos":400000`) {
+			t.Fatalf("%v, last event %s", err, done.RawJSON())
+		}
+		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
 	})
 
 	t.Run("streams cut before their final event end in an error", func(t *testing.T) {
