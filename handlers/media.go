@@ -43,6 +43,30 @@ func (rt Route) uploadLimit(def int64) int64 {
 	return def
 }
 
+// largestUpload is the largest upload limit of routes (those with cp when cp is set), 0
+// when none is left.
+func largestUpload(routes []Route, cp *capability, def int64) int64 {
+	var most int64
+	for _, rt := range routes {
+		if cp == nil || cp.supports(rt) {
+			most = max(most, rt.uploadLimit(def))
+		}
+	}
+	return most
+}
+
+// limitForm holds a form to limit: a body announced (length) or already read past it is
+// refused with 413.
+func (g *Gateway) limitForm(form *upload.Form, limit, length int64) *APIError {
+	if length > limit {
+		return g.uploadError(&upload.TooLargeError{Limit: limit})
+	}
+	if err := form.SetLimit(limit); err != nil {
+		return g.uploadError(err)
+	}
+	return nil
+}
+
 // uploadCeiling is the largest upload any route with the capability takes: all a multipart
 // body may be before its model, and so its routes, are known.
 func (g *Gateway) uploadCeiling(cp *capability, def int64) int64 {
@@ -104,7 +128,7 @@ func (g *Gateway) spoolForm(form *upload.Form, cp *capability, def int64) *APIEr
 func (g *Gateway) beyondCeiling(err error, cp *capability, def int64) *APIError {
 	var tl *upload.TooLargeError
 	if errors.As(err, &tl) && tl.Field == "" {
-		if _, least := g.uploadLimits(cp, def); least == tl.Limit {
+		if most, least := g.uploadLimits(cp, def); most == least {
 			return g.uploadError(err)
 		}
 		return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("the upload is larger than any model of %s takes: the largest max_upload of its routes is %s (%d bytes)", cp.endpoint, formatBytes(tl.Limit), tl.Limit))
@@ -124,22 +148,11 @@ func (g *Gateway) fitModelUpload(form *upload.Form, length int64, cp *capability
 	if !ok {
 		return nil
 	}
-	var limit int64
-	for _, rt := range m.Routes {
-		if cp.supports(rt) {
-			limit = max(limit, rt.uploadLimit(def))
-		}
-	}
+	limit := largestUpload(m.Routes, cp, def)
 	if limit == 0 {
 		return nil
 	}
-	if length > limit {
-		return g.uploadError(&upload.TooLargeError{Limit: limit})
-	}
-	if err := form.SetLimit(limit); err != nil {
-		return g.uploadError(err)
-	}
-	return nil
+	return g.limitForm(form, limit, length)
 }
 
 // uploadError answers a failed read of a multipart body: 413 past its limit, 400 for a
@@ -183,14 +196,7 @@ func formatBytes(n int64) string {
 // (the upload handlers spool it before begin: its fields may follow its files, and it may
 // be sent again to another route), so that an upload past it is refused before any call.
 func (c *call) fitUpload(form *upload.Form, def int64) *APIError {
-	var limit int64
-	for _, rt := range c.routes {
-		limit = max(limit, rt.uploadLimit(def))
-	}
-	if err := form.SetLimit(limit); err != nil {
-		return c.g.uploadError(err)
-	}
-	return nil
+	return c.g.limitForm(form, largestUpload(c.routes, nil, def), -1)
 }
 
 // forwardForm sends the form to a route of the same wire format, as a body built for it
