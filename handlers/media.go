@@ -362,7 +362,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 	defer out.release()
 	rd := sse.NewReader(resp.Body, maxMediaEvent)
 	defer rd.Release()
-	final, lastWasError := false, false
+	final := false
 	for rd.Next() {
 		ev := rd.Event()
 		if !out.started {
@@ -371,7 +371,6 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			c.firstByte = c.g.Now()
 		}
 		typ := eventType(ev.Data)
-		lastWasError = typ == "error"
 		if !final && slices.Contains(me.final, typ) {
 			final = true
 			if err := me.meter(c, ev.Data); err != nil {
@@ -382,7 +381,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			}
 			continue
 		}
-		if lastWasError && !final {
+		if typ == "error" && !final {
 			// The upstream's own error ends its stream; it is recorded before it is relayed,
 			// as the client may leave on reading it.
 			ue := openai.ParseError(rt.ProviderName, 0, nil, ev.Data, true)
@@ -428,15 +427,19 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 	default:
 		return nil
 	}
-	// The charge is recorded before the client learns the stream failed: a client that
-	// leaves on the error must not turn the record into its own cancellation.
-	_ = c.settle(r.Context())
-	if !final && !lastWasError {
-		// A stream no route can finish ends with an error event (unless the upstream's own
-		// ended it), never as if it were whole.
-		out.data(errorEventData(CodeUpstream, c.errMessage))
+	if !final {
+		// A stream no route can finish ends with an error event, never as if it were whole.
+		c.failStream(out, r, c.errMessage)
 	}
 	return nil
+}
+
+// failStream records the call, then ends its stream with an upstream error event: the
+// charge is recorded before the client learns of the failure, as a client that leaves on
+// reading it must not turn the record into its own cancellation.
+func (c *call) failStream(out *sseWriter, r *http.Request, msg string) {
+	_ = c.settle(r.Context())
+	out.data(errorEventData(CodeUpstream, msg))
 }
 
 // eventType is the type member of an event's data, "" when it has none.

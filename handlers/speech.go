@@ -426,9 +426,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 				return ue
 			}
 			c.errCode, c.errMessage = CodeUpstream, ue.Error()
-			// Recorded before the client reads the error and perhaps leaves on it.
-			_ = c.settle(r.Context())
-			out.data(errorEventData(CodeUpstream, "the provider's audio broke off"))
+			c.failStream(out, r, "the provider's audio broke off")
 			return nil
 		}
 		if !out.started {
