@@ -641,8 +641,11 @@ func TestAudioEndToEnd(t *testing.T) {
 	})
 }
 
-// endlessReader yields n bytes of filler without holding them.
-type endlessReader struct{ n int64 }
+// endlessReader yields n bytes of filler without holding them, counting what was read.
+type endlessReader struct {
+	n    int64
+	read atomic.Int64
+}
 
 func (r *endlessReader) Read(p []byte) (int, error) {
 	if r.n <= 0 {
@@ -653,6 +656,7 @@ func (r *endlessReader) Read(p []byte) (int, error) {
 		p[i] = 'a'
 	}
 	r.n -= k
+	r.read.Add(k)
 	return int(k), nil
 }
 
@@ -666,20 +670,25 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 	_, key := env.workspace(5 * usd)
 	const size = 200 << 20
 	model, largest := "25 MiB (26214400 bytes)", "any model of /audio/transcriptions takes: the largest max_upload of its routes is 100 MiB"
+	// sent bounds what the client got to send: the limit the body was read within, or
+	// nothing when it was refused as announced, plus what the sockets' buffers take.
+	const buffers = 16 << 20
 	for _, tc := range []struct {
 		name       string
 		modelFirst bool
 		length     int64
 		want       string
+		sent       int64
 	}{
-		{"model first, chunked", true, -1, model},
-		{"file first, chunked", false, -1, largest},
-		{"announced length", true, size + 400, largest},
-		{"announced length within the largest, model first", true, 50 << 20, model},
+		{"model first, chunked", true, -1, model, 25<<20 + buffers},
+		{"file first, chunked", false, -1, largest, 100<<20 + buffers},
+		{"announced length", true, size + 400, largest, buffers},
+		{"announced length within the largest, model first", true, 50 << 20, model, buffers},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pr, pw := io.Pipe()
 			mw := multipart.NewWriter(pw)
+			file := &endlessReader{n: size}
 			go func() {
 				if tc.modelFirst {
 					_ = mw.WriteField("model", "whisper")
@@ -689,7 +698,7 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 					_ = pw.CloseWithError(err)
 					return
 				}
-				if _, err := io.Copy(fw, &endlessReader{n: size}); err != nil {
+				if _, err := io.Copy(fw, file); err != nil {
 					_ = pw.CloseWithError(err)
 					return
 				}
@@ -721,6 +730,9 @@ func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
 			}
 			if n := up.calls.Load(); n != 0 {
 				t.Fatalf("the upstream was called %d times", n)
+			}
+			if sent := file.read.Load(); sent > tc.sent {
+				t.Fatalf("the client sent %d MiB before the refusal, want at most %d", sent>>20, tc.sent>>20)
 			}
 			// The process allocated far less than the upload (the client's own writes included).
 			if grew := ms.TotalAlloc - allocated; grew > 16<<20 {
