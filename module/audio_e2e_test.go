@@ -492,28 +492,13 @@ func TestAudioEndToEnd(t *testing.T) {
 		before := env.balance(wsID).BalanceNanos
 		params := upload()
 		params.Model = "gpt-transcribe"
-		var httpResp *http.Response
-		stream := oc.Audio.Transcriptions.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
-		var text strings.Builder
-		var done openai.TranscriptionStreamEventUnion
-		for stream.Next() {
-			ev := stream.Current()
-			switch ev.Type {
-			case "transcript.text.delta":
-				text.WriteString(ev.Delta)
-			case "transcript.text.done":
-				done = ev
-			}
-		}
-		if err := stream.Err(); err != nil {
-			t.Fatal(err)
-		}
+		text, done, genID := streamTranscript(t, oc, params)
 		// 10 text tokens at 2.5, 60 audio tokens at 6, 9 output tokens at 10 USD/M.
 		const nanos = 10*2500 + 60*6000 + 9*10_000
-		if text.String() != "Hello there." || !strings.Contains(done.RawJSON(), fmt.Sprintf(`"cost_nanos":%d`, nanos)) {
-			t.Fatalf("text %q, done %s", text.String(), done.RawJSON())
+		if text != "Hello there." || !strings.Contains(done.RawJSON(), fmt.Sprintf(`"cost_nanos":%d`, nanos)) {
+			t.Fatalf("text %q, done %s", text, done.RawJSON())
 		}
-		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, nanos, "input:10", "output:9", "input_audio_tokens:60")
+		env.chargedLines(t, wsID, genID, before, nanos, "input:10", "output:9", "input_audio_tokens:60")
 	})
 
 	// A text answer carries no usage: a route billed by token asks the upstream for JSON and
@@ -556,17 +541,9 @@ func TestAudioEndToEnd(t *testing.T) {
 		before := env.balance(wsID).BalanceNanos
 		params := upload()
 		params.Model = "whisper-nousage"
-		var httpResp *http.Response
-		stream := oc.Audio.Transcriptions.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
-		var done openai.TranscriptionStreamEventUnion
-		for stream.Next() {
-			done = stream.Current()
-		}
-		if err := stream.Err(); err != nil || done.Type != "transcript.text.done" || done.Usage.Type != "duration" ||
-			!strings.Contains(done.RawJSON(), `"seconds":4`) || !strings.Contains(done.RawJSON(), `"cost_nanos":400000`) {
-			t.Fatalf("%v, last event %s", err, done.RawJSON())
-		}
-		env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
+		_, done, genID := streamTranscript(t, oc, params)
+		showsSeconds(t, done)
+		env.chargedLines(t, wsID, genID, before, 400_000, "input_audio_seconds:4")
 	})
 
 	t.Run("streams cut before their final event end in an error", func(t *testing.T) {
@@ -658,6 +635,38 @@ func (r *endlessReader) Read(p []byte) (int, error) {
 	r.n -= k
 	r.read.Add(k)
 	return int(k), nil
+}
+
+// streamTranscript streams a transcription and returns the text of its deltas, its
+// transcript.text.done event and the call's generation id.
+func streamTranscript(t *testing.T, oc openai.Client, params openai.AudioTranscriptionNewParams) (string, openai.TranscriptionStreamEventUnion, string) {
+	t.Helper()
+	var httpResp *http.Response
+	stream := oc.Audio.Transcriptions.NewStreaming(context.Background(), params, option.WithResponseInto(&httpResp))
+	var text strings.Builder
+	var done openai.TranscriptionStreamEventUnion
+	for stream.Next() {
+		switch ev := stream.Current(); ev.Type {
+		case "transcript.text.delta":
+			text.WriteString(ev.Delta)
+		case "transcript.text.done":
+			done = ev
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return text.String(), done, httpResp.Header.Get("X-Generation-Id")
+}
+
+// showsSeconds checks that a final transcription event shows the 4 started seconds billed,
+// at 0.0001 USD a second.
+func showsSeconds(t *testing.T, done openai.TranscriptionStreamEventUnion) {
+	t.Helper()
+	if done.Type != "transcript.text.done" || done.Usage.Type != "duration" || !strings.Contains(done.RawJSON(), `"seconds":4`) ||
+		!strings.Contains(done.RawJSON(), `"cost_nanos":400000`) {
+		t.Fatalf("last event %s", done.RawJSON())
+	}
 }
 
 func TestOversizedUploadIsRefusedWithNothingSent(t *testing.T) {
@@ -829,18 +838,10 @@ func TestAudioThroughNeutralAdapters(t *testing.T) {
 
 	// Streamed, the final event shows the usage billed, as a forwarded one does.
 	before = env.balance(wsID).BalanceNanos
-	var httpResp *http.Response
-	stream := oc.Audio.Transcriptions.NewStreaming(ctx, openai.AudioTranscriptionNewParams{Model: "mock-whisper",
-		File: openai.File(bytes.NewReader(clip), "meeting.wav", "audio/wav")}, option.WithResponseInto(&httpResp))
-	var done openai.TranscriptionStreamEventUnion
-	for stream.Next() {
-		done = stream.Current()
-	}
-	if err := stream.Err(); err != nil || done.Type != "transcript.text.done" || done.Usage.Type != "duration" || !strings.Contains(done.RawJSON(), `"seconds":4`) ||
-		!strings.Contains(done.RawJSON(), `"cost_nanos":400000`) {
-		t.Fatalf("%v, last event %s", err, done.RawJSON())
-	}
-	env.chargedLines(t, wsID, httpResp.Header.Get("X-Generation-Id"), before, 400_000, "input_audio_seconds:4")
+	_, done, genID := streamTranscript(t, oc, openai.AudioTranscriptionNewParams{Model: "mock-whisper",
+		File: openai.File(bytes.NewReader(clip), "meeting.wav", "audio/wav")})
+	showsSeconds(t, done)
+	env.chargedLines(t, wsID, genID, before, 400_000, "input_audio_seconds:4")
 
 	// An empty file is refused by the gateway, one that is not audio by the mock as OpenAI
 	// would: 400 either way, nothing charged.
