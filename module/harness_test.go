@@ -81,9 +81,14 @@ http://127.0.0.1:%d {
 // startGateway loads the configuration into the in-process Caddy and stops it at cleanup.
 func startGateway(t *testing.T, gatewayBlock, handlerBlock string) *gatewayEnv {
 	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	return startGatewayIn(t, t.TempDir(), gatewayBlock, handlerBlock)
+}
+
+// startGatewayIn is startGateway on the database and data directories under dir, which a
+// gateway that ran before may have left.
+func startGatewayIn(t *testing.T, dir, gatewayBlock, handlerBlock string) *gatewayEnv {
+	t.Helper()
+	setDataDirs(t, dir)
 	port := freePort(t)
 	env := &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
 	loadCaddyfile(t, gatewayCaddyfile(port, env.dbPath, gatewayBlock, handlerBlock))
@@ -95,6 +100,12 @@ func startGateway(t *testing.T, gatewayBlock, handlerBlock string) *gatewayEnv {
 	t.Cleanup(func() { _ = s.Close() })
 	env.store = s
 	return env
+}
+
+// setDataDirs puts Caddy's data and configuration directories under dir.
+func setDataDirs(t *testing.T, dir string) {
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 }
 
 func loadCaddyfile(t *testing.T, cf string) {
