@@ -43,6 +43,17 @@ import (
 // database was applied and is skipped. A segment file is deleted once every record in it
 // is applied. A record cut short (only a power cut can do that) ends its segment.
 //
+// Requests in flight: a request admitted from a lease appends an in-flight record (its
+// generation id, workspace, key, endpoint, model and start) when it is admitted
+// (BeginInFlight), one more copy into the mapped segment and no system call, and counts
+// in its segment until its settlement returned (EndInFlight), so the segment outlives
+// the request. Its settlement, journaled or committed, supersedes it. At Open, an
+// in-flight record whose generation has no settlement in the journal and none in the
+// database becomes an interrupted record (store/interrupted.go): the lock on the journal
+// proves that the run that wrote it is dead. Without a journal (DurablePower, or another
+// process holds it) nothing is kept: a crash then leaves no record of the requests a lease
+// admitted, while those with a reservation of their own are recorded by the sweep.
+//
 // Several processes on one database file: the journal directory is locked (flock); a
 // process that cannot lock it settles synchronously.
 
