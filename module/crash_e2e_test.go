@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -49,6 +51,23 @@ type crashedRequest struct {
 	genID string
 }
 
+// crashBackend is the store a killed gateway runs on, as TestKillNineLeavesARecord uses it.
+type crashBackend struct {
+	// storeArgs is the Caddyfile's store; options are added to the gateway's options.
+	storeArgs, options string
+	// setup holds the store workspaces are funded through; started is called once they are,
+	// before the gateway starts.
+	setup   *gatewayEnv
+	started func()
+	// tracesWritten returns once n requests admitted from leases have a durable trace.
+	tracesWritten func(n int)
+	// restart starts the gateway again, in this process.
+	restart func(gatewayBlock string) *gatewayEnv
+	// generationIDs lists a workspace's generation ids: a non-streamed request cut before
+	// its answer began never told its client its id.
+	generationIDs func(ws string) []string
+}
+
 // TestKillNineLeavesARecord runs the gateway as a child process, starts streamed and
 // non-streamed requests with and without a credit lease, and kills it with SIGKILL while
 // they are in flight (the streams have had three chunks). The gateway restarted on the
@@ -56,7 +75,52 @@ type crashedRequest struct {
 // origin gateway and no charge, shows them in /activity, and holds nothing: every
 // wallet is whole.
 func TestKillNineLeavesARecord(t *testing.T) {
-	dir := t.TempDir()
+	t.Run("sqlite", func(t *testing.T) {
+		dir := t.TempDir()
+		setup := startGatewayFiles(t, dir)
+		testKillNine(t, crashBackend{
+			storeArgs: "sqlite " + setup.dbPath,
+			setup:     setup,
+			// The journal is the gateway's alone: the test's handle goes first.
+			started: func() {
+				if err := setup.store.Close(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			tracesWritten: func(int) {}, // journaled as each request is admitted
+			restart:       func(block string) *gatewayEnv { return startGatewayIn(t, dir, block, "") },
+			generationIDs: func(ws string) []string { return sqliteGenerationIDs(t, setup.dbPath, ws) },
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dsn := postgresSchema(t)
+		t.Setenv("GATEWAY_TEST_PG_DSN", dsn)
+		setup := &gatewayEnv{t: t, store: openPostgres(t, dsn)}
+		query := func(q string, args ...any) []string { return postgresStrings(t, dsn, q, args...) }
+		testKillNine(t, crashBackend{
+			storeArgs: "postgres {env.GATEWAY_TEST_PG_DSN}",
+			// Without lock files, a dead instance is known by its silence.
+			options: "\t\tinstance_heartbeat 100ms\n\t\tinstance_timeout 500ms\n",
+			setup:   setup,
+			started: func() {},
+			tracesWritten: func(n int) {
+				waitFor(t, fmt.Sprintf("%d in-flight rows", n), func() bool {
+					return len(query(`SELECT generation_id FROM inflight`)) >= n
+				})
+			},
+			restart: func(block string) *gatewayEnv {
+				env := startPostgresGateway(t, dsn, block)
+				env.store = setup.store
+				return env
+			},
+			generationIDs: func(ws string) []string {
+				return query(`SELECT id FROM generations WHERE workspace_id = $1`, ws)
+			},
+		})
+	})
+}
+
+func testKillNine(t *testing.T, b crashBackend) {
 	inFlight := make(chan string, 8)
 	release := make(chan struct{})
 	up := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request, req map[string]any) {
@@ -70,7 +134,7 @@ func TestKillNineLeavesARecord(t *testing.T) {
 		}
 	})
 	defer close(release)
-	gatewayBlock := `
+	gatewayBlock := b.options + `
 		provider slow {
 			type openai
 			base_url ` + up.URL + `/v1
@@ -90,8 +154,6 @@ func TestKillNineLeavesARecord(t *testing.T) {
 				max_output_tokens 1000
 			}`)
 
-	// The wallets are funded before the gateway runs: the journal is the gateway's alone.
-	setup := startGatewayFiles(t, dir)
 	reqs := []*crashedRequest{
 		{name: "lease stream", stream: true, lease: true, model: "gpt-cheap"},
 		{name: "lease", lease: true, model: "gpt-cheap"},
@@ -99,19 +161,19 @@ func TestKillNineLeavesARecord(t *testing.T) {
 		{name: "own reservation", model: "gpt-dear"},
 	}
 	const smallWallet = 13 * usd / 10 // below a lease for gpt-dear's worst case of 0.1 USD
-	for _, rq := range reqs {
-		credits := smallWallet
+	credits := func(rq *crashedRequest) int64 {
 		if rq.lease {
-			credits = 100 * usd
+			return 100 * usd
 		}
-		rq.team = setup.team(credits)
+		return smallWallet
 	}
-	if err := setup.store.Close(); err != nil {
-		t.Fatal(err)
+	for _, rq := range reqs {
+		rq.team = b.setup.team(credits(rq))
 	}
+	b.started()
 
 	port := freePort(t)
-	child := startCrashChild(t, dir, gatewayCaddyfile(port, setup.dbPath, gatewayBlock, ""))
+	child := startCrashChild(t, gatewayCaddyfileOn(port, b.storeArgs, gatewayBlock, ""))
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	clientErrs := make(chan error, len(reqs))
 	for _, rq := range reqs {
@@ -147,7 +209,6 @@ func TestKillNineLeavesARecord(t *testing.T) {
 			_ = stream.Close()
 		}()
 	}
-
 	// Each request holds what the test means it to: a lease of at least 1 USD, or its own
 	// worst case.
 	running := &gatewayEnv{t: t, baseURL: base}
@@ -157,6 +218,8 @@ func TestKillNineLeavesARecord(t *testing.T) {
 			t.Fatalf("%s: %v nanos held in flight; a lease: %v", rq.name, held, rq.lease)
 		}
 	}
+	b.tracesWritten(2)
+
 	if err := child.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +230,10 @@ func TestKillNineLeavesARecord(t *testing.T) {
 		}
 	}
 
-	env := startGatewayIn(t, dir, gatewayBlock, "")
+	env := b.restart(gatewayBlock)
 	for _, rq := range reqs {
-		ids := generationIDs(t, env.dbPath, rq.team.ws)
+		var ids []string
+		waitFor(t, rq.name+"'s record", func() bool { ids = b.generationIDs(rq.team.ws); return len(ids) > 0 })
 		if len(ids) != 1 || (rq.genID != "" && ids[0] != rq.genID) {
 			t.Fatalf("%s: generations %v, want one (the client was told %q)", rq.name, ids, rq.genID)
 		}
@@ -178,12 +242,8 @@ func TestKillNineLeavesARecord(t *testing.T) {
 			rec["model"] != rq.model || rec["key_id"] != kidOf(t, rq.team.std) || rec["endpoint"] == "" || rec["cost_nanos"] != float64(0) {
 			t.Errorf("%s: record %v; want interrupted, origin gateway, model %s, the key, no charge", rq.name, rec, rq.model)
 		}
-		credits := smallWallet
-		if rq.lease {
-			credits = 100 * usd
-		}
-		if b := env.balance(rq.team.ws); b.BalanceNanos != credits || b.ReservedNanos != 0 {
-			t.Errorf("%s: wallet %+v; want %d and nothing held", rq.name, b, credits)
+		if b := env.balance(rq.team.ws); b.BalanceNanos != credits(rq) || b.ReservedNanos != 0 {
+			t.Errorf("%s: wallet %+v; want %d and nothing held", rq.name, b, credits(rq))
 		}
 		act := env.expect(http.StatusOK, http.MethodGet, rq.team.mgmt, "/activity", "")
 		totals := act["totals"].(map[string]any)
@@ -191,6 +251,18 @@ func TestKillNineLeavesARecord(t *testing.T) {
 		if totals["requests"] != float64(1) || totals["cost_nanos"] != float64(0) || len(rows) != 1 || rows[0].(map[string]any)["model"] != rq.model {
 			t.Errorf("%s: activity %v; want the one interrupted request of %s", rq.name, act, rq.model)
 		}
+	}
+}
+
+// waitFor polls cond until it holds, failing t after 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -208,9 +280,10 @@ func startGatewayFiles(t *testing.T, dir string) *gatewayEnv {
 }
 
 // startCrashChild runs the test binary as a gateway serving cf, and returns once it serves.
-func startCrashChild(t *testing.T, dir, cf string) *exec.Cmd {
+func startCrashChild(t *testing.T, cf string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashedGatewayChild$", "-test.count=1")
+	dir := t.TempDir()
 	cmd.Env = append(os.Environ(), crashCaddyfileEnv+"="+cf, "XDG_DATA_HOME="+dir+"/data", "XDG_CONFIG_HOME="+dir+"/config")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -262,9 +335,8 @@ func upstreamModel(model string) string {
 	return "gpt-4o-mini"
 }
 
-// generationIDs reads the ids of a workspace's generations from the database file: a
-// non-streamed request cut before its answer began never told its client its id.
-func generationIDs(t *testing.T, dbPath, ws string) []string {
+// sqliteGenerationIDs reads the ids of a workspace's generations from the database file.
+func sqliteGenerationIDs(t *testing.T, dbPath, ws string) []string {
 	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+dbPath+"?mode=ro")
 	if err != nil {
@@ -275,17 +347,42 @@ func generationIDs(t *testing.T, dbPath, ws string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
+	ids, err := scanStrings(rows)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ids
+}
+
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// postgresStrings runs a query of one text column on the database at dsn.
+func postgresStrings(t *testing.T, dsn, query string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -54,6 +54,12 @@ func freePort(t *testing.T) int {
 // the handler's options. Credit leases do not linger unless gatewayBlock says otherwise, so
 // that a wallet holds nothing once its requests are answered.
 func gatewayCaddyfile(port int, dbPath, gatewayBlock, handlerBlock string) string {
+	return gatewayCaddyfileOn(port, "sqlite "+dbPath, gatewayBlock, handlerBlock)
+}
+
+// gatewayCaddyfileOn is gatewayCaddyfile on the store storeArgs names ("sqlite <path>",
+// "postgres <dsn>").
+func gatewayCaddyfileOn(port int, storeArgs, gatewayBlock, handlerBlock string) string {
 	if !strings.Contains(gatewayBlock, "credit_lease_linger") {
 		gatewayBlock = "\t\tcredit_lease_linger 0\n" + gatewayBlock
 	}
@@ -62,7 +68,7 @@ func gatewayCaddyfile(port int, dbPath, gatewayBlock, handlerBlock string) strin
 	persist_config off
 	grace_period 1ns
 	model_gateway {
-		store sqlite %s
+		store %s
 %s
 	}
 }
@@ -75,7 +81,7 @@ http://127.0.0.1:%d {
 	}
 	respond "not the gateway" 418
 }
-`, dbPath, gatewayBlock, port, handlerBlock)
+`, storeArgs, gatewayBlock, port, handlerBlock)
 }
 
 // startGateway loads the configuration into the in-process Caddy and stops it at cleanup.
