@@ -34,8 +34,10 @@ type call struct {
 	reservation string
 	// lease, when set, admitted the call instead of a reservation of its own; held is the
 	// worst case it holds on the lease.
-	lease    *lease
-	held     int64
+	lease *lease
+	held  int64
+	// inflight is the store's token for the trace of a request admitted from a lease.
+	inflight uint64
 	wantMeta bool
 	// promptBytes sizes the estimate of input tokens when the upstream never reports usage.
 	promptBytes int
@@ -82,6 +84,7 @@ type call struct {
 	status       int
 	errCode      string
 	errMessage   string
+	errOrigin    string
 	firstByte    time.Time
 	upstreamDone time.Time
 	// upstreamTime is the time spent waiting on providers, for the overhead figure.
@@ -204,7 +207,7 @@ func (c *call) settle(ctx context.Context) error {
 	gen := &store.Generation{
 		ID: c.genID, WorkspaceID: c.caller.Key.WorkspaceID, KeyID: c.caller.Key.ID, Endpoint: c.endpoint,
 		Model: c.model.Name, UpstreamID: c.upstreamID, Streamed: c.streamed, Cancelled: c.cancelled,
-		Status: c.status, FinishReason: c.finish, ErrorCode: c.errCode, ErrorMessage: c.errMessage,
+		Status: c.status, FinishReason: c.finish, ErrorCode: c.errCode, ErrorMessage: c.errMessage, ErrorOrigin: c.errOrigin,
 		InputTokens: c.usage.Input, CacheReadTokens: c.usage.CacheRead, CacheWriteTokens: c.usage.CacheWrite,
 		OutputTokens: c.usage.Output, ReasoningTokens: c.usage.Reasoning,
 		CostNanos: total, CostLines: lines, Attempts: c.attempts,
@@ -223,6 +226,7 @@ func (c *call) settle(ctx context.Context) error {
 	var err error
 	if c.lease != nil {
 		stored, err = c.g.settleLease(sctx, c.lease, c.held, gen)
+		c.g.Store.EndInFlight(c.inflight)
 	} else {
 		stored, err = c.g.settleRetrying(sctx, gen, func(ctx context.Context) (store.Generation, error) {
 			return c.g.Store.Settle(ctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
@@ -256,7 +260,7 @@ func (n costNumber) MarshalJSON() ([]byte, error) { return []byte(pricing.Format
 
 // failed notes that the request ended in an error the client received.
 func (c *call) failed(e *APIError) *APIError {
-	c.status, c.errCode, c.errMessage = e.Status, e.Code, e.Message
+	c.status, c.errCode, c.errMessage, c.errOrigin = e.Status, e.Code, e.Message, e.origin()
 	return e
 }
 

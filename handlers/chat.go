@@ -220,7 +220,7 @@ func (c *call) clientGone() {
 	if c.status == 0 {
 		c.status = 499
 	}
-	c.errCode, c.errMessage = CodeClientClosedRequest, "the client closed the connection"
+	c.errCode, c.errOrigin, c.errMessage = CodeClientClosedRequest, "user", "the client closed the connection"
 }
 
 func validationFrom(err error) *APIError {

@@ -49,7 +49,7 @@ func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.Upst
 	if _, fixed := sink.(interface{ noContinue() }); !fixed && c.trackText && c.failover(out, broken, sink) {
 		return
 	}
-	c.errCode, c.errMessage = CodeUpstream, ue.Error()
+	c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", ue.Error()
 	_ = c.settle(c.reqCtx)
 	out.frames(sink.fail(ue))
 }
@@ -166,7 +166,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		}
 		rt.breaker.record(c.g.Now(), rt.Policy, false)
 		c.failures = append(c.failures, failure{route: rt, err: ue})
-		c.errCode, c.errMessage = CodeUpstream, fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
+		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
 		_ = c.settle(c.reqCtx)
 		out.frames(sink.fail(ue))
 		return true

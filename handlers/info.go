@@ -83,7 +83,7 @@ func generationView(g store.Generation) map[string]any {
 		"id": g.ID, "created_at": g.CreatedAt.UTC().Format(time.RFC3339Nano), "endpoint": g.Endpoint,
 		"model": g.Model, "provider_name": g.Provider, "upstream_model": g.UpstreamModel, "upstream_id": g.UpstreamID,
 		"key_id": g.KeyID, "streamed": g.Streamed, "cancelled": g.Cancelled, "status": g.Status,
-		"finish_reason": g.FinishReason, "error_code": g.ErrorCode, "error_message": g.ErrorMessage,
+		"finish_reason": g.FinishReason, "error_code": g.ErrorCode, "error_message": g.ErrorMessage, "error_origin": g.ErrorOrigin,
 		"tokens_prompt": g.InputTokens + g.CacheReadTokens + g.CacheWriteTokens, "tokens_completion": g.OutputTokens + g.ReasoningTokens,
 		"usage": map[string]any{
 			"input_tokens": g.InputTokens, "cache_read_tokens": g.CacheReadTokens, "cache_write_tokens": g.CacheWriteTokens,

@@ -151,6 +151,12 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 	defer cancel()
 	if l := g.admitLease(sctx, caller.Key.WorkspaceID, caller.Key.ID, most); l != nil {
 		c.lease, c.held = l, most
+		// Nothing durable names the request until it settles: the trace lets a crash
+		// before then leave an interrupted record (store/interrupted.go).
+		c.inflight = g.Store.BeginInFlight(store.InFlight{
+			GenerationID: c.genID, WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID, Endpoint: cp.endpoint,
+			Model: m.Name, ReservationID: l.id, Owner: g.Owner.ID(), StartedAt: c.start,
+		})
 		return c, nil
 	}
 	res, err := g.reserve(sctx, store.ReserveParams{
@@ -161,6 +167,9 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 		AmountNanos:       most,
 		MinAvailableNanos: MinPreflightNanos,
 		ExpiresAt:         c.start.Add(g.ReservationTTL),
+		GenerationID:      c.genID,
+		Endpoint:          cp.endpoint,
+		Model:             m.Name,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrInsufficientFunds) {

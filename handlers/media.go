@@ -318,7 +318,7 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 			c.clientGone()
 			return nil
 		}
-		c.errCode, c.errMessage = CodeUpstream, "the provider's answer broke off: "+err.Error()
+		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's answer broke off: "+err.Error()
 		c.abortResponse = true
 	}
 	return nil
@@ -385,7 +385,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			// The upstream's own error ends its stream; it is recorded before it is relayed,
 			// as the client may leave on reading it.
 			ue := openai.ParseError(rt.ProviderName, 0, nil, ev.Data, true)
-			c.errCode, c.errMessage = CodeUpstream, "the provider's stream ended with an error: "+ue.Message
+			c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream ended with an error: "+ue.Message
 			c.streamDone()
 			_ = c.settle(r.Context())
 			out.event(ev.Name, ev.Data)
@@ -421,9 +421,9 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 	}
 	switch {
 	case readErr != nil && c.errCode == "":
-		c.errCode, c.errMessage = CodeUpstream, "the provider's stream broke: "+readErr.Error()
+		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream broke: "+readErr.Error()
 	case !final && c.errCode == "":
-		c.errCode, c.errMessage = CodeUpstream, "the provider's stream ended before its final event"
+		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream ended before its final event"
 	default:
 		return nil
 	}

@@ -425,7 +425,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 				c.recordAttempt(rt, began, ue)
 				return ue
 			}
-			c.errCode, c.errMessage = CodeUpstream, ue.Error()
+			c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", ue.Error()
 			c.failStream(out, r, "the provider's audio broke off")
 			return nil
 		}

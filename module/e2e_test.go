@@ -615,7 +615,7 @@ func TestStreamFailures(t *testing.T) {
 				t.Fatalf("partial output lost: %q", text.String())
 			}
 			gen := env.generation(wsID, httpResp.Header.Get("X-Generation-Id"))
-			if gen.ErrorCode != "upstream_error" || gen.OutputTokens == 0 || gen.CostNanos == 0 {
+			if gen.ErrorCode != "upstream_error" || gen.ErrorOrigin != "upstream" || gen.OutputTokens == 0 || gen.CostNanos == 0 {
 				t.Fatalf("partial usage not settled: %+v", gen)
 			}
 			if b := env.balance(wsID); b.ReservedNanos != 0 {

@@ -54,6 +54,12 @@ func freePort(t *testing.T) int {
 // the handler's options. Credit leases do not linger unless gatewayBlock says otherwise, so
 // that a wallet holds nothing once its requests are answered.
 func gatewayCaddyfile(port int, dbPath, gatewayBlock, handlerBlock string) string {
+	return gatewayCaddyfileOn(port, "sqlite "+dbPath, gatewayBlock, handlerBlock)
+}
+
+// gatewayCaddyfileOn is gatewayCaddyfile on the store storeArgs names ("sqlite <path>",
+// "postgres <dsn>").
+func gatewayCaddyfileOn(port int, storeArgs, gatewayBlock, handlerBlock string) string {
 	if !strings.Contains(gatewayBlock, "credit_lease_linger") {
 		gatewayBlock = "\t\tcredit_lease_linger 0\n" + gatewayBlock
 	}
@@ -62,7 +68,7 @@ func gatewayCaddyfile(port int, dbPath, gatewayBlock, handlerBlock string) strin
 	persist_config off
 	grace_period 1ns
 	model_gateway {
-		store sqlite %s
+		store %s
 %s
 	}
 }
@@ -75,15 +81,20 @@ http://127.0.0.1:%d {
 	}
 	respond "not the gateway" 418
 }
-`, dbPath, gatewayBlock, port, handlerBlock)
+`, storeArgs, gatewayBlock, port, handlerBlock)
 }
 
 // startGateway loads the configuration into the in-process Caddy and stops it at cleanup.
 func startGateway(t *testing.T, gatewayBlock, handlerBlock string) *gatewayEnv {
 	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	return startGatewayIn(t, t.TempDir(), gatewayBlock, handlerBlock)
+}
+
+// startGatewayIn is startGateway on the database and data directories under dir, which a
+// gateway that ran before may have left.
+func startGatewayIn(t *testing.T, dir, gatewayBlock, handlerBlock string) *gatewayEnv {
+	t.Helper()
+	setDataDirs(t, dir)
 	port := freePort(t)
 	env := &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
 	loadCaddyfile(t, gatewayCaddyfile(port, env.dbPath, gatewayBlock, handlerBlock))
@@ -95,6 +106,12 @@ func startGateway(t *testing.T, gatewayBlock, handlerBlock string) *gatewayEnv {
 	t.Cleanup(func() { _ = s.Close() })
 	env.store = s
 	return env
+}
+
+// setDataDirs puts Caddy's data and configuration directories under dir.
+func setDataDirs(t *testing.T, dir string) {
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 }
 
 func loadCaddyfile(t *testing.T, cf string) {

@@ -315,4 +315,19 @@ func (l *lazyStore) UpdateKey(ctx context.Context, a1 string, a2 string, a3 stor
 	return s.UpdateKey(ctx, a1, a2, a3)
 }
 
+// BeginInFlight keeps nothing until the store is open: a request is admitted from a lease
+// only once the store answered.
+func (l *lazyStore) BeginInFlight(f store.InFlight) uint64 {
+	if s := l.s.Load(); s != nil {
+		return (*s).BeginInFlight(f)
+	}
+	return 0
+}
+
+func (l *lazyStore) EndInFlight(token uint64) {
+	if s := l.s.Load(); s != nil {
+		(*s).EndInFlight(token)
+	}
+}
+
 var _ store.Store = (*lazyStore)(nil)

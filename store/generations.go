@@ -62,6 +62,8 @@ type Generation struct {
 	FinishReason string
 	ErrorCode    string
 	ErrorMessage string
+	// ErrorOrigin is where the error came from: user, gateway or upstream ("" without one).
+	ErrorOrigin string
 
 	InputTokens      int64
 	CacheReadTokens  int64
@@ -109,6 +111,7 @@ var GenerationFields = [...]GenerationField{
 	{"finish_reason", func(g *Generation) any { return &g.FinishReason }},
 	{"error_code", func(g *Generation) any { return &g.ErrorCode }},
 	{"error_message", func(g *Generation) any { return &g.ErrorMessage }},
+	{"error_origin", func(g *Generation) any { return &g.ErrorOrigin }},
 	{"input_tokens", func(g *Generation) any { return &g.InputTokens }},
 	{"cache_read_tokens", func(g *Generation) any { return &g.CacheReadTokens }},
 	{"cache_write_tokens", func(g *Generation) any { return &g.CacheWriteTokens }},

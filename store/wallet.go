@@ -37,6 +37,14 @@ type Wallet interface {
 	// ReleaseReservation drops a reservation and returns what it held to the available
 	// balance; it returns the amount released. Unknown is ErrNotFound.
 	ReleaseReservation(ctx context.Context, id string) (int64, error)
+	// BeginInFlight keeps a trace of a request admitted from a lease, so that a crash before
+	// it settles leaves an interrupted record (interrupted.go). It makes no transaction and
+	// does not wait for the database; the token it returns is for EndInFlight (0: nothing
+	// was kept, on a backend or in a mode that cannot keep it cheaply).
+	BeginInFlight(f InFlight) uint64
+	// EndInFlight drops the trace of BeginInFlight once the request's settlement returned
+	// (or failed): from then on its own record, or none, stands.
+	EndInFlight(token uint64)
 }
 
 // NanosPerUSD is the number of nanodollars in one US dollar: every amount is int64 nanos.
@@ -105,6 +113,11 @@ type ReserveParams struct {
 	// the instance dies, ReleaseOrphaned frees it long before ExpiresAt. Empty for a
 	// reservation no instance owns, which only its expiry frees.
 	Owner string
+	// GenerationID, Endpoint and Model name the request a reservation of its own is for
+	// (empty for a lease's): released unsettled, it leaves an interrupted record of them.
+	GenerationID string
+	Endpoint     string
+	Model        string
 }
 
 // NewReservation checks p and returns the reservation Reserve records: p.ID or a new id,

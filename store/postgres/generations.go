@@ -49,12 +49,26 @@ var insertGenerationStatement = func() string {
 	return `INSERT INTO generations (` + store.GenerationColumns + `) VALUES (` + strings.Join(params, ", ") + `)`
 }()
 
+// insertInterruptedStatement inserts an interrupted record unless the generation exists:
+// a request settled before its gateway died keeps its own record.
+var insertInterruptedStatement = insertGenerationStatement + ` ON CONFLICT (id) DO NOTHING`
+
 func insertGeneration(ctx context.Context, tx pgx.Tx, g *store.Generation) error {
+	return execGeneration(ctx, tx, insertGenerationStatement, g)
+}
+
+// recordInterrupted records the request f as interrupted, unless its generation exists.
+func recordInterrupted(ctx context.Context, tx pgx.Tx, f store.InFlight) error {
+	g := store.Interrupted(f)
+	return execGeneration(ctx, tx, insertInterruptedStatement, &g)
+}
+
+func execGeneration(ctx context.Context, tx pgx.Tx, statement string, g *store.Generation) error {
 	var args [len(store.GenerationFields)]any
 	for i, f := range store.GenerationFields {
 		args[i] = generationValue(f.Addr(g))
 	}
-	_, err := tx.Exec(ctx, insertGenerationStatement, args[:]...)
+	_, err := tx.Exec(ctx, statement, args[:]...)
 	if isConflict(err) {
 		return fmt.Errorf("generation %q: %w", g.ID, store.ErrConflict)
 	}

@@ -97,6 +97,9 @@ func (s *Store) ReleaseOrphaned(ctx context.Context, self string, timeout time.D
 				return err
 			}
 			released += k
+			if err := interruptInFlight(ctx, tx, `owner = ANY($1)`, dead); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = ANY($1)`, dead); err != nil {
 				return err
 			}
@@ -104,6 +107,10 @@ func (s *Store) ReleaseOrphaned(ctx context.Context, self string, timeout time.D
 		k, err := releaseWhere(ctx, tx, `owner <> '' AND owner <> $1 AND created_at < $2
 			AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = reservations.owner)`, self, stale)
 		if err != nil {
+			return err
+		}
+		if err := interruptInFlight(ctx, tx, `owner <> $1 AND started_at < $2
+			AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = inflight.owner)`, self, stale); err != nil {
 			return err
 		}
 		n = released + k
@@ -125,6 +132,9 @@ func (s *Store) RetireInstance(ctx context.Context, id string) (int, error) {
 		}
 		k, err := releaseWhere(ctx, tx, `owner = $1`, id)
 		if err != nil {
+			return err
+		}
+		if err := interruptInFlight(ctx, tx, `owner = $1`, id); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = $1`, id); err != nil {

@@ -43,6 +43,8 @@ type Store struct {
 	// clocked is set when now is a test's clock: heartbeats then follow it instead of the
 	// server's (instances.go).
 	clocked bool
+	// inflight are the traces of requests in flight from leases (inflight.go).
+	inflight inflightTraces
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value string, as
@@ -97,6 +99,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts ...Option) (*Stor
 
 // Close closes the store's connections, waiting for those in use to be released.
 func (s *Store) Close() error {
+	s.stopInFlight()
 	s.closed.Store(true)
 	s.pool.Close()
 	return nil

@@ -95,8 +95,9 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO reservations (id, workspace_id, key_id, owner, amount_nanos, created_at, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, r.ID, r.WorkspaceID, p.KeyID, p.Owner, r.AmountNanos, r.CreatedAt, r.ExpiresAt)
+		_, err = tx.Exec(ctx, `INSERT INTO reservations (id, workspace_id, key_id, owner, amount_nanos, created_at, expires_at, generation_id, endpoint, model)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, r.ID, r.WorkspaceID, p.KeyID, p.Owner, r.AmountNanos, r.CreatedAt, r.ExpiresAt,
+			p.GenerationID, p.Endpoint, p.Model)
 		if isConflict(err) {
 			return fmt.Errorf("reservation %q: %w", r.ID, store.ErrConflict)
 		}
@@ -188,19 +189,25 @@ func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) 
 
 // releaseWhere drops the reservations that match cond (a WHERE clause of args) and gives
 // their credit back, in tx; it returns how many it dropped. Reservation rows are locked
-// before wallet rows, as everywhere.
+// before wallet rows, as everywhere. A reservation of a request's own is released
+// unsettled: the request is recorded as interrupted.
 func releaseWhere(ctx context.Context, tx pgx.Tx, cond string, args ...any) (int, error) {
-	rows, err := tx.Query(ctx, `DELETE FROM reservations WHERE `+cond+` RETURNING workspace_id, amount_nanos`, args...)
+	rows, err := tx.Query(ctx, `DELETE FROM reservations WHERE `+cond+`
+		RETURNING workspace_id, amount_nanos, generation_id, key_id, endpoint, model, created_at`, args...)
 	if err != nil {
 		return 0, err
 	}
 	released := map[string]int64{}
 	count := 0
-	var ws string
 	var amount int64
-	_, err = pgx.ForEachRow(rows, []any{&ws, &amount}, func() error {
-		released[ws] += amount
+	var f store.InFlight
+	var interrupted []store.InFlight
+	_, err = pgx.ForEachRow(rows, []any{&f.WorkspaceID, &amount, &f.GenerationID, &f.KeyID, &f.Endpoint, &f.Model, &f.StartedAt}, func() error {
+		released[f.WorkspaceID] += amount
 		count++
+		if f.GenerationID != "" {
+			interrupted = append(interrupted, f)
+		}
 		return nil
 	})
 	if err != nil {
@@ -215,6 +222,11 @@ func releaseWhere(ctx context.Context, tx pgx.Tx, cond string, args ...any) (int
 	for _, ws := range workspaces {
 		if _, err := tx.Exec(ctx, `UPDATE wallets SET reserved_nanos = reserved_nanos - $1 WHERE workspace_id = $2`,
 			released[ws], ws); err != nil {
+			return 0, err
+		}
+	}
+	for _, f := range interrupted {
+		if err := recordInterrupted(ctx, tx, f); err != nil {
 			return 0, err
 		}
 	}

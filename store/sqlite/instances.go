@@ -29,7 +29,8 @@ import (
 // Start-up order: Open replays the settlement journal before it returns, and instances
 // register and sweep only after that, so a dead run's journaled settlements shrink its
 // lease reservations before what is left of them is released: nothing journaled is lost
-// or charged twice.
+// or charged twice. The replay also records the dead run's unsettled lease requests as
+// interrupted; the sweep records those with a reservation of their own.
 
 // instanceLocks are the lock files a Store holds for the instances registered through it.
 type instanceLocks struct {

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -42,6 +43,17 @@ import (
 // database was applied and is skipped. A segment file is deleted once every record in it
 // is applied. A record cut short (only a power cut can do that) ends its segment.
 //
+// Requests in flight: a request admitted from a lease appends an in-flight record (its
+// generation id, workspace, key, endpoint, model and start) when it is admitted
+// (BeginInFlight), one more copy into the mapped segment and no system call, and counts
+// in its segment until its settlement returned (EndInFlight), so the segment outlives
+// the request. Its settlement, journaled or committed, supersedes it. At Open, an
+// in-flight record whose generation has no settlement in the journal and none in the
+// database becomes an interrupted record (store/interrupted.go): the lock on the journal
+// proves that the run that wrote it is dead. Without a journal (DurablePower, or another
+// process holds it) nothing is kept: a crash then leaves no record of the requests a lease
+// admitted, while those with a reservation of their own are recorded by the sweep.
+//
 // Several processes on one database file: the journal directory is locked (flock); a
 // process that cannot lock it settles synchronously.
 
@@ -77,6 +89,9 @@ var journalSegmentBytes = 4 << 20
 // journalRecord is one acknowledged settlement, as the journal holds it (journal_encode.go
 // writes it without reflection).
 type journalRecord struct {
+	// InFlight marks the trace of a request admitted from a lease (BeginInFlight), which its
+	// settlement supersedes: its generation holds only what the request began with.
+	InFlight    bool        `json:"i,omitempty"`
 	Reservation string      `json:"r"`
 	Held        int64       `json:"h"`
 	Release     bool        `json:"x"`
@@ -305,8 +320,21 @@ func (j *journal) append(r *settleReq) (uint64, error) {
 	// The frame is built outside the lock; only the copy into the segment is serial.
 	bp := framePool.Get().(*[]byte)
 	defer framePool.Put(bp)
-	frame := appendJournalRecord(append((*bp)[:0], 0, 0, 0, 0, 0, 0, 0, 0), r)
-	*bp = frame
+	*bp = appendJournalRecord(append((*bp)[:0], 0, 0, 0, 0, 0, 0, 0, 0), r)
+	return j.put(*bp)
+}
+
+// appendInFlight journals the trace of a request in flight and returns its segment, which
+// keeps it until done is called for it.
+func (j *journal) appendInFlight(f *store.InFlight) (uint64, error) {
+	bp := framePool.Get().(*[]byte)
+	defer framePool.Put(bp)
+	*bp = appendInFlightRecord(append((*bp)[:0], 0, 0, 0, 0, 0, 0, 0, 0), f)
+	return j.put(*bp)
+}
+
+// put frames the record that follows frame's 8 free bytes and copies it into the segment.
+func (j *journal) put(frame []byte) (uint64, error) {
 	if len(frame) > journalSegmentBytes-8 {
 		return 0, errors.New("settlement journal: record too large")
 	}
@@ -389,16 +417,32 @@ func (j *journal) close() {
 	}
 }
 
-// replay applies the records of an earlier run that are not in the database yet.
+// replay applies the records of an earlier run that are not in the database yet, then
+// records as interrupted the requests in flight that run never settled: the journal's
+// lock, which this store holds, was that run's until it died.
 func (s *Store) replay(ctx context.Context, recs []journalRecord) error {
+	settled := make(map[string]bool, len(recs))
+	for i := range recs {
+		if !recs[i].InFlight {
+			settled[recs[i].Generation.ID] = true
+		}
+	}
 	for i := range recs {
 		rec := &recs[i]
-		var exists int
-		err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM generations WHERE id = ?`, rec.Generation.ID).Scan(&exists)
+		if rec.InFlight && settled[rec.Generation.ID] {
+			continue
+		}
+		exists, err := s.generationExists(ctx, rec.Generation.ID)
 		if err != nil {
 			return fmt.Errorf("replaying the settlement journal: %w", err)
 		}
-		if exists > 0 {
+		if exists {
+			continue
+		}
+		if rec.InFlight {
+			if err := s.replayInterrupted(ctx, rec); err != nil {
+				return err
+			}
 			continue
 		}
 		req := rec.request()
@@ -418,6 +462,51 @@ func (s *Store) replay(ctx context.Context, recs []journalRecord) error {
 		s.replayed++
 	}
 	return nil
+}
+
+func (s *Store) generationExists(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM generations WHERE id = ?`, id).Scan(&n)
+	return n > 0, err
+}
+
+// replayInterrupted records the request of the in-flight record rec as interrupted.
+func (s *Store) replayInterrupted(ctx context.Context, rec *journalRecord) error {
+	g := rec.Generation
+	f := store.InFlight{GenerationID: g.ID, WorkspaceID: g.WorkspaceID, KeyID: g.KeyID, Endpoint: g.Endpoint,
+		Model: g.Model, ReservationID: rec.Reservation, StartedAt: g.CreatedAt}
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error { return recordInterrupted(ctx, tx, f) })
+	if err != nil {
+		if s.deferredErr != nil {
+			// Like a settlement that can never be applied: reported, not a reason to refuse
+			// to open the store at every start.
+			s.deferredErr(fmt.Errorf("recording interrupted generation %q: %w", g.ID, err))
+		}
+		return nil
+	}
+	s.interrupted++
+	return nil
+}
+
+// BeginInFlight journals the trace of a request admitted from a lease: a copy into the
+// journal's mapped segment, no system call. Without a journal (DurablePower, or another
+// process holds it) nothing is kept and a crash leaves no record of the request.
+func (s *Store) BeginInFlight(f store.InFlight) uint64 {
+	if s.jr == nil {
+		return 0
+	}
+	seg, err := s.jr.appendInFlight(&f)
+	if err != nil {
+		return 0
+	}
+	return seg
+}
+
+// EndInFlight lets the trace's segment go once its other records are applied too.
+func (s *Store) EndInFlight(token uint64) {
+	if token != 0 && s.jr != nil {
+		s.jr.done(token)
+	}
 }
 
 func (rec *journalRecord) request() *settleReq {

@@ -110,3 +110,21 @@ func appendJournalRecord(b []byte, r *settleReq) []byte {
 func appendIntField(b []byte, key string, v int64) []byte {
 	return strconv.AppendInt(append(b, key...), v, 10)
 }
+
+// appendInFlightRecord appends the trace of the request f as the JSON of a journalRecord
+// with InFlight set: its generation holds what the request began with, under the keys
+// journalKeys gives those fields.
+func appendInFlightRecord(b []byte, f *store.InFlight) []byte {
+	b = appendStringField(b, `{"i":true,"r":`, f.ReservationID)
+	b = appendStringField(b, `,"g":{"id":`, f.GenerationID)
+	b = appendStringField(b, `,"ws":`, f.WorkspaceID)
+	b = appendStringField(b, `,"key":`, f.KeyID)
+	b = appendStringField(b, `,"ep":`, f.Endpoint)
+	b = appendStringField(b, `,"m":`, f.Model)
+	b = appendIntField(b, `,"ca":`, millis(f.StartedAt))
+	return append(b, "}}"...)
+}
+
+func appendStringField(b []byte, key, v string) []byte {
+	return rawjson.AppendString(append(b, key...), v)
+}

@@ -83,8 +83,10 @@ type Store struct {
 	// reservations settlements may be journaled for (journal.go).
 	jr       *journal
 	replayed int // records the journal's replay applied at Open
-	pending  atomic.Int64
-	known    knownReservations
+	// interrupted counts the requests in flight of a dead run the replay recorded as interrupted.
+	interrupted int
+	pending     atomic.Int64
+	known       knownReservations
 
 	// path is the database file and file what it was at Open (Ping checks it is still
 	// there); locks are the instance locks this store holds (instances.go).

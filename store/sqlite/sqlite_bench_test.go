@@ -70,7 +70,7 @@ func BenchmarkSettleLease(b *testing.B) {
 	}{{"process", DurableProcess}, {"power", DurablePower}} {
 		for _, par := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/par=%d", d.name, par), func(b *testing.B) {
-				benchSettleLease(b, par, WithDurability(d.d))
+				benchSettleLease(b, par, false, WithDurability(d.d))
 			})
 		}
 	}
@@ -85,12 +85,17 @@ func BenchmarkSettleLease(b *testing.B) {
 func BenchmarkSettleLeaseGathered(b *testing.B) {
 	for _, n := range []int{27, 100, 250} {
 		b.Run(fmt.Sprintf("per-transaction=%d", n), func(b *testing.B) {
-			benchSettleLease(b, 16, withBatchLimit(n), withGatherDelay(0))
+			benchSettleLease(b, 16, false, withBatchLimit(n), withGatherDelay(0))
 		})
 	}
+	// As the gateway settles a request admitted from a lease: its in-flight trace journaled
+	// before, ended after.
+	b.Run("per-transaction=100/traced", func(b *testing.B) {
+		benchSettleLease(b, 16, true, withBatchLimit(100), withGatherDelay(0))
+	})
 }
 
-func benchSettleLease(b *testing.B, par int, opts ...Option) {
+func benchSettleLease(b *testing.B, par int, traced bool, opts ...Option) {
 	ctx := context.Background()
 	s := openBenchStore(b, opts...)
 	if _, err := s.Reserve(ctx, store.ReserveParams{ID: "res_lease", WorkspaceID: "ws_bench",
@@ -111,10 +116,18 @@ func benchSettleLease(b *testing.B, par int, opts ...Option) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: "res_lease", HeldNanos: 10_000, Generation: gen()}); err != nil {
+			g := gen()
+			var token uint64
+			if traced {
+				g.ID = ids.New("gen")
+				token = s.BeginInFlight(store.InFlight{GenerationID: g.ID, WorkspaceID: g.WorkspaceID, KeyID: g.KeyID,
+					Endpoint: g.Endpoint, Model: g.Model, ReservationID: "res_lease", Owner: "inst_bench", StartedAt: time.Now()})
+			}
+			if _, err := s.SettleLease(ctx, store.SettleLeaseParams{ReservationID: "res_lease", HeldNanos: 10_000, Generation: g}); err != nil {
 				b.Error(err)
 				return
 			}
+			s.EndInFlight(token)
 		}
 	})
 	if _, err := s.GetBalance(ctx, "ws_bench"); err != nil {

@@ -96,8 +96,9 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) (store.Reser
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO reservations (id, workspace_id, key_id, owner, amount_nanos, created_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, r.ID, r.WorkspaceID, p.KeyID, p.Owner, r.AmountNanos, millis(r.CreatedAt), millis(r.ExpiresAt))
+		_, err = tx.ExecContext(ctx, `INSERT INTO reservations (id, workspace_id, key_id, owner, amount_nanos, created_at, expires_at, generation_id, endpoint, model)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.ID, r.WorkspaceID, p.KeyID, p.Owner, r.AmountNanos, millis(r.CreatedAt), millis(r.ExpiresAt),
+			p.GenerationID, p.Endpoint, p.Model)
 		if isConflict(err) {
 			return fmt.Errorf("reservation %q: %w", r.ID, store.ErrConflict)
 		}
@@ -149,23 +150,32 @@ func (s *Store) ReleaseExpired(ctx context.Context, now time.Time) (int, error) 
 }
 
 // releaseWhere drops the reservations that match the condition cond (a WHERE clause of
-// its args) and gives their credit back, in tx; it returns how many it dropped.
+// its args) and gives their credit back, in tx; it returns how many it dropped. A
+// reservation of a request's own is released unsettled: the request is recorded as
+// interrupted.
 func (s *Store) releaseWhere(ctx context.Context, tx *sql.Tx, cond string, args ...any) (int, error) {
-	rows, err := tx.QueryContext(ctx, `DELETE FROM reservations WHERE `+cond+` RETURNING id, workspace_id, amount_nanos`, args...)
+	rows, err := tx.QueryContext(ctx, `DELETE FROM reservations WHERE `+cond+`
+		RETURNING id, workspace_id, amount_nanos, generation_id, key_id, endpoint, model, created_at`, args...)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	released := map[string]int64{}
+	var interrupted []store.InFlight
 	for rows.Next() {
-		var id, ws string
-		var amount int64
-		if err := rows.Scan(&id, &ws, &amount); err != nil {
+		var id string
+		var amount, created int64
+		var f store.InFlight
+		if err := rows.Scan(&id, &f.WorkspaceID, &amount, &f.GenerationID, &f.KeyID, &f.Endpoint, &f.Model, &created); err != nil {
 			_ = rows.Close()
 			return 0, err
 		}
 		s.known.forget(id)
-		released[ws] += amount
+		released[f.WorkspaceID] += amount
+		if f.GenerationID != "" {
+			f.StartedAt = fromMillis(created)
+			interrupted = append(interrupted, f)
+		}
 		n++
 	}
 	if err := rows.Close(); err != nil {
@@ -180,7 +190,22 @@ func (s *Store) releaseWhere(ctx context.Context, tx *sql.Tx, cond string, args 
 			return 0, err
 		}
 	}
+	for _, f := range interrupted {
+		if err := recordInterrupted(ctx, tx, f); err != nil {
+			return 0, err
+		}
+	}
 	return n, nil
+}
+
+// recordInterrupted records the request f as interrupted, unless its generation exists.
+func recordInterrupted(ctx context.Context, tx *sql.Tx, f store.InFlight) error {
+	g := store.Interrupted(f)
+	err := insertGeneration(ctx, tx, &g)
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
 }
 
 // checkKeyLimit refuses amount with a *store.KeyLimitError if the key's spending in the

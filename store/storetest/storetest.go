@@ -65,6 +65,7 @@ func Run(t *testing.T, open Opener) {
 		{"SettleLeaseErrors", testSettleLeaseErrors},
 		{"ReleaseReservation", testReleaseReservation},
 		{"ConcurrentLeaseSettlements", testConcurrentLeaseSettlements},
+		{"InFlightSettled", testInFlightSettled},
 		{"Ping", testPing},
 		{"IdentityPages", func(t *testing.T, s store.Store) { testIdentityPages(t, s) }},
 		{"ActivityPages", testActivityPages},
@@ -84,6 +85,7 @@ func Run(t *testing.T, open Opener) {
 		{"KeyLimitPeriods", testKeyLimitPeriods},
 		{"Instances", testInstances},
 		{"ConcurrentOrphanRelease", testConcurrentOrphanRelease},
+		{"Interrupted", testInterrupted},
 		{"Claims", func(t *testing.T, s store.Store, c *Clock) { testClaims(t, s, c) }},
 		{"ClaimLifecycle", func(t *testing.T, s store.Store, c *Clock) { testClaimLifecycle(t, s, c) }},
 	}
