@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -42,7 +43,8 @@ type call struct {
 
 	attempts []store.Attempt
 	failures []failure
-	skipped  []skippedRoute
+	// skipped are the model's routes left out of the call, and why.
+	skipped []droppedRoute
 
 	// For mid-stream failover: the conversation in the neutral model, whether text is being
 	// tracked (a route that accepts a prefill remains), and the text the client has.
@@ -90,12 +92,6 @@ type call struct {
 	// its time until its end is the provider's, added to upstreamTime by streamDone.
 	streaming time.Time
 	settled   bool
-}
-
-// skippedRoute is a candidate route the call did not try, and why.
-type skippedRoute struct {
-	provider string
-	reason   string
 }
 
 type failure struct {
@@ -364,33 +360,7 @@ func (c *call) diagnostics() map[string]any {
 			}
 		}
 	}
-	before := len(c.model.Routes)
-	unsupported := []string{}
-	droppedUnsupported := []any{}
-	if len(c.routes) < before {
-		serving := make(map[string]bool, len(c.routes))
-		for _, rt := range c.routes {
-			serving[rt.ProviderName+"\x00"+rt.UpstreamModel] = true
-		}
-		for _, rt := range c.model.Routes {
-			if !serving[rt.ProviderName+"\x00"+rt.UpstreamModel] {
-				unsupported = append(unsupported, rt.ProviderName)
-				droppedUnsupported = append(droppedUnsupported, map[string]any{"providerId": rt.ProviderName, "reason": "unsupported_endpoint"})
-			}
-		}
-	}
-	stages := []any{
-		map[string]any{"stage": "endpoint_support", "beforeCount": before, "afterCount": len(c.routes), "droppedProviders": droppedUnsupported},
-	}
-	if len(c.skipped) > 0 {
-		dropped := make([]any, 0, len(c.skipped))
-		for _, s := range c.skipped {
-			dropped = append(dropped, map[string]any{"providerId": s.provider, "reason": s.reason})
-		}
-		stages = append(stages, map[string]any{"stage": "availability", "beforeCount": len(c.routes), "afterCount": len(c.routes) - len(c.skipped), "droppedProviders": dropped})
-	}
-	d["routing_diagnostics"] = map[string]any{"filterStages": stages}
-	d["provider_candidate_diagnostics"] = candidateDiagnostics(before, len(c.routes), unsupported)
+	maps.Copy(d, routingDiagnostics(c.model, c.skipped))
 	return d
 }
 
