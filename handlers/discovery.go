@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -317,7 +318,10 @@ func (g *Gateway) gatewayModels(w http.ResponseWriter, r *http.Request, _ *Calle
 
 // gatewayModelsMe serves GET /gateway/models/me: the configured models the calling key
 // can use now. Free models always; paid models while the workspace has the 1.00 USD
-// the preflight check asks for and the key has room under its spending limit.
+// the preflight check asks for and the key has room under its spending limit. A model
+// none of whose routes' providers has its credential (an api_key that resolved empty)
+// cannot answer at all: it is left out, and named in unavailable_models with the spec's
+// credentials_not_configured, so that the operator sees what to fix.
 func (g *Gateway) gatewayModelsMe(w http.ResponseWriter, r *http.Request, c *Caller) error {
 	ctx := r.Context()
 	bal, err := g.Store.GetBalance(ctx, c.Key.WorkspaceID)
@@ -337,11 +341,19 @@ func (g *Gateway) gatewayModelsMe(w http.ResponseWriter, r *http.Request, c *Cal
 			paid, reason = false, CodeKeyLimitExceeded
 		}
 	}
+	unavailable := []map[string]any{}
+	for _, m := range g.Registry.Models() {
+		if !slices.ContainsFunc(m.Routes, Route.credentialPresent) {
+			unavailable = append(unavailable, map[string]any{"id": m.Name, "reason": string(providers.CategoryCredentialsNotConfigured)})
+		}
+	}
 	extra := map[string]any{
 		"paid_models_available": paid, "reason": reason, "key_id": c.Key.ID,
-		"credits": balanceView(bal),
+		"credits": balanceView(bal), "unavailable_models": unavailable,
 	}
-	return g.writeOffered(w, r, func(o offered) bool { return paid || o.model.Free() }, extra)
+	return g.writeOffered(w, r, func(o offered) bool {
+		return (paid || o.model.Free()) && slices.ContainsFunc(o.model.Routes, Route.credentialPresent)
+	}, extra)
 }
 
 func (g *Gateway) writeOffered(w http.ResponseWriter, r *http.Request, usable func(offered) bool, extra map[string]any) error {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -287,6 +289,42 @@ func TestGatewayModelsMe(t *testing.T) {
 	}
 	status, v := a.do(http.MethodGet, "/gateway/models/me?endpoints=nope", richKey, "")
 	wantError(t, "bad filter", status, v, 400, CodeValidation, "endpoints")
+}
+
+// TestGatewayModelsMeLeavesOutModelsWithoutCredential: a model whose every route's provider
+// has an api_key that resolved empty cannot answer, so the key cannot use it now: it is left
+// out and named with the reason; a model with one route that has its key stays.
+func TestGatewayModelsMeLeavesOutModelsWithoutCredential(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("discovery called the upstream: %s %s", r.Method, r.URL.Path)
+	}))
+	defer up.Close()
+	provider := func(name, key string) Route {
+		p, err := openai.New(openai.Config{Name: name, BaseURL: up.URL + "/v1", APIKey: key, RequireKey: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := route(name, "gpt-4o", "2.50", "10")
+		rt.Provider = p
+		return rt
+	}
+	unset, keyed := provider("unset", ""), provider("keyed", "sk-test")
+	a := newAdminGateway(t, []*Model{
+		{Name: "dark", Routes: []Route{unset}},
+		{Name: "half", Routes: []Route{unset, keyed}},
+		{Name: "lit", Routes: []Route{keyed}},
+	}, nil)
+	_, std, _ := a.workspace(5 * usdNanos)
+	v := a.mustDo(200, http.MethodGet, "/gateway/models/me", std, "")
+	if got := listIDs(v); !reflect.DeepEqual(got, []string{"half", "lit"}) {
+		t.Fatalf("usable now: %v", got)
+	}
+	if want := []any{map[string]any{"id": "dark", "reason": "credentials_not_configured"}}; !reflect.DeepEqual(v["unavailable_models"], want) {
+		t.Fatalf("unavailable_models %v, want %v", v["unavailable_models"], want)
+	}
+	if got := listIDs(a.mustDo(200, http.MethodGet, "/gateway/models", std, "")); len(got) != 3 {
+		t.Fatalf("the configured models: %v", got)
+	}
 }
 
 func TestModelsListAliases(t *testing.T) {

@@ -41,6 +41,13 @@ type Route struct {
 	breaker *breaker
 }
 
+// credentialPresent tells whether the route's provider has the credential it was configured
+// with: one whose api_key resolved empty cannot answer until the operator sets it.
+func (rt Route) credentialPresent() bool {
+	cc, ok := rt.Provider.(providers.CredentialChecker)
+	return !ok || !cc.CredentialMissing()
+}
+
 // Model is a public model name with its routes in fallback order.
 type Model struct {
 	Name    string
