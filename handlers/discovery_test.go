@@ -195,9 +195,10 @@ func TestGatewayModels(t *testing.T) {
 	if v["catalogue_version"] != catalog.Default().Version || v["has_more"] != false {
 		t.Fatalf("envelope %v", v)
 	}
+	// A chat model that reads images serves OCR too: the gateway has it transcribe the page.
 	mini := item(t, v, "gpt-4o-mini")
 	if mini["catalogue_id"] != "openai/gpt-4o-mini" || mini["organisation"] != "openai" || mini["context_length"] != float64(128000) ||
-		!reflect.DeepEqual(mini["endpoints"], []any{"chat"}) || !reflect.DeepEqual(mini["providers"], []any{"openai", "azure"}) ||
+		!reflect.DeepEqual(mini["endpoints"], []any{"chat", "ocr"}) || !reflect.DeepEqual(mini["providers"], []any{"openai", "azure"}) ||
 		!reflect.DeepEqual(mini["input_modalities"], []any{"text", "image"}) || mini["free"] != false {
 		t.Fatalf("gpt-4o-mini %v", mini)
 	}
@@ -211,9 +212,11 @@ func TestGatewayModels(t *testing.T) {
 	if house := item(t, v, "house-model"); house["catalogue_id"] != "openai/gpt-4.1" || house["name"] != "GPT-4.1" {
 		t.Fatalf("matched by CatalogIDs: %v", house)
 	}
+	// Free and unknown to the catalogue, its prices tell nothing: it is listed for what its
+	// route serves, a chat model reading images included.
 	mystery := item(t, v, "mystery:free")
 	if mystery["catalogue_id"] != nil || mystery["organisation"] != "acme-labs" || mystery["context_length"] != nil ||
-		!reflect.DeepEqual(mystery["endpoints"], []any{"chat"}) || mystery["free"] != true {
+		!reflect.DeepEqual(mystery["endpoints"], []any{"chat", "ocr"}) || mystery["free"] != true {
 		t.Fatalf("unmatched model %v", mystery)
 	}
 	if e := item(t, v, "embedder"); !reflect.DeepEqual(e["endpoints"], []any{"embeddings"}) {
@@ -381,7 +384,7 @@ func TestDataModelsAndDirectories(t *testing.T) {
 	if got := listIDs(v); !reflect.DeepEqual(got, []string{"azure", "groq", "local", "openai"}) {
 		t.Fatalf("providers %v", got)
 	}
-	if p := item(t, v, "openai"); !reflect.DeepEqual(p["models"], []any{"embedder", "gpt-4o-mini"}) || !reflect.DeepEqual(p["endpoints"], []any{"chat", "embeddings"}) {
+	if p := item(t, v, "openai"); !reflect.DeepEqual(p["models"], []any{"embedder", "gpt-4o-mini"}) || !reflect.DeepEqual(p["endpoints"], []any{"chat", "embeddings", "ocr"}) {
 		t.Fatalf("provider openai %v", p)
 	}
 

@@ -97,6 +97,21 @@ type routeFit struct {
 	refuse func(candidates []Route) *APIError
 }
 
+// notServed refuses a request to a model of another endpoint family (a chat model asked for
+// embeddings), which discovery does not list for it, whatever its routes' adapters could be
+// sent.
+func (g *Gateway) notServed(m *Model, cp *capability) *APIError {
+	e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf(
+		"model %q does not serve %s: it is a model for %s (its catalogue entry, its configured endpoints, or else its prices say so); GET /gateway/models lists what each model serves",
+		m.Name, cp.endpoint, strings.Join(g.families[m], ", ")))
+	e.Param = "model"
+	dropped := make([]droppedRoute, len(m.Routes))
+	for i, rt := range m.Routes {
+		dropped[i] = droppedRoute{stageEndpoint, rt.ProviderName, reasonUnsupportedEndpoint}
+	}
+	return withRouting(e, m, dropped)
+}
+
 // begin is beginFitting for a request that any route with the capability can serve.
 func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, modelName string, promptBytes int, wantMeta bool, worst func(Route) (int64, error)) (*call, *APIError) {
 	return g.beginFitting(w, r, caller, cp, modelName, promptBytes, wantMeta, nil, worst)
@@ -113,6 +128,9 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 	m, routes, dropped, apiErr := g.Registry.candidates(modelName, cp)
 	if apiErr != nil {
 		return nil, apiErr
+	}
+	if !g.isFor(m, cp) {
+		return nil, g.notServed(m, cp)
 	}
 	if fit != nil {
 		candidates := routes
