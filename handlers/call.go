@@ -38,8 +38,10 @@ type call struct {
 	lease    *lease
 	held     int64
 	wantMeta bool
-	// promptBytes sizes the estimate of input tokens when the upstream never reports usage.
+	// promptBytes sizes the estimate of input tokens when the upstream never reports usage,
+	// unless prompt, the body of a text or embeddings request, is set: its text does.
 	promptBytes int
+	prompt      []byte
 
 	attempts []store.Attempt
 	failures []failure
@@ -176,12 +178,17 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 }
 
 // estimateUsage fills usage from what was seen when the upstream never reported it
-// (a cut stream, a client that left): the prompt by its size, the output by its chunks.
+// (a cut stream, a client that left): the prompt by its text, or its size, the output by
+// its chunks.
 func (c *call) estimateUsage() {
 	if c.usageKnown || c.route == nil {
 		return
 	}
-	c.usage = providers.Usage{Input: (int64(c.promptBytes) + 3) / 4, Output: c.chunks}
+	in := (int64(c.promptBytes) + 3) / 4
+	if c.prompt != nil {
+		in = estimatePromptTokens(c.prompt)
+	}
+	c.usage = providers.Usage{Input: in, Output: c.chunks}
 }
 
 // settle charges the wallet and records the generation, exactly once, even when the client
