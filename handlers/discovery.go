@@ -93,7 +93,7 @@ func (g *Gateway) declaredFamilies(m *Model, entry *catalog.Model) []string {
 	switch {
 	case len(m.Endpoints) > 0:
 		return m.Endpoints
-	case entry != nil:
+	case entry != nil && len(entry.Endpoints) > 0:
 		if slices.Contains(entry.Endpoints, "chat") && !slices.Contains(entry.Endpoints, "ocr") && slices.Contains(entry.InputModalities, "image") {
 			return append(slices.Clip(entry.Endpoints), "ocr")
 		}

@@ -460,7 +460,7 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 		if len(q.images) > 1 {
 			opt.Lists = []string{"image"}
 		}
-		resp, err := c.forwardForm(ar, rt, fw, form, DefaultImageUpload, providers.FormatOpenAIImageEdits, q.stream, opt)
+		resp, err := c.forwardForm(ar, rt, fw, form, providers.FormatOpenAIImageEdits, q.stream, opt)
 		if err != nil {
 			return err
 		}

@@ -212,12 +212,7 @@ func (g *Gateway) uploadFit(size, def int64) *routeFit {
 
 // forwardForm sends the form to a route of the same wire format, as a body built for it
 // (its upstream model, the gateway's fields dropped), read from the spool as it is sent.
-func (c *call) forwardForm(ar *http.Request, rt Route, fw providers.Forwarder, form *upload.Form, def int64, format providers.WireFormat, stream bool, opt upload.BodyOptions) (*providers.RawResponse, error) {
-	if form.Complete() && form.Size() > rt.uploadLimit(def) {
-		// Another route of the model takes larger uploads: this one is passed over.
-		return nil, &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryModelUnavailable,
-			Message: fmt.Sprintf("the upload (%d bytes) is larger than this route's max_upload of %s", form.Size(), formatBytes(rt.uploadLimit(def)))}
-	}
+func (c *call) forwardForm(ar *http.Request, rt Route, fw providers.Forwarder, form *upload.Form, format providers.WireFormat, stream bool, opt upload.BodyOptions) (*providers.RawResponse, error) {
 	if opt.Set == nil {
 		opt.Set = map[string]string{}
 	}

@@ -204,7 +204,7 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 	if textOfJSON {
 		opt.Set = map[string]string{"response_format": "json"}
 	}
-	resp, err := c.forwardForm(r, rt, fw, form, DefaultAudioUpload, format, t.stream, opt)
+	resp, err := c.forwardForm(r, rt, fw, form, format, t.stream, opt)
 	if err != nil {
 		return err
 	}
