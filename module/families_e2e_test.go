@@ -64,3 +64,37 @@ func TestModelsServeWhatDiscoveryLists(t *testing.T) {
 		})
 	}
 }
+
+// TestModelsMeLeavesOutModelsWithoutCredential: a provider whose api_key names an unset
+// environment variable cannot answer, so GET /gateway/models/me leaves out the models that
+// have no other route and names them with the reason; GET /gateway/models lists them all.
+func TestModelsMeLeavesOutModelsWithoutCredential(t *testing.T) {
+	up := newScripted(t, func(int) behaviour { return chatOK("should not be asked", 1, 1) })
+	env := startGateway(t, unsetKeyProvider(t, "nokey", up.URL)+providerBlock("keyed", up.URL)+
+		pricedModel("dark", pricedRoute("nokey", "x"))+
+		pricedModel("half", pricedRoute("nokey", "x")+pricedRoute("keyed", "x")), "")
+	_, key := env.workspace(5 * usd)
+	me := env.expect(200, http.MethodGet, key, "/gateway/models/me", "")
+	want := []any{map[string]any{"id": "dark", "reason": "credentials_not_configured"}}
+	if got := itemIDs(me); !reflect.DeepEqual(got, []string{"half"}) || !reflect.DeepEqual(me["unavailable_models"], want) {
+		t.Fatalf("models/me %v, unavailable %v", got, me["unavailable_models"])
+	}
+	if got := itemIDs(env.expect(200, http.MethodGet, key, "/gateway/models", "")); !reflect.DeepEqual(got, []string{"dark", "half"}) {
+		t.Fatalf("configured models %v", got)
+	}
+	if n := up.calls.Load(); n != 0 {
+		t.Fatalf("the upstream was called %d times", n)
+	}
+}
+
+// unsetKeyProvider is the Caddyfile block of an OpenAI provider at baseURL whose api_key
+// names an environment variable that is unset.
+func unsetKeyProvider(t *testing.T, name, baseURL string) string {
+	t.Setenv("GW_TEST_UNSET_PROVIDER_KEY", "")
+	return fmt.Sprintf(`
+		provider %s {
+			type openai
+			base_url %s/v1
+			api_key {env.GW_TEST_UNSET_PROVIDER_KEY}
+		}`, name, baseURL)
+}
