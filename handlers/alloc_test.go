@@ -136,14 +136,14 @@ func TestCandidatesShareTheModelsRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		if _, routes, apiErr := reg.candidates("all", &chatCompletionsSurface.capability); apiErr != nil || len(routes) != 2 {
+		if _, routes, _, apiErr := reg.candidates("all", &chatCompletionsSurface.capability); apiErr != nil || len(routes) != 2 {
 			t.Fatalf("candidates: %v, %d routes", apiErr, len(routes))
 		}
 	}); n != 0 {
 		t.Fatalf("%.0f allocations to pick a model's routes, want none", n)
 	}
-	m, routes, apiErr := reg.candidates("some", &chatCompletionsSurface.capability)
-	if apiErr != nil || len(routes) != 1 || routes[0].UpstreamModel != "a" || len(m.Routes) != 2 {
+	m, routes, dropped, apiErr := reg.candidates("some", &chatCompletionsSurface.capability)
+	if apiErr != nil || len(routes) != 1 || routes[0].UpstreamModel != "a" || len(m.Routes) != 2 || len(dropped) != 1 || dropped[0].reason != reasonUnsupportedEndpoint {
 		t.Fatalf("candidates: %v, %+v", apiErr, routes)
 	}
 }

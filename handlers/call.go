@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -39,12 +40,15 @@ type call struct {
 	// inflight is the store's token for the trace of a request admitted from a lease.
 	inflight uint64
 	wantMeta bool
-	// promptBytes sizes the estimate of input tokens when the upstream never reports usage.
+	// promptBytes sizes the estimate of input tokens when the upstream never reports usage,
+	// unless prompt, the body of a text or embeddings request, is set: its text does.
 	promptBytes int
+	prompt      []byte
 
 	attempts []store.Attempt
 	failures []failure
-	skipped  []skippedRoute
+	// skipped are the model's routes left out of the call, and why.
+	skipped []droppedRoute
 
 	// For mid-stream failover: the conversation in the neutral model, whether text is being
 	// tracked (a route that accepts a prefill remains), and the text the client has.
@@ -93,12 +97,6 @@ type call struct {
 	// its time until its end is the provider's, added to upstreamTime by streamDone.
 	streaming time.Time
 	settled   bool
-}
-
-// skippedRoute is a candidate route the call did not try, and why.
-type skippedRoute struct {
-	provider string
-	reason   string
 }
 
 type failure struct {
@@ -183,12 +181,17 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 }
 
 // estimateUsage fills usage from what was seen when the upstream never reported it
-// (a cut stream, a client that left): the prompt by its size, the output by its chunks.
+// (a cut stream, a client that left): the prompt by its text, or its size, the output by
+// its chunks.
 func (c *call) estimateUsage() {
 	if c.usageKnown || c.route == nil {
 		return
 	}
-	c.usage = providers.Usage{Input: (int64(c.promptBytes) + 3) / 4, Output: c.chunks}
+	in := (int64(c.promptBytes) + 3) / 4
+	if c.prompt != nil {
+		in = estimatePromptTokens(c.prompt)
+	}
+	c.usage = providers.Usage{Input: in, Output: c.chunks}
 }
 
 // settle charges the wallet and records the generation, exactly once, even when the client
@@ -368,33 +371,7 @@ func (c *call) diagnostics() map[string]any {
 			}
 		}
 	}
-	before := len(c.model.Routes)
-	unsupported := []string{}
-	droppedUnsupported := []any{}
-	if len(c.routes) < before {
-		serving := make(map[string]bool, len(c.routes))
-		for _, rt := range c.routes {
-			serving[rt.ProviderName+"\x00"+rt.UpstreamModel] = true
-		}
-		for _, rt := range c.model.Routes {
-			if !serving[rt.ProviderName+"\x00"+rt.UpstreamModel] {
-				unsupported = append(unsupported, rt.ProviderName)
-				droppedUnsupported = append(droppedUnsupported, map[string]any{"providerId": rt.ProviderName, "reason": "unsupported_endpoint"})
-			}
-		}
-	}
-	stages := []any{
-		map[string]any{"stage": "endpoint_support", "beforeCount": before, "afterCount": len(c.routes), "droppedProviders": droppedUnsupported},
-	}
-	if len(c.skipped) > 0 {
-		dropped := make([]any, 0, len(c.skipped))
-		for _, s := range c.skipped {
-			dropped = append(dropped, map[string]any{"providerId": s.provider, "reason": s.reason})
-		}
-		stages = append(stages, map[string]any{"stage": "availability", "beforeCount": len(c.routes), "afterCount": len(c.routes) - len(c.skipped), "droppedProviders": dropped})
-	}
-	d["routing_diagnostics"] = map[string]any{"filterStages": stages}
-	d["provider_candidate_diagnostics"] = candidateDiagnostics(before, len(c.routes), unsupported)
+	maps.Copy(d, routingDiagnostics(c.model, c.skipped))
 	return d
 }
 

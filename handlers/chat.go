@@ -184,7 +184,7 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 		return apiErr
 	}
 	defer func() { _ = c.settle(r.Context()) }()
-	c.streamed = f.stream
+	c.streamed, c.prompt = f.stream, body
 
 	var neutral *providers.Request
 	decode := func() (*providers.Request, error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -64,14 +65,48 @@ func (g *Gateway) offeredModels() []offered {
 		} else {
 			o.organisation = modelOwner(m)
 		}
-		o.endpoints = modelEndpoints(m, o.entry)
+		o.endpoints = modelEndpoints(m, g.declaredFamilies(m, o.entry))
 		out = append(out, o)
 	}
 	return out
 }
 
+// modelFamilies are the endpoint families each model is declared for (declaredFamilies):
+// Init computes them once, as the catalogue and the routes are fixed.
+func (g *Gateway) modelFamilies() map[*Model][]string {
+	cat := g.catalog()
+	out := map[*Model][]string{}
+	for _, m := range g.Registry.Models() {
+		out[m] = g.declaredFamilies(m, g.catalogEntry(cat, m))
+	}
+	return out
+}
+
+// declaredFamilies are the endpoint families a model is for: those configured for it, else
+// those its catalogue entry names (with OCR for a chat model that reads images: the gateway
+// has it transcribe the page), else those its prices are for (pricedFamilies). A model whose
+// prices tell nothing (free, unknown to the catalogue) is for every family.
+func (g *Gateway) declaredFamilies(m *Model, entry *catalog.Model) []string {
+	if cached, ok := g.families[m]; ok {
+		return cached
+	}
+	switch {
+	case len(m.Endpoints) > 0:
+		return m.Endpoints
+	case entry != nil && len(entry.Endpoints) > 0:
+		if slices.Contains(entry.Endpoints, "chat") && !slices.Contains(entry.Endpoints, "ocr") && slices.Contains(entry.InputModalities, "image") {
+			return append(slices.Clip(entry.Endpoints), "ocr")
+		}
+		return entry.Endpoints
+	}
+	if named := pricedFamilies(m); named != nil {
+		return named
+	}
+	return EndpointFamilies()
+}
+
 // familyCapabilities are the capabilities of each endpoint family of the catalogue: a
-// model serves a family when one of its routes' adapters has one of them.
+// model serves a family when one of its routes serves one of them.
 var familyCapabilities = map[string][]*capability{
 	"chat":        {&chatCompletionsSurface.capability},
 	"embeddings":  {&embeddingsCapability},
@@ -81,29 +116,48 @@ var familyCapabilities = map[string][]*capability{
 	"ocr":         {&ocrCapability},
 }
 
+// capabilityFamily names the family of each capability a request asks for: those of
+// familyCapabilities, and the text surfaces that share chat's.
+var capabilityFamily = func() map[*capability]string {
+	out := map[*capability]string{&responsesSurface.capability: "chat", &messagesSurface.capability: "chat"}
+	for family, cps := range familyCapabilities {
+		for _, cp := range cps {
+			out[cp] = family
+		}
+	}
+	return out
+}()
+
+// isFor tells whether model m is declared for the family of cp; its routes then serve the
+// request as they serve discovery (routeServes). A capability outside the families, or a
+// Gateway not initialised, is not gated.
+func (g *Gateway) isFor(m *Model, cp *capability) bool {
+	family, ok := capabilityFamily[cp]
+	if !ok || g.families == nil {
+		return true
+	}
+	return slices.Contains(g.families[m], family)
+}
+
 // EndpointFamilies are the endpoint families a model may serve, as discovery names them.
 func EndpointFamilies() []string {
 	return slices.Sorted(maps.Keys(familyCapabilities))
 }
 
-// modelEndpoints are the endpoint families a model serves: those configured for it, else
-// those its catalogue entry names or, for a model the catalogue does not know, those its
-// prices are for (characters or audio seconds: audio; images: images; pages: OCR;
-// otherwise chat), each kept only when one of its routes' adapters can serve it.
-func modelEndpoints(m *Model, entry *catalog.Model) []string {
-	var named []string
-	switch {
-	case len(m.Endpoints) > 0:
-		named = m.Endpoints
-	case entry != nil:
-		named = entry.Endpoints
-	default:
-		named = pricedFamilies(m)
-	}
+// routeServes tells whether route rt of m serves cp, as a request is routed: its adapter has
+// the capability (the endpoint stage), and on a paid model it prices something the endpoint
+// measures (the pricing stage): a route billed by nothing measured could only charge 0.
+func (m *Model) routeServes(rt Route, cp *capability) bool {
+	return cp.supports(rt) && (m.Free() || unmetered(rt.Price, cp.meters) == "")
+}
+
+// modelEndpoints are the endpoint families a model serves: those of declared that one of
+// its routes serves as a request is routed.
+func modelEndpoints(m *Model, declared []string) []string {
 	out := []string{}
-	for _, family := range named {
+	for _, family := range declared {
 		for _, cp := range familyCapabilities[family] {
-			if slices.ContainsFunc(m.Routes, cp.supports) {
+			if slices.ContainsFunc(m.Routes, func(rt Route) bool { return m.routeServes(rt, cp) }) {
 				out = append(out, family)
 				break
 			}
@@ -112,7 +166,9 @@ func modelEndpoints(m *Model, entry *catalog.Model) []string {
 	return out
 }
 
-// pricedFamilies guesses the families of a model from what its routes charge for.
+// pricedFamilies guesses the families of a model from what its routes charge for: characters
+// or audio: audio; images: images; pages: OCR; input tokens alone: embeddings; requests
+// alone: moderations; otherwise chat. Routes that charge nothing tell nothing: nil when all do.
 func pricedFamilies(m *Model) []string {
 	var out []string
 	add := func(f string) {
@@ -123,6 +179,7 @@ func pricedFamilies(m *Model) []string {
 	for _, rt := range m.Routes {
 		p := rt.Price
 		switch {
+		case p.IsZero():
 		case p.PerUnit(pricing.DimInputCharacters) > 0, p.PerUnit(pricing.DimInputAudioSeconds) > 0, p.PerUnit(pricing.DimOutputAudioSeconds) > 0,
 			p.PerUnit(pricing.DimOutputAudioTokens) > 0, p.PerUnit(pricing.DimInputAudioTokens) > 0:
 			add("audio")
@@ -130,6 +187,10 @@ func pricedFamilies(m *Model) []string {
 			add("images")
 		case p.PerUnit(pricing.DimPage) > 0:
 			add("ocr")
+		case p.PerUnit(pricing.DimOutput) == 0 && p.PerUnit(pricing.DimInput) > 0:
+			add("embeddings")
+		case p.PerUnit(pricing.DimOutput) == 0 && p.PerUnit(pricing.DimInput) == 0 && p.PerUnit(pricing.DimRequest) > 0:
+			add("moderations")
 		default:
 			add("chat")
 		}
@@ -317,7 +378,10 @@ func (g *Gateway) gatewayModels(w http.ResponseWriter, r *http.Request, _ *Calle
 
 // gatewayModelsMe serves GET /gateway/models/me: the configured models the calling key
 // can use now. Free models always; paid models while the workspace has the 1.00 USD
-// the preflight check asks for and the key has room under its spending limit.
+// the preflight check asks for and the key has room under its spending limit. A model
+// none of whose routes' providers has its credential (an api_key that resolved empty)
+// cannot answer at all: it is left out, and named in unavailable_models with the spec's
+// credentials_not_configured, so that the operator sees what to fix.
 func (g *Gateway) gatewayModelsMe(w http.ResponseWriter, r *http.Request, c *Caller) error {
 	ctx := r.Context()
 	bal, err := g.Store.GetBalance(ctx, c.Key.WorkspaceID)
@@ -337,11 +401,19 @@ func (g *Gateway) gatewayModelsMe(w http.ResponseWriter, r *http.Request, c *Cal
 			paid, reason = false, CodeKeyLimitExceeded
 		}
 	}
+	unavailable := []map[string]any{}
+	for _, m := range g.Registry.Models() {
+		if !slices.ContainsFunc(m.Routes, Route.credentialPresent) {
+			unavailable = append(unavailable, map[string]any{"id": m.Name, "reason": string(providers.CategoryCredentialsNotConfigured)})
+		}
+	}
 	extra := map[string]any{
 		"paid_models_available": paid, "reason": reason, "key_id": c.Key.ID,
-		"credits": balanceView(bal),
+		"credits": balanceView(bal), "unavailable_models": unavailable,
 	}
-	return g.writeOffered(w, r, func(o offered) bool { return paid || o.model.Free() }, extra)
+	return g.writeOffered(w, r, func(o offered) bool {
+		return (paid || o.model.Free()) && slices.ContainsFunc(o.model.Routes, Route.credentialPresent)
+	}, extra)
 }
 
 func (g *Gateway) writeOffered(w http.ResponseWriter, r *http.Request, usable func(offered) bool, extra map[string]any) error {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/providers/openai"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -193,9 +195,10 @@ func TestGatewayModels(t *testing.T) {
 	if v["catalogue_version"] != catalog.Default().Version || v["has_more"] != false {
 		t.Fatalf("envelope %v", v)
 	}
+	// A chat model that reads images serves OCR too: the gateway has it transcribe the page.
 	mini := item(t, v, "gpt-4o-mini")
 	if mini["catalogue_id"] != "openai/gpt-4o-mini" || mini["organisation"] != "openai" || mini["context_length"] != float64(128000) ||
-		!reflect.DeepEqual(mini["endpoints"], []any{"chat"}) || !reflect.DeepEqual(mini["providers"], []any{"openai", "azure"}) ||
+		!reflect.DeepEqual(mini["endpoints"], []any{"chat", "ocr"}) || !reflect.DeepEqual(mini["providers"], []any{"openai", "azure"}) ||
 		!reflect.DeepEqual(mini["input_modalities"], []any{"text", "image"}) || mini["free"] != false {
 		t.Fatalf("gpt-4o-mini %v", mini)
 	}
@@ -209,9 +212,11 @@ func TestGatewayModels(t *testing.T) {
 	if house := item(t, v, "house-model"); house["catalogue_id"] != "openai/gpt-4.1" || house["name"] != "GPT-4.1" {
 		t.Fatalf("matched by CatalogIDs: %v", house)
 	}
+	// Free and unknown to the catalogue, its prices tell nothing: it is listed for what its
+	// route serves, a chat model reading images included.
 	mystery := item(t, v, "mystery:free")
 	if mystery["catalogue_id"] != nil || mystery["organisation"] != "acme-labs" || mystery["context_length"] != nil ||
-		!reflect.DeepEqual(mystery["endpoints"], []any{"chat"}) || mystery["free"] != true {
+		!reflect.DeepEqual(mystery["endpoints"], []any{"chat", "ocr"}) || mystery["free"] != true {
 		t.Fatalf("unmatched model %v", mystery)
 	}
 	if e := item(t, v, "embedder"); !reflect.DeepEqual(e["endpoints"], []any{"embeddings"}) {
@@ -289,6 +294,42 @@ func TestGatewayModelsMe(t *testing.T) {
 	wantError(t, "bad filter", status, v, 400, CodeValidation, "endpoints")
 }
 
+// TestGatewayModelsMeLeavesOutModelsWithoutCredential: a model whose every route's provider
+// has an api_key that resolved empty cannot answer, so the key cannot use it now: it is left
+// out and named with the reason; a model with one route that has its key stays.
+func TestGatewayModelsMeLeavesOutModelsWithoutCredential(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("discovery called the upstream: %s %s", r.Method, r.URL.Path)
+	}))
+	defer up.Close()
+	provider := func(name, key string) Route {
+		p, err := openai.New(openai.Config{Name: name, BaseURL: up.URL + "/v1", APIKey: key, RequireKey: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt := route(name, "gpt-4o", "2.50", "10")
+		rt.Provider = p
+		return rt
+	}
+	unset, keyed := provider("unset", ""), provider("keyed", "sk-test")
+	a := newAdminGateway(t, []*Model{
+		{Name: "dark", Routes: []Route{unset}},
+		{Name: "half", Routes: []Route{unset, keyed}},
+		{Name: "lit", Routes: []Route{keyed}},
+	}, nil)
+	_, std, _ := a.workspace(5 * usdNanos)
+	v := a.mustDo(200, http.MethodGet, "/gateway/models/me", std, "")
+	if got := listIDs(v); !reflect.DeepEqual(got, []string{"half", "lit"}) {
+		t.Fatalf("usable now: %v", got)
+	}
+	if want := []any{map[string]any{"id": "dark", "reason": "credentials_not_configured"}}; !reflect.DeepEqual(v["unavailable_models"], want) {
+		t.Fatalf("unavailable_models %v, want %v", v["unavailable_models"], want)
+	}
+	if got := listIDs(a.mustDo(200, http.MethodGet, "/gateway/models", std, "")); len(got) != 3 {
+		t.Fatalf("the configured models: %v", got)
+	}
+}
+
 func TestModelsListAliases(t *testing.T) {
 	a := newDiscoveryGateway(t)
 	_, std, _ := a.workspace(0)
@@ -343,7 +384,7 @@ func TestDataModelsAndDirectories(t *testing.T) {
 	if got := listIDs(v); !reflect.DeepEqual(got, []string{"azure", "groq", "local", "openai"}) {
 		t.Fatalf("providers %v", got)
 	}
-	if p := item(t, v, "openai"); !reflect.DeepEqual(p["models"], []any{"embedder", "gpt-4o-mini"}) || !reflect.DeepEqual(p["endpoints"], []any{"chat", "embeddings"}) {
+	if p := item(t, v, "openai"); !reflect.DeepEqual(p["models"], []any{"embedder", "gpt-4o-mini"}) || !reflect.DeepEqual(p["endpoints"], []any{"chat", "embeddings", "ocr"}) {
 		t.Fatalf("provider openai %v", p)
 	}
 

@@ -147,6 +147,7 @@ func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request, caller *Cal
 		return apiErr
 	}
 	defer func() { _ = c.settle(r.Context()) }()
+	c.prompt = body
 	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
 		if fw, ok := forwarderFor(rt, providers.FormatOpenAIEmbeddings); ok {
 			up, err := upstreamBody(body, rt.UpstreamModel)

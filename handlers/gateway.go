@@ -93,6 +93,8 @@ type Gateway struct {
 
 	// leases are the credit leases of this Gateway (lease.go); Close releases them.
 	leases *leaseTable
+	// families are the endpoint families each model serves (discovery.go).
+	families map[*Model][]string
 
 	routes map[string]map[string]endpoint
 	// patterns are routes with {parameters} in their path, tried when no exact path matches.
@@ -147,6 +149,7 @@ func (g *Gateway) Init() {
 	if g.Registry == nil {
 		g.Registry, _ = NewRegistry(nil)
 	}
+	g.families = g.modelFamilies()
 	g.buildRoutes(g.routeTable())
 }
 

@@ -441,15 +441,12 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 	if apiErr != nil {
 		return apiErr
 	}
-	c, apiErr := g.begin(w, r, caller, &imageEditsCapability, q.model, len(q.prompt), q.meta, q.worst)
+	c, apiErr := g.beginFitting(w, r, caller, &imageEditsCapability, q.model, len(q.prompt), q.meta, g.uploadFit(form.Size(), DefaultImageUpload), q.worst)
 	if apiErr != nil {
 		return apiErr
 	}
 	defer func() { _ = c.settle(r.Context()) }()
 	c.streamed = q.stream
-	if apiErr := c.fitUpload(form, DefaultImageUpload); apiErr != nil {
-		return c.failed(apiErr)
-	}
 	return c.tryRoutes(r, q.stream, nil, func(ar *http.Request, rt Route) error {
 		fw, ok := forwarderFor(rt, providers.FormatOpenAIImageEdits)
 		if !ok {
@@ -463,7 +460,7 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 		if len(q.images) > 1 {
 			opt.Lists = []string{"image"}
 		}
-		resp, err := c.forwardForm(ar, rt, fw, form, DefaultImageUpload, providers.FormatOpenAIImageEdits, q.stream, opt)
+		resp, err := c.forwardForm(ar, rt, fw, form, providers.FormatOpenAIImageEdits, q.stream, opt)
 		if err != nil {
 			return err
 		}

@@ -95,6 +95,18 @@ func editForm(t *testing.T, fields map[string]string, images int, mask bool) (*b
 	return &b, mw.FormDataContentType()
 }
 
+// postEdit serves an edit of editForm's making as openai-go sends it.
+func (a *adminGateway) postEdit(key string, fields map[string]string, images int, mask bool) *httptest.ResponseRecorder {
+	a.t.Helper()
+	body, ct := editForm(a.t, fields, images, mask)
+	r := httptest.NewRequest(http.MethodPost, "http://gw/v1/images/edits", body)
+	r.Header.Set("Authorization", "Bearer "+key)
+	r.Header.Set("Content-Type", ct)
+	w := httptest.NewRecorder()
+	a.g.ServeHTTP(w, r, "/images/edits")
+	return w
+}
+
 func TestParseImageEdit(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -304,12 +316,7 @@ func TestNeutralImageEdit(t *testing.T) {
 	a := newAdminGateway(t, []*Model{{Name: "editor", Routes: []Route{{ProviderName: "gen", Provider: gen, UpstreamModel: "edit-1",
 		Price: imagePrices(t, pricing.ImagePrice{Nanos: 20_000_000})}}}}, nil)
 	_, std, _ := a.workspace(5 * usdNanos)
-	body, ct := editForm(t, map[string]string{"model": "editor", "prompt": "add a hat"}, 2, true)
-	r := httptest.NewRequest(http.MethodPost, "http://gw/v1/images/edits", body)
-	r.Header.Set("Authorization", "Bearer "+std)
-	r.Header.Set("Content-Type", ct)
-	w := httptest.NewRecorder()
-	a.g.ServeHTTP(w, r, "/images/edits")
+	w := a.postEdit(std, map[string]string{"model": "editor", "prompt": "add a hat"}, 2, true)
 	var v map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil || w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body)

@@ -89,24 +89,59 @@ func (cp *capability) supports(rt Route) bool {
 	return cp.neutral != nil && cp.neutral(rt.Provider)
 }
 
-// begin picks the routes that have the capability, issues the generation id and reserves
-// worst(route) at its largest over the routes, the most the call may cost. A route whose
-// prices cannot price the request (worst fails with a *pricing.UnpricedError: an image size
-// it has no price for) or that prices none of what the endpoint measures is dropped; the
-// request is refused when none is left.
+// routeFit is what a request asks of a route beyond its endpoint (an upload within its
+// limit, a document it can read): why tells why a route cannot serve the request ("" when
+// it can), refuse answers when none of candidates, the routes with the capability, can.
+type routeFit struct {
+	why    func(Route) string
+	refuse func(candidates []Route) *APIError
+}
+
+// notServed refuses a request to a model of another endpoint family (a chat model asked for
+// embeddings), which discovery does not list for it, whatever its routes' adapters could be
+// sent.
+func (g *Gateway) notServed(m *Model, cp *capability) *APIError {
+	e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf(
+		"model %q does not serve %s: it is a model for %s (its catalogue entry, its configured endpoints, or else its prices say so); GET /gateway/models lists what each model serves",
+		m.Name, cp.endpoint, strings.Join(g.families[m], ", ")))
+	e.Param = "model"
+	dropped := make([]droppedRoute, len(m.Routes))
+	for i, rt := range m.Routes {
+		dropped[i] = droppedRoute{stageEndpoint, rt.ProviderName, reasonUnsupportedEndpoint}
+	}
+	return withRouting(e, m, dropped)
+}
+
+// begin is beginFitting for a request that any route with the capability can serve.
 func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, modelName string, promptBytes int, wantMeta bool, worst func(Route) (int64, error)) (*call, *APIError) {
-	m, routes, apiErr := g.Registry.candidates(modelName, cp)
+	return g.beginFitting(w, r, caller, cp, modelName, promptBytes, wantMeta, nil, worst)
+}
+
+// beginFitting picks the routes that have the capability and that fit allows, issues the
+// generation id and reserves worst(route) at its largest over them, the most the call may
+// cost: a route that cannot serve the request never sizes its hold. A route whose prices
+// cannot price the request (worst fails with a *pricing.UnpricedError: an image size it has
+// no price for) or that prices none of what the endpoint measures is dropped; the request
+// is refused when none is left. Each route dropped is noted with its stage and reason for
+// routing_diagnostics.
+func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, modelName string, promptBytes int, wantMeta bool, fit *routeFit, worst func(Route) (int64, error)) (*call, *APIError) {
+	m, routes, dropped, apiErr := g.Registry.candidates(modelName, cp)
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	if !g.isFor(m, cp) {
+		return nil, g.notServed(m, cp)
+	}
+	if fit != nil {
+		candidates := routes
+		if routes, dropped = dropRoutes(routes, dropped, stageRequestFit, fit.why); len(routes) == 0 {
+			return nil, withRouting(fit.refuse(candidates), m, dropped)
+		}
+	}
 	var most int64
 	if !m.Free() {
-		// The routes kept are copied only once one is dropped: most calls drop none.
-		var priced []Route
 		var unpriced error
-		for i, rt := range routes {
-			var n int64
-			var err error
+		routes, dropped = dropRoutes(routes, dropped, stagePricing, func(rt Route) string {
 			if dim := unmetered(rt.Price, cp.meters); dim != "" {
 				// Billed by what the endpoint never measures, the route could only charge 0:
 				// mostly a model of another endpoint (a transcription model asked for
@@ -115,31 +150,26 @@ func (g *Gateway) begin(w http.ResponseWriter, r *http.Request, caller *Caller, 
 					"model %q does not serve %s: route %s bills it by %s, which %s does not measure (it measures %s); GET /gateway/models lists what each model serves",
 					m.Name, cp.endpoint, rt.ProviderName, dim, cp.endpoint, strings.Join(cp.meters, ", ")))
 				e.Param = "model"
-				err = e
-			} else {
-				n, err = worst(rt)
+				unpriced = e
+				return reasonMissingPricing
 			}
+			n, err := worst(rt)
 			if err != nil {
-				if unpriced == nil {
-					priced = routes[:i:i] // a copy on the next append
-				}
 				unpriced = err
-				continue
+				if _, ok := errors.AsType[*pricing.UnpricedError](err); ok {
+					return reasonMissingPricing
+				}
+				return reasonUnbillable
 			}
 			most = max(most, n)
-			if unpriced != nil {
-				priced = append(priced, rt)
-			}
-		}
-		if unpriced != nil {
-			if len(priced) == 0 {
-				return nil, priceError(unpriced, "")
-			}
-			routes = priced
+			return ""
+		})
+		if len(routes) == 0 {
+			return nil, withRouting(priceError(unpriced, ""), m, dropped)
 		}
 	}
 	c := &call{
-		g: g, caller: caller, endpoint: cp.endpoint, genID: ids.New("gen"), model: m, routes: routes,
+		g: g, caller: caller, endpoint: cp.endpoint, genID: ids.New("gen"), model: m, routes: routes, skipped: dropped,
 		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(), most: most,
 	}
 	w.Header().Set("X-Generation-Id", c.genID)
@@ -205,11 +235,11 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 	for _, rt := range c.routes {
 		// After a context-length refusal only a larger window can help.
 		if tooLong != nil && (rt.ContextWindow == 0 || rt.ContextWindow <= tooLongWindow) {
-			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "context_window_too_small"})
+			c.skipped = append(c.skipped, droppedRoute{stageAvailability, rt.ProviderName, reasonContextWindow})
 			continue
 		}
 		if !rt.breaker.allow(g.Now(), rt.Policy) {
-			c.skipped = append(c.skipped, skippedRoute{rt.ProviderName, "circuit_open"})
+			c.skipped = append(c.skipped, droppedRoute{stageAvailability, rt.ProviderName, reasonCircuitOpen})
 			continue
 		}
 		if prepare != nil {

@@ -192,21 +192,27 @@ func formatBytes(n int64) string {
 	return strconv.FormatInt(n, 10) + " bytes"
 }
 
-// fitUpload applies the largest upload limit of the call's routes to a form read whole
-// (the upload handlers spool it before begin: its fields may follow its files, and it may
-// be sent again to another route), so that an upload past it is refused before any call.
-func (c *call) fitUpload(form *upload.Form, def int64) *APIError {
-	return c.g.limitForm(form, largestUpload(c.routes, nil, def), -1)
+// uploadFit keeps the routes that take a form of size bytes read whole (the upload handlers
+// spool it before the call: its fields may follow its files, and it may be sent again to
+// another route), def being the endpoint's limit for a route that sets no max_upload: a
+// route too small for it neither sizes the hold nor is tried.
+func (g *Gateway) uploadFit(size, def int64) *routeFit {
+	return &routeFit{
+		why: func(rt Route) string {
+			if size > rt.uploadLimit(def) {
+				return reasonUploadTooLarge
+			}
+			return ""
+		},
+		refuse: func(candidates []Route) *APIError {
+			return g.uploadError(&upload.TooLargeError{Limit: largestUpload(candidates, nil, def)})
+		},
+	}
 }
 
 // forwardForm sends the form to a route of the same wire format, as a body built for it
 // (its upstream model, the gateway's fields dropped), read from the spool as it is sent.
-func (c *call) forwardForm(ar *http.Request, rt Route, fw providers.Forwarder, form *upload.Form, def int64, format providers.WireFormat, stream bool, opt upload.BodyOptions) (*providers.RawResponse, error) {
-	if form.Complete() && form.Size() > rt.uploadLimit(def) {
-		// Another route of the model takes larger uploads: this one is passed over.
-		return nil, &providers.UpstreamError{Provider: rt.ProviderName, Category: providers.CategoryModelUnavailable,
-			Message: fmt.Sprintf("the upload (%d bytes) is larger than this route's max_upload of %s", form.Size(), formatBytes(rt.uploadLimit(def)))}
-	}
+func (c *call) forwardForm(ar *http.Request, rt Route, fw providers.Forwarder, form *upload.Form, format providers.WireFormat, stream bool, opt upload.BodyOptions) (*providers.RawResponse, error) {
 	if opt.Set == nil {
 		opt.Set = map[string]string{}
 	}

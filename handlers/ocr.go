@@ -324,10 +324,7 @@ func (q *ocrRequest) pageBound() int64 {
 // model the prompt and one image as input and the route's largest answer as output, and the
 // page.
 func (q *ocrRequest) worst(rt Route) (int64, error) {
-	switch k := ocrKindOf(rt); {
-	case !q.readable(k):
-		return 0, nil // dropped once the call begins
-	case k == ocrChat:
+	if ocrKindOf(rt) == ocrChat {
 		return pricing.WorstCase(rt.Price, estimateTokens(len(ocrPrompt))+visionImageTokens, rt.MaxOutputTokens) + rt.Price.Page, nil
 	}
 	_, total, err := rt.Price.Cost(pricing.Usage{Pages: q.pageBound()})
@@ -347,14 +344,11 @@ func (g *Gateway) ocr(w http.ResponseWriter, r *http.Request, caller *Caller) er
 	if apiErr != nil {
 		return apiErr
 	}
-	c, apiErr := g.begin(w, r, caller, &ocrCapability, q.model, len(body), q.meta, q.worst)
+	c, apiErr := g.beginFitting(w, r, caller, &ocrCapability, q.model, len(body), q.meta, q.fit(int64(len(body)), g.MaxBodyBytes), q.worst)
 	if apiErr != nil {
 		return apiErr
 	}
 	defer func() { _ = c.settle(r.Context()) }()
-	if apiErr := c.ocrRoutes(q, int64(len(body))); apiErr != nil {
-		return c.failed(apiErr)
-	}
 	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
 		switch ocrKindOf(rt) {
 		case ocrForward:
@@ -371,33 +365,39 @@ func (g *Gateway) ocr(w http.ResponseWriter, r *http.Request, caller *Caller) er
 	})
 }
 
-// ocrRoutes keeps the call's routes that can read the document and take a body of size.
-func (c *call) ocrRoutes(q *ocrRequest, size int64) *APIError {
-	routes := make([]Route, 0, len(c.routes))
-	var limit int64
-	for _, rt := range c.routes {
-		if q.readable(ocrKindOf(rt)) {
-			routes = append(routes, rt)
-			limit = max(limit, rt.uploadLimit(c.g.MaxBodyBytes))
-		}
+// fit keeps the routes that can read the document and take a body of size (def when they
+// set no max_upload). With none left, a document no route reads is refused as such before a
+// body too large for those that do.
+func (q *ocrRequest) fit(size, def int64) *routeFit {
+	return &routeFit{
+		why: func(rt Route) string {
+			switch {
+			case !q.readable(ocrKindOf(rt)):
+				return reasonUnsupportedDocument
+			case size > rt.uploadLimit(def):
+				return reasonUploadTooLarge
+			}
+			return ""
+		},
+		refuse: func(candidates []Route) *APIError {
+			var limit int64
+			readable := false
+			for _, rt := range candidates {
+				if q.readable(ocrKindOf(rt)) {
+					readable = true
+					limit = max(limit, rt.uploadLimit(def))
+				}
+			}
+			if readable {
+				return tooLarge(limit)
+			}
+			why := "its routes read images only (through a chat model), and this is a PDF or other document; send an image (document type image_url)"
+			if q.fileID != "" {
+				why = "only a Mistral OCR route reads an uploaded file id; send the document as a URL"
+			}
+			return badField(CodeValidation, "document", fmt.Sprintf("model %q cannot read this document: %s, or use a model routed to an OCR provider", q.model, why))
+		},
 	}
-	if len(routes) == 0 {
-		why := "its routes read images only (through a chat model), and this is a PDF or other document; send an image (document type image_url)"
-		if q.fileID != "" {
-			why = "only a Mistral OCR route reads an uploaded file id; send the document as a URL"
-		}
-		return badField(CodeValidation, "document", fmt.Sprintf("model %q cannot read this document: %s, or use a model routed to an OCR provider", c.model.Name, why))
-	}
-	if size > limit {
-		return tooLarge(limit)
-	}
-	for i := len(routes) - 1; i >= 0; i-- {
-		if size > routes[i].uploadLimit(c.g.MaxBodyBytes) {
-			routes = append(routes[:i], routes[i+1:]...)
-		}
-	}
-	c.routes = routes
-	return nil
 }
 
 // upstreamBody is the request for a Mistral route: its model, no meta, the legacy image

@@ -102,13 +102,16 @@ func TestOCRWorstCase(t *testing.T) {
 		{`{"model":"m","image":"https://x/a.png"}`, reader, 1_000_000 + 5},
 		// The prompt and one image in, the route's largest answer out, and the page.
 		{`{"model":"m","image":"https://x/a.png"}`, chat, (int64(len(ocrPrompt))+visionImageTokens)*2000 + 1000*8000 + 1_000_000},
-		// A chat route cannot read a PDF: it is dropped, not reserved for.
-		{`{"model":"m","document":{"document_url":"https://x/a.pdf"}}`, chat, 0},
 	} {
 		q, _ := parseOCR([]byte(tc.body))
 		if got, err := q.worst(tc.rt); err != nil || got != tc.want {
 			t.Errorf("%s: worst %d %v, want %d", tc.body, got, err, tc.want)
 		}
+	}
+	// A chat route cannot read a PDF: it is dropped before the hold, not reserved for.
+	q, _ := parseOCR([]byte(`{"model":"m","document":{"document_url":"https://x/a.pdf"}}`))
+	if why := q.fit(100, 1000).why(chat); why != reasonUnsupportedDocument {
+		t.Errorf("a chat route given a PDF: %q, want %q", why, reasonUnsupportedDocument)
 	}
 }
 

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"strings"
@@ -38,6 +39,13 @@ type Route struct {
 	Policy Policy
 
 	breaker *breaker
+}
+
+// credentialPresent tells whether the route's provider has the credential it was configured
+// with: one whose api_key resolved empty cannot answer until the operator sets it.
+func (rt Route) credentialPresent() bool {
+	cc, ok := rt.Provider.(providers.CredentialChecker)
+	return !ok || !cc.CredentialMissing()
 }
 
 // Model is a public model name with its routes in fallback order.
@@ -123,11 +131,59 @@ func (r *Registry) Models() []*Model {
 	return out
 }
 
-// candidates selects the model's routes whose adapter has the capability, or explains why
-// none has in the spec's diagnostics: a route whose adapter lacks it is dropped as an
-// unsupported endpoint. When every route has it, the routes are the model's own slice, not
-// a copy: callers only read them.
-func (r *Registry) candidates(name string, cp *capability) (*Model, []Route, *APIError) {
+// The stages that filter a model's routes for a request, in order, and why a route is left
+// out at each, as routing_diagnostics names them. The reasons follow the spec's diagnostics
+// where it names them (droppedUnsupportedEndpoint, missing_pricing_providers).
+const (
+	stageEndpoint     = "endpoint_support"
+	stageRequestFit   = "request_fit"
+	stagePricing      = "pricing"
+	stageAvailability = "availability"
+
+	reasonUnsupportedEndpoint = "unsupported_endpoint"
+	reasonUploadTooLarge      = "upload_too_large"
+	reasonUnsupportedDocument = "unsupported_document_type"
+	reasonMissingPricing      = "missing_pricing"
+	reasonUnbillable          = "unbillable"
+	reasonContextWindow       = "context_window_too_small"
+	reasonCircuitOpen         = "circuit_open"
+)
+
+var filterStages = [...]string{stageEndpoint, stageRequestFit, stagePricing, stageAvailability}
+
+// droppedRoute is a route of the model left out of a request: at which stage, and why.
+type droppedRoute struct {
+	stage, provider, reason string
+}
+
+// dropRoutes keeps the routes for which why gives no reason and notes the others in dropped
+// under stage. The routes are copied only once one is dropped: most requests drop none, and
+// they keep the model's own slice, which callers only read.
+func dropRoutes(routes []Route, dropped []droppedRoute, stage string, why func(Route) string) ([]Route, []droppedRoute) {
+	var kept []Route
+	copied := false
+	for i, rt := range routes {
+		reason := why(rt)
+		if reason == "" {
+			if copied {
+				kept = append(kept, rt)
+			}
+			continue
+		}
+		if !copied {
+			kept, copied = routes[:i:i], true // a copy on the next append
+		}
+		dropped = append(dropped, droppedRoute{stage, rt.ProviderName, reason})
+	}
+	if !copied {
+		return routes, dropped
+	}
+	return kept, dropped
+}
+
+// candidates selects the model's routes whose adapter has the capability, noting the others
+// as dropped for an unsupported endpoint, or explains in the spec's diagnostics why none has.
+func (r *Registry) candidates(name string, cp *capability) (*Model, []Route, []droppedRoute, *APIError) {
 	m, ok := r.models[name]
 	if !ok {
 		e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf("model %q is not offered by this gateway; GET /models lists the models you can use", name))
@@ -141,55 +197,77 @@ func (r *Registry) candidates(name string, cp *capability) (*Model, []Route, *AP
 				map[string]any{"stage": "model_lookup", "beforeCount": len(r.names), "afterCount": 0, "droppedProviders": []any{}},
 			}},
 		}
-		return nil, nil, e
+		return nil, nil, nil, e
 	}
-	if allSupport(m.Routes, cp) {
-		return m, m.Routes, nil
-	}
-	var out []Route
-	unsupported := []string{}
-	var dropped []any
-	for _, rt := range m.Routes {
+	routes, dropped := dropRoutes(m.Routes, nil, stageEndpoint, func(rt Route) string {
 		if cp.supports(rt) {
-			out = append(out, rt)
-			continue
+			return ""
 		}
-		unsupported = append(unsupported, rt.ProviderName)
-		dropped = append(dropped, map[string]any{"providerId": rt.ProviderName, "reason": "unsupported_endpoint"})
-	}
-	if len(out) == 0 {
+		return reasonUnsupportedEndpoint
+	})
+	if len(routes) == 0 {
 		e := newError(http.StatusBadRequest, CodeUnsupportedModel, fmt.Sprintf("model %q has no provider that serves %s", name, cp.endpoint))
 		e.Param = "model"
-		e.Extra = map[string]any{
-			"provider_candidate_diagnostics": candidateDiagnostics(len(m.Routes), 0, unsupported),
-			"routing_diagnostics": map[string]any{"filterStages": []any{
-				map[string]any{"stage": "endpoint_support", "beforeCount": len(m.Routes), "afterCount": 0, "droppedProviders": dropped},
-			}},
-		}
-		return nil, nil, e
+		return nil, nil, nil, withRouting(e, m, dropped)
 	}
-	return m, out, nil
+	return m, routes, dropped, nil
 }
 
-// candidateDiagnostics is the spec's provider_candidate_diagnostics of a model with total
-// routes, of which supporting serve the endpoint; unsupported names the others' providers.
-// Every route's adapter is compiled in (a configuration naming an unknown provider type
-// does not load), so none is dropped for a missing adapter.
-func candidateDiagnostics(total, supporting int, unsupported []string) map[string]any {
-	if unsupported == nil {
-		unsupported = []string{}
+// withRouting adds to e the spec's routing_diagnostics and provider_candidate_diagnostics of
+// a request to m whose routes were filtered as dropped says.
+func withRouting(e *APIError, m *Model, dropped []droppedRoute) *APIError {
+	if e.Extra == nil {
+		e.Extra = map[string]any{}
 	}
-	return map[string]any{
-		"totalProviders": total, "supportsEndpointCount": supporting, "candidateCount": supporting,
-		"droppedUnsupportedEndpoint": unsupported, "droppedMissingAdapter": []any{},
-	}
+	maps.Copy(e.Extra, routingDiagnostics(m, dropped))
+	return e
 }
 
-func allSupport(routes []Route, cp *capability) bool {
-	for _, rt := range routes {
-		if !cp.supports(rt) {
-			return false
+// routingDiagnostics are the spec's routing_diagnostics (each filter stage with the routes
+// it dropped and why), provider_candidate_diagnostics and, when routes lacked a price for
+// the request, missing_pricing_providers. The endpoint stage is always shown; the others
+// when they dropped a route. Every route's adapter is compiled in (a configuration naming
+// an unknown provider type does not load), so none is dropped for a missing adapter.
+func routingDiagnostics(m *Model, dropped []droppedRoute) map[string]any {
+	count := len(m.Routes)
+	supporting, candidates := count, count
+	stages := make([]any, 0, len(filterStages))
+	unsupported := []string{}
+	var unpriced []string
+	for _, stage := range filterStages {
+		list := []any{}
+		for _, d := range dropped {
+			if d.stage != stage {
+				continue
+			}
+			list = append(list, map[string]any{"providerId": d.provider, "reason": d.reason})
+			switch d.reason {
+			case reasonUnsupportedEndpoint:
+				unsupported = append(unsupported, d.provider)
+			case reasonMissingPricing:
+				unpriced = append(unpriced, d.provider)
+			}
+		}
+		if len(list) > 0 || stage == stageEndpoint {
+			stages = append(stages, map[string]any{"stage": stage, "beforeCount": count, "afterCount": count - len(list), "droppedProviders": list})
+		}
+		count -= len(list)
+		switch stage {
+		case stageEndpoint:
+			supporting = count
+		case stagePricing:
+			candidates = count
 		}
 	}
-	return true
+	d := map[string]any{
+		"routing_diagnostics": map[string]any{"filterStages": stages},
+		"provider_candidate_diagnostics": map[string]any{
+			"totalProviders": len(m.Routes), "supportsEndpointCount": supporting, "candidateCount": candidates,
+			"droppedUnsupportedEndpoint": unsupported, "droppedMissingAdapter": []any{},
+		},
+	}
+	if unpriced != nil {
+		d["missing_pricing_providers"] = unpriced
+	}
+	return d
 }

@@ -172,7 +172,7 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	}
 	t.measure(form)
 	worst := t.usage(true)
-	c, apiErr := g.begin(w, r, caller, cp, t.model, int(form.Size()), t.meta, func(rt Route) (int64, error) {
+	c, apiErr := g.beginFitting(w, r, caller, cp, t.model, int(form.Size()), t.meta, g.uploadFit(form.Size(), DefaultAudioUpload), func(rt Route) (int64, error) {
 		if t.duration == 0 && t.plainText() && rt.Price.PerUnit(pricing.DimInputAudioSeconds) > 0 {
 			return 0, unmeasurable(t.probeErr)
 		}
@@ -184,9 +184,6 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	}
 	defer func() { _ = c.settle(r.Context()) }()
 	c.streamed = t.stream
-	if apiErr := c.fitUpload(form, DefaultAudioUpload); apiErr != nil {
-		return c.failed(apiErr)
-	}
 	c.meter(t.usage(false))
 	return c.tryRoutes(r, t.stream, nil, func(ar *http.Request, rt Route) error {
 		if fw, ok := forwarderFor(rt, cp.format); ok {
@@ -207,7 +204,7 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 	if textOfJSON {
 		opt.Set = map[string]string{"response_format": "json"}
 	}
-	resp, err := c.forwardForm(r, rt, fw, form, DefaultAudioUpload, format, t.stream, opt)
+	resp, err := c.forwardForm(r, rt, fw, form, format, t.stream, opt)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,9 @@ func TestDiscoveryEndToEnd(t *testing.T) {
 	}{
 		{"/gateway/models", []string{"gpt-4o-mini", "house-special", "mock-1:free"}},
 		{"/gateway/models?endpoints=chat,embeddings", []string{"gpt-4o-mini", "house-special", "mock-1:free"}},
-		{"/gateway/models?endpoints=embeddings", nil},
+		// Free and unknown to the catalogue, the mock model is listed for all its adapter
+		// serves.
+		{"/gateway/models?endpoints=embeddings", []string{"mock-1:free"}},
 		{"/gateway/models?organisation=openai", []string{"gpt-4o-mini"}},
 		{"/providers", []string{"mock", "primary"}},
 		{"/endpoints", []string{"chat", "embeddings", "moderations", "images", "audio", "video", "ocr"}},
@@ -109,7 +111,7 @@ func TestDiscoveryEndToEnd(t *testing.T) {
 		t.Fatalf("models.list: %v %v", page, err)
 	}
 	withEndpoints := env.expect(200, http.MethodGet, a.std, "/models?include_endpoints=true", "")
-	if e := findItem(t, withEndpoints, "gpt-4o-mini")["endpoints"]; !reflect.DeepEqual(e, []any{"chat"}) {
+	if e := findItem(t, withEndpoints, "gpt-4o-mini")["endpoints"]; !reflect.DeepEqual(e, []any{"chat", "ocr"}) {
 		t.Fatalf("include_endpoints %v", e)
 	}
 	if status, body := env.get("", "/health"); status != 200 || !strings.Contains(string(body), `"ok":true`) {

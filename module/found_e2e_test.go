@@ -20,14 +20,8 @@ import (
 // TestUnsetCredentialIsRefusedAtOnce: a provider whose api_key names an unset environment
 // variable is refused with credentials_not_configured, and the upstream never hears of it.
 func TestUnsetCredentialIsRefusedAtOnce(t *testing.T) {
-	t.Setenv("GW_TEST_UNSET_PROVIDER_KEY", "")
 	up := newScripted(t, func(int) behaviour { return chatOK("should not be asked", 1, 1) })
-	env := startGateway(t, fmt.Sprintf(`
-		provider nokey {
-			type openai
-			base_url %s/v1
-			api_key {env.GW_TEST_UNSET_PROVIDER_KEY}
-		}`, up.URL)+pricedModel("m", pricedRoute("nokey", "x")), "")
+	env := startGateway(t, unsetKeyProvider(t, "nokey", up.URL)+pricedModel("m", pricedRoute("nokey", "x")), "")
 	_, key := env.workspace(5 * usd)
 	for _, stream := range []bool{false, true} {
 		began := time.Now()

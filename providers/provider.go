@@ -38,6 +38,13 @@ type Provider interface {
 	Name() string
 }
 
+// CredentialChecker is an adapter that can tell, without calling its upstream, that it has
+// no credential to send: the operator configured one that resolved empty (an unset
+// environment variable), so that every call is refused with credentials_not_configured.
+type CredentialChecker interface {
+	CredentialMissing() bool
+}
+
 // ChatProvider generates text from the neutral model.
 type ChatProvider interface {
 	Chat(ctx context.Context, req *Request) (*Response, error)

@@ -128,6 +128,10 @@ func New(cfg Config) (*Provider, error) {
 // Name is the operator's name for the provider.
 func (p *Provider) Name() string { return p.name }
 
+// CredentialMissing tells whether the api_key configured resolved empty, with no header
+// carrying one instead: every call is refused without reaching the upstream.
+func (p *Provider) CredentialMissing() bool { return p.up.NoCredential }
+
 // Formats lists the wire formats Forward accepts: Anthropic Messages. The slice is shared by
 // every call (routing asks on every request): callers only read it.
 func (p *Provider) Formats() []providers.WireFormat { return formats }
@@ -218,7 +222,8 @@ func (p *Provider) malformed(status int, body []byte, err error) *providers.Upst
 
 // Interface guards.
 var (
-	_ providers.Provider     = (*Provider)(nil)
-	_ providers.Forwarder    = (*Provider)(nil)
-	_ providers.ChatProvider = (*Provider)(nil)
+	_ providers.Provider          = (*Provider)(nil)
+	_ providers.Forwarder         = (*Provider)(nil)
+	_ providers.ChatProvider      = (*Provider)(nil)
+	_ providers.CredentialChecker = (*Provider)(nil)
 )

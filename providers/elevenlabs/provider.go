@@ -81,9 +81,14 @@ func New(cfg Config) (*Provider, error) {
 // Name is the operator's name for the provider.
 func (p *Provider) Name() string { return p.name }
 
+// CredentialMissing tells whether the api_key configured resolved empty, with no header
+// carrying one instead: every call is refused without reaching the upstream.
+func (p *Provider) CredentialMissing() bool { return p.up.NoCredential }
+
 // Interface guards.
 var (
 	_ providers.Provider          = (*Provider)(nil)
 	_ providers.SpeechSynthesizer = (*Provider)(nil)
 	_ providers.Transcriber       = (*Provider)(nil)
+	_ providers.CredentialChecker = (*Provider)(nil)
 )

@@ -120,6 +120,10 @@ func New(cfg Config) (*Provider, error) {
 // Name is the operator's name for the provider.
 func (p *Provider) Name() string { return p.name }
 
+// CredentialMissing tells whether the api_key configured resolved empty, with no header
+// carrying one instead: every call is refused without reaching the upstream.
+func (p *Provider) CredentialMissing() bool { return p.up.NoCredential }
+
 // Unsupported lists the parameters of req this provider drops; see the package function.
 // As a method it lets the gateway ask any adapter through a small interface.
 func (p *Provider) Unsupported(req *providers.Request) []string { return Unsupported(req) }
@@ -248,6 +252,7 @@ func isFalsy(raw json.RawMessage) bool {
 
 // Interface guards.
 var (
-	_ providers.Provider     = (*Provider)(nil)
-	_ providers.ChatProvider = (*Provider)(nil)
+	_ providers.Provider          = (*Provider)(nil)
+	_ providers.ChatProvider      = (*Provider)(nil)
+	_ providers.CredentialChecker = (*Provider)(nil)
 )

@@ -166,7 +166,8 @@ func (p *Provider) transcription(ctx context.Context, at *upstreamhttp.Attempt, 
 
 // Interface guards.
 var (
-	_ providers.Provider     = (*Provider)(nil)
-	_ providers.Forwarder    = (*Provider)(nil)
-	_ providers.ChatProvider = (*Provider)(nil)
+	_ providers.Provider          = (*Provider)(nil)
+	_ providers.Forwarder         = (*Provider)(nil)
+	_ providers.ChatProvider      = (*Provider)(nil)
+	_ providers.CredentialChecker = (*Provider)(nil)
 )
