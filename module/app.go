@@ -123,10 +123,11 @@ type ModelConfig struct {
 	// model whose name and upstream model id are neither an id nor an alias there.
 	// Default: matched by name, then by the first route's upstream model id.
 	CatalogID string `json:"catalog_id,omitempty"`
-	// Endpoints are the endpoint families the model serves as discovery lists them (chat,
-	// embeddings, moderations, audio, images, ocr). Default: its catalogue entry's, else
-	// guessed from its prices (which cannot tell an embedding model priced by input
-	// tokens from a chat model).
+	// Endpoints are the endpoint families the model serves (chat, embeddings, moderations,
+	// audio, images, ocr): requests for another family are refused, and discovery lists
+	// these. Default: its catalogue entry's, else guessed from its prices (input tokens
+	// alone: embeddings; requests alone: moderations; characters or audio: audio; images;
+	// pages: ocr; else chat), and every family for a free model the catalogue does not know.
 	Endpoints []string `json:"endpoints,omitempty"`
 	// Routes are tried in order until one answers.
 	Routes []*RouteConfig `json:"routes"`
