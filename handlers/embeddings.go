@@ -84,14 +84,15 @@ func parseEmbeddings(body []byte) (*embeddingsRequest, *APIError) {
 		}
 		req.inputs = []string{s}
 	case in[0] == '[':
-		var items []json.RawMessage
-		if json.Unmarshal(in, &items) != nil || len(items) == 0 {
+		n, apiErr := countInputs(in, maxEmbeddingInputs)
+		switch {
+		case apiErr != nil:
+			return nil, apiErr
+		case n == 0:
 			return nil, invalidInput
 		}
-		if len(items) > maxEmbeddingInputs {
-			return nil, badField(CodeValidation, "input", fmt.Sprintf("input has %d items; at most %d are allowed", len(items), maxEmbeddingInputs))
-		}
-		switch items[0][0] {
+		first, _ := rawjson.First(in)
+		switch first[0] {
 		case '"':
 			if json.Unmarshal(in, &req.inputs) != nil {
 				return nil, invalidInput
@@ -121,6 +122,19 @@ func parseEmbeddings(body []byte) (*embeddingsRequest, *APIError) {
 		return nil, invalidInput
 	}
 	return req, nil
+}
+
+// countInputs counts the elements of an input array, stopping one past most: an array of
+// any length is refused without decoding it. The count is 0 for a value that is no array.
+func countInputs(in []byte, most int) (int, *APIError) {
+	n := 0
+	if rawjson.EachElement(in, func([]byte) bool { n++; return n <= most }) != nil {
+		return 0, nil
+	}
+	if n > most {
+		return 0, badField(CodeValidation, "input", fmt.Sprintf("input has more than %d items; at most %d are allowed in one request", most, most))
+	}
+	return n, nil
 }
 
 func badField(code, param, msg string) *APIError {

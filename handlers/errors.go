@@ -26,6 +26,8 @@ const (
 	CodeRateLimited         = "rate_limited"
 	CodeGateway             = "gateway_error"
 	CodeClientClosedRequest = "client_closed_request"
+	// CodeRequestTimeout (408) answers a client that sent its request body too slowly.
+	CodeRequestTimeout = "request_timeout"
 	// CodeStoreUnavailable (503) answers a request the gateway could not serve because its
 	// store did not answer within its bound, and GET /health while that is so.
 	CodeStoreUnavailable = "store_unavailable"
@@ -168,8 +170,9 @@ func writeError(w http.ResponseWriter, s Surface, e *APIError, generationID stri
 			h.Set("Retry-After", strconv.FormatInt(ra, 10))
 		}
 	}
-	// The SDKs retry 429 and 5xx by themselves; tell them not to retry what cannot succeed.
-	if e.Status < 500 && e.Status != http.StatusTooManyRequests {
+	// The SDKs retry 408, 429 and 5xx by themselves; tell them not to retry what cannot
+	// succeed. A body cut for its pace may arrive in time on a second try.
+	if e.Status < 500 && e.Status != http.StatusTooManyRequests && e.Status != http.StatusRequestTimeout {
 		h.Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(e.Status)

@@ -84,7 +84,7 @@ func (c *call) failover(out *sseWriter, broken Route, sink streamSink) bool {
 		st, err := cp.ChatStream(c.reqCtx, &rq)
 		if err != nil {
 			c.recordAttempt(rt, began, err)
-			rt.breaker.record(c.g.Now(), rt.Policy, false)
+			rt.breaker.fail(c.g.Now(), rt.Policy, err)
 			continue
 		}
 		done := c.relayContinuation(out, rt, began, st, sink)
@@ -147,6 +147,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		}
 		out.frames(sink.event(ev))
 		if out.failed || c.gone() {
+			rt.breaker.release()
 			c.clientGone()
 			c.streamDone()
 			_ = c.settle(c.reqCtx)
@@ -161,10 +162,10 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		}
 		if !added {
 			c.recordAttempt(rt, began, ue)
-			rt.breaker.record(c.g.Now(), rt.Policy, false)
+			rt.breaker.fail(c.g.Now(), rt.Policy, ue)
 			return false
 		}
-		rt.breaker.record(c.g.Now(), rt.Policy, false)
+		rt.breaker.fail(c.g.Now(), rt.Policy, ue)
 		c.failures = append(c.failures, failure{route: rt, err: ue})
 		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
 		_ = c.settle(c.reqCtx)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,7 +210,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 			g.Logger.Error("request failed", zap.String("path", path), zapErr(err))
 			apiErr = newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to handle the request")
 		}
-		if apiErr.Status == http.StatusRequestEntityTooLarge {
+		if apiErr.Status == http.StatusRequestEntityTooLarge || apiErr.Status == http.StatusRequestTimeout {
 			// The rest of the body is unread.
 			answerUnread(w, r, ep.surface, apiErr)
 			return
@@ -266,12 +267,21 @@ func (g *Gateway) readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(limit)
 		}
-		return nil, newError(http.StatusBadRequest, CodeValidation, "could not read the request body: "+err.Error())
+		return nil, unreadable(err)
 	}
 	if !rawjson.Valid(body) {
 		return nil, newError(http.StatusBadRequest, CodeInvalidJSON, "the request body is not valid JSON")
 	}
 	return body, nil
+}
+
+// unreadable answers a request body that could not be read: 408 when the client sent it
+// too slowly (the server's body timeouts cut it), 400 otherwise.
+func unreadable(err error) *APIError {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return newError(http.StatusRequestTimeout, CodeRequestTimeout, "the request body arrived too slowly and was cut; nothing was sent upstream or charged")
+	}
+	return newError(http.StatusBadRequest, CodeValidation, "could not read the request body: "+err.Error())
 }
 
 func tooLarge(limit int64) *APIError {

@@ -244,6 +244,7 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 		}
 		if prepare != nil {
 			if apiErr := prepare(rt); apiErr != nil {
+				rt.breaker.release()
 				return c.failed(apiErr)
 			}
 		}
@@ -257,10 +258,11 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 				return nil
 			}
 			if c.gone() {
-				rt.breaker.record(g.Now(), rt.Policy, true)
+				rt.breaker.release()
 				c.clientGone()
 				return nil
 			}
+			rt.breaker.fail(g.Now(), rt.Policy, err)
 			var apiErr *APIError
 			if errors.As(err, &apiErr) {
 				return c.failed(apiErr)
@@ -271,7 +273,6 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 				return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
 			}
 			if !ue.Fallbackable() {
-				rt.breaker.record(g.Now(), rt.Policy, true)
 				if ue.Code == CodeContextLengthExceeded {
 					tooLong, tooLongWindow = ue, rt.ContextWindow
 					break
@@ -284,7 +285,6 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 				}
 				return c.upstreamFailure(ue)
 			}
-			rt.breaker.record(g.Now(), rt.Policy, false)
 			if try >= rt.Policy.Retries || !retrySame(ue, rt.Policy) {
 				if ce := g.Logger.Check(zapcore.DebugLevel, "moving on to the next route"); ce != nil {
 					ce.Write(zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName), zapErr(ue))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -156,13 +157,16 @@ func (g *Gateway) fitModelUpload(form *upload.Form, length int64, cp *capability
 }
 
 // uploadError answers a failed read of a multipart body: 413 past its limit, 400 for a
-// malformed form or a body the client did not finish sending, 500 when the gateway could
-// not spool it.
+// malformed form or a body the client did not finish sending, 408 for one it sent too
+// slowly, 500 when the gateway could not spool it.
 func (g *Gateway) uploadError(err error) *APIError {
 	var tl *upload.TooLargeError
 	var fe *upload.FormError
 	var se *upload.SpoolError
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// However the form's reader reported it, a body cut for its pace is the client's.
+		return unreadable(err)
 	case errors.As(err, &se):
 		// The spool's path and the system's words stay in the log.
 		g.Logger.Error("an upload could not be spooled; check the upload directory's space and permissions", zapErr(err))
@@ -178,7 +182,7 @@ func (g *Gateway) uploadError(err error) *APIError {
 	case errors.Is(err, upload.ErrConsumed):
 		return newError(http.StatusInternalServerError, CodeGateway, "the upload was already sent upstream and cannot be sent again")
 	}
-	return newError(http.StatusBadRequest, CodeValidation, "could not read the request body: "+err.Error())
+	return unreadable(err)
 }
 
 // formatBytes writes n in MiB or KiB when it is a whole number of them.

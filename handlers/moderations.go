@@ -50,15 +50,18 @@ func parseModerations(body []byte) (model string, inputs []providers.ModerationI
 	case in[0] != '[':
 		return "", nil, false, invalid
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(in, &items) != nil || len(items) == 0 {
+	n, apiErr := countInputs(in, maxModerationInputs)
+	switch {
+	case apiErr != nil:
+		return "", nil, false, apiErr
+	case n == 0:
 		return "", nil, false, invalid
 	}
-	for _, item := range items {
-		var s string
-		if json.Unmarshal(item, &s) == nil {
+	inputs = make([]providers.ModerationInput, 0, n)
+	_ = rawjson.EachElement(in, func(item []byte) bool {
+		if s, ok := rawjson.String(item); ok {
 			inputs = append(inputs, providers.ModerationInput{Text: s})
-			continue
+			return true
 		}
 		var part struct {
 			Type     string  `json:"type"`
@@ -68,7 +71,8 @@ func parseModerations(body []byte) (model string, inputs []providers.ModerationI
 			} `json:"image_url"`
 		}
 		if json.Unmarshal(item, &part) != nil {
-			return "", nil, false, invalid
+			apiErr = invalid
+			return false
 		}
 		switch {
 		case part.Type == "text" && part.Text != nil:
@@ -76,11 +80,20 @@ func parseModerations(body []byte) (model string, inputs []providers.ModerationI
 		case part.Type == "image_url" && part.ImageURL != nil && part.ImageURL.URL != "":
 			inputs = append(inputs, providers.ModerationInput{ImageURL: part.ImageURL.URL})
 		default:
-			return "", nil, false, invalid
+			apiErr = invalid
+			return false
 		}
+		return true
+	})
+	if apiErr != nil {
+		return "", nil, false, apiErr
 	}
 	return model, inputs, meta, nil
 }
+
+// maxModerationInputs bounds the inputs of one moderation request as embeddings' are: an
+// answer holds a result of every category per input, a thousand times the input's size.
+const maxModerationInputs = 2048
 
 // moderations serves POST /moderations (and the earlier POST /moderation).
 func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Caller) error {
@@ -92,15 +105,18 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 	if apiErr != nil {
 		return apiErr
 	}
+	// Each input is a check, billed as one request (capability.meters): a route's price per
+	// request is not dodged by sending many inputs at once. Moderation reports no usage.
+	checks := pricing.Usage{Requests: int64(len(inputs))}
 	c, apiErr := g.begin(w, r, caller, &moderationsCapability, model, len(body), meta, func(rt Route) (int64, error) {
-		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), 0), nil
+		_, total, err := rt.Price.Cost(checks)
+		return total, err
 	})
 	if apiErr != nil {
 		return apiErr
 	}
 	defer func() { _ = c.settle(r.Context()) }()
-	// Moderation reports no usage: it is billed per request (capability.meters), or free.
-	c.usageKnown = true
+	c.meter(checks)
 	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
 		if fw, ok := forwarderFor(rt, providers.FormatOpenAIModerations); ok {
 			up, err := upstreamBody(body, rt.UpstreamModel)

@@ -308,14 +308,14 @@ func (q *ocrRequest) readable(k ocrKind) bool {
 	return q.isImage
 }
 
-// pageBound is the most pages the document may have: those asked, one image, or the most
-// Mistral reads of a document.
+// pageBound is the most pages the document may have: one for an image, whatever pages
+// were asked, else those asked, or the most Mistral reads of a document.
 func (q *ocrRequest) pageBound() int64 {
 	switch {
-	case q.pages != nil:
-		return int64(len(q.pages))
 	case q.isImage:
 		return 1
+	case q.pages != nil:
+		return int64(len(q.pages))
 	}
 	return maxOCRPages
 }

@@ -100,6 +100,8 @@ func TestOCRWorstCase(t *testing.T) {
 		{`{"model":"m","document":{"document_url":"https://x/a.pdf"}}`, reader, maxOCRPages*1_000_000 + 5},
 		{`{"model":"m","document":{"document_url":"https://x/a.pdf"},"pages":"0-9"}`, reader, 10*1_000_000 + 5},
 		{`{"model":"m","image":"https://x/a.png"}`, reader, 1_000_000 + 5},
+		// An image is one page, whatever pages are asked.
+		{`{"model":"m","document":{"type":"image_url","image_url":"https://x/a.png"},"pages":"0-50"}`, reader, 1_000_000 + 5},
 		// The prompt and one image in, the route's largest answer out, and the page.
 		{`{"model":"m","image":"https://x/a.png"}`, chat, (int64(len(ocrPrompt))+visionImageTokens)*2000 + 1000*8000 + 1_000_000},
 	} {

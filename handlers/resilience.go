@@ -130,6 +130,47 @@ func (b *breaker) record(now time.Time, p Policy, ok bool) {
 	}
 }
 
+// fail notes a failed attempt: a fault of the route counts toward opening its circuit;
+// any other failure (the request's own, the gateway's) says nothing about the route, and
+// only ends a probe, so that the next request probes again.
+func (b *breaker) fail(now time.Time, p Policy, err error) {
+	if ue, ok := providers.AsUpstreamError(err); ok && routeFault(ue) {
+		b.record(now, p, false)
+		return
+	}
+	b.release()
+}
+
+// release ends a probe without a verdict.
+func (b *breaker) release() {
+	b.mu.Lock()
+	b.probing = false
+	b.mu.Unlock()
+}
+
+// routeFault tells whether a failure is the route's own, one every request on it would
+// meet: no answer (a connection error, a timeout), an answer the gateway could not use, a
+// 5xx, or a 4xx that speaks of the route and not of the request: its credentials or account
+// (401, 402, 403), its capacity (429: a circuit opened by one tenant's flood spares the
+// upstream and sends everyone to the fallbacks, as a rate limit asks) or an upstream that
+// timed out waiting for the gateway (408; a client too slow to send its body is cut by the
+// gateway before any call). Every other 4xx, 404 and 409 included, answers the request: a
+// missing previous_response_id or file, a conflict with the caller's own state. Counting
+// them would let one tenant's bad input open a circuit for everyone.
+func routeFault(ue *providers.UpstreamError) bool {
+	switch {
+	case ue.Status < 400:
+		return ue.Category != providers.CategoryInvalidRequest
+	case ue.Status >= 500:
+		return true
+	}
+	switch ue.Status {
+	case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusForbidden, http.StatusRequestTimeout, http.StatusTooManyRequests:
+		return true
+	}
+	return false
+}
+
 // Causes of an attempt cancelled by the gateway's own timers.
 var (
 	errHeaderTimeout     = errors.New("header timeout")

@@ -673,7 +673,11 @@ func parseKeyedPrice(d *caddyfile.Dispenser, dim string, price *string, keys map
 //		base_path <path>
 //		max_body_size <size>
 //		stream_idle_timeout <duration>
+//		body_timeout <duration>|off
+//		body_min_rate <size>|off
 //	}
+//
+// body_min_rate is a size a second, such as 16KiB.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if d.NextArg() {
@@ -705,11 +709,50 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parseDuration(d, &h.StreamIdleTimeout); err != nil {
 				return err
 			}
+		case "body_timeout":
+			n, err := parseOffOr(d, "a duration such as 30s", func(s string) (int64, error) {
+				dur, err := caddy.ParseDuration(s)
+				return int64(dur), err
+			})
+			if err != nil {
+				return err
+			}
+			h.BodyTimeout = caddy.Duration(n)
+		case "body_min_rate":
+			n, err := parseOffOr(d, "a size a second such as 16KiB", func(s string) (int64, error) {
+				n, err := humanize.ParseBytes(s)
+				if n > 1<<40 {
+					return 0, strconv.ErrRange
+				}
+				return int64(n), err
+			})
+			if err != nil {
+				return err
+			}
+			h.BodyMinRate = n
 		default:
 			return d.Errf("unrecognized subdirective %q", sub)
 		}
 	}
 	return nil
+}
+
+// parseOffOr reads an option that is off (-1) or a positive value read by parse; want
+// describes the value in the error.
+func parseOffOr(d *caddyfile.Dispenser, want string, parse func(string) (int64, error)) (int64, error) {
+	sub := d.Val()
+	var s string
+	if err := parseString(d, &s); err != nil {
+		return 0, err
+	}
+	if s == "off" {
+		return -1, nil
+	}
+	n, err := parse(s)
+	if err != nil || n <= 0 {
+		return 0, d.Errf("%s %q: want %s, or off", sub, s, want)
+	}
+	return n, nil
 }
 
 func parseString(d *caddyfile.Dispenser, out *string) error {

@@ -155,6 +155,10 @@ func TestHandlerCaddyfile(t *testing.T) {
 		{name: "options", input: "model_gateway {\n base_path /api/v1\n max_body_size 2MB\n stream_idle_timeout 45s\n}", want: `{"base_path":"/api/v1","max_body_size":2000000,"stream_idle_timeout":45000000000}`},
 		{name: "args refused", input: "model_gateway /v1", wantErr: "wrong argument count"},
 		{name: "bad size", input: "model_gateway {\n max_body_size lots\n}", wantErr: "max_body_size"},
+		{name: "body timeouts", input: "model_gateway {\n body_timeout 10s\n body_min_rate 64KiB\n}", want: `{"body_timeout":10000000000,"body_min_rate":65536}`},
+		{name: "body timeouts off", input: "model_gateway {\n body_timeout off\n body_min_rate off\n}", want: `{"body_timeout":-1,"body_min_rate":-1}`},
+		{name: "bad body timeout", input: "model_gateway {\n body_timeout 0s\n}", wantErr: "body_timeout"},
+		{name: "bad body min rate", input: "model_gateway {\n body_min_rate fast\n}", wantErr: "body_min_rate"},
 		{name: "duplicate", input: "model_gateway {\n base_path /a\n base_path /b\n}", wantErr: "already specified"},
 		{name: "unknown", input: "model_gateway {\n upstream x\n}", wantErr: `unrecognized subdirective "upstream"`},
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -68,8 +69,13 @@ func newFakeEmbeddings(t *testing.T, floatsOnly bool) (*httptest.Server, *atomic
 				cats = append(cats, fmt.Sprintf(`%q:%v`, c, c == "violence"))
 				scores = append(scores, fmt.Sprintf(`%q:%v`, c, map[bool]float64{true: 0.91, false: 0.01}[c == "violence"]))
 			}
-			fmt.Fprintf(w, `{"id":"modr-up","model":%q,"results":[{"flagged":true,"categories":{%s},"category_scores":{%s},"category_applied_input_types":{"violence":["text"]}}]}`,
-				req["model"], strings.Join(cats, ","), strings.Join(scores, ","))
+			result := fmt.Sprintf(`{"flagged":true,"categories":{%s},"category_scores":{%s},"category_applied_input_types":{"violence":["text"]}}`,
+				strings.Join(cats, ","), strings.Join(scores, ","))
+			results := []string{result}
+			if inputs, ok := req["input"].([]any); ok {
+				results = slices.Repeat(results, len(inputs))
+			}
+			fmt.Fprintf(w, `{"id":"modr-up","model":%q,"results":[%s]}`, req["model"], strings.Join(results, ","))
 		case strings.HasSuffix(r.URL.Path, ":batchEmbedContents"):
 			reqs, _ := req["requests"].([]any)
 			var items []string
@@ -254,6 +260,17 @@ func TestEmbeddingsAndModerations(t *testing.T) {
 			t.Fatalf("%s", resp.RawJSON())
 		}
 		checkCharge(t, httpResp.Header.Get("X-Generation-Id"), rawUsage(t, resp.RawJSON()), "request", 1, 1_000_000)
+		// Each input is a check, billed as a request.
+		resp, err = oc.Moderations.New(ctx, openai.ModerationNewParams{
+			Input: openai.ModerationNewParamsInputUnion{OfStringArray: []string{"one", "two", "three"}},
+		}, option.WithResponseInto(&httpResp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Results) != 3 {
+			t.Fatalf("%s", resp.RawJSON())
+		}
+		checkCharge(t, httpResp.Header.Get("X-Generation-Id"), rawUsage(t, resp.RawJSON()), "request", 3, 3_000_000)
 
 		resp, err = oc.Moderations.New(ctx, openai.ModerationNewParams{
 			Model: "mod-mock:free",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/timeouts"
 
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 )
@@ -26,8 +27,27 @@ type Handler struct {
 	MaxBodySize int64 `json:"max_body_size,omitempty"`
 	// StreamIdleTimeout ends an upstream stream that sends nothing for this long. Default: 30s.
 	StreamIdleTimeout caddy.Duration `json:"stream_idle_timeout,omitempty"`
+	// BodyTimeout and BodyMinRate bound how long a client takes to send a request body
+	// (JSON or upload): from the start, the body must arrive at BodyMinRate bytes a
+	// second on average, and a client more than BodyTimeout behind that pace (to begin
+	// with, one that sends nothing for BodyTimeout) is answered 408 request_timeout and
+	// its spooled upload freed. A body of n bytes thus has at most BodyTimeout + n /
+	// BodyMinRate: a client trickling bytes cannot hold a request, its spool file and its
+	// goroutine for as long as it likes. They replace the server's read_idle_timeout and
+	// read_min_rate while the gateway serves a request; the server's read_timeout still
+	// caps the whole body. Default: 30s; negative leaves bodies to the server's timeouts.
+	BodyTimeout caddy.Duration `json:"body_timeout,omitempty"`
+	// BodyMinRate is in bytes a second. Default: 16384 (16 KiB/s: 27 minutes at most for
+	// a 25 MiB upload); negative: none, and BodyTimeout is then the longest pause between
+	// two reads of the body.
+	BodyMinRate int64 `json:"body_min_rate,omitempty"`
 
 	gw *handlers.Gateway
+	// bodyTimeouts applies BodyTimeout and BodyMinRate to a request with a body, through
+	// Caddy's idle timeouts of the request (or its own, when the server has none).
+	bodyTimeouts *timeouts.Timeouts
+	// api serves a request under BasePath; with bodyTimeouts, the handler it wraps.
+	api caddyhttp.HandlerFunc
 	// storeKey is the handler's own reference to the app's pooled store (stores): the
 	// store stays open until the handler has returned its leases, whichever of the two is
 	// cleaned up first.
@@ -58,6 +78,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		h.storeKey = app.storeKey
 	}
 	h.gw = app.gateway(ctx.Logger(), h.MaxBodySize, time.Duration(h.StreamIdleTimeout))
+	h.api = h.serveAPI
+	if h.BodyTimeout >= 0 {
+		h.bodyTimeouts = &timeouts.Timeouts{ReadTimeout: DefaultBodyTimeout, ReadMinRate: DefaultBodyMinRate}
+		if h.BodyTimeout > 0 {
+			h.bodyTimeouts.ReadTimeout = time.Duration(h.BodyTimeout)
+		}
+		if h.BodyMinRate != 0 {
+			h.bodyTimeouts.ReadMinRate = max(h.BodyMinRate, 0)
+		}
+		if err := h.bodyTimeouts.Provision(ctx); err != nil {
+			return err
+		}
+	}
 	// Caddy's registry of this configuration, served on the admin API's /metrics: the
 	// handlers of the configuration share its collectors.
 	if reg := ctx.GetMetricsRegistry(); reg != nil {
@@ -76,18 +109,42 @@ func (h *Handler) Validate() error {
 	return nil
 }
 
+// Defaults of BodyTimeout and BodyMinRate.
+const (
+	DefaultBodyTimeout = 30 * time.Second
+	DefaultBodyMinRate = 16 << 10
+)
+
 // ServeHTTP serves API paths and passes everything else on.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	path := r.URL.Path
-	if h.BasePath != "" {
-		rest, ok := strings.CutPrefix(path, h.BasePath)
-		if !ok || (rest != "" && rest[0] != '/') {
-			return next.ServeHTTP(w, r)
-		}
-		path = rest
+	if _, ok := h.apiPath(r); !ok {
+		return next.ServeHTTP(w, r)
 	}
+	// A request without a body (its length 0, not unknown) has nothing to time.
+	if h.bodyTimeouts == nil || r.ContentLength == 0 {
+		return h.api(w, r)
+	}
+	return h.bodyTimeouts.ServeHTTP(w, r, h.api)
+}
+
+// serveAPI serves a request under BasePath.
+func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) error {
+	path, _ := h.apiPath(r)
 	h.gw.ServeHTTP(w, r, path)
 	return nil
+}
+
+// apiPath is the request's path relative to BasePath; false when it lies outside.
+func (h *Handler) apiPath(r *http.Request) (string, bool) {
+	path := r.URL.Path
+	if h.BasePath == "" {
+		return path, true
+	}
+	rest, ok := strings.CutPrefix(path, h.BasePath)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return "", false
+	}
+	return rest, true
 }
 
 // Cleanup returns the credit this handler's gateway holds in leases, so that a config

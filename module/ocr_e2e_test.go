@@ -147,6 +147,11 @@ func TestOCREndToEnd(t *testing.T) {
 		if len(a.Pages) != 3 || !strings.HasPrefix(a.Text, "# Page 1\n\nmock text of https://example.com/a.pdf\n\n# Page 2") {
 			t.Fatalf("%+v", a)
 		}
+		// An image is one page, whatever pages the client names.
+		a = ocr(t, `{"model":"reader-ocr","document":{"type":"image_url","image_url":"https://example.com/a.png"},"pages":"0-50"}`, "page×1=2000000")
+		if len(a.Pages) != 1 || a.Pages[0].Index != 0 {
+			t.Fatalf("%+v", a)
+		}
 	})
 
 	t.Run("vision chat model", func(t *testing.T) {

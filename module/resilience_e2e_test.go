@@ -402,3 +402,49 @@ func TestCircuitBreakerOpensAndRecovers(t *testing.T) {
 		t.Fatalf("circuit did not close: %d %s", status, body)
 	}
 }
+
+// A circuit opens on the route's own faults only: answers that refuse one request (a
+// missing previous response, a conflict, an invalid field) leave it closed for everyone.
+func TestClientErrorsDoNotOpenTheBreaker(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer behaviour
+		opens  bool
+	}{
+		{"404 previous response not found", upstreamError(404, "invalid_request_error", "previous_response_not_found", "Previous response with id 'resp_x' not found.", nil), false},
+		{"400 invalid field", upstreamError(400, "invalid_request_error", "invalid_value", "Invalid value for 'temperature'.", nil), false},
+		{"409 conflict", upstreamError(409, "invalid_request_error", "conflict", "The resource is being modified.", nil), false},
+		{"422 unprocessable", upstreamError(422, "invalid_request_error", "", "Unprocessable input.", nil), false},
+		{"500 server error", upstreamError(500, "server_error", "", "down", nil), true},
+		{"503 overloaded", upstreamError(503, "server_error", "", "overloaded", nil), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var healthy atomic.Bool
+			primary := newScripted(t, func(int) behaviour {
+				if healthy.Load() {
+					return chatOK("from primary", 3, 1)
+				}
+				return tc.answer
+			})
+			backup := newScripted(t, func(int) behaviour { return chatOK("from backup", 3, 1) })
+			env := startGateway(t, resilientProvider("primary", primary.URL, "retries 0\n\t\t\tcircuit_breaker 3 1h")+resilientProvider("backup", backup.URL, "")+
+				pricedModel("m", pricedRoute("primary", "x")+pricedRoute("backup", "y")), "")
+			_, key := env.workspace(5 * usd)
+			const threshold = 3
+			for i := 0; i < 2*threshold; i++ {
+				env.post(key, "/chat/completions", chatReq("m", false))
+			}
+			healthy.Store(true)
+			before := primary.calls.Load()
+			status, _, body := env.post(key, "/chat/completions", chatReq("m", false))
+			tried := primary.calls.Load() > before
+			if tried == tc.opens {
+				t.Fatalf("after %d answers %q the primary was tried: %v, want %v (%d %s)", 2*threshold, tc.name, tried, !tc.opens, status, body)
+			}
+			if !tc.opens && (status != 200 || !strings.Contains(string(body), "from primary")) {
+				t.Fatalf("%d %s", status, body)
+			}
+		})
+	}
+}

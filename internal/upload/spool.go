@@ -46,6 +46,10 @@ var spools struct {
 // spoolsInUse counts the spools given to forms and not released yet.
 var spoolsInUse atomic.Int64
 
+// SpoolsInUse is the number of spool files held by forms not closed yet: one per upload
+// being read or sent, and none once every form is closed.
+func SpoolsInUse() int64 { return spoolsInUse.Load() }
+
 // errSpoolClosed is what a reader of a closed form's spool gets.
 var errSpoolClosed = errors.New("upload: the form was closed")
 

@@ -12,7 +12,8 @@ import (
 
 // ReadDocument answers one page of markdown per page asked (in order, each once; the first
 // page when none is), "# Page N\n\nmock text of <document>", the document being its URL or,
-// for a data: URL, what comes before the data. Usage.Pages is the page count.
+// for a data: URL, what comes before the data. An image is one page, as it is to Mistral,
+// whatever pages were asked. Usage.Pages is the page count.
 func (p *Provider) ReadDocument(ctx context.Context, req *providers.OCRRequest) (*providers.OCRResponse, error) {
 	if strings.TrimSpace(req.DocumentURL) == "" {
 		return nil, p.invalid("no document")
@@ -25,6 +26,10 @@ func (p *Provider) ReadDocument(ctx context.Context, req *providers.OCRRequest) 
 	pages = slices.Compact(pages)
 	if pages[0] < 0 {
 		return nil, p.invalid(fmt.Sprintf("page %d: pages count from 0", pages[0]))
+	}
+	if req.IsImage {
+		pages = pages[:1]
+		pages[0] = 0
 	}
 	if err := p.delay(ctx); err != nil {
 		return nil, fmt.Errorf("provider %s: %w", p.cfg.Name, err)
