@@ -118,11 +118,13 @@ func (f mpegFrame) sameStream(g mpegFrame) bool {
 	return f.version == g.version && f.layer == g.layer && f.rate == g.rate
 }
 
-// mp3 measures an MPEG audio stream (or AAC in ADTS, framed alike): from the first frame's
-// Xing, Info or VBRI header when it counts the frames, else by walking every frame header
-// and adding up its samples (a CBR file has no header, and its size over its bitrate is off
-// by the tags it carries). Junk between frames is skipped; tags at the end (ID3v1, APE, a
-// trailing ID3v2) are skipped. limit is how far the first frame may be looked for.
+// mp3 measures an MPEG audio stream (or AAC in ADTS, framed alike) by walking every frame
+// header and adding up its samples, as a decoder plays them. A Xing, Info or VBRI header in
+// the first frame counts the frames too, and its LAME tag records the encoder's delay and
+// padding; but a header is only what its writer says, and frames after the count still
+// play, so the count is used only when the walk finds no more (a file cut short). Junk
+// between frames is skipped; tags at the end (ID3v1, APE, a trailing ID3v2) are skipped.
+// limit is how far the first frame may be looked for.
 func (p *prober) mp3(limit int) (time.Duration, Format, error) {
 	first, err := p.syncMPEG(nil, limit)
 	if err != nil {
@@ -142,16 +144,9 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 	if err != nil {
 		return 0, err
 	}
-	info, count, total := vbrHeader(b, first)
-	if count {
-		d, ok := samples(total, uint64(first.rate))
-		if !ok {
-			return 0, malformed(MP3, "%d samples out of range", total)
-		}
-		return d, nil
-	}
-	total = 0
-	if !info {
+	vbr := vbrHeader(b, first)
+	var total uint64
+	if !vbr.info {
 		total += uint64(first.samples) // the Xing frame itself is silence
 	}
 	if _, err := p.skip(int64(first.size)); err != nil {
@@ -195,6 +190,12 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 		} else if err != nil {
 			return 0, err
 		}
+	}
+	if counted := vbr.frames * uint64(first.samples); counted > total {
+		total = counted
+	}
+	if vbr.trim < total {
+		total -= vbr.trim
 	}
 	d, ok := samples(total, uint64(first.rate))
 	if !ok {
@@ -312,10 +313,18 @@ func (p *prober) skipID3v2() (bool, error) {
 	}
 }
 
-// vbrHeader reads the Xing, Info or VBRI header in the first frame b. info says the frame is
-// such a header (and so holds no audio); count says it gives the number of audio frames, and
-// total is then their samples, less the encoder delay and padding a LAME tag records.
-func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
+// vbrInfo is what a Xing, Info or VBRI header says: info, that its frame is such a header
+// (and so holds no audio); frames, how many audio frames follow (0: it does not count them);
+// trim, the samples of encoder delay and padding a LAME tag records, which a gapless
+// decoder drops.
+type vbrInfo struct {
+	info   bool
+	frames uint64
+	trim   uint64
+}
+
+// vbrHeader reads the Xing, Info or VBRI header in the first frame b.
+func vbrHeader(b []byte, f mpegFrame) vbrInfo {
 	// The Xing header follows the side information, whose size depends on version and channels.
 	off := 4 + 32
 	switch {
@@ -329,15 +338,10 @@ func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
 	if f.layer == 3 && len(b) >= off+8 && (string(b[off:off+4]) == "Xing" || string(b[off:off+4]) == "Info") {
 		flags := be32(b[off+4:])
 		if flags&1 == 0 || len(b) < off+12 {
-			return true, false, 0
+			return vbrInfo{info: true}
 		}
-		total = uint64(be32(b[off+8:])) * uint64(f.samples)
-		if total == 0 {
-			// A writer that could not seek back to fill the header in: walk the frames.
-			return true, false, 0
-		}
-		// The LAME tag follows the optional fields; it records the samples the encoder
-		// added before and after the audio, which a gapless decoder drops.
+		v := vbrInfo{info: true, frames: uint64(be32(b[off+8:]))}
+		// The LAME tag follows the optional fields.
 		lame := off + 12
 		if flags&2 != 0 {
 			lame += 4
@@ -352,15 +356,13 @@ func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
 			switch string(b[lame : lame+4]) {
 			case "LAME", "Lavc", "Lavf":
 				x := be24(b[lame+21:])
-				if trim := uint64(x>>12) + uint64(x&0xFFF); trim < total {
-					total -= trim
-				}
+				v.trim = uint64(x>>12) + uint64(x&0xFFF)
 			}
 		}
-		return true, true, total
+		return v
 	}
 	if f.layer == 3 && len(b) >= 36+18 && string(b[36:40]) == "VBRI" {
-		return true, true, uint64(be32(b[36+14:])) * uint64(f.samples)
+		return vbrInfo{info: true, frames: uint64(be32(b[36+14:]))}
 	}
-	return false, false, 0
+	return vbrInfo{}
 }

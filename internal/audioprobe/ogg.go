@@ -37,23 +37,33 @@ type oggLink struct {
 	codec   Format
 	rate    uint64
 	preskip uint64 // Opus: samples the decoder drops at the start
-	granule uint64 // the last page's granule position
+	granule uint64 // the largest granule position of its pages
 	data    bool   // a page after its headers' first was seen
+	packets uint64 // packets begun, headers included
+	played  uint64 // Opus: the samples its packets' TOC bytes say they hold
 }
+
+// opusHeaderPackets is how many packets open an Opus stream without audio: OpusHead, OpusTags.
+const opusHeaderPackets = 2
 
 func (l oggLink) duration() (time.Duration, bool) {
 	g := l.granule
 	if l.codec == Opus {
+		// The decoder plays every packet; the granule only trims the last one, and a
+		// forged granule would trim the stream to nothing.
+		g = max(g, l.played)
 		g -= min(g, l.preskip)
 	}
 	return samples(g, l.rate)
 }
 
-// ogg measures an Ogg file from the granule position of its audio stream's last page: the
-// number of samples decoded up to the end of that page (at 48 kHz for Opus, less the
-// pre-skip its header declares; at the stream's own rate otherwise). Pages whose checksum
-// fails are ignored, other logical streams (Skeleton, video) too, and the links of a chained
-// file are added up.
+// ogg measures an Ogg file from the granule positions of its audio stream's pages, read to
+// the end of the file: the number of samples decoded up to the end of a page (at 48 kHz for
+// Opus, less the pre-skip its header declares; at the stream's own rate otherwise). The
+// largest counts, not the last page's nor the one marked end of stream, since pages after
+// either still play. For Opus the packets' own durations are added up too, and the longer
+// reading counts. Pages whose checksum fails are ignored, other logical streams (Skeleton,
+// video) too, and the links of a chained file are added up.
 func (p *prober) ogg() (time.Duration, Format, error) {
 	var (
 		cur    oggLink
@@ -61,6 +71,7 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 		total  time.Duration
 		format Format
 		hdr    [27 + 255]byte
+		heads  [255]packetHead
 	)
 	finish := func() bool {
 		if !open {
@@ -114,7 +125,9 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 			}
 			ident = oggIdent(b)
 		}
-		for left := body; left > 0; {
+		// The first two bytes of each packet that begins on this page: an Opus TOC.
+		starts := packetStarts(hdr[27:n], flags&0x01 != 0, &heads)
+		for pos, left := 0, body; left > 0; {
 			b, err := p.peek(min(left, bufSize))
 			if err != nil {
 				return 0, format, err
@@ -122,10 +135,18 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 			if len(b) == 0 {
 				break
 			}
+			for i := range starts {
+				for k := range 2 {
+					if at := int(heads[i].at) + k - pos; at >= 0 && at < len(b) {
+						heads[i].toc[k] = b[at]
+					}
+				}
+			}
 			crc = oggUpdate(crc, b)
 			if _, err := p.skip(int64(len(b))); err != nil {
 				return 0, format, err
 			}
+			pos += len(b)
 			left -= len(b)
 		}
 		if crc != want {
@@ -149,12 +170,15 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 		case open && serial == cur.serial:
 			cur.data = true
 			if granule != ^uint64(0) {
-				cur.granule = granule
+				cur.granule = max(cur.granule, granule)
 			}
 		}
-		if open && serial == cur.serial && flags&0x04 != 0 {
-			if !finish() {
-				return 0, format, malformed(format, "granule position out of range")
+		if open && serial == cur.serial {
+			for _, h := range heads[:starts] {
+				if cur.packets >= opusHeaderPackets && cur.codec == Opus {
+					cur.played += opusPacketSamples(h.toc[:h.n])
+				}
+				cur.packets++
 			}
 		}
 	}
@@ -165,6 +189,35 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 		return 0, format, malformed(format, "granule position out of range")
 	}
 	return total, format, nil
+}
+
+// packetHead is where a packet begins in its page's body, and its first n (≤ 2) bytes.
+type packetHead struct {
+	at  int32
+	n   int
+	toc [2]byte
+}
+
+// packetStarts fills heads with the packets that begin on a page from its lacing values
+// (continued: its first bytes end a packet of the page before) and returns how many.
+func packetStarts(lacing []byte, continued bool, heads *[255]packetHead) int {
+	n, at, begun := 0, 0, !continued
+	for i, v := range lacing {
+		if begun {
+			heads[n] = packetHead{at: int32(at)}
+			n++
+			begun = false
+		}
+		// The bytes of the packet on this page, up to two, are its head.
+		if h := &heads[max(n-1, 0)]; n > 0 && h.n < 2 {
+			h.n = min(2, h.n+int(v))
+		}
+		at += int(v)
+		if v < 255 && i < len(lacing)-1 {
+			begun = true
+		}
+	}
+	return n
 }
 
 // oggIdent recognises the identification header of an audio codec in Ogg; a stream of any

@@ -46,14 +46,17 @@ type webmState struct {
 	inAudio    bool   // the last block read was the audio track's
 	end        int64  // ns, the end of the last audio block
 	spacing    int64  // ns between the last two audio blocks: a guess at a block's length
+	played     int64  // ns, the lengths of the audio blocks that know theirs, added up
 }
 
-// webm measures a WebM or Matroska file: from the Info element's duration when the muxer
-// wrote one, else from the end of the last block of the first audio track, which is all a
-// browser's MediaRecorder leaves (it writes no duration and clusters of unknown size).
-// A block's length is its BlockDuration, the track's default duration or, for Opus, what
-// its packet's TOC byte says. Master elements are read as a flat sequence, their sizes
-// ignored, so that unknown sizes need no special case.
+// webm measures a WebM or Matroska file from the blocks of its first audio track, read to
+// the end of the file: the end of the last one (a browser's MediaRecorder writes no duration
+// and clusters of unknown size), or the lengths of all of them added up when longer, since
+// a decoder plays every block whatever its timestamp says. A block's length is its
+// BlockDuration, the track's default duration or, for Opus, what its packet's TOC byte says.
+// The Info element's duration is a header: it counts only when longer than the blocks, or
+// when there are none. Master elements are read as a flat sequence, their sizes ignored, so
+// that unknown sizes need no special case.
 func (p *prober) webm() (time.Duration, error) {
 	s := webmState{scale: 1e6}
 	for {
@@ -114,13 +117,14 @@ func (p *prober) webm() (time.Duration, error) {
 			return 0, err
 		}
 	}
+	var declared time.Duration
 	if s.duration > 0 && s.duration*float64(s.scale) < math.MaxInt64/2 {
-		return time.Duration(math.Round(s.duration * float64(s.scale))), nil
+		declared = time.Duration(math.Round(s.duration * float64(s.scale)))
 	}
-	if s.audio == 0 {
+	if s.audio == 0 && declared == 0 {
 		return 0, malformed(WebM, "no audio track")
 	}
-	return time.Duration(s.end), nil
+	return max(declared, time.Duration(s.end), time.Duration(s.played)), nil
 }
 
 // endEntry takes the TrackEntry just read as the audio track if it is the first one.
@@ -146,12 +150,17 @@ func (s *webmState) block(b []byte) {
 		return
 	}
 	var length int64
+	frames := int64(1)
+	if b[n+2]&0x06 != 0 && len(b) > n+3 { // laced: a count of frames, less one, opens the data
+		frames = int64(b[n+3]) + 1
+	}
 	switch {
 	case s.audioDefault > 0:
 		length = int64(min(s.audioDefault, 1<<40))
-	case s.audioOpus && b[n+2]&0x06 == 0 && len(b) > n+3:
+	case s.audioOpus && frames == 1 && len(b) > n+3:
 		length = opusPacketLength(b[n+3:])
 	}
+	s.played = min(s.played+length*frames, math.MaxInt64/2)
 	if length == 0 && s.blockStart >= 0 {
 		length = s.spacing
 	}
@@ -160,6 +169,14 @@ func (s *webmState) block(b []byte) {
 	}
 	s.blockStart, s.inAudio = start, true
 	s.end = max(s.end, start+length)
+}
+
+// opusPacketSamples is how many 48 kHz samples an Opus packet plays (see opusPacketLength).
+func opusPacketSamples(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(opusPacketLength(b) * 48000 / int64(time.Second))
 }
 
 // opusPacketLength is how long an Opus packet plays, in ns, from its TOC byte (RFC 6716

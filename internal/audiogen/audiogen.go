@@ -1,0 +1,316 @@
+// Package audiogen writes audio files whose length is known because they are made sample by
+// sample (or frame by frame, each frame holding a fixed number of samples), in each container
+// the gateway measures, with headers that may understate that length the way a client
+// forging its upload would. The length a file plays is computed here from what was written,
+// never by measuring the file, so that tests can hold internal/audioprobe (and the mock
+// upstream, which measures with it) to it. Only tests import it.
+package audiogen
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"time"
+)
+
+// File is a generated audio file.
+type File struct {
+	Name string
+	Data []byte
+	// Length is how long a decoder plays Data: the samples written over their rate.
+	Length time.Duration
+	// Refusable says that the file is one a biller may refuse rather than bill Length:
+	// its headers contradict its contents in a way no encoder writes.
+	Refusable bool
+}
+
+var (
+	le = binary.LittleEndian
+	be = binary.BigEndian
+)
+
+// noise is a deterministic pseudo-random sequence (xorshift32), so that a byte out of
+// place shows and no run of samples is silent.
+type noise uint32
+
+func (n *noise) next() uint32 {
+	x := uint32(*n)
+	if x == 0 {
+		x = 2463534242
+	}
+	x ^= x << 13
+	x ^= x >> 17
+	x ^= x << 5
+	*n = noise(x)
+	return x
+}
+
+// length is n samples at rate as a duration, rounded to the nanosecond.
+func length(n, rate uint64) time.Duration {
+	return time.Duration(math.Round(float64(n) * float64(time.Second) / float64(rate)))
+}
+
+// Forged returns files that play for about seconds (at least 2) whose headers say they play
+// for 1 s, one or more for each container: the uploads that were billed 1 s.
+func Forged(seconds int) []File {
+	s := max(seconds, 2)
+	const wavRate = 8000
+	wavPCM := PCM(wavRate*s, 1)
+	mp3Frames := s * 44100 / 1152
+	mp3 := MP3(mp3Frames, 1)
+	return []File{
+		{Name: "wav data chunk says 1 s", Data: WAV(wavRate, wavRate, [][]int16{wavPCM}), Length: length(uint64(len(wavPCM)), wavRate), Refusable: true},
+		{Name: "wav data chunks of 1 s and the rest", Data: WAV(wavRate, 0, [][]int16{wavPCM[:wavRate], wavPCM[wavRate:]}), Length: length(uint64(len(wavPCM)), wavRate)},
+		{Name: "wav fmt claims 4e9 Hz", Data: WAV(4_000_000_000, 0, [][]int16{wavPCM}), Length: length(uint64(len(wavPCM)), wavRate), Refusable: true},
+		{Name: "wav of 1 s then an mp3", Data: append(WAV(wavRate, 0, [][]int16{wavPCM[:wavRate]}), mp3.Data...), Length: time.Second + mp3.Length, Refusable: true},
+		{Name: "mp3 xing counts 1 frame", Data: mp3.Data, Length: mp3.Length},
+		FLAC(8000, s*8000, 8000, 16),
+		OggOpus(s*50, 48000),
+		WebMOpus(s*50, 1000),
+		M4A(s*48000/1024, 48000, 48000),
+	}
+}
+
+// PCM is n 16-bit samples of noise, seeded by seed.
+func PCM(n int, seed uint32) []int16 {
+	g := noise(seed)
+	out := make([]int16, n)
+	for i := range out {
+		out[i] = int16(g.next())
+	}
+	return out
+}
+
+// WAV is a 16-bit mono PCM WAV at rate (the fmt chunk's claim) holding chunks, each in a
+// data chunk of its own. declared, when not 0, is the sample count the first data chunk's
+// size claims, whatever it holds.
+func WAV(rate uint32, declared int, chunks [][]int16) []byte {
+	var body bytes.Buffer
+	body.WriteString("WAVEfmt ")
+	for _, v := range []any{uint32(16), uint16(1), uint16(1), rate, rate * 2, uint16(2), uint16(16)} {
+		_ = binary.Write(&body, le, v)
+	}
+	for i, c := range chunks {
+		size := uint32(2 * len(c))
+		if i == 0 && declared != 0 {
+			size = uint32(2 * declared)
+		}
+		body.WriteString("data")
+		_ = binary.Write(&body, le, size)
+		_ = binary.Write(&body, le, c)
+	}
+	return append(append([]byte("RIFF"), le.AppendUint32(nil, uint32(body.Len()))...), body.Bytes()...)
+}
+
+// MP3 is frames MPEG-1 layer III frames (128 kbit/s, 44.1 kHz, stereo: 417 bytes and 1,152
+// samples each) of noise after a Xing frame that counts xingFrames of them (none when
+// negative). The Xing frame is silence: a decoder plays the frames after it.
+func MP3(frames, xingFrames int) File {
+	const size = 417
+	var out []byte
+	if xingFrames >= 0 {
+		f := make([]byte, size)
+		copy(f, []byte{0xFF, 0xFB, 0x90, 0x00})
+		copy(f[4+32:], append(append([]byte("Xing"), be.AppendUint32(nil, 1)...), be.AppendUint32(nil, uint32(xingFrames))...))
+		out = append(out, f...)
+	}
+	g := noise(7)
+	for range frames {
+		f := make([]byte, size)
+		copy(f, []byte{0xFF, 0xFB, 0x90, 0x00})
+		for i := 4; i < size; i++ {
+			f[i] = byte(g.next() & 0x7F) // main data with no sync byte in it
+		}
+		out = append(out, f...)
+	}
+	return File{Name: "mp3", Data: out, Length: length(uint64(frames)*1152, 44100)}
+}
+
+// FLAC is a mono 16-bit FLAC at rate of n samples of noise, in frames of 4,096 samples
+// (verbatim subframes) and a shorter last one, whose STREAMINFO claims declared samples
+// (0: unknown) and a minimum block size of minBlock.
+func FLAC(rate, n, declared, minBlock int) File {
+	info := make([]byte, 34)
+	be.PutUint16(info[0:], uint16(minBlock))
+	be.PutUint16(info[2:], 4096)
+	be.PutUint64(info[10:], uint64(rate)<<44|uint64(0)<<41|uint64(15)<<36|uint64(declared)&(1<<36-1))
+	out := append([]byte("fLaC\x80\x00\x00\x22"), info...) // the last metadata block, STREAMINFO
+	samples := PCM(n, 3)
+	for frame := 0; frame*4096 < n; frame++ {
+		block := samples[frame*4096 : min(n, frame*4096+4096)]
+		h := []byte{0xFF, 0xF8, 0xC0, 0x08} // 4,096 samples at STREAMINFO's rate; mono, 16 bits
+		if len(block) != 4096 {
+			h[2] = 0x70 // a 16-bit block size follows the number
+		}
+		h = appendUTF8Number(h, uint64(frame))
+		if len(block) != 4096 {
+			h = be.AppendUint16(h, uint16(len(block)-1))
+		}
+		h = append(h, crc8(h))
+		h = append(h, 0x02) // a verbatim subframe
+		for _, s := range block {
+			h = be.AppendUint16(h, uint16(s))
+		}
+		out = append(out, be.AppendUint16(h, crc16(h))...)
+	}
+	return File{Name: "flac streaminfo says 1 s, block size 16", Data: out, Length: length(uint64(n), uint64(rate))}
+}
+
+// appendUTF8Number writes a FLAC frame number, coded like UTF-8 (31 bits at most here).
+func appendUTF8Number(b []byte, v uint64) []byte {
+	switch {
+	case v < 0x80:
+		return append(b, byte(v))
+	case v < 0x800:
+		return append(b, 0xC0|byte(v>>6), 0x80|byte(v&0x3F))
+	case v < 0x10000:
+		return append(b, 0xE0|byte(v>>12), 0x80|byte(v>>6&0x3F), 0x80|byte(v&0x3F))
+	}
+	return append(b, 0xF0|byte(v>>18&0x07), 0x80|byte(v>>12&0x3F), 0x80|byte(v>>6&0x3F), 0x80|byte(v&0x3F))
+}
+
+// crc8 is FLAC's frame header CRC: polynomial 0x07, initial 0.
+func crc8(b []byte) byte { return byte(crc(b, 0x07, 8)) }
+
+// crc16 is FLAC's frame CRC: polynomial 0x8005, initial 0.
+func crc16(b []byte) uint16 { return uint16(crc(b, 0x8005, 16)) }
+
+// crc is the CRC of b, most significant bit first, of width bits (8 to 32) with polynomial
+// poly and initial value 0, computed bit by bit from the definition.
+func crc(b []byte, poly uint32, width uint) uint32 {
+	top := uint32(1) << (width - 1)
+	mask := uint32(1<<width - 1)
+	var c uint32
+	for _, x := range b {
+		c ^= uint32(x) << (width - 8)
+		for range 8 {
+			if c&top != 0 {
+				c = (c<<1 ^ poly) & mask
+			} else {
+				c = c << 1 & mask
+			}
+		}
+	}
+	return c
+}
+
+// opusPacket is an Opus packet of one 20 ms CELT frame (TOC 0xF8: configuration 31, mono,
+// one frame), 960 samples at 48 kHz, of noise.
+func opusPacket(g *noise) []byte {
+	p := []byte{0xF8}
+	for range 40 {
+		p = append(p, byte(g.next()))
+	}
+	return p
+}
+
+// OggOpus is an Ogg Opus file (no pre-skip) of packets packets of 20 ms, 50 a page, whose
+// pages claim granule positions of at most granuleClaim and whose stream is marked ended on
+// the first page that reaches it.
+func OggOpus(packets int, granuleClaim uint64) File {
+	head := append([]byte("OpusHead\x01\x01\x00\x00"), le.AppendUint32(nil, 48000)...)
+	head = append(head, 0, 0, 0)
+	out := append(oggPage(0x02, 0, 0, [][]byte{head}), oggPage(0, 0, 1, [][]byte{[]byte("OpusTags\x00\x00\x00\x00\x00\x00\x00\x00")})...)
+	g := noise(5)
+	ended := false
+	for i, seq := 0, uint32(2); i < packets; seq++ {
+		var page [][]byte
+		for ; i < packets && len(page) < 50; i++ {
+			page = append(page, opusPacket(&g))
+		}
+		granule := min(uint64(i)*960, granuleClaim)
+		flags := byte(0)
+		if granule == granuleClaim && !ended || i == packets {
+			flags, ended = 0x04, true
+		}
+		out = append(out, oggPage(flags, granule, seq, page)...)
+	}
+	return File{Name: "ogg opus granules say 1 s", Data: out, Length: length(uint64(packets)*960, 48000)}
+}
+
+// oggPage is one Ogg page of stream 1 holding whole packets (each under 255 bytes).
+func oggPage(flags byte, granule uint64, seq uint32, packets [][]byte) []byte {
+	p := append([]byte("OggS\x00"), flags)
+	p = le.AppendUint64(p, granule)
+	p = le.AppendUint32(p, 1)
+	p = le.AppendUint32(p, seq)
+	p = le.AppendUint32(p, 0)
+	p = append(p, byte(len(packets)))
+	for _, k := range packets {
+		p = append(p, byte(len(k)))
+	}
+	for _, k := range packets {
+		p = append(p, k...)
+	}
+	le.PutUint32(p[22:], crc(p, 0x04C11DB7, 32))
+	return p
+}
+
+// ebml is a Matroska element with an 8-byte size field.
+func ebml(id uint32, payload ...[]byte) []byte {
+	body := bytes.Join(payload, nil)
+	idb := be.AppendUint32(nil, id)
+	for len(idb) > 1 && idb[0] == 0 {
+		idb = idb[1:]
+	}
+	return append(append(append(idb, 0x01), be.AppendUint64(nil, uint64(len(body)))[1:]...), body...)
+}
+
+// WebMOpus is a WebM of blocks Opus blocks of 20 ms in clusters of 50, whose Info claims a
+// Duration of durationMs and whose blocks all claim timestamp 0.
+func WebMOpus(blocks int, durationMs float64) File {
+	out := ebml(0x1A45DFA3, ebml(0x4282, []byte("webm")))
+	seg := [][]byte{
+		ebml(0x1549A966, ebml(0x2AD7B1, be.AppendUint32(nil, 1_000_000)), ebml(0x4489, be.AppendUint64(nil, math.Float64bits(durationMs)))),
+		ebml(0x1654AE6B, ebml(0xAE, ebml(0xD7, []byte{1}), ebml(0x83, []byte{2}), ebml(0x86, []byte("A_OPUS")))),
+	}
+	g := noise(9)
+	for i := 0; i < blocks; {
+		cluster := [][]byte{ebml(0xE7, []byte{0})}
+		for ; i < blocks && len(cluster) <= 50; i++ {
+			cluster = append(cluster, ebml(0xA3, []byte{0x81, 0, 0, 0x80}, opusPacket(&g)))
+		}
+		seg = append(seg, ebml(0x1F43B675, cluster...))
+	}
+	out = append(out, ebml(0x18538067, seg...)...)
+	return File{Name: "webm duration says 1 s", Data: out, Length: time.Duration(blocks) * 20 * time.Millisecond}
+}
+
+// box is an ISO BMFF box.
+func box(typ string, payload ...[]byte) []byte {
+	body := bytes.Join(payload, nil)
+	return append(append(be.AppendUint32(nil, uint32(8+len(body))), typ...), body...)
+}
+
+// M4A is an M4A of frames AAC frames of 1,024 samples at rate, listed in its sample table,
+// whose movie and media headers claim declared samples and whose edit list presents only
+// those.
+func M4A(frames int, rate uint32, declared uint32) File {
+	full := func(v ...[]byte) []byte { return append([]byte{0, 0, 0, 0}, bytes.Join(v, nil)...) }
+	u32 := func(v uint32) []byte { return be.AppendUint32(nil, v) }
+	ms := uint32(uint64(declared) * 1000 / uint64(rate))
+	sizes := make([]byte, 0, 4*frames)
+	g := noise(11)
+	var mdat []byte
+	for range frames {
+		n := 20 + int(g.next()%40)
+		sizes = be.AppendUint32(sizes, uint32(n))
+		for range n {
+			mdat = append(mdat, byte(g.next()))
+		}
+	}
+	moov := box("moov",
+		box("mvhd", full(u32(0), u32(0), u32(1000), u32(ms), make([]byte, 80))),
+		box("trak",
+			box("tkhd", full(u32(0), u32(0), u32(1), u32(0), u32(ms), make([]byte, 60))),
+			box("edts", box("elst", full(u32(1), u32(ms), u32(0), u32(1<<16)))),
+			box("mdia",
+				box("mdhd", full(u32(0), u32(0), u32(rate), u32(declared), make([]byte, 4))),
+				box("hdlr", full(u32(0), []byte("soun"), make([]byte, 12), []byte("audio\x00"))),
+				box("minf", box("stbl",
+					box("stts", full(u32(1), u32(uint32(frames)), u32(1024))),
+					box("stsz", full(u32(0), u32(uint32(frames)), sizes)))))))
+	out := append(box("ftyp", []byte("M4A "), u32(0), []byte("M4A isom")), moov...)
+	out = append(out, box("mdat", mdat)...)
+	return File{Name: "m4a headers and edit list say 1 s", Data: out, Length: length(uint64(frames)*1024, uint64(rate))}
+}
