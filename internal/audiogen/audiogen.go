@@ -64,7 +64,8 @@ func Forged(seconds int) []File {
 		{Name: "wav fmt claims 4e9 Hz", Data: WAV(4_000_000_000, 0, [][]int16{wavPCM}), Length: length(uint64(len(wavPCM)), wavRate), Refusable: true},
 		{Name: "wav of 1 s then an mp3", Data: append(WAV(wavRate, 0, [][]int16{wavPCM[:wavRate]}), mp3.Data...), Length: time.Second + mp3.Length, Refusable: true},
 		{Name: "mp3 xing counts 1 frame", Data: mp3.Data, Length: mp3.Length},
-		FLAC(8000, s*8000, 8000, 16),
+		FLAC(8000, s*8000, 8000, 16, false),
+		FLAC(8000, s*8000, 8000, 4096, true),
 		OggOpus(s*50, 48000),
 		WebMOpus(s*50, 1000),
 		M4A(s*48000/1024, 48000, 48000),
@@ -128,8 +129,9 @@ func MP3(frames, xingFrames int) File {
 
 // FLAC is a mono 16-bit FLAC at rate of n samples of noise, in frames of 4,096 samples
 // (verbatim subframes) and a shorter last one, whose STREAMINFO claims declared samples
-// (0: unknown) and a minimum block size of minBlock.
-func FLAC(rate, n, declared, minBlock int) File {
+// (0: unknown) and a minimum block size of minBlock. The frames are numbered 0, 1, 2...
+// unless unnumbered, when all say 0: a decoder plays each frame whose checksum holds.
+func FLAC(rate, n, declared, minBlock int, unnumbered bool) File {
 	info := make([]byte, 34)
 	be.PutUint16(info[0:], uint16(minBlock))
 	be.PutUint16(info[2:], 4096)
@@ -142,7 +144,11 @@ func FLAC(rate, n, declared, minBlock int) File {
 		if len(block) != 4096 {
 			h[2] = 0x70 // a 16-bit block size follows the number
 		}
-		h = appendUTF8Number(h, uint64(frame))
+		if unnumbered {
+			h = append(h, 0)
+		} else {
+			h = appendUTF8Number(h, uint64(frame))
+		}
 		if len(block) != 4096 {
 			h = be.AppendUint16(h, uint16(len(block)-1))
 		}
@@ -153,7 +159,11 @@ func FLAC(rate, n, declared, minBlock int) File {
 		}
 		out = append(out, be.AppendUint16(h, crc16(h))...)
 	}
-	return File{Name: "flac streaminfo says 1 s, block size 16", Data: out, Length: length(uint64(n), uint64(rate))}
+	name := "flac streaminfo says 1 s, block size 16"
+	if unnumbered {
+		name = "flac streaminfo says 1 s, frames all numbered 0"
+	}
+	return File{Name: name, Data: out, Length: length(uint64(n), uint64(rate))}
 }
 
 // appendUTF8Number writes a FLAC frame number, coded like UTF-8 (31 bits at most here).

@@ -43,13 +43,20 @@ func streamInfoTotal(b []byte) uint64 {
 func streamInfoRate(b []byte) uint64 { return uint64(be24(b[10:]) >> 4) }
 
 // flacFrames walks the frames of a FLAC stream and returns their samples. Frame headers
-// carry no length, so every sync code is tried; a header counts only when its CRC-8 holds
-// and its number is the one expected next (the count of frames before it in a fixed-size
-// stream, the count of samples in a variable one), which a sync code inside the audio data
-// all but never matches. The numbering is the frames' own, not STREAMINFO's block size,
-// which a forged header could set to break the sequence after one frame.
+// carry no length, so every sync code is tried, and a header whose CRC-8 holds is a frame in
+// either of two readings; the longer counts:
+//
+//   - numbered: its number is the one expected next (the count of frames before it in a
+//     fixed-size stream, the count of samples in a variable one), which a sync code inside
+//     the audio data all but never matches. The numbering is the frames' own, not
+//     STREAMINFO's block size, which a forged header could set to break the sequence;
+//   - checked: the frame's CRC-16 holds up to the next header, which is how a decoder such
+//     as ffmpeg finds and accepts frames, whatever their numbers say.
 func (p *prober) flacFrames() (uint64, error) {
-	var frames, total uint64
+	var (
+		frames, numbered uint64
+		w                flacCRCWalk
+	)
 	for {
 		// Look through what is buffered, refilling only when fewer bytes than a frame
 		// header remain: peeking the whole buffer each time would move it at every step.
@@ -57,33 +64,74 @@ func (p *prober) flacFrames() (uint64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if len(b) < 2 {
+		if len(b) == 0 {
 			break
 		}
 		i := bytes.IndexByte(b, 0xFF)
-		if i < 0 {
-			if _, err := p.skip(int64(len(b))); err != nil {
-				return 0, err
+		switch {
+		case i < 0:
+			i = len(b)
+		case i == 0:
+			// A frame header is at most 16 bytes, all in b unless the input ends first.
+			if num, size, variable, ok := flacFrameHeader(b); ok {
+				if variable && num == numbered || !variable && num == frames {
+					frames++
+					numbered += size
+				}
+				w.header(size)
 			}
-			continue
+			i = 1
 		}
-		if i > 0 {
-			if _, err := p.skip(int64(i)); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		// A frame header is at most 16 bytes, all in b unless the input ends first.
-		if num, size, variable, ok := flacFrameHeader(b); ok && (variable && num == total || !variable && num == frames) {
-			frames++
-			total += size
-		}
-		if _, err := p.skip(1); err != nil {
+		w.update(b[:i])
+		if _, err := p.skip(int64(i)); err != nil {
 			return 0, err
 		}
 	}
-	return total, nil
+	w.header(0) // the end of the input ends the last frame
+	return max(numbered, w.total), nil
 }
+
+// flacCRCWalk counts the samples of the frames whose CRC-16 holds. A header inside a frame's
+// data may pass its CRC-8, so the frames begun at the last few headers are all followed:
+// the earliest whose CRC-16 holds at the next header is the frame, and ends the others.
+type flacCRCWalk struct {
+	open [4]struct {
+		crc  uint16
+		size uint64
+	}
+	n     int
+	total uint64
+}
+
+// header notes a header of a frame of size samples at the reader (size 0: the end).
+func (w *flacCRCWalk) header(size uint64) {
+	for _, f := range w.open[:w.n] {
+		if f.crc == 0 {
+			w.total += f.size
+			w.n = 0
+			break
+		}
+	}
+	if size > 0 && w.n < len(w.open) {
+		w.open[w.n].crc, w.open[w.n].size = 0, size
+		w.n++
+	}
+}
+
+// update runs the CRC-16 of each frame followed over b, the bytes at the reader.
+func (w *flacCRCWalk) update(b []byte) {
+	for k := range w.open[:w.n] {
+		crc := w.open[k].crc
+		for _, c := range b {
+			crc = crc<<8 ^ uint16(flacCRC16[byte(crc>>8)^c])
+		}
+		w.open[k].crc = crc
+	}
+}
+
+// flacCRC16 is the table of the CRC-16 that closes a FLAC frame: polynomial 0x8005, not
+// reflected, initial value 0. A frame followed by its CRC checks to 0.
+var flacCRC16 = crcTable(0x8005, 16)
 
 // flacFrameHeader decodes the frame header at b and returns its number (of its first sample
 // when variable, else of the frame) and its block size.

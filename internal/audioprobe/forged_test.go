@@ -58,7 +58,7 @@ func FuzzForgedLength(f *testing.F) {
 				file.Length = seconds(uint64(claim)*1152, 44100) // the count is longer: a file cut short
 			}
 		case 2:
-			file = audiogen.FLAC(8000, int(n), int(claim), 16)
+			file = audiogen.FLAC(8000, int(n), int(claim), 16, claim%2 == 1)
 			if int(claim) > int(n) {
 				file.Length = seconds(uint64(claim), 8000)
 			}

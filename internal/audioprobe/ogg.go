@@ -8,20 +8,26 @@ import (
 
 // oggCRC is the table of the Ogg page checksum: CRC-32, polynomial 0x04C11DB7, not
 // reflected, initial value 0 (not the IEEE variant hash/crc32 computes).
-var oggCRC = func() (t [256]uint32) {
+var oggCRC = crcTable(0x04C11DB7, 32)
+
+// crcTable is the byte-at-a-time table of a CRC of width bits (8 to 32), most significant
+// bit first, with polynomial poly: the CRCs of Ogg and FLAC, which hash/crc32 and its
+// reflected tables do not compute.
+func crcTable(poly uint32, width uint) (t [256]uint32) {
+	top := uint32(1) << (width - 1)
 	for i := range t {
-		r := uint32(i) << 24
+		r := uint32(i) << (width - 8)
 		for range 8 {
-			if r&0x80000000 != 0 {
-				r = r<<1 ^ 0x04C11DB7
+			if r&top != 0 {
+				r = r<<1 ^ poly
 			} else {
 				r <<= 1
 			}
 		}
-		t[i] = r
+		t[i] = r & (top<<1 - 1)
 	}
 	return t
-}()
+}
 
 func oggUpdate(crc uint32, b []byte) uint32 {
 	for _, c := range b {
