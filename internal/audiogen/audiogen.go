@@ -58,12 +58,15 @@ func Forged(seconds int) []File {
 	wavPCM := PCM(wavRate*s, 1)
 	mp3Frames := s * 44100 / 1152
 	mp3 := MP3(mp3Frames, 1)
+	at48k := (s - 1) * 48000 / 1152 // MPEG-1 layer III at 128 kbit/s and 48 kHz: 384 bytes a frame
 	return []File{
 		{Name: "wav data chunk says 1 s", Data: WAV(wavRate, wavRate, [][]int16{wavPCM}), Length: length(uint64(len(wavPCM)), wavRate), Refusable: true},
 		{Name: "wav data chunks of 1 s and the rest", Data: WAV(wavRate, 0, [][]int16{wavPCM[:wavRate], wavPCM[wavRate:]}), Length: length(uint64(len(wavPCM)), wavRate)},
 		{Name: "wav fmt claims 4e9 Hz", Data: WAV(4_000_000_000, 0, [][]int16{wavPCM}), Length: length(uint64(len(wavPCM)), wavRate), Refusable: true},
 		{Name: "wav of 1 s then an mp3", Data: append(WAV(wavRate, 0, [][]int16{wavPCM[:wavRate]}), mp3.Data...), Length: time.Second + mp3.Length, Refusable: true},
 		{Name: "mp3 xing counts 1 frame", Data: mp3.Data, Length: mp3.Length},
+		{Name: "mp3 of 1 s then frames at 48 kHz", Data: append(MP3(39, 39).Data, mpegFrames([4]byte{0xFF, 0xFB, 0x94, 0x00}, 384, at48k)...),
+			Length: MP3(39, 39).Length + length(uint64(at48k)*1152, 48000)},
 		FLAC(8000, s*8000, 8000, 16, false),
 		FLAC(8000, s*8000, 8000, 4096, true),
 		OggOpus(s*50, 48000),
@@ -115,16 +118,22 @@ func MP3(frames, xingFrames int) File {
 		copy(f[4+32:], append(append([]byte("Xing"), be.AppendUint32(nil, 1)...), be.AppendUint32(nil, uint32(xingFrames))...))
 		out = append(out, f...)
 	}
-	g := noise(7)
-	for range frames {
-		f := make([]byte, size)
-		copy(f, []byte{0xFF, 0xFB, 0x90, 0x00})
-		for i := 4; i < size; i++ {
-			f[i] = byte(g.next() & 0x7F) // main data with no sync byte in it
-		}
-		out = append(out, f...)
-	}
+	out = append(out, mpegFrames([4]byte{0xFF, 0xFB, 0x90, 0x00}, size, frames)...)
 	return File{Name: "mp3", Data: out, Length: length(uint64(frames)*1152, 44100)}
+}
+
+// mpegFrames is n MPEG audio frames of size bytes with header h, their main data noise with
+// no sync byte in it.
+func mpegFrames(h [4]byte, size, n int) []byte {
+	g := noise(7)
+	out := make([]byte, 0, size*n)
+	for range n {
+		out = append(out, h[:]...)
+		for range size - 4 {
+			out = append(out, byte(g.next()&0x7F))
+		}
+	}
+	return out
 }
 
 // FLAC is a mono 16-bit FLAC at rate of n samples of noise, in frames of 4,096 samples

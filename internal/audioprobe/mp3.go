@@ -3,6 +3,7 @@ package audioprobe
 import (
 	"bytes"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -138,20 +139,24 @@ func (p *prober) mp3(limit int) (time.Duration, Format, error) {
 	return d, f, err
 }
 
-// mpegFrames measures the stream whose first frame, first, is at the reader.
+// mpegFrames measures the stream whose first frame, first, is at the reader. A frame of
+// another stream (another rate, layer or version: a second file appended) is counted too,
+// at its own rate, once the frame after it confirms it: a decoder resynchronises and plays
+// it.
 func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, error) {
 	b, err := p.peek(min(first.size, bufSize))
 	if err != nil {
 		return 0, err
 	}
 	vbr := vbrHeader(b, first)
-	var total uint64
+	var played mpegSamples
 	if !vbr.info {
-		total += uint64(first.samples) // the Xing frame itself is silence
+		played.add(first) // the Xing frame itself is silence
 	}
 	if _, err := p.skip(int64(first.size)); err != nil {
 		return 0, err
 	}
+	cur := first
 	lost := false // junk was skipped: the next frame must be confirmed by the one after it
 	for {
 		h, err := p.peek(max(headerLen, 10))
@@ -162,15 +167,14 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 			break
 		}
 		f, ok := parseMPEG(h)
-		ok = ok && first.sameStream(f)
-		if ok && lost {
+		if ok && (lost || !cur.sameStream(f)) {
 			if ok, err = p.confirmed(f); err != nil {
 				return 0, err
 			}
 		}
 		if ok {
-			lost = false
-			total += uint64(f.samples)
+			lost, cur = false, f
+			played.add(f)
 			if _, err := p.skip(int64(f.size)); err != nil {
 				return 0, err
 			}
@@ -185,23 +189,58 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 			continue
 		}
 		lost = true
-		if _, err := p.syncMPEG(&first, -1); err == errNoSync {
+		if _, err := p.syncMPEG(nil, -1); err == errNoSync {
 			break
 		} else if err != nil {
 			return 0, err
 		}
 	}
-	if counted := vbr.frames * uint64(first.samples); counted > total {
-		total = counted
+	// The header's count is of the first stream's frames.
+	i := played.at(first.rate)
+	played[i].samples = max(played[i].samples, vbr.frames*uint64(first.samples))
+	if vbr.trim < played[i].samples {
+		played[i].samples -= vbr.trim
 	}
-	if vbr.trim < total {
-		total -= vbr.trim
-	}
-	d, ok := samples(total, uint64(first.rate))
+	d, ok := played.duration()
 	if !ok {
 		return 0, malformed(format, "duration out of range")
 	}
 	return d, nil
+}
+
+// mpegSamples counts the samples played at each sample rate met (MPEG audio and ADTS have
+// 14 between them).
+type mpegSamples [16]struct {
+	rate    int
+	samples uint64
+}
+
+// at is the index of rate's count, taken if new.
+func (s *mpegSamples) at(rate int) int {
+	for i := range s {
+		if s[i].rate == rate || s[i].rate == 0 {
+			s[i].rate = rate
+			return i
+		}
+	}
+	return len(s) - 1 // unreachable: there are fewer rates
+}
+
+func (s *mpegSamples) add(f mpegFrame) { s[s.at(f.rate)].samples += uint64(f.samples) }
+
+func (s *mpegSamples) duration() (time.Duration, bool) {
+	var total time.Duration
+	for _, r := range s {
+		if r.rate == 0 {
+			break
+		}
+		d, ok := samples(r.samples, uint64(r.rate))
+		if !ok || total > math.MaxInt64-d {
+			return 0, false
+		}
+		total += d
+	}
+	return total, true
 }
 
 // confirmed says whether the frame f at the reader is followed by another frame of its stream
