@@ -63,6 +63,7 @@ func Forged(seconds int) []File {
 		{Name: "wav data chunk says 1 s", Data: WAV(wavRate, wavRate, [][]int16{wavPCM}), Length: length(uint64(len(wavPCM)), wavRate), Refusable: true},
 		{Name: "wav data chunks of 1 s and the rest", Data: WAV(wavRate, 0, [][]int16{wavPCM[:wavRate], wavPCM[wavRate:]}), Length: length(uint64(len(wavPCM)), wavRate)},
 		{Name: "wav fmt claims 4e9 Hz", Data: WAV(4_000_000_000, 0, [][]int16{wavPCM}), Length: length(uint64(len(wavPCM)), wavRate), Refusable: true},
+		adpcmWAV(s*8000/505, 1),
 		{Name: "wav of 1 s then an mp3", Data: append(WAV(wavRate, 0, [][]int16{wavPCM[:wavRate]}), mp3.Data...), Length: time.Second + mp3.Length, Refusable: true},
 		{Name: "mp3 xing counts 1 frame", Data: mp3.Data, Length: mp3.Length},
 		{Name: "mp3 of 1 s then frames at 48 kHz", Data: append(MP3(39, 39).Data, mpegFrames([4]byte{0xFF, 0xFB, 0x94, 0x00}, 384, at48k)...),
@@ -104,6 +105,35 @@ func WAV(rate uint32, declared int, chunks [][]int16) []byte {
 		_ = binary.Write(&body, le, c)
 	}
 	return append(append([]byte("RIFF"), le.AppendUint32(nil, uint32(body.Len()))...), body.Bytes()...)
+}
+
+// adpcmWAV is an 8 kHz mono IMA ADPCM WAV of blocks blocks of 256 bytes holding 505
+// samples each (4,055 bytes a second), whose fact chunk claims claim seconds.
+func adpcmWAV(blocks, claim int) File {
+	const rate, align, perBlock = 8000, 256, 505
+	g := noise(13)
+	data := make([]byte, blocks*align)
+	for i := range data {
+		data[i] = byte(g.next())
+	}
+	fmtBody := le.AppendUint16(nil, 0x11) // IMA ADPCM
+	fmtBody = le.AppendUint16(fmtBody, 1)
+	fmtBody = le.AppendUint32(fmtBody, rate)
+	fmtBody = le.AppendUint32(fmtBody, 4055)
+	fmtBody = le.AppendUint16(fmtBody, align)
+	fmtBody = le.AppendUint16(fmtBody, 4)
+	fmtBody = le.AppendUint16(fmtBody, 2)
+	fmtBody = le.AppendUint16(fmtBody, perBlock)
+	var body []byte
+	body = append(body, "WAVE"...)
+	for _, c := range []struct {
+		id   string
+		body []byte
+	}{{"fmt ", fmtBody}, {"fact", le.AppendUint32(nil, uint32(claim*rate))}, {"data", data}} {
+		body = append(append(append(body, c.id...), le.AppendUint32(nil, uint32(len(c.body)))...), c.body...)
+	}
+	return File{Name: "wav adpcm whose fact chunk says 1 s", Data: append(append([]byte("RIFF"), le.AppendUint32(nil, uint32(len(body)))...), body...),
+		Length: length(uint64(blocks)*perBlock, rate)}
 }
 
 // MP3 is frames MPEG-1 layer III frames (128 kbit/s, 44.1 kHz, stereo: 417 bytes and 1,152

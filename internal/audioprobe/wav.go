@@ -12,12 +12,19 @@ const (
 	wavExtensible = 0xFFFE
 )
 
+// ADPCM format tags, whose fmt chunk gives the samples of each block.
+const (
+	wavMSADPCM  = 2
+	wavIMAADPCM = 0x11
+)
+
 // wavMaxRate is the highest sample rate a WAV may claim: 768 kHz is the most any converter
 // records. A higher rate is a header written to shrink the bill, not audio.
 const wavMaxRate = 768000
 
 // wav measures a RIFF/WAVE or RF64 file: the data chunks' length over the frame size (or the
-// fact chunk's sample count for compressed formats). Chunks may come in any order: some writers put LIST or even data before fmt.
+// fact chunk's sample count for compressed formats, unless the data holds far more at the
+// byte rate). Chunks may come in any order: some writers put LIST or even data before fmt.
 // Every chunk is walked to the end of the file, because a decoder plays each data chunk it
 // meets: a streamed WAV carries a placeholder data size (0 or 0xFFFFFFFF), a truncated one a
 // size larger than the file, and a forged one a size smaller than its samples with more data
@@ -37,6 +44,7 @@ func (p *prober) wav() (time.Duration, error) {
 		haveFmt, haveData, haveFact bool
 		tag                         uint32
 		rate, byteRate, align       uint32
+		perBlock                    uint32 // samples in each block of an ADPCM format
 		ds64Data                    uint64
 		factSamples                 uint64
 		dataBytes                   uint64
@@ -76,6 +84,9 @@ func (p *prober) wav() (time.Duration, error) {
 			tag, rate, byteRate, align = le16(b), le32(b[4:]), le32(b[8:]), le16(b[12:])
 			if tag == wavExtensible && len(b) >= 26 {
 				tag = le16(b[24:]) // the sub-format GUID opens with the plain format tag
+			}
+			if (tag == wavMSADPCM || tag == wavIMAADPCM) && len(b) >= 20 {
+				perBlock = le16(b[18:]) // after the extension's size
 			}
 			haveFmt = true
 		case "fact":
@@ -136,14 +147,28 @@ func (p *prober) wav() (time.Duration, error) {
 		d, ok = samples(dataBytes/uint64(align), uint64(rate))
 	case haveFact && factSamples > 0:
 		d, ok = samples(factSamples, uint64(rate))
+		// The fact chunk is a header too: data that plays markedly longer (an encoder's
+		// last block is only partly filled) is billed what it plays.
+		if played, ok2 := compressedLength(dataBytes, rate, byteRate, align, perBlock); ok && ok2 && played > d+max(d/10, time.Second) {
+			d = played
+		}
 	default:
-		// A compressed format without a fact chunk: its byte rate is all there is.
-		d, ok = samples(dataBytes, uint64(byteRate))
+		d, ok = compressedLength(dataBytes, rate, byteRate, align, perBlock)
 	}
 	if !ok {
 		return 0, malformed(WAV, "sample rate %d, byte rate %d", rate, byteRate)
 	}
 	return d, nil
+}
+
+// compressedLength is how long the data of a compressed format plays: its whole blocks
+// times the samples a block holds when the format says (ADPCM), else its bytes over the
+// byte rate.
+func compressedLength(dataBytes uint64, rate, byteRate, align, perBlock uint32) (time.Duration, bool) {
+	if perBlock > 0 && align > 0 {
+		return samples(dataBytes/uint64(align)*uint64(perBlock), uint64(rate))
+	}
+	return samples(dataBytes, uint64(byteRate))
 }
 
 // isChunkID says whether b, four bytes, is a RIFF chunk ID: printable ASCII, as every
