@@ -71,7 +71,8 @@ func Forged(seconds int) []File {
 		FLAC(8000, s*8000, 8000, 16, false),
 		FLAC(8000, s*8000, 8000, 4096, true),
 		OggOpus(s*50, 48000),
-		WebMOpus(s*50, 1000),
+		WebMOpus(s*50, 1000, false),
+		WebMOpus(s*50, 1000, true),
 		M4A(s*48000/1024, 48000, 48000),
 	}
 }
@@ -306,23 +307,36 @@ func ebml(id uint32, payload ...[]byte) []byte {
 }
 
 // WebMOpus is a WebM of blocks Opus blocks of 20 ms in clusters of 50, whose Info claims a
-// Duration of durationMs and whose blocks all claim timestamp 0.
-func WebMOpus(blocks int, durationMs float64) File {
+// Duration of durationMs and whose blocks all claim timestamp 0. With a decoy, a first
+// audio track of 1 s comes before the one of blocks, which a decoder may pick.
+func WebMOpus(blocks int, durationMs float64, decoy bool) File {
 	out := ebml(0x1A45DFA3, ebml(0x4282, []byte("webm")))
+	opusTrack := func(n byte) []byte {
+		return ebml(0xAE, ebml(0xD7, []byte{n}), ebml(0x83, []byte{2}), ebml(0x86, []byte("A_OPUS")))
+	}
+	tracks, track, name := opusTrack(1), byte(1), "webm duration says 1 s"
+	if decoy {
+		tracks, track, name = append(tracks, opusTrack(2)...), 2, "webm with a first audio track of 1 s"
+	}
 	seg := [][]byte{
 		ebml(0x1549A966, ebml(0x2AD7B1, be.AppendUint32(nil, 1_000_000)), ebml(0x4489, be.AppendUint64(nil, math.Float64bits(durationMs)))),
-		ebml(0x1654AE6B, ebml(0xAE, ebml(0xD7, []byte{1}), ebml(0x83, []byte{2}), ebml(0x86, []byte("A_OPUS")))),
+		ebml(0x1654AE6B, tracks),
 	}
 	g := noise(9)
 	for i := 0; i < blocks; {
 		cluster := [][]byte{ebml(0xE7, []byte{0})}
-		for ; i < blocks && len(cluster) <= 50; i++ {
-			cluster = append(cluster, ebml(0xA3, []byte{0x81, 0, 0, 0x80}, opusPacket(&g)))
+		if decoy && i == 0 {
+			for k := range 50 {
+				cluster = append(cluster, ebml(0xA3, []byte{0x81}, be.AppendUint16(nil, uint16(20*k)), []byte{0x80}, opusPacket(&g)))
+			}
+		}
+		for n := 0; i < blocks && n < 50; i, n = i+1, n+1 {
+			cluster = append(cluster, ebml(0xA3, []byte{0x80 | track, 0, 0, 0x80}, opusPacket(&g)))
 		}
 		seg = append(seg, ebml(0x1F43B675, cluster...))
 	}
 	out = append(out, ebml(0x18538067, seg...)...)
-	return File{Name: "webm duration says 1 s", Data: out, Length: time.Duration(blocks) * 20 * time.Millisecond}
+	return File{Name: name, Data: out, Length: time.Duration(blocks) * 20 * time.Millisecond}
 }
 
 // box is an ISO BMFF box.

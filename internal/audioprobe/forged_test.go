@@ -65,7 +65,10 @@ func FuzzForgedLength(f *testing.F) {
 		case 3:
 			file = audiogen.OggOpus(int(n), uint64(claim))
 		case 4:
-			file = audiogen.WebMOpus(int(n), float64(claim))
+			file = audiogen.WebMOpus(int(n), float64(claim), claim%2 == 1)
+			if claim%2 == 1 && file.Length < time.Second {
+				file.Length = time.Second // the decoy track is the longer
+			}
 			if l := seconds(uint64(claim), 1000); l > file.Length {
 				file.Length = l
 			}

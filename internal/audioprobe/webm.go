@@ -35,22 +35,32 @@ type webmState struct {
 	scale    uint64  // ns a tick
 	duration float64 // Info's, in ticks; 0 when absent
 
-	// The TrackEntry being read, and the first audio track.
+	// The TrackEntry being read, and the audio tracks.
 	entryNum, entryType, entryDefault uint64
 	entryOpus                         bool
-	audio, audioDefault               uint64
-	audioOpus                         bool
+	tracks                            [8]webmTrack
+	ntracks                           int
 
-	cluster    uint64 // the cluster's timestamp, in ticks
-	blockStart int64  // ns, the last audio block's start
-	inAudio    bool   // the last block read was the audio track's
-	end        int64  // ns, the end of the last audio block
-	spacing    int64  // ns between the last two audio blocks: a guess at a block's length
-	played     int64  // ns, the lengths of the audio blocks that know theirs, added up
+	cluster uint64 // the cluster's timestamp, in ticks
+	last    int    // the index of the track of the last block read, -1 if not audio
 }
 
-// webm measures a WebM or Matroska file from the blocks of its first audio track, read to
-// the end of the file: the end of the last one (a browser's MediaRecorder writes no duration
+// webmTrack is an audio track and what its blocks say.
+type webmTrack struct {
+	number, defaultDur uint64
+	opus               bool
+	blockStart         int64 // ns, the last block's start; -1 before the first
+	end                int64 // ns, the end of the last block
+	spacing            int64 // ns between the last two blocks: a guess at a block's length
+	played             int64 // ns, the lengths of the blocks that know theirs, added up
+}
+
+// length is how long the track plays: to the end of its last block, or the lengths of its
+// blocks added up when longer.
+func (t *webmTrack) length() int64 { return max(t.end, t.played) }
+
+// webm measures a WebM or Matroska file from the blocks of its audio tracks (the longest,
+// whichever a decoder picks), read to the end of the file: the end of the last one (a browser's MediaRecorder writes no duration
 // and clusters of unknown size), or the lengths of all of them added up when longer, since
 // a decoder plays every block whatever its timestamp says. A block's length is its
 // BlockDuration, the track's default duration or, for Opus, what its packet's TOC byte says.
@@ -58,7 +68,7 @@ type webmState struct {
 // when there are none. Master elements are read as a flat sequence, their sizes ignored, so
 // that unknown sizes need no special case.
 func (p *prober) webm() (time.Duration, error) {
-	s := webmState{scale: 1e6}
+	s := webmState{scale: 1e6, last: -1}
 	for {
 		id, size, ok, err := p.ebmlHeader()
 		if err != nil {
@@ -109,8 +119,9 @@ func (p *prober) webm() (time.Duration, error) {
 		case mkvSimpleBlock, mkvBlock:
 			s.block(b)
 		case mkvBlockDur:
-			if s.inAudio {
-				s.end = max(s.end, s.blockStart+int64(min(ebmlUint(b)*s.scale, math.MaxInt64/2)))
+			if s.last >= 0 {
+				t := &s.tracks[s.last]
+				t.end = max(t.end, t.blockStart+int64(min(ebmlUint(b)*s.scale, math.MaxInt64/2)))
 			}
 		}
 		if _, err := p.skip(size); err != nil {
@@ -121,28 +132,44 @@ func (p *prober) webm() (time.Duration, error) {
 	if s.duration > 0 && s.duration*float64(s.scale) < math.MaxInt64/2 {
 		declared = time.Duration(math.Round(s.duration * float64(s.scale)))
 	}
-	if s.audio == 0 && declared == 0 {
+	if s.ntracks == 0 && declared == 0 {
 		return 0, malformed(WebM, "no audio track")
 	}
-	return max(declared, time.Duration(s.end), time.Duration(s.played)), nil
+	var longest int64
+	for i := range s.tracks[:s.ntracks] {
+		longest = max(longest, s.tracks[i].length())
+	}
+	return max(declared, time.Duration(longest)), nil
 }
 
-// endEntry takes the TrackEntry just read as the audio track if it is the first one.
+// endEntry takes the TrackEntry just read as an audio track if it is one.
 func (s *webmState) endEntry() {
-	if s.audio == 0 && s.entryType == mkvAudioTrack && s.entryNum > 0 {
-		s.audio, s.audioDefault, s.audioOpus = s.entryNum, s.entryDefault, s.entryOpus
-		s.blockStart = -1
+	if s.entryType == mkvAudioTrack && s.entryNum > 0 && s.ntracks < len(s.tracks) && s.track(s.entryNum) < 0 {
+		s.tracks[s.ntracks] = webmTrack{number: s.entryNum, defaultDur: s.entryDefault, opus: s.entryOpus, blockStart: -1}
+		s.ntracks++
 	}
+}
+
+// track is the index of the audio track numbered n, -1 if there is none.
+func (s *webmState) track(n uint64) int {
+	for i := range s.tracks[:s.ntracks] {
+		if s.tracks[i].number == n {
+			return i
+		}
+	}
+	return -1
 }
 
 // block reads the head of a SimpleBlock or Block: track number, timestamp relative to the
 // cluster, flags, then the first bytes of the frame.
 func (s *webmState) block(b []byte) {
-	track, n := ebmlVint(b)
-	s.inAudio = false
-	if n == 0 || track != s.audio || s.audio == 0 || len(b) < n+3 {
+	number, n := ebmlVint(b)
+	s.last = -1
+	i := s.track(number)
+	if n == 0 || i < 0 || len(b) < n+3 {
 		return
 	}
+	t := &s.tracks[i]
 	rel := int64(int16(be16(b[n:])))
 	ticks := int64(min(s.cluster, math.MaxInt64/4)) + rel
 	start := ticks * int64(min(s.scale, 1<<32))
@@ -155,20 +182,20 @@ func (s *webmState) block(b []byte) {
 		frames = int64(b[n+3]) + 1
 	}
 	switch {
-	case s.audioDefault > 0:
-		length = int64(min(s.audioDefault, 1<<40))
-	case s.audioOpus && frames == 1 && len(b) > n+3:
+	case t.defaultDur > 0:
+		length = int64(min(t.defaultDur, 1<<40))
+	case t.opus && frames == 1 && len(b) > n+3:
 		length = opusPacketLength(b[n+3:])
 	}
-	s.played = min(s.played+length*frames, math.MaxInt64/2)
-	if length == 0 && s.blockStart >= 0 {
-		length = s.spacing
+	t.played = min(t.played+length*frames, math.MaxInt64/2)
+	if length == 0 && t.blockStart >= 0 {
+		length = t.spacing
 	}
-	if s.blockStart >= 0 && start > s.blockStart {
-		s.spacing = start - s.blockStart
+	if t.blockStart >= 0 && start > t.blockStart {
+		t.spacing = start - t.blockStart
 	}
-	s.blockStart, s.inAudio = start, true
-	s.end = max(s.end, start+length)
+	t.blockStart, s.last = start, i
+	t.end = max(t.end, start+length)
 }
 
 // opusPacketSamples is how many 48 kHz samples an Opus packet plays (see opusPacketLength).
