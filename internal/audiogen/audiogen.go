@@ -73,7 +73,8 @@ func Forged(seconds int) []File {
 		OggOpus(s*50, 48000),
 		WebMOpus(s*50, 1000, false),
 		WebMOpus(s*50, 1000, true),
-		M4A(s*48000/1024, 48000, 48000),
+		M4A(s*48000/1024, 48000, 48000, false),
+		M4A(s*48000/1024, 48000, 48000, true),
 	}
 }
 
@@ -347,33 +348,42 @@ func box(typ string, payload ...[]byte) []byte {
 
 // M4A is an M4A of frames AAC frames of 1,024 samples at rate, listed in its sample table,
 // whose movie and media headers claim declared samples and whose edit list presents only
-// those.
-func M4A(frames int, rate uint32, declared uint32) File {
+// those. With a decoy, a first sound track of 1 s comes before it, which a decoder may pick.
+func M4A(frames int, rate uint32, declared uint32, decoy bool) File {
 	full := func(v ...[]byte) []byte { return append([]byte{0, 0, 0, 0}, bytes.Join(v, nil)...) }
 	u32 := func(v uint32) []byte { return be.AppendUint32(nil, v) }
 	ms := uint32(uint64(declared) * 1000 / uint64(rate))
-	sizes := make([]byte, 0, 4*frames)
 	g := noise(11)
 	var mdat []byte
-	for range frames {
-		n := 20 + int(g.next()%40)
-		sizes = be.AppendUint32(sizes, uint32(n))
-		for range n {
-			mdat = append(mdat, byte(g.next()))
+	trak := func(id uint32, frames int, declared, ms uint32) []byte {
+		sizes := make([]byte, 0, 4*frames)
+		for range frames {
+			n := 20 + int(g.next()%40)
+			sizes = be.AppendUint32(sizes, uint32(n))
+			for range n {
+				mdat = append(mdat, byte(g.next()))
+			}
 		}
-	}
-	moov := box("moov",
-		box("mvhd", full(u32(0), u32(0), u32(1000), u32(ms), make([]byte, 80))),
-		box("trak",
-			box("tkhd", full(u32(0), u32(0), u32(1), u32(0), u32(ms), make([]byte, 60))),
+		return box("trak",
+			box("tkhd", full(u32(0), u32(0), u32(id), u32(0), u32(ms), make([]byte, 60))),
 			box("edts", box("elst", full(u32(1), u32(ms), u32(0), u32(1<<16)))),
 			box("mdia",
 				box("mdhd", full(u32(0), u32(0), u32(rate), u32(declared), make([]byte, 4))),
 				box("hdlr", full(u32(0), []byte("soun"), make([]byte, 12), []byte("audio\x00"))),
 				box("minf", box("stbl",
 					box("stts", full(u32(1), u32(uint32(frames)), u32(1024))),
-					box("stsz", full(u32(0), u32(uint32(frames)), sizes)))))))
+					box("stsz", full(u32(0), u32(uint32(frames)), sizes))))))
+	}
+	var traks []byte
+	name := "m4a headers and edit list say 1 s"
+	if decoy {
+		second := int(rate) / 1024
+		traks = trak(1, second, uint32(second*1024), uint32(second*1024*1000)/rate)
+		name = "m4a with a first sound track of 1 s"
+	}
+	traks = append(traks, trak(2, frames, declared, ms)...)
+	moov := box("moov", box("mvhd", full(u32(0), u32(0), u32(1000), u32(ms), make([]byte, 80))), traks)
 	out := append(box("ftyp", []byte("M4A "), u32(0), []byte("M4A isom")), moov...)
 	out = append(out, box("mdat", mdat)...)
-	return File{Name: "m4a headers and edit list say 1 s", Data: out, Length: length(uint64(frames)*1024, uint64(rate))}
+	return File{Name: name, Data: out, Length: length(uint64(frames)*1024, uint64(rate))}
 }

@@ -16,7 +16,7 @@ func BenchmarkDuration(b *testing.B) {
 		audiogen.FLAC(16000, 13<<20, 16000, 16, true),
 		audiogen.OggOpus(600000, 48000),
 		audiogen.WebMOpus(500000, 1000, false),
-		audiogen.M4A(600000, 48000, 48000),
+		audiogen.M4A(600000, 48000, 48000, false),
 	} {
 		b.Run(f.Name, func(b *testing.B) {
 			b.SetBytes(int64(len(f.Data)))

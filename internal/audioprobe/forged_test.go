@@ -73,7 +73,10 @@ func FuzzForgedLength(f *testing.F) {
 				file.Length = l
 			}
 		case 5:
-			file = audiogen.M4A(int(n), 48000, uint32(claim))
+			file = audiogen.M4A(int(n), 48000, uint32(claim), claim%2 == 1)
+			if decoy := seconds(48000/1024*1024, 48000); claim%2 == 1 && decoy > file.Length {
+				file.Length = decoy // the decoy track is the longer
+			}
 			if l := seconds(uint64(claim), 48000); l > file.Length {
 				file.Length = l
 			}

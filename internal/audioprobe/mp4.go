@@ -40,6 +40,8 @@ type mp4Info struct {
 	audioSample uint64
 	audioEdited uint64
 	audioEditOK bool
+	// The longest of the whole file's sound tracks: a decoder may pick any.
+	longestSound time.Duration
 
 	// Fragments of the audio track: trex default durations by track, then the traf being
 	// read, then the end of the last fragment, in the track's timescale.
@@ -54,8 +56,8 @@ type mp4Info struct {
 	fragCursor uint64
 }
 
-// mp4 measures an MP4 or M4A file from its first audio track, reading every box to the end
-// of the file. A whole file has a moov box, before or after the media data, whose sample
+// mp4 measures an MP4 or M4A file from its sound tracks (the longest, whichever a decoder
+// picks), reading every box to the end of the file. A whole file has a moov box, before or after the media data, whose sample
 // table lists every sample's duration (stts): a decoder plays those samples, so their sum
 // counts, or the media header's duration (mdhd) when longer; an edit list trims the
 // encoder's priming off either. A fragmented file (Safari's recorder, ffmpeg into a pipe)
@@ -118,15 +120,9 @@ func (m *mp4Info) duration() (time.Duration, error) {
 		media = max(media, m.audioDur)
 	}
 	switch {
-	case m.audio && media > 0:
-		d, ok = samples(media, uint64(m.audioScale))
-		if ok && m.audioEditOK && m.movieScale > 0 {
-			if e, eok := samples(m.audioEdited, uint64(m.movieScale)); eok && e < d {
-				if trim, _ := samples(maxEditTrim, uint64(m.audioScale)); d-e <= trim {
-					d = e
-				}
-			}
-		}
+	case m.audio && (media > 0 || m.longestSound > 0):
+		d, ok = m.presented(media, m.audioScale, m.audioEdited, m.audioEditOK)
+		d = max(d, m.longestSound)
 	case known(m.movieDuration) && m.movieScale > 0:
 		d, ok = samples(m.movieDuration, uint64(m.movieScale))
 	case known(m.mehd) && m.movieScale > 0:
@@ -138,6 +134,20 @@ func (m *mp4Info) duration() (time.Duration, error) {
 		return 0, malformed(MP4, "duration out of range")
 	}
 	return d, nil
+}
+
+// presented is how long media samples at scale play once an edit list presenting edited
+// (in the movie's timescale) has trimmed the encoder's priming and padding off them.
+func (m *mp4Info) presented(media uint64, scale uint32, edited uint64, editOK bool) (time.Duration, bool) {
+	d, ok := samples(media, uint64(scale))
+	if ok && editOK && m.movieScale > 0 {
+		if e, eok := samples(edited, uint64(m.movieScale)); eok && e < d {
+			if trim, _ := samples(maxEditTrim, uint64(scale)); d-e <= trim {
+				d = e
+			}
+		}
+	}
+	return d, ok
 }
 
 // known says whether a duration field holds a duration: 0 and all ones both mean unknown.
@@ -302,7 +312,17 @@ func (m *mp4Info) open(typ string) {
 func (m *mp4Info) close(typ string) {
 	switch typ {
 	case "trak":
-		if !m.audio && string(m.handler[:]) == "soun" && m.trackScale > 0 {
+		if string(m.handler[:]) != "soun" || m.trackScale == 0 {
+			return
+		}
+		media := m.sampled
+		if known(m.trackDur) {
+			media = max(media, m.trackDur)
+		}
+		if d, ok := m.presented(media, m.trackScale, m.edited, m.editOK); ok {
+			m.longestSound = max(m.longestSound, d)
+		}
+		if !m.audio {
 			m.audio, m.audioID, m.audioScale, m.audioDur = true, m.trackID, m.trackScale, m.trackDur
 			m.audioSample, m.audioEdited, m.audioEditOK = m.sampled, m.edited, m.editOK
 		}
