@@ -70,7 +70,8 @@ func Forged(seconds int) []File {
 			Length: MP3(39, 39).Length + length(uint64(at48k)*1152, 48000)},
 		FLAC(8000, s*8000, 8000, 16, false),
 		FLAC(8000, s*8000, 8000, 4096, true),
-		OggOpus(s*50, 48000),
+		OggOpus(s*50, 48000, false),
+		OggOpus(s*50, 48000, true),
 		WebMOpus(s*50, 1000, false),
 		WebMOpus(s*50, 1000, true),
 		M4A(s*48000/1024, 48000, 48000, false),
@@ -257,12 +258,27 @@ func opusPacket(g *noise) []byte {
 
 // OggOpus is an Ogg Opus file (no pre-skip) of packets packets of 20 ms, 50 a page, whose
 // pages claim granule positions of at most granuleClaim and whose stream is marked ended on
-// the first page that reaches it.
-func OggOpus(packets int, granuleClaim uint64) File {
+// the first page that reaches it. With a decoy, an honest Opus stream of 1 s is multiplexed
+// before it, which a decoder may pick.
+func OggOpus(packets int, granuleClaim uint64, decoy bool) File {
 	head := append([]byte("OpusHead\x01\x01\x00\x00"), le.AppendUint32(nil, 48000)...)
 	head = append(head, 0, 0, 0)
-	out := append(oggPage(0x02, 0, 0, [][]byte{head}), oggPage(0, 0, 1, [][]byte{[]byte("OpusTags\x00\x00\x00\x00\x00\x00\x00\x00")})...)
+	tags := []byte("OpusTags\x00\x00\x00\x00\x00\x00\x00\x00")
 	g := noise(5)
+	var out []byte
+	name := "ogg opus granules say 1 s"
+	if decoy {
+		name = "ogg opus with a first stream of 1 s"
+		second := make([][]byte, 50)
+		for i := range second {
+			second[i] = opusPacket(&g)
+		}
+		out = append(oggPage(2, 0x02, 0, 0, [][]byte{head}), oggPage(1, 0x02, 0, 0, [][]byte{head})...)
+		out = append(append(out, oggPage(2, 0, 0, 1, [][]byte{tags})...), oggPage(2, 0x04, 48000, 2, second)...)
+	} else {
+		out = oggPage(1, 0x02, 0, 0, [][]byte{head})
+	}
+	out = append(out, oggPage(1, 0, 0, 1, [][]byte{tags})...)
 	ended := false
 	for i, seq := 0, uint32(2); i < packets; seq++ {
 		var page [][]byte
@@ -274,16 +290,16 @@ func OggOpus(packets int, granuleClaim uint64) File {
 		if granule == granuleClaim && !ended || i == packets {
 			flags, ended = 0x04, true
 		}
-		out = append(out, oggPage(flags, granule, seq, page)...)
+		out = append(out, oggPage(1, flags, granule, seq, page)...)
 	}
-	return File{Name: "ogg opus granules say 1 s", Data: out, Length: length(uint64(packets)*960, 48000)}
+	return File{Name: name, Data: out, Length: length(uint64(packets)*960, 48000)}
 }
 
-// oggPage is one Ogg page of stream 1 holding whole packets (each under 255 bytes).
-func oggPage(flags byte, granule uint64, seq uint32, packets [][]byte) []byte {
+// oggPage is one Ogg page of stream serial holding whole packets (each under 255 bytes).
+func oggPage(serial uint32, flags byte, granule uint64, seq uint32, packets [][]byte) []byte {
 	p := append([]byte("OggS\x00"), flags)
 	p = le.AppendUint64(p, granule)
-	p = le.AppendUint32(p, 1)
+	p = le.AppendUint32(p, serial)
 	p = le.AppendUint32(p, seq)
 	p = le.AppendUint32(p, 0)
 	p = append(p, byte(len(packets)))

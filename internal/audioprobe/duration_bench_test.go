@@ -14,7 +14,7 @@ func BenchmarkDuration(b *testing.B) {
 		{Name: "wav", Data: audiogen.WAV(16000, 0, [][]int16{audiogen.PCM(13<<20, 1)})},
 		audiogen.MP3(64000, 1),
 		audiogen.FLAC(16000, 13<<20, 16000, 16, true),
-		audiogen.OggOpus(600000, 48000),
+		audiogen.OggOpus(600000, 48000, false),
 		audiogen.WebMOpus(500000, 1000, false),
 		audiogen.M4A(600000, 48000, 48000, false),
 	} {

@@ -63,7 +63,10 @@ func FuzzForgedLength(f *testing.F) {
 				file.Length = seconds(uint64(claim), 8000)
 			}
 		case 3:
-			file = audiogen.OggOpus(int(n), uint64(claim))
+			file = audiogen.OggOpus(int(n), uint64(claim), claim%2 == 1)
+			if claim%2 == 1 && file.Length < time.Second {
+				file.Length = time.Second // the decoy stream is the longer
+			}
 		case 4:
 			file = audiogen.WebMOpus(int(n), float64(claim), claim%2 == 1)
 			if claim%2 == 1 && file.Length < time.Second {

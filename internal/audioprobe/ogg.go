@@ -3,6 +3,7 @@ package audioprobe
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -69,24 +70,39 @@ func (l oggLink) duration() (time.Duration, bool) {
 // largest counts, not the last page's nor the one marked end of stream, since pages after
 // either still play. For Opus the packets' own durations are added up too, and the longer
 // reading counts. Pages whose checksum fails are ignored, other logical streams (Skeleton,
-// video) too, and the links of a chained file are added up.
+// video) too; of several audio streams the longest counts, and the links of a chained file
+// are added up.
 func (p *prober) ogg() (time.Duration, Format, error) {
 	var (
-		cur    oggLink
-		open   bool // cur is a stream being read
+		links  [4]oggLink // the audio streams of the chain's current link
+		nlinks int
 		total  time.Duration
 		format Format
 		hdr    [27 + 255]byte
 		heads  [255]packetHead
 	)
+	// finish ends the chain's current link: its longest audio stream counts, whichever a
+	// decoder picks.
 	finish := func() bool {
-		if !open {
-			return true
+		var longest time.Duration
+		for _, l := range links[:nlinks] {
+			d, ok := l.duration()
+			if !ok {
+				return false
+			}
+			longest = max(longest, d)
 		}
-		open = false
-		d, ok := cur.duration()
-		total += d
-		return ok
+		total += longest
+		nlinks = 0
+		return true
+	}
+	find := func(serial uint32) int {
+		for i := range links[:nlinks] {
+			if links[i].serial == serial {
+				return i
+			}
+		}
+		return -1
 	}
 	for {
 		h, err := p.peek(27)
@@ -158,34 +174,38 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 		if crc != want {
 			continue // corrupt: its granule cannot be trusted
 		}
-		switch {
-		case flags&0x02 != 0:
+		if flags&0x02 != 0 {
 			// A new stream. Streams multiplexed together all begin before any data page,
-			// so a beginning after the open stream's data is the next link of a chain; one
-			// before it is another stream (a second audio track is not added).
-			if open && cur.data && !finish() {
+			// so a beginning after a stream's data is the next link of a chain; one before
+			// it is another stream of this link.
+			if slices.ContainsFunc(links[:nlinks], func(l oggLink) bool { return l.data }) && !finish() {
 				return 0, format, malformed(format, "granule position out of range")
 			}
-			if !open && ident.codec != "" {
+			if ident.codec != "" && nlinks < len(links) && find(serial) < 0 {
 				if format == "" {
 					format = ident.codec
 				}
-				cur, open = ident, true
-				cur.serial = serial
-			}
-		case open && serial == cur.serial:
-			cur.data = true
-			if granule != ^uint64(0) {
-				cur.granule = max(cur.granule, granule)
+				links[nlinks] = ident
+				links[nlinks].serial = serial
+				nlinks++
 			}
 		}
-		if open && serial == cur.serial {
-			for _, h := range heads[:starts] {
-				if cur.packets >= opusHeaderPackets && cur.codec == Opus {
-					cur.played += opusPacketSamples(h.toc[:h.n])
-				}
-				cur.packets++
+		i := find(serial)
+		if i < 0 {
+			continue // not an audio stream
+		}
+		l := &links[i]
+		if flags&0x02 == 0 {
+			l.data = true
+			if granule != ^uint64(0) {
+				l.granule = max(l.granule, granule)
 			}
+		}
+		for _, h := range heads[:starts] {
+			if l.packets >= opusHeaderPackets && l.codec == Opus {
+				l.played += opusPacketSamples(h.toc[:h.n])
+			}
+			l.packets++
 		}
 	}
 	if format == "" {
