@@ -6,9 +6,9 @@
 // headers, and a decoder such as ffmpeg reads every frame. So Duration walks the frames,
 // blocks, pages, chunks or sample tables to the end of the file, and where a header also
 // gives the length (a Xing frame count, STREAMINFO's total, a WebM Duration, mdhd), the
-// longer of the two readings counts. A file whose contents and headers disagree in a way no
-// encoder writes (bytes after a WAV's chunks, an impossible sample rate) is refused with
-// ErrRefused rather than billed at either reading.
+// longer of the two readings counts; of several audio tracks, the longest. A file whose
+// contents and headers disagree in a way no encoder writes (bytes after a WAV's chunks, an
+// impossible sample rate) is refused with ErrRefused rather than billed at either reading.
 //
 // Duration reads the file once, front to back, through one small fixed buffer: uploads are
 // 25 MB and more and reach the gateway as a streaming multipart part or a spooled temporary
