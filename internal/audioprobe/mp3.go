@@ -36,9 +36,10 @@ var mpegBitrates = [2][3][15]int{
 
 var mpegRates = [3]int{44100, 48000, 32000} // MPEG-1; halved for 2, quartered for 2.5
 
-// parseMPEG decodes a 4-byte MPEG audio frame header. Free-format frames (bitrate index 0)
-// are refused: their length can only be found by searching for the next frame, and no
-// encoder a user meets writes them.
+// parseMPEG decodes a 4-byte MPEG audio frame header, checking what a decoder checks (the
+// reserved emphasis value is not: ffmpeg plays such frames). Free-format frames (bitrate
+// index 0) are not read: their length can only be found by searching for the next frame,
+// and no encoder a user meets writes them; a stream of them is refused as junk.
 func parseMPEG(b []byte) (mpegFrame, bool) {
 	if len(b) < 4 || b[0] != 0xFF || b[1]&0xE0 != 0xE0 {
 		return mpegFrame{}, false
@@ -59,7 +60,7 @@ func parseMPEG(b []byte) (mpegFrame, bool) {
 	}
 	f.layer = 4 - int((b[1]>>1)&3)
 	bi, ri := int(b[2]>>4), int((b[2]>>2)&3)
-	if f.layer == 4 || bi == 0 || bi == 15 || ri == 3 || b[3]&3 == 2 {
+	if f.layer == 4 || bi == 0 || bi == 15 || ri == 3 {
 		return f, false
 	}
 	v1 := 0
@@ -127,7 +128,7 @@ func (f mpegFrame) sameStream(g mpegFrame) bool {
 // between frames is skipped; tags at the end (ID3v1, APE, a trailing ID3v2) are skipped.
 // limit is how far the first frame may be looked for.
 func (p *prober) mp3(limit int) (time.Duration, Format, error) {
-	first, err := p.syncMPEG(nil, limit)
+	first, _, err := p.syncMPEG(limit)
 	if err != nil {
 		return 0, MP3, err
 	}
@@ -157,7 +158,8 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 		return 0, err
 	}
 	cur := first
-	lost := false // junk was skipped: the next frame must be confirmed by the one after it
+	lost := false          // junk was skipped: the next frame must be confirmed by the one after it
+	var framed, junk int64 // the bytes of the frames counted, and those skipped between them
 	for {
 		h, err := p.peek(max(headerLen, 10))
 		if err != nil {
@@ -175,6 +177,7 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 		if ok {
 			lost, cur = false, f
 			played.add(f)
+			framed += int64(f.size)
 			if _, err := p.skip(int64(f.size)); err != nil {
 				return 0, err
 			}
@@ -189,11 +192,17 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 			continue
 		}
 		lost = true
-		if _, err := p.syncMPEG(nil, -1); err == errNoSync {
+		_, n, err := p.syncMPEG(-1)
+		junk += n
+		if err == errNoSync {
 			break
 		} else if err != nil {
 			return 0, err
 		}
+	}
+	if junk > maxMPEGJunk && junk > (framed+junk)/10 {
+		// Free-format frames, or another codec's: a decoder may play what the walk skipped.
+		return 0, refused(format, "%d of its bytes are not frames that could be measured", junk)
 	}
 	// The header's count is of the first stream's frames.
 	i := played.at(first.rate)
@@ -207,6 +216,11 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 	}
 	return d, nil
 }
+
+// maxMPEGJunk is how many bytes an MPEG audio stream may hold that are neither frames nor
+// tags (when they are also more than a tenth of it): encoders write none, but damaged files
+// and stray padding have some.
+const maxMPEGJunk = 64 << 10
 
 // mpegSamples counts the samples played at each sample rate met (MPEG audio and ADTS have
 // 14 between them).
@@ -263,33 +277,33 @@ func (p *prober) confirmed(f mpegFrame) (bool, error) {
 	return ok && f.sameStream(g), nil
 }
 
-// syncMPEG moves the reader to the next frame header that its successor confirms (and that
-// belongs to the stream of like, if given), looking at most limit bytes ahead (-1: no limit).
-// Without a like frame the header must sit at the reader when limit is 0.
-func (p *prober) syncMPEG(like *mpegFrame, limit int) (mpegFrame, error) {
+// syncMPEG moves the reader to the next frame header that its successor confirms, looking
+// at most limit bytes ahead (-1: no limit; 0: the header must sit at the reader), and returns
+// how many bytes it skipped.
+func (p *prober) syncMPEG(limit int) (mpegFrame, int64, error) {
 	scanned := 0
 	for {
 		b, err := p.peek(headerLen)
 		if err != nil {
-			return mpegFrame{}, err
+			return mpegFrame{}, int64(scanned), err
 		}
 		if len(b) < 4 {
-			return mpegFrame{}, errNoSync
+			return mpegFrame{}, int64(scanned + len(b)), errNoSync
 		}
-		if f, ok := parseMPEG(b); ok && (like == nil || like.sameStream(f)) {
+		if f, ok := parseMPEG(b); ok {
 			if ok, err := p.confirmed(f); err != nil {
-				return mpegFrame{}, err
+				return mpegFrame{}, int64(scanned), err
 			} else if ok {
-				return f, nil
+				return f, int64(scanned), nil
 			}
 		}
 		if limit >= 0 && scanned >= limit {
-			return mpegFrame{}, errNoSync
+			return mpegFrame{}, int64(scanned), errNoSync
 		}
 		// Jump to the next 0xFF among the buffered bytes.
 		b, err = p.peek(min(bufSize, max(p.br.Buffered(), 4)))
 		if err != nil {
-			return mpegFrame{}, err
+			return mpegFrame{}, int64(scanned), err
 		}
 		n := len(b)
 		if i := bytes.IndexByte(b[1:], 0xFF); i >= 0 {
@@ -300,7 +314,7 @@ func (p *prober) syncMPEG(like *mpegFrame, limit int) (mpegFrame, error) {
 		}
 		scanned += n
 		if _, err := p.skip(int64(n)); err != nil {
-			return mpegFrame{}, err
+			return mpegFrame{}, int64(scanned), err
 		}
 	}
 }
