@@ -327,16 +327,18 @@ func ebml(id uint32, payload ...[]byte) []byte {
 }
 
 // WebMOpus is a WebM of blocks Opus blocks of 20 ms in clusters of 50, whose Info claims a
-// Duration of durationMs and whose blocks all claim timestamp 0. With a decoy, a first
-// audio track of 1 s comes before the one of blocks, which a decoder may pick.
+// Duration of durationMs, whose track claims its blocks last 1 µs each and whose blocks all
+// claim timestamp 0. With a decoy, a first audio track of 1 s comes before the one of
+// blocks, which a decoder may pick.
 func WebMOpus(blocks int, durationMs float64, decoy bool) File {
 	out := ebml(0x1A45DFA3, ebml(0x4282, []byte("webm")))
-	opusTrack := func(n byte) []byte {
-		return ebml(0xAE, ebml(0xD7, []byte{n}), ebml(0x83, []byte{2}), ebml(0x86, []byte("A_OPUS")))
+	opusTrack := func(n byte, extra ...[]byte) []byte {
+		return ebml(0xAE, append([][]byte{ebml(0xD7, []byte{n}), ebml(0x83, []byte{2}), ebml(0x86, []byte("A_OPUS"))}, extra...)...)
 	}
-	tracks, track, name := opusTrack(1), byte(1), "webm duration says 1 s"
+	shortBlocks := ebml(0x23E383, be.AppendUint16(nil, 1000)) // DefaultDuration, ns
+	tracks, track, name := opusTrack(1, shortBlocks), byte(1), "webm duration says 1 s, its blocks 1 µs"
 	if decoy {
-		tracks, track, name = append(tracks, opusTrack(2)...), 2, "webm with a first audio track of 1 s"
+		tracks, track, name = append(opusTrack(1), opusTrack(2, shortBlocks)...), 2, "webm with a first audio track of 1 s"
 	}
 	seg := [][]byte{
 		ebml(0x1549A966, ebml(0x2AD7B1, be.AppendUint32(nil, 1_000_000)), ebml(0x4489, be.AppendUint64(nil, math.Float64bits(durationMs)))),

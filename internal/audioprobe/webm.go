@@ -181,11 +181,17 @@ func (s *webmState) block(b []byte) {
 	if b[n+2]&0x06 != 0 && len(b) > n+3 { // laced: a count of frames, less one, opens the data
 		frames = int64(b[n+3]) + 1
 	}
-	switch {
-	case t.defaultDur > 0:
+	if t.defaultDur > 0 {
 		length = int64(min(t.defaultDur, 1<<40))
+	}
+	// An Opus packet says how long it plays, whatever the track's default claims. The
+	// frames of a laced block lie beyond what is read of it: each is taken to play the most
+	// an Opus packet can (no muxer in use laces Opus).
+	switch {
 	case t.opus && frames == 1 && len(b) > n+3:
-		length = opusPacketLength(b[n+3:])
+		length = max(length, opusPacketLength(b[n+3:]))
+	case t.opus:
+		length = max(length, opusMaxPacket)
 	}
 	t.played = min(t.played+length*frames, math.MaxInt64/2)
 	if length == 0 && t.blockStart >= 0 {
@@ -197,6 +203,9 @@ func (s *webmState) block(b []byte) {
 	t.blockStart, s.last = start, i
 	t.end = max(t.end, start+length)
 }
+
+// opusMaxPacket is the longest an Opus packet plays, in ns (RFC 6716 section 3.2.5).
+const opusMaxPacket = 120 * int64(time.Millisecond)
 
 // opusPacketSamples is how many 48 kHz samples an Opus packet plays (see opusPacketLength).
 func opusPacketSamples(b []byte) uint64 {
