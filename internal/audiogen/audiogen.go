@@ -79,6 +79,7 @@ func Forged(seconds int) []File {
 		WebMOpus(s*50, 1000, true),
 		M4A(s*48000/1024, 48000, 48000, false),
 		M4A(s*48000/1024, 48000, 48000, true),
+		FragmentedM4A(s, 48000),
 	}
 }
 
@@ -407,4 +408,32 @@ func M4A(frames int, rate uint32, declared uint32, decoy bool) File {
 	out := append(box("ftyp", []byte("M4A "), u32(0), []byte("M4A isom")), moov...)
 	out = append(out, box("mdat", mdat)...)
 	return File{Name: name, Data: out, Length: length(uint64(frames)*1024, uint64(rate))}
+}
+
+// FragmentedM4A is a fragmented M4A of fragments fragments of 47 AAC frames of 1,024
+// samples at rate (about a second each at 48 kHz), each of whose tfdt claims it starts at
+// 0, and whose mvex/mehd claims a second in all.
+func FragmentedM4A(fragments int, rate uint32) File {
+	full := func(v ...[]byte) []byte { return append([]byte{0, 0, 0, 0}, bytes.Join(v, nil)...) }
+	u32 := func(v uint32) []byte { return be.AppendUint32(nil, v) }
+	const perFragment = 47
+	moov := box("moov", box("mvhd", full(u32(0), u32(0), u32(1000), u32(0), make([]byte, 80))),
+		box("trak",
+			box("tkhd", full(u32(0), u32(0), u32(1), u32(0), u32(0), make([]byte, 60))),
+			box("mdia",
+				box("mdhd", full(u32(0), u32(0), u32(rate), u32(0), make([]byte, 4))),
+				box("hdlr", full(u32(0), []byte("soun"), make([]byte, 12), []byte("audio\x00"))))),
+		box("mvex", box("mehd", full(u32(1000))), box("trex", full(u32(1), u32(1), u32(1024), u32(0), u32(0)))))
+	out := append(box("ftyp", []byte("iso5"), u32(0)), moov...)
+	g := noise(17)
+	for i := range fragments {
+		mdat := make([]byte, perFragment*30)
+		for k := range mdat {
+			mdat[k] = byte(g.next())
+		}
+		traf := box("traf", box("tfhd", full(u32(1))), box("tfdt", full(u32(0))), box("trun", full(u32(perFragment))))
+		out = append(out, box("moof", box("mfhd", full(u32(uint32(i+1)))), traf)...)
+		out = append(out, box("mdat", mdat)...)
+	}
+	return File{Name: "m4a fragments each say they start at 0", Data: out, Length: length(uint64(fragments)*perFragment*1024, uint64(rate))}
 }

@@ -32,39 +32,31 @@ type mp4Info struct {
 	editOK     bool
 	sampled    uint64 // the durations of its samples (stts), added up, in its timescale
 
-	// The first audio track.
-	audio       bool
-	audioID     uint32
-	audioScale  uint32
-	audioDur    uint64
-	audioSample uint64
-	audioEdited uint64
-	audioEditOK bool
 	// The longest of the whole file's sound tracks: a decoder may pick any.
 	longestSound time.Duration
 
-	// Fragments of the audio track: trex default durations by track, then the traf being
-	// read, then the end of the last fragment, in the track's timescale.
-	trex       [8][2]uint32
-	trafID     uint32
-	trafDur    uint32 // default sample duration
-	trafBase   uint64 // tfdt
-	trafHas    bool
-	trafSum    uint64
-	fragEnd    uint64
-	fragCount  bool // a fragment of the audio track was read
-	fragCursor uint64
+	// Fragments: trex default durations by track, the traf being read, then what the
+	// fragments of each sound track add up to.
+	trex     [8][2]uint32
+	trafID   uint32
+	trafDur  uint32 // default sample duration
+	trafBase uint64 // tfdt
+	trafHas  bool
+	trafSum  uint64
+	frags    [8]mp4Frags
+	nfrags   int
 }
 
 // mp4 measures an MP4 or M4A file from its sound tracks (the longest, whichever a decoder
-// picks), reading every box to the end of the file. A whole file has a moov box, before or after the media data, whose sample
-// table lists every sample's duration (stts): a decoder plays those samples, so their sum
-// counts, or the media header's duration (mdhd) when longer; an edit list trims the
-// encoder's priming off either. A fragmented file (Safari's recorder, ffmpeg into a pipe)
-// has an empty moov and the samples in moof boxes: their durations are added up, and those
-// of fragments after a whole file's moov too. Without an audio track's length, the movie's
-// (mvhd, else mvex/mehd) is used. mdat and the like are skipped, by seeking when the input
-// can.
+// picks), reading every box to the end of the file. A whole file has a moov box, before or
+// after the media data, whose sample table lists every sample's duration (stts): a decoder
+// plays those samples, so their sum counts, or the media header's duration (mdhd) when
+// longer; an edit list trims the encoder's priming off either. A fragmented file (Safari's
+// recorder, ffmpeg into a pipe) has an empty moov and the samples in moof boxes: each
+// track's fragments are followed to the end of the last (by its tfdt decode time) and added
+// up, and the longer reading counts, since a forged decode time can put every fragment at
+// 0. Without a sound track's length, the movie's (mvhd, else mvex/mehd) is used. mdat and
+// the like are skipped, by seeking when the input can.
 func (p *prober) mp4() (time.Duration, error) {
 	var m mp4Info
 	found := false
@@ -107,22 +99,28 @@ func (p *prober) mp4() (time.Duration, error) {
 // the audio itself, which a forged edit list would cut to shrink the bill.
 const maxEditTrim = 2112 + 1024
 
+// mp4Frags is what the fragments of one sound track say, in its timescale.
+type mp4Frags struct {
+	id, scale   uint32
+	cursor, end uint64 // where the last fragment ended, and the furthest any did
+	played      uint64 // the fragments' samples, added up
+	seen        bool
+}
+
 func (m *mp4Info) duration() (time.Duration, error) {
+	longest := m.longestSound
+	for _, f := range m.frags[:m.nfrags] {
+		if d, ok := samples(max(f.end, f.played), uint64(f.scale)); ok && f.seen {
+			longest = max(longest, d)
+		}
+	}
 	var (
 		d  time.Duration
 		ok bool
 	)
-	media := m.audioSample
-	if m.fragCount {
-		media = max(media, m.fragEnd)
-	}
-	if known(m.audioDur) {
-		media = max(media, m.audioDur)
-	}
 	switch {
-	case m.audio && (media > 0 || m.longestSound > 0):
-		d, ok = m.presented(media, m.audioScale, m.audioEdited, m.audioEditOK)
-		d = max(d, m.longestSound)
+	case longest > 0:
+		d, ok = longest, true
 	case known(m.movieDuration) && m.movieScale > 0:
 		d, ok = samples(m.movieDuration, uint64(m.movieScale))
 	case known(m.mehd) && m.movieScale > 0:
@@ -322,22 +320,25 @@ func (m *mp4Info) close(typ string) {
 		if d, ok := m.presented(media, m.trackScale, m.edited, m.editOK); ok {
 			m.longestSound = max(m.longestSound, d)
 		}
-		if !m.audio {
-			m.audio, m.audioID, m.audioScale, m.audioDur = true, m.trackID, m.trackScale, m.trackDur
-			m.audioSample, m.audioEdited, m.audioEditOK = m.sampled, m.edited, m.editOK
+		if m.nfrags < len(m.frags) {
+			m.frags[m.nfrags] = mp4Frags{id: m.trackID, scale: m.trackScale}
+			m.nfrags++
 		}
 	case "traf":
-		if !m.audio || m.trafID != m.audioID {
-			return
+		for i := range m.frags[:m.nfrags] {
+			if f := &m.frags[i]; f.id == m.trafID {
+				// A fragment starts at its tfdt decode time, or where the previous one ended.
+				start := f.cursor
+				if m.trafHas {
+					start = m.trafBase
+				}
+				f.cursor = min(start+m.trafSum, 1<<62)
+				f.end = max(f.end, f.cursor)
+				f.played = min(f.played+m.trafSum, 1<<62)
+				f.seen = true
+				return
+			}
 		}
-		// A fragment starts at its tfdt decode time, or where the previous one ended.
-		start := m.fragCursor
-		if m.trafHas {
-			start = m.trafBase
-		}
-		m.fragCursor = start + m.trafSum
-		m.fragEnd = max(m.fragEnd, m.fragCursor)
-		m.fragCount = true
 	}
 }
 
@@ -420,14 +421,18 @@ func (p *prober) trun(n int64, m *mp4Info) error {
 	entry := 4 * int64(bits.OnesCount32(flags&0xF00))
 	if flags&0x100 == 0 || entry == 0 {
 		// No durations listed: every sample lasts the default.
-		m.trafSum += uint64(count) * uint64(m.trafDur)
+		hi, lo := bits.Mul64(uint64(count), uint64(m.trafDur))
+		if hi != 0 {
+			lo = 1 << 62
+		}
+		m.trafSum = min(m.trafSum+min(lo, 1<<62), 1<<62)
 		_, err := p.skip(n)
 		return err
 	}
 	if _, err := p.skip(min(head, n)); err != nil {
 		return err
 	}
-	return p.table(n-min(head, n), count, entry, func(e []byte) { m.trafSum += uint64(be32(e)) })
+	return p.table(n-min(head, n), count, entry, func(e []byte) { m.trafSum = min(m.trafSum+uint64(be32(e)), 1<<62) })
 }
 
 // table hands each of count entries of entry bytes, the next of the n payload bytes left in
