@@ -351,11 +351,11 @@ func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-// reported is the input length an upstream reported, d, when it is one the upload can
-// hold: more than none and at most twice what the request held for (an upstream may round
-// up or bill a minimum; the charge is capped at what was held). Otherwise, and a duration
-// of 0, a negative one or 1e8 seconds is not a length anything played, the gateway's own
-// reading, own, is billed.
+// reported is the input length d that an upstream reported, if the upload can have played
+// that long: more than nothing and at most twice what the request held for (an upstream may
+// round up or bill a minimum; the charge is capped at the hold). Any other value (0, a
+// negative one, 1e8 seconds for a file of minutes) describes nothing that played, so own,
+// the gateway's reading, is billed instead.
 func (t *transcriptionRequest) reported(d, own time.Duration) time.Duration {
 	if d <= 0 || d > 2*t.usage(true).InputAudio {
 		return own

@@ -147,7 +147,8 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 			}
 			ident = oggIdent(b)
 		}
-		// The first two bytes of each packet that begins on this page: an Opus TOC.
+		// The first two bytes of each packet that begins on this page: an Opus packet says
+		// how long it plays in them (its TOC byte and, for some, a frame count).
 		starts := packetStarts(hdr[27:n], flags&0x01 != 0, &heads)
 		for pos, left := 0, body; left > 0; {
 			b, err := p.peek(min(left, bufSize))
