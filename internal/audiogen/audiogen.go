@@ -77,6 +77,7 @@ func Forged(seconds int) []File {
 		OggOpus(s*50, 48000, true),
 		WebMOpus(s*50, 1000, false),
 		WebMOpus(s*50, 1000, true),
+		MatroskaPCM(s * 8000),
 		M4A(s*48000/1024, 48000, 48000, false),
 		M4A(s*48000/1024, 48000, 48000, true),
 		FragmentedM4A(s, 48000),
@@ -436,4 +437,27 @@ func FragmentedM4A(fragments int, rate uint32) File {
 		out = append(out, box("mdat", mdat)...)
 	}
 	return File{Name: "m4a fragments each say they start at 0", Data: out, Length: length(uint64(fragments)*perFragment*1024, uint64(rate))}
+}
+
+// MatroskaPCM is a Matroska file of n samples of 16-bit mono PCM at 8 kHz in blocks of 160
+// (20 ms), whose Info claims a Duration of 1 s and whose blocks all claim timestamp 0.
+func MatroskaPCM(n int) File {
+	audio := ebml(0xE1, ebml(0xB5, be.AppendUint64(nil, math.Float64bits(8000))), ebml(0x9F, []byte{1}), ebml(0x6264, []byte{16}))
+	track := ebml(0xAE, ebml(0xD7, []byte{1}), ebml(0x83, []byte{2}), ebml(0x86, []byte("A_PCM/INT/LIT")), audio)
+	seg := [][]byte{
+		ebml(0x1549A966, ebml(0x2AD7B1, be.AppendUint32(nil, 1_000_000)), ebml(0x4489, be.AppendUint64(nil, math.Float64bits(1000)))),
+		ebml(0x1654AE6B, track),
+	}
+	pcm := PCM(n, 19)
+	cluster := [][]byte{ebml(0xE7, []byte{0})}
+	for i := 0; i < n; i += 160 {
+		block := []byte{0x81, 0, 0, 0x80}
+		for _, v := range pcm[i:min(n, i+160)] {
+			block = le.AppendUint16(block, uint16(v))
+		}
+		cluster = append(cluster, ebml(0xA3, block))
+	}
+	seg = append(seg, ebml(0x1F43B675, cluster...))
+	out := append(ebml(0x1A45DFA3, ebml(0x4282, []byte("matroska"))), ebml(0x18538067, seg...)...)
+	return File{Name: "matroska pcm duration says 1 s", Data: out, Length: length(uint64(n), 8000)}
 }

@@ -1,6 +1,7 @@
 package audioprobe
 
 import (
+	"bytes"
 	"math"
 	"time"
 )
@@ -24,6 +25,10 @@ const (
 	mkvBlockGroup   = 0xA0
 	mkvBlock        = 0xA1
 	mkvBlockDur     = 0x9B // ticks
+	mkvAudio        = 0xE1
+	mkvSampleRate   = 0xB5 // float, Hz
+	mkvChannels     = 0x9F
+	mkvBitDepth     = 0x6264
 	mkvTrackOpus    = "A_OPUS"
 	mkvAudioTrack   = 2
 	mkvUnknownSize  = -1
@@ -37,7 +42,9 @@ type webmState struct {
 
 	// The TrackEntry being read, and the audio tracks.
 	entryNum, entryType, entryDefault uint64
-	entryOpus                         bool
+	entryCodec                        webmCodec
+	entryRate                         float64
+	entryChannels, entryBits          uint64
 	tracks                            [8]webmTrack
 	ntracks                           int
 
@@ -45,14 +52,39 @@ type webmState struct {
 	last    int    // the index of the track of the last block read, -1 if not audio
 }
 
+// webmCodec names the codecs whose blocks say how long they play.
+type webmCodec uint8
+
+const (
+	codecOther webmCodec = iota
+	codecOpus            // each packet's TOC byte says
+	codecAAC             // 1,024 samples a frame
+	codecPCM             // its bytes over the frame size
+)
+
+// webmCodecOf is the codec of a CodecID.
+func webmCodecOf(id []byte) webmCodec {
+	switch {
+	case string(id) == mkvTrackOpus:
+		return codecOpus
+	case bytes.HasPrefix(id, []byte("A_AAC")):
+		return codecAAC
+	case bytes.HasPrefix(id, []byte("A_PCM/")):
+		return codecPCM
+	}
+	return codecOther
+}
+
 // webmTrack is an audio track and what its blocks say.
 type webmTrack struct {
 	number, defaultDur uint64
-	opus               bool
-	blockStart         int64 // ns, the last block's start; -1 before the first
-	end                int64 // ns, the end of the last block
-	spacing            int64 // ns between the last two blocks: a guess at a block's length
-	played             int64 // ns, the lengths of the blocks that know theirs, added up
+	codec              webmCodec
+	rate               float64 // Hz
+	frameBytes         uint64  // PCM: the bytes of a sample of every channel
+	blockStart         int64   // ns, the last block's start; -1 before the first
+	end                int64   // ns, the end of the last block
+	spacing            int64   // ns between the last two blocks: a guess at a block's length
+	played             int64   // ns, the lengths of the blocks that know theirs, added up
 }
 
 // length is how long the track plays: to the end of its last block, or the lengths of its
@@ -60,10 +92,12 @@ type webmTrack struct {
 func (t *webmTrack) length() int64 { return max(t.end, t.played) }
 
 // webm measures a WebM or Matroska file from the blocks of its audio tracks (the longest,
-// whichever a decoder picks), read to the end of the file: the end of the last one (a browser's MediaRecorder writes no duration
-// and clusters of unknown size), or the lengths of all of them added up when longer, since
-// a decoder plays every block whatever its timestamp says. A block's length is its
-// BlockDuration, the track's default duration or, for Opus, what its packet's TOC byte says.
+// whichever a decoder picks), read to the end of the file: the end of the last one (a
+// browser's MediaRecorder writes no duration and clusters of unknown size), or the lengths
+// of all of them added up when longer, since a decoder plays every block whatever its
+// timestamp says. A block's length is its BlockDuration, the track's default duration or
+// what the block says it plays (Opus by its TOC byte, AAC by its 1,024 samples, PCM by its
+// bytes), the longest.
 // The Info element's duration is a header: it counts only when longer than the blocks, or
 // when there are none. Master elements are read as a flat sequence, their sizes ignored, so
 // that unknown sizes need no special case.
@@ -78,14 +112,15 @@ func (p *prober) webm() (time.Duration, error) {
 			break
 		}
 		switch id {
-		case mkvSegment, mkvInfo, mkvTracks, mkvCluster, mkvBlockGroup:
+		case mkvSegment, mkvInfo, mkvTracks, mkvAudio, mkvCluster, mkvBlockGroup:
 			if id == mkvCluster {
 				s.endEntry()
 			}
 			continue // descend: read the children in line
 		case mkvTrackEntry:
 			s.endEntry()
-			s.entryNum, s.entryType, s.entryDefault, s.entryOpus = 0, 0, 0, false
+			s.entryNum, s.entryType, s.entryDefault, s.entryCodec = 0, 0, 0, codecOther
+			s.entryRate, s.entryChannels, s.entryBits = 0, 1, 0
 			continue
 		}
 		if size == mkvUnknownSize {
@@ -111,13 +146,19 @@ func (p *prober) webm() (time.Duration, error) {
 		case mkvTrackType:
 			s.entryType = ebmlUint(b)
 		case mkvCodecID:
-			s.entryOpus = string(b) == mkvTrackOpus
+			s.entryCodec = webmCodecOf(b)
+		case mkvSampleRate:
+			s.entryRate = ebmlFloat(b)
+		case mkvChannels:
+			s.entryChannels = ebmlUint(b)
+		case mkvBitDepth:
+			s.entryBits = ebmlUint(b)
 		case mkvDefaultDur:
 			s.entryDefault = ebmlUint(b)
 		case mkvTimestamp:
 			s.cluster = ebmlUint(b)
 		case mkvSimpleBlock, mkvBlock:
-			s.block(b)
+			s.block(b, size)
 		case mkvBlockDur:
 			if s.last >= 0 {
 				t := &s.tracks[s.last]
@@ -145,7 +186,8 @@ func (p *prober) webm() (time.Duration, error) {
 // endEntry takes the TrackEntry just read as an audio track if it is one.
 func (s *webmState) endEntry() {
 	if s.entryType == mkvAudioTrack && s.entryNum > 0 && s.ntracks < len(s.tracks) && s.track(s.entryNum) < 0 {
-		s.tracks[s.ntracks] = webmTrack{number: s.entryNum, defaultDur: s.entryDefault, opus: s.entryOpus, blockStart: -1}
+		s.tracks[s.ntracks] = webmTrack{number: s.entryNum, defaultDur: s.entryDefault, codec: s.entryCodec, rate: s.entryRate,
+			frameBytes: min(s.entryChannels, 1<<10) * (min(s.entryBits, 1<<10) / 8), blockStart: -1}
 		s.ntracks++
 	}
 }
@@ -160,9 +202,9 @@ func (s *webmState) track(n uint64) int {
 	return -1
 }
 
-// block reads the head of a SimpleBlock or Block: track number, timestamp relative to the
-// cluster, flags, then the first bytes of the frame.
-func (s *webmState) block(b []byte) {
+// block reads the head b of a SimpleBlock or Block of size bytes: track number, timestamp
+// relative to the cluster, flags, then the first bytes of the frame.
+func (s *webmState) block(b []byte, size int64) {
 	number, n := ebmlVint(b)
 	s.last = -1
 	i := s.track(number)
@@ -184,14 +226,19 @@ func (s *webmState) block(b []byte) {
 	if t.defaultDur > 0 {
 		length = int64(min(t.defaultDur, 1<<40))
 	}
-	// An Opus packet says how long it plays, whatever the track's default claims. The
-	// frames of a laced block lie beyond what is read of it: each is taken to play the most
-	// an Opus packet can (no muxer in use laces Opus).
+	// Some codecs' blocks say how long they play, whatever the track's default claims. The
+	// frames of a laced Opus block lie beyond what is read of it: each is taken to play the
+	// most an Opus packet can (no muxer in use laces Opus).
 	switch {
-	case t.opus && frames == 1 && len(b) > n+3:
+	case t.codec == codecOpus && frames == 1 && len(b) > n+3:
 		length = max(length, opusPacketLength(b[n+3:]))
-	case t.opus:
+	case t.codec == codecOpus:
 		length = max(length, opusMaxPacket)
+	case t.codec == codecAAC && t.rate >= 1:
+		length = max(length, int64(1024*float64(time.Second)/t.rate))
+	case t.codec == codecPCM && t.rate >= 1 && t.frameBytes > 0 && frames == 1:
+		pcm := uint64(max(size-int64(n+3), 0)) / t.frameBytes
+		length = max(length, int64(min(float64(pcm)*float64(time.Second)/t.rate, math.MaxInt64/4)))
 	}
 	t.played = min(t.played+length*frames, math.MaxInt64/2)
 	if length == 0 && t.blockStart >= 0 {
