@@ -71,6 +71,12 @@ type call struct {
 	// was admitted for, which is what an answer whose usage turns out unpriceable is charged.
 	metered *pricing.Usage
 	most    int64
+	// capAtHold charges the metered usage at most most, the request's hold: its worst case
+	// bounds what the upstream can charge (a transcription's, from the audio measured), so
+	// more is an upstream's error, not the caller's to pay from a wallet that others draw
+	// on. overHold is what it was priced beyond.
+	capAtHold bool
+	overHold  int64
 	// unpricedLogged: the answer and the settlement both price an unpriceable usage; it
 	// is logged once.
 	unpricedLogged bool
@@ -165,7 +171,12 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 	if err == nil {
 		// A media call meters every dimension its answer may be billed by (seconds and
 		// tokens of a transcription): the lines are those its route prices.
-		return slices.DeleteFunc(lines, func(l store.CostLine) bool { return l.UnitPriceNanos == 0 }), total
+		lines = slices.DeleteFunc(lines, func(l store.CostLine) bool { return l.UnitPriceNanos == 0 })
+		c.overHold = 0
+		if c.capAtHold && total > c.most {
+			c.overHold, total = total-c.most, c.most
+		}
+		return lines, total
 	}
 	if !c.unpricedLogged {
 		c.unpricedLogged = true
@@ -243,6 +254,11 @@ func (c *call) settle(ctx context.Context) error {
 	if stored.UnbilledNanos > 0 {
 		c.g.Logger.Warn("usage exceeded the wallet balance", zap.String("generation_id", c.genID), zap.Int64("unbilled_nanos", stored.UnbilledNanos))
 	}
+	if c.overHold > 0 {
+		c.g.Logger.Warn("usage exceeded what the request held; charged what it held", zap.String("generation_id", c.genID),
+			zap.Int64("held_nanos", c.most), zap.Int64("unbilled_nanos", c.overHold))
+	}
+	c.g.Metrics.unbilled(c, stored.UnbilledNanos+c.overHold)
 	return nil
 }
 

@@ -26,6 +26,9 @@ type wireFormat struct {
 	// parseUsage: a media answer's usage by dimension (images, pages). Its error fails the
 	// attempt as an unusable answer.
 	meter func(c *call, answer []byte) error
+	// lenient, when set, rewrites a complete answer before it is checked to be JSON: what
+	// servers of the format are known to write that is not quite JSON.
+	lenient func(answer []byte) []byte
 }
 
 // forward sends the rewritten body to an upstream of the surface's own format. A streamed
@@ -55,6 +58,9 @@ func (c *call) answerForwarded(w http.ResponseWriter, r *http.Request, rt Route,
 	data, err := readall.Append((*in)[:0], io.LimitReader(resp.Body, maxUpstreamBody), resp.ContentLength, maxUpstreamBody)
 	defer answerBufs.Put(in, data)
 	_ = resp.Body.Close()
+	if err == nil && wf.lenient != nil {
+		data = wf.lenient(data)
+	}
 	if err == nil && !rawjson.Valid(data) {
 		err = errors.New("the provider answered with invalid JSON")
 	}

@@ -20,16 +20,17 @@ import (
 // never from a key, a workspace or what a request says: the number of series stays
 // bounded whatever the traffic.
 type Metrics struct {
-	requests    *prometheus.CounterVec   // endpoint, model, provider, code
-	errors      *prometheus.CounterVec   // endpoint, model, provider, category
-	usage       *prometheus.CounterVec   // model, provider, dimension
-	cost        *prometheus.CounterVec   // model, provider, dimension
-	latency     *prometheus.HistogramVec // provider
-	firstToken  *prometheus.HistogramVec // provider
-	retries     *prometheus.CounterVec   // provider
-	fallbacks   *prometheus.CounterVec   // provider
-	breakerOpen *prometheus.GaugeVec     // provider
-	refusals    *prometheus.CounterVec   // reason
+	requests     *prometheus.CounterVec   // endpoint, model, provider, code
+	errors       *prometheus.CounterVec   // endpoint, model, provider, category
+	usage        *prometheus.CounterVec   // model, provider, dimension
+	cost         *prometheus.CounterVec   // model, provider, dimension
+	latency      *prometheus.HistogramVec // provider
+	firstToken   *prometheus.HistogramVec // provider
+	retries      *prometheus.CounterVec   // provider
+	fallbacks    *prometheus.CounterVec   // provider
+	breakerOpen  *prometheus.GaugeVec     // provider
+	refusals     *prometheus.CounterVec   // reason
+	unbilledCost *prometheus.CounterVec   // model, provider
 }
 
 // NewMetrics registers the gateway's collectors on reg and makes the circuit breakers of
@@ -72,6 +73,9 @@ func NewMetrics(reg prometheus.Registerer, models *Registry) (*Metrics, error) {
 		refusals: counter("wallet_refusals_total",
 			"Requests refused before any upstream call by the wallet, by reason: insufficient_funds, key_limit_exceeded or store_unavailable.",
 			"reason"),
+		unbilledCost: counter("unbilled_nanodollars_total",
+			"Priced usage not charged, in nanodollars (1e-9 USD), by model and provider: beyond what its request held or beyond the wallet's balance. The operator paid the upstream for it.",
+			"model", "provider"),
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -171,6 +175,14 @@ func (m *Metrics) settled(c *call, lines []store.CostLine, err error) {
 		m.usage.WithLabelValues(c.model.Name, provider, l.Dimension).Add(float64(l.Quantity))
 		m.cost.WithLabelValues(c.model.Name, provider, l.Dimension).Add(float64(l.Nanos))
 	}
+}
+
+// unbilled counts the priced usage of c that was not charged.
+func (m *Metrics) unbilled(c *call, nanos int64) {
+	if m == nil || nanos <= 0 || c.route == nil {
+		return
+	}
+	m.unbilledCost.WithLabelValues(c.model.Name, c.route.ProviderName).Add(float64(nanos))
 }
 
 // statusCodes are the code labels, made once: strconv would allocate one per request.

@@ -1,7 +1,9 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -143,6 +145,14 @@ func unmeasurable(why error) *APIError {
 		"the duration of the uploaded audio could not be measured (%v; send WAV, MP3, FLAC, Ogg, WebM or M4A), and a text, srt or vtt answer reports none, so it could not be billed; ask response_format json or verbose_json", why))
 }
 
+// forgedAudio refuses, on a route billed by the second, audio whose headers and contents
+// disagree as only a forged file's do: the gateway cannot tell what the upstream will play
+// and bill, so it cannot hold enough for it.
+func forgedAudio(why error) *APIError {
+	return badField(CodeValidation, "file", fmt.Sprintf(
+		"the uploaded audio cannot be billed by its length (%v); send the file as its encoder wrote it", why))
+}
+
 // transcriptions serves POST /audio/transcriptions.
 func (g *Gateway) transcriptions(w http.ResponseWriter, r *http.Request, caller *Caller) error {
 	return g.transcribe(w, r, caller, &transcriptionsCapability, false)
@@ -173,7 +183,11 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	t.measure(form)
 	worst := t.usage(true)
 	c, apiErr := g.beginFitting(w, r, caller, cp, t.model, int(form.Size()), t.meta, g.uploadFit(form.Size(), DefaultAudioUpload), func(rt Route) (int64, error) {
-		if t.duration == 0 && t.plainText() && rt.Price.PerUnit(pricing.DimInputAudioSeconds) > 0 {
+		perSecond := rt.Price.PerUnit(pricing.DimInputAudioSeconds) > 0
+		if perSecond && errors.Is(t.probeErr, audioprobe.ErrRefused) {
+			return 0, forgedAudio(t.probeErr)
+		}
+		if t.duration == 0 && t.plainText() && perSecond {
 			return 0, unmeasurable(t.probeErr)
 		}
 		_, total, err := rt.Price.Cost(worst)
@@ -183,7 +197,7 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 		return apiErr
 	}
 	defer func() { _ = c.settle(r.Context()) }()
-	c.streamed = t.stream
+	c.streamed, c.capAtHold = t.stream, true
 	c.meter(t.usage(false))
 	return c.tryRoutes(r, t.stream, nil, func(ar *http.Request, rt Route) error {
 		if fw, ok := forwarderFor(rt, cp.format); ok {
@@ -212,7 +226,7 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 	case t.stream:
 		return c.relayEvents(w, r, rt, began, resp, mediaEvents{final: []string{"transcript.text.done"}, meter: t.meterAnswer, usage: c.appendTranscriptionUsage})
 	case !t.plainText():
-		return c.answerForwarded(w, r, rt, began, resp, wireFormat{format: format, appendUsage: c.appendTranscriptionUsage, finish: noFinish, meter: t.meterAnswer})
+		return c.answerForwarded(w, r, rt, began, resp, wireFormat{format: format, appendUsage: c.appendTranscriptionUsage, finish: noFinish, meter: t.meterAnswer, lenient: nullNonFinite})
 	}
 	// Plain text carries no usage: the measurement of the upload is billed.
 	in := answerBufs.Get()
@@ -310,9 +324,9 @@ func (t *transcriptionRequest) meterAnswer(c *call, data []byte) error {
 	u.InputAudioTokens, u.Input, u.Output = 0, 0, 0
 	switch {
 	case ans.Usage.Seconds != nil:
-		u.InputAudio = seconds(*ans.Usage.Seconds)
+		u.InputAudio = t.reported(seconds(*ans.Usage.Seconds), u.InputAudio)
 	case ans.Duration != nil:
-		u.InputAudio = seconds(*ans.Duration)
+		u.InputAudio = t.reported(seconds(*ans.Duration), u.InputAudio)
 	}
 	tokens := ans.Usage.Type == "tokens" || ans.Usage.InputTokens > 0 || ans.Usage.OutputTokens > 0
 	if tokens {
@@ -335,6 +349,61 @@ func seconds(s float64) time.Duration {
 		return 0
 	}
 	return time.Duration(s * float64(time.Second))
+}
+
+// reported is the input length d that an upstream reported, if the upload can have played
+// that long: more than nothing and at most twice what the request held for (an upstream may
+// round up or bill a minimum; the charge is capped at the hold). Any other value (0, a
+// negative one, 1e8 seconds for a file of minutes) describes nothing that played, so own,
+// the gateway's reading, is billed instead.
+func (t *transcriptionRequest) reported(d, own time.Duration) time.Duration {
+	if d <= 0 || d > 2*t.usage(true).InputAudio {
+		return own
+	}
+	return d
+}
+
+// nonFinite are the literals Python's json module writes for floats that JSON cannot hold:
+// a transcription server in Python answers a duration it could not compute as NaN.
+var nonFinite = [][]byte{[]byte("-Infinity"), []byte("Infinity"), []byte("NaN")}
+
+// nullNonFinite replaces the nonFinite literals of a JSON answer, outside its strings, by
+// null, which reads as a value not reported. An answer without any is returned as it is.
+func nullNonFinite(data []byte) []byte {
+	if !bytes.Contains(data, nonFinite[1]) && !bytes.Contains(data, nonFinite[2]) {
+		return data
+	}
+	out := make([]byte, 0, len(data))
+	inString, escaped := false, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString:
+			if lit := nonFiniteAt(data[i:]); lit > 0 {
+				out = append(out, "null"...)
+				i += lit - 1
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// nonFiniteAt is the length of the nonFinite literal b opens with, 0 if none.
+func nonFiniteAt(b []byte) int {
+	for _, lit := range nonFinite {
+		if bytes.HasPrefix(b, lit) {
+			return len(lit)
+		}
+	}
+	return 0
 }
 
 // appendTranscriptionUsage writes the usage of an answer that has none: the seconds billed.
@@ -368,14 +437,10 @@ func (c *call) transcriptionNeutral(w http.ResponseWriter, r *http.Request, rt R
 		return err
 	}
 	u := t.usage(false)
-	if res.Duration > 0 {
-		u.InputAudio = res.Duration
-	}
+	u.InputAudio = t.reported(res.Duration, u.InputAudio)
 	if res.UsageKnown {
 		m := pricing.Media(res.Usage)
-		if m.InputAudio > 0 {
-			u.InputAudio = m.InputAudio
-		}
+		u.InputAudio = t.reported(m.InputAudio, u.InputAudio)
 		if m.InputAudioTokens > 0 || m.Output > 0 {
 			u.InputAudioTokens, u.Input, u.Output = m.InputAudioTokens, m.Input, m.Output
 		}

@@ -1,16 +1,23 @@
-// Package audioprobe measures how long an audio file plays, from its container's headers
-// and frames, so that a transcription whose upstream reports no usage (text, srt and vtt
-// answers carry none) is still billed its input seconds.
+// Package audioprobe measures how long an audio file plays, so that a transcription whose
+// upstream reports no usage (text, srt and vtt answers carry none) is still billed its
+// input seconds.
+//
+// The length is what a decoder would play, not what the headers say: a client writes the
+// headers, and a decoder such as ffmpeg reads every frame. So Duration walks the frames,
+// blocks, pages, chunks or sample tables to the end of the file, and where a header also
+// gives the length (a Xing frame count, STREAMINFO's total, a WebM Duration, mdhd), the
+// longer of the two readings counts; of several audio tracks, the longest. A file whose
+// contents and headers disagree in a way no encoder writes (bytes after a WAV's chunks, an
+// impossible sample rate) is refused with ErrRefused rather than billed at either reading.
 //
 // Duration reads the file once, front to back, through one small fixed buffer: uploads are
 // 25 MB and more and reach the gateway as a streaming multipart part or a spooled temporary
-// file, so nothing here holds the file whole or seeks. It never estimates from the file size
-// at a guessed bitrate, which misprices every VBR file; a file it cannot measure is an error,
-// and the caller decides what to bill rather than billing $0.
+// file, so nothing here holds the file whole. It never estimates from the file size at a
+// guessed bitrate, which misprices every VBR file; a file it cannot measure is an error, and
+// the caller decides what to bill rather than billing $0.
 //
 // Covered: WAV (RIFF and RF64, PCM, float, extensible and compressed formats), MP3 (MPEG-1,
-// 2 and 2.5, layers I to III, with Xing, Info, LAME or VBRI headers or by walking every
-// frame), FLAC (STREAMINFO, or its frames when a streaming writer left the count out), Ogg
+// 2 and 2.5, layers I to III, with or without Xing, Info, LAME or VBRI headers), FLAC, Ogg
 // (Opus, Vorbis, FLAC, Speex; chained links are added up) and MP4/M4A (whole or
 // fragmented), AAC in ADTS frames and WebM/Matroska (browser recordings included).
 // Not covered: AIFF, CAF, AMR.
@@ -47,21 +54,21 @@ var (
 	// ErrMalformed wraps every error about input that looked like a known format but whose
 	// headers are missing, inconsistent or hold no audio.
 	ErrMalformed = errors.New("audioprobe: malformed audio")
+	// ErrRefused wraps every error about a file whose headers and contents disagree in a way
+	// that only a forged file does (data after its audio, an impossible sample rate): what a
+	// decoder would play cannot be told, so the file is not to be billed by its length.
+	ErrRefused = errors.New("audioprobe: audio refused")
 )
 
 // bufSize bounds the memory Duration uses. It holds the longest MPEG audio frame (2,881
 // bytes) and the header after it, so that a frame can be checked against its successor.
 const bufSize = 4096
 
-// Duration reads an audio file from r and returns how long it plays and its format. It stops
-// reading as soon as the answer is known (after a FLAC STREAMINFO block with a sample count,
-// an MP3 Xing header, a whole MP4's moov box), so r may not be at its end on return; a
-// caller that tees the upload elsewhere drains r itself. Otherwise it reads to the end
-// (the frames of an MP3 without a Xing header or of an ADTS file, the pages of an Ogg file,
-// the blocks of a WebM, the fragments of a fragmented MP4, the data of a WAV whose size is
-// a placeholder). Errors from r are returned wrapped; the others wrap
-// ErrUnknownFormat or ErrMalformed, with the format when it was recognised. A file holding
-// no audio at all is an error, never a zero duration.
+// Duration reads an audio file from r to its end and returns how long it plays and its
+// format. r is skipped through by seeking when it can (a spooled upload) where the bytes do
+// not matter (a WAV's samples, an MP4's mdat). Errors from r are returned wrapped; the
+// others wrap ErrUnknownFormat, ErrMalformed or ErrRefused, with the format when it was
+// recognised. A file holding no audio at all is an error, never a zero duration.
 func Duration(r io.Reader) (time.Duration, Format, error) {
 	p := prober{br: bufio.NewReaderSize(r, bufSize), src: r}
 	return p.probe()
@@ -127,6 +134,10 @@ func (p *prober) probe() (time.Duration, Format, error) {
 
 func malformed(f Format, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrMalformed, f, fmt.Sprintf(format, args...))
+}
+
+func refused(f Format, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrRefused, f, fmt.Sprintf(format, args...))
 }
 
 // readError wraps an error of the underlying reader; the end of the input is not one.

@@ -219,10 +219,16 @@ func TestSamples(t *testing.T) {
 }
 
 // The checksums against their published check values (of "123456789"): CRC-8 with
-// polynomial 0x07 is 0xF4; the Ogg table is checked against the bitwise oggChecksum.
+// polynomial 0x07 is 0xF4, CRC-16 with 0x8005 0xFEE8; the Ogg table is checked against the bitwise oggChecksum.
 func TestChecksums(t *testing.T) {
 	if got := flacCRC8([]byte("123456789")); got != 0xF4 {
 		t.Errorf("flacCRC8 = %#x, want 0xf4", got)
+	}
+	// FLAC's CRC-16 is CRC-16/UMTS (BUYPASS): 0xFEE8.
+	var w flacCRCWalk
+	w.header(1)
+	if w.update([]byte("123456789")); w.open[0].crc != 0xFEE8 {
+		t.Errorf("FLAC CRC-16 = %#x, want 0xfee8", w.open[0].crc)
 	}
 	for _, s := range []string{"", "123456789", "OggS\x00\x02 and more bytes"} {
 		if got, want := oggUpdate(0, []byte(s)), oggChecksum([]byte(s)); got != want {

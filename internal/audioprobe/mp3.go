@@ -3,6 +3,7 @@ package audioprobe
 import (
 	"bytes"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -35,9 +36,10 @@ var mpegBitrates = [2][3][15]int{
 
 var mpegRates = [3]int{44100, 48000, 32000} // MPEG-1; halved for 2, quartered for 2.5
 
-// parseMPEG decodes a 4-byte MPEG audio frame header. Free-format frames (bitrate index 0)
-// are refused: their length can only be found by searching for the next frame, and no
-// encoder a user meets writes them.
+// parseMPEG decodes a 4-byte MPEG audio frame header, checking what a decoder checks (the
+// reserved emphasis value is not: ffmpeg plays such frames). Free-format frames (bitrate
+// index 0) are not read: their length can only be found by searching for the next frame,
+// and no encoder a user meets writes them; a stream of them is refused as junk.
 func parseMPEG(b []byte) (mpegFrame, bool) {
 	if len(b) < 4 || b[0] != 0xFF || b[1]&0xE0 != 0xE0 {
 		return mpegFrame{}, false
@@ -58,7 +60,7 @@ func parseMPEG(b []byte) (mpegFrame, bool) {
 	}
 	f.layer = 4 - int((b[1]>>1)&3)
 	bi, ri := int(b[2]>>4), int((b[2]>>2)&3)
-	if f.layer == 4 || bi == 0 || bi == 15 || ri == 3 || b[3]&3 == 2 {
+	if f.layer == 4 || bi == 0 || bi == 15 || ri == 3 {
 		return f, false
 	}
 	v1 := 0
@@ -118,13 +120,15 @@ func (f mpegFrame) sameStream(g mpegFrame) bool {
 	return f.version == g.version && f.layer == g.layer && f.rate == g.rate
 }
 
-// mp3 measures an MPEG audio stream (or AAC in ADTS, framed alike): from the first frame's
-// Xing, Info or VBRI header when it counts the frames, else by walking every frame header
-// and adding up its samples (a CBR file has no header, and its size over its bitrate is off
-// by the tags it carries). Junk between frames is skipped; tags at the end (ID3v1, APE, a
-// trailing ID3v2) are skipped. limit is how far the first frame may be looked for.
+// mp3 measures an MPEG audio stream (or AAC in ADTS, framed alike) by walking every frame
+// header and adding up its samples, as a decoder plays them. A Xing, Info or VBRI header in
+// the first frame counts the frames too, and its LAME tag records the encoder's delay and
+// padding; but a header is only what its writer says, and frames after the count still
+// play, so the count is used only when the walk finds no more (a file cut short). Junk
+// between frames is skipped; tags at the end (ID3v1, APE, a trailing ID3v2) are skipped.
+// limit is how far the first frame may be looked for.
 func (p *prober) mp3(limit int) (time.Duration, Format, error) {
-	first, err := p.syncMPEG(nil, limit)
+	first, _, err := p.syncMPEG(limit)
 	if err != nil {
 		return 0, MP3, err
 	}
@@ -136,28 +140,26 @@ func (p *prober) mp3(limit int) (time.Duration, Format, error) {
 	return d, f, err
 }
 
-// mpegFrames measures the stream whose first frame, first, is at the reader.
+// mpegFrames measures the stream whose first frame, first, is at the reader. A frame of
+// another stream (another rate, layer or version: a second file appended) is counted too,
+// at its own rate, once the frame after it confirms it: a decoder resynchronises and plays
+// it.
 func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, error) {
 	b, err := p.peek(min(first.size, bufSize))
 	if err != nil {
 		return 0, err
 	}
-	info, count, total := vbrHeader(b, first)
-	if count {
-		d, ok := samples(total, uint64(first.rate))
-		if !ok {
-			return 0, malformed(MP3, "%d samples out of range", total)
-		}
-		return d, nil
-	}
-	total = 0
-	if !info {
-		total += uint64(first.samples) // the Xing frame itself is silence
+	vbr := vbrHeader(b, first)
+	var played mpegSamples
+	if !vbr.info {
+		played.add(first) // the Xing frame itself is silence
 	}
 	if _, err := p.skip(int64(first.size)); err != nil {
 		return 0, err
 	}
-	lost := false // junk was skipped: the next frame must be confirmed by the one after it
+	cur := first
+	lost := false          // junk was skipped: the next frame must be confirmed by the one after it
+	var framed, junk int64 // the bytes of the frames counted, and those skipped between them
 	for {
 		h, err := p.peek(max(headerLen, 10))
 		if err != nil {
@@ -167,15 +169,15 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 			break
 		}
 		f, ok := parseMPEG(h)
-		ok = ok && first.sameStream(f)
-		if ok && lost {
+		if ok && (lost || !cur.sameStream(f)) {
 			if ok, err = p.confirmed(f); err != nil {
 				return 0, err
 			}
 		}
 		if ok {
-			lost = false
-			total += uint64(f.samples)
+			lost, cur = false, f
+			played.add(f)
+			framed += int64(f.size)
 			if _, err := p.skip(int64(f.size)); err != nil {
 				return 0, err
 			}
@@ -190,17 +192,69 @@ func (p *prober) mpegFrames(first mpegFrame, format Format) (time.Duration, erro
 			continue
 		}
 		lost = true
-		if _, err := p.syncMPEG(&first, -1); err == errNoSync {
+		_, n, err := p.syncMPEG(-1)
+		junk += n
+		if err == errNoSync {
 			break
 		} else if err != nil {
 			return 0, err
 		}
 	}
-	d, ok := samples(total, uint64(first.rate))
+	if junk > maxMPEGJunk && junk > (framed+junk)/10 {
+		// Free-format frames, or another codec's: a decoder may play what the walk skipped.
+		return 0, refused(format, "%d of its bytes are not frames that could be measured", junk)
+	}
+	// The header's count is of the first stream's frames.
+	i := played.at(first.rate)
+	played[i].samples = max(played[i].samples, vbr.frames*uint64(first.samples))
+	if vbr.trim < played[i].samples {
+		played[i].samples -= vbr.trim
+	}
+	d, ok := played.duration()
 	if !ok {
 		return 0, malformed(format, "duration out of range")
 	}
 	return d, nil
+}
+
+// maxMPEGJunk is how many bytes an MPEG audio stream may hold that are neither frames nor
+// tags (when they are also more than a tenth of it): encoders write none, but damaged files
+// and stray padding have some.
+const maxMPEGJunk = 64 << 10
+
+// mpegSamples counts the samples played at each sample rate met (MPEG audio and ADTS have
+// 14 between them).
+type mpegSamples [16]struct {
+	rate    int
+	samples uint64
+}
+
+// at is the index of rate's count, taken if new.
+func (s *mpegSamples) at(rate int) int {
+	for i := range s {
+		if s[i].rate == rate || s[i].rate == 0 {
+			s[i].rate = rate
+			return i
+		}
+	}
+	return len(s) - 1 // unreachable: there are fewer rates
+}
+
+func (s *mpegSamples) add(f mpegFrame) { s[s.at(f.rate)].samples += uint64(f.samples) }
+
+func (s *mpegSamples) duration() (time.Duration, bool) {
+	var total time.Duration
+	for _, r := range s {
+		if r.rate == 0 {
+			break
+		}
+		d, ok := samples(r.samples, uint64(r.rate))
+		if !ok || total > math.MaxInt64-d {
+			return 0, false
+		}
+		total += d
+	}
+	return total, true
 }
 
 // confirmed says whether the frame f at the reader is followed by another frame of its stream
@@ -223,33 +277,33 @@ func (p *prober) confirmed(f mpegFrame) (bool, error) {
 	return ok && f.sameStream(g), nil
 }
 
-// syncMPEG moves the reader to the next frame header that its successor confirms (and that
-// belongs to the stream of like, if given), looking at most limit bytes ahead (-1: no limit).
-// Without a like frame the header must sit at the reader when limit is 0.
-func (p *prober) syncMPEG(like *mpegFrame, limit int) (mpegFrame, error) {
+// syncMPEG moves the reader to the next frame header that its successor confirms, looking
+// at most limit bytes ahead (-1: no limit; 0: the header must sit at the reader), and returns
+// how many bytes it skipped.
+func (p *prober) syncMPEG(limit int) (mpegFrame, int64, error) {
 	scanned := 0
 	for {
 		b, err := p.peek(headerLen)
 		if err != nil {
-			return mpegFrame{}, err
+			return mpegFrame{}, int64(scanned), err
 		}
 		if len(b) < 4 {
-			return mpegFrame{}, errNoSync
+			return mpegFrame{}, int64(scanned + len(b)), errNoSync
 		}
-		if f, ok := parseMPEG(b); ok && (like == nil || like.sameStream(f)) {
+		if f, ok := parseMPEG(b); ok {
 			if ok, err := p.confirmed(f); err != nil {
-				return mpegFrame{}, err
+				return mpegFrame{}, int64(scanned), err
 			} else if ok {
-				return f, nil
+				return f, int64(scanned), nil
 			}
 		}
 		if limit >= 0 && scanned >= limit {
-			return mpegFrame{}, errNoSync
+			return mpegFrame{}, int64(scanned), errNoSync
 		}
 		// Jump to the next 0xFF among the buffered bytes.
 		b, err = p.peek(min(bufSize, max(p.br.Buffered(), 4)))
 		if err != nil {
-			return mpegFrame{}, err
+			return mpegFrame{}, int64(scanned), err
 		}
 		n := len(b)
 		if i := bytes.IndexByte(b[1:], 0xFF); i >= 0 {
@@ -260,7 +314,7 @@ func (p *prober) syncMPEG(like *mpegFrame, limit int) (mpegFrame, error) {
 		}
 		scanned += n
 		if _, err := p.skip(int64(n)); err != nil {
-			return mpegFrame{}, err
+			return mpegFrame{}, int64(scanned), err
 		}
 	}
 }
@@ -312,10 +366,18 @@ func (p *prober) skipID3v2() (bool, error) {
 	}
 }
 
-// vbrHeader reads the Xing, Info or VBRI header in the first frame b. info says the frame is
-// such a header (and so holds no audio); count says it gives the number of audio frames, and
-// total is then their samples, less the encoder delay and padding a LAME tag records.
-func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
+// vbrInfo is what a Xing, Info or VBRI header says: info, that its frame is such a header
+// (and so holds no audio); frames, how many audio frames follow (0: it does not count them);
+// trim, the samples of encoder delay and padding a LAME tag records, which a gapless
+// decoder drops.
+type vbrInfo struct {
+	info   bool
+	frames uint64
+	trim   uint64
+}
+
+// vbrHeader reads the Xing, Info or VBRI header in the first frame b.
+func vbrHeader(b []byte, f mpegFrame) vbrInfo {
 	// The Xing header follows the side information, whose size depends on version and channels.
 	off := 4 + 32
 	switch {
@@ -329,15 +391,10 @@ func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
 	if f.layer == 3 && len(b) >= off+8 && (string(b[off:off+4]) == "Xing" || string(b[off:off+4]) == "Info") {
 		flags := be32(b[off+4:])
 		if flags&1 == 0 || len(b) < off+12 {
-			return true, false, 0
+			return vbrInfo{info: true}
 		}
-		total = uint64(be32(b[off+8:])) * uint64(f.samples)
-		if total == 0 {
-			// A writer that could not seek back to fill the header in: walk the frames.
-			return true, false, 0
-		}
-		// The LAME tag follows the optional fields; it records the samples the encoder
-		// added before and after the audio, which a gapless decoder drops.
+		v := vbrInfo{info: true, frames: uint64(be32(b[off+8:]))}
+		// The LAME tag follows the optional fields.
 		lame := off + 12
 		if flags&2 != 0 {
 			lame += 4
@@ -352,15 +409,13 @@ func vbrHeader(b []byte, f mpegFrame) (info, count bool, total uint64) {
 			switch string(b[lame : lame+4]) {
 			case "LAME", "Lavc", "Lavf":
 				x := be24(b[lame+21:])
-				if trim := uint64(x>>12) + uint64(x&0xFFF); trim < total {
-					total -= trim
-				}
+				v.trim = uint64(x>>12) + uint64(x&0xFFF)
 			}
 		}
-		return true, true, total
+		return v
 	}
 	if f.layer == 3 && len(b) >= 36+18 && string(b[36:40]) == "VBRI" {
-		return true, true, uint64(be32(b[36+14:])) * uint64(f.samples)
+		return vbrInfo{info: true, frames: uint64(be32(b[36+14:]))}
 	}
-	return false, false, 0
+	return vbrInfo{}
 }

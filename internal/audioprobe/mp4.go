@@ -30,32 +30,33 @@ type mp4Info struct {
 	trackDur   uint64
 	edited     uint64 // the track's edit list: its presented length, in the movie's timescale
 	editOK     bool
+	sampled    uint64 // the durations of its samples (stts), added up, in its timescale
 
-	// The first audio track.
-	audio      bool
-	audioID    uint32
-	audioScale uint32
-	audioDur   uint64
+	// The longest of the whole file's sound tracks: a decoder may pick any.
+	longestSound time.Duration
 
-	// Fragments of the audio track: trex default durations by track, then the traf being
-	// read, then the end of the last fragment, in the track's timescale.
-	trex       [8][2]uint32
-	trafID     uint32
-	trafDur    uint32 // default sample duration
-	trafBase   uint64 // tfdt
-	trafHas    bool
-	trafSum    uint64
-	fragEnd    uint64
-	fragCount  bool // a fragment of the audio track was read
-	fragCursor uint64
+	// Fragments: trex default durations by track, the traf being read, then what the
+	// fragments of each sound track add up to.
+	trex     [8][2]uint32
+	trafID   uint32
+	trafDur  uint32 // default sample duration
+	trafBase uint64 // tfdt
+	trafHas  bool
+	trafSum  uint64
+	frags    [8]mp4Frags
+	nfrags   int
 }
 
-// mp4 measures an MP4 or M4A file. A whole file has a moov box, before or after the media
-// data: the first audio track's media duration over its timescale (mdhd, in samples of the
-// audio, trimmed by its edit list), else the movie's (mvhd). A fragmented file (Safari's
-// recorder, ffmpeg into a pipe) has an empty moov and the samples in moof boxes: their
-// durations are added up, else mvex/mehd is used. Boxes are read one after the other, mdat
-// and the like read through and dropped, since the input cannot seek.
+// mp4 measures an MP4 or M4A file from its sound tracks (the longest, whichever a decoder
+// picks), reading every box to the end of the file. A whole file has a moov box, before or
+// after the media data, whose sample table lists every sample's duration (stts): a decoder
+// plays those samples, so their sum counts, or the media header's duration (mdhd) when
+// longer; an edit list trims the encoder's priming off either. A fragmented file (Safari's
+// recorder, ffmpeg into a pipe) has an empty moov and the samples in moof boxes: each
+// track's fragments are followed to the end of the last (by its tfdt decode time) and added
+// up, and the longer reading counts, since a forged decode time can put every fragment at
+// 0. Without a sound track's length, the movie's (mvhd, else mvex/mehd) is used. mdat and
+// the like are skipped, by seeking when the input can.
 func (p *prober) mp4() (time.Duration, error) {
 	var m mp4Info
 	found := false
@@ -73,9 +74,6 @@ func (p *prober) mp4() (time.Duration, error) {
 				return 0, err
 			}
 			found = true
-			if !m.fragmented {
-				return m.duration()
-			}
 			continue
 		case "moof":
 			if err := p.mp4Boxes(payload, 1, &m); err != nil {
@@ -96,16 +94,33 @@ func (p *prober) mp4() (time.Duration, error) {
 	return m.duration()
 }
 
+// maxEditTrim is the most media an edit list may cut off the audio track, in the track's
+// samples: an encoder's priming and padding (2,112 and under 1,024 samples for AAC), never
+// the audio itself, which a forged edit list would cut to shrink the bill.
+const maxEditTrim = 2112 + 1024
+
+// mp4Frags is what the fragments of one sound track say, in its timescale.
+type mp4Frags struct {
+	id, scale   uint32
+	cursor, end uint64 // where the last fragment ended, and the furthest any did
+	played      uint64 // the fragments' samples, added up
+	seen        bool
+}
+
 func (m *mp4Info) duration() (time.Duration, error) {
+	longest := m.longestSound
+	for _, f := range m.frags[:m.nfrags] {
+		if d, ok := samples(max(f.end, f.played), uint64(f.scale)); ok && f.seen {
+			longest = max(longest, d)
+		}
+	}
 	var (
 		d  time.Duration
 		ok bool
 	)
 	switch {
-	case m.audio && m.fragCount:
-		d, ok = samples(m.fragEnd, uint64(m.audioScale))
-	case m.audio && known(m.audioDur):
-		d, ok = samples(m.audioDur, uint64(m.audioScale))
+	case longest > 0:
+		d, ok = longest, true
 	case known(m.movieDuration) && m.movieScale > 0:
 		d, ok = samples(m.movieDuration, uint64(m.movieScale))
 	case known(m.mehd) && m.movieScale > 0:
@@ -117,6 +132,20 @@ func (m *mp4Info) duration() (time.Duration, error) {
 		return 0, malformed(MP4, "duration out of range")
 	}
 	return d, nil
+}
+
+// presented is how long media samples at scale play once an edit list presenting edited
+// (in the movie's timescale) has trimmed the encoder's priming and padding off them.
+func (m *mp4Info) presented(media uint64, scale uint32, edited uint64, editOK bool) (time.Duration, bool) {
+	d, ok := samples(media, uint64(scale))
+	if ok && editOK && m.movieScale > 0 {
+		if e, eok := samples(edited, uint64(m.movieScale)); eok && e < d {
+			if trim, _ := samples(maxEditTrim, uint64(scale)); d-e <= trim {
+				d = e
+			}
+		}
+	}
+	return d, ok
 }
 
 // known says whether a duration field holds a duration: 0 and all ones both mean unknown.
@@ -205,6 +234,12 @@ func mp4Type(b []byte) string {
 		return "tfdt"
 	case "trun":
 		return "trun"
+	case "minf":
+		return "minf"
+	case "stbl":
+		return "stbl"
+	case "stts":
+		return "stts"
 	}
 	return "other"
 }
@@ -223,8 +258,8 @@ func (p *prober) mp4Boxes(n int64, depth int, m *mp4Info) error {
 		n -= hdr + payload
 		var b []byte
 		switch typ {
-		case "trak", "mdia", "mvex", "edts", "traf":
-			if depth > 3 {
+		case "trak", "mdia", "minf", "stbl", "mvex", "edts", "traf":
+			if depth > 5 {
 				break
 			}
 			m.open(typ)
@@ -235,6 +270,11 @@ func (p *prober) mp4Boxes(n int64, depth int, m *mp4Info) error {
 			continue
 		case "trun":
 			if err := p.trun(payload, m); err != nil {
+				return err
+			}
+			continue
+		case "stts":
+			if err := p.stts(payload, m); err != nil {
 				return err
 			}
 			continue
@@ -258,7 +298,7 @@ func (p *prober) mp4Boxes(n int64, depth int, m *mp4Info) error {
 func (m *mp4Info) open(typ string) {
 	switch typ {
 	case "trak":
-		m.handler, m.trackID, m.trackScale, m.trackDur, m.edited, m.editOK = [4]byte{}, 0, 0, 0, 0, false
+		m.handler, m.trackID, m.trackScale, m.trackDur, m.edited, m.editOK, m.sampled = [4]byte{}, 0, 0, 0, 0, false, 0
 	case "mvex":
 		m.fragmented = true
 	case "traf":
@@ -270,24 +310,35 @@ func (m *mp4Info) open(typ string) {
 func (m *mp4Info) close(typ string) {
 	switch typ {
 	case "trak":
-		if !m.audio && string(m.handler[:]) == "soun" && m.trackScale > 0 {
-			m.audio, m.audioID, m.audioScale, m.audioDur = true, m.trackID, m.trackScale, m.trackDur
-			if known(m.audioDur) {
-				m.trimmed(m.movieScale)
-			}
-		}
-	case "traf":
-		if !m.audio || m.trafID != m.audioID {
+		if string(m.handler[:]) != "soun" || m.trackScale == 0 {
 			return
 		}
-		// A fragment starts at its tfdt decode time, or where the previous one ended.
-		start := m.fragCursor
-		if m.trafHas {
-			start = m.trafBase
+		media := m.sampled
+		if known(m.trackDur) {
+			media = max(media, m.trackDur)
 		}
-		m.fragCursor = start + m.trafSum
-		m.fragEnd = max(m.fragEnd, m.fragCursor)
-		m.fragCount = true
+		if d, ok := m.presented(media, m.trackScale, m.edited, m.editOK); ok {
+			m.longestSound = max(m.longestSound, d)
+		}
+		if m.nfrags < len(m.frags) {
+			m.frags[m.nfrags] = mp4Frags{id: m.trackID, scale: m.trackScale}
+			m.nfrags++
+		}
+	case "traf":
+		for i := range m.frags[:m.nfrags] {
+			if f := &m.frags[i]; f.id == m.trafID {
+				// A fragment starts at its tfdt decode time, or where the previous one ended.
+				start := f.cursor
+				if m.trafHas {
+					start = m.trafBase
+				}
+				f.cursor = min(start+m.trafSum, 1<<62)
+				f.end = max(f.end, f.cursor)
+				f.played = min(f.played+m.trafSum, 1<<62)
+				f.seen = true
+				return
+			}
+		}
 	}
 }
 
@@ -370,14 +421,24 @@ func (p *prober) trun(n int64, m *mp4Info) error {
 	entry := 4 * int64(bits.OnesCount32(flags&0xF00))
 	if flags&0x100 == 0 || entry == 0 {
 		// No durations listed: every sample lasts the default.
-		m.trafSum += uint64(count) * uint64(m.trafDur)
+		hi, lo := bits.Mul64(uint64(count), uint64(m.trafDur))
+		if hi != 0 {
+			lo = 1 << 62
+		}
+		m.trafSum = min(m.trafSum+min(lo, 1<<62), 1<<62)
 		_, err := p.skip(n)
 		return err
 	}
 	if _, err := p.skip(min(head, n)); err != nil {
 		return err
 	}
-	n -= min(head, n)
+	return p.table(n-min(head, n), count, entry, func(e []byte) { m.trafSum = min(m.trafSum+uint64(be32(e)), 1<<62) })
+}
+
+// table hands each of count entries of entry bytes, the next of the n payload bytes left in
+// a box, to add, reading them through the buffer (a table may list thousands of samples),
+// then skips the rest of the box.
+func (p *prober) table(n, count, entry int64, add func(e []byte)) error {
 	count = min(count, n/entry)
 	for count > 0 {
 		k := min(count, bufSize/entry)
@@ -389,7 +450,7 @@ func (p *prober) trun(n int64, m *mp4Info) error {
 			break
 		}
 		for i := range k {
-			m.trafSum += uint64(be32(b[i*entry:]))
+			add(b[i*entry:])
 		}
 		if _, err := p.skip(k * entry); err != nil {
 			return err
@@ -397,8 +458,33 @@ func (p *prober) trun(n int64, m *mp4Info) error {
 		n -= k * entry
 		count -= k
 	}
-	_, err = p.skip(n)
+	_, err := p.skip(n)
 	return err
+}
+
+// stts adds up the sample durations of a time-to-sample box of n payload bytes into the
+// track being read: entries of a sample count and the duration of each, read through the
+// buffer, since a variable-rate track lists many.
+func (p *prober) stts(n int64, m *mp4Info) error {
+	b, err := p.peek(int(min(n, 8)))
+	if err != nil {
+		return err
+	}
+	if len(b) < 8 {
+		_, err := p.skip(n)
+		return err
+	}
+	count := int64(be32(b[4:]))
+	if _, err := p.skip(8); err != nil {
+		return err
+	}
+	return p.table(n-8, count, 8, func(e []byte) {
+		hi, lo := bits.Mul64(uint64(be32(e)), uint64(be32(e[4:])))
+		if hi != 0 || lo > 1<<62 {
+			lo = 1 << 62
+		}
+		m.sampled = min(m.sampled+lo, 1<<62)
+	})
 }
 
 // editLength adds up the edits of an elst box b that present media (an edit with media time
@@ -429,21 +515,6 @@ func editLength(b []byte) (uint64, bool) {
 		}
 	}
 	return sum, sum > 0 && sum < 1<<62
-}
-
-// trimmed replaces the audio track's duration with its edit list's when that is shorter:
-// AAC encoders prime the decoder with 1,024 or 2,112 samples and pad the last frame, and
-// the edit list cuts both, so it gives the length a player plays.
-func (m *mp4Info) trimmed(movieScale uint32) {
-	if !m.editOK || movieScale == 0 {
-		return
-	}
-	// Compare edited/movieScale with audioDur/audioScale without dividing.
-	hi, lo := bits.Mul64(m.edited, uint64(m.audioScale))
-	hi2, lo2 := bits.Mul64(m.audioDur, uint64(movieScale))
-	if hi < hi2 || (hi == hi2 && lo < lo2) {
-		m.audioDur, m.audioScale = m.edited, movieScale
-	}
 }
 
 // fullBoxTime reads the timescale and duration of an mvhd or mdhd box, whose version 1

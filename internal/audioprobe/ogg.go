@@ -3,25 +3,32 @@ package audioprobe
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"time"
 )
 
 // oggCRC is the table of the Ogg page checksum: CRC-32, polynomial 0x04C11DB7, not
 // reflected, initial value 0 (not the IEEE variant hash/crc32 computes).
-var oggCRC = func() (t [256]uint32) {
+var oggCRC = crcTable(0x04C11DB7, 32)
+
+// crcTable is the byte-at-a-time table of a CRC of width bits (8 to 32), most significant
+// bit first, with polynomial poly: the CRCs of Ogg and FLAC, which hash/crc32 and its
+// reflected tables do not compute.
+func crcTable(poly uint32, width uint) (t [256]uint32) {
+	top := uint32(1) << (width - 1)
 	for i := range t {
-		r := uint32(i) << 24
+		r := uint32(i) << (width - 8)
 		for range 8 {
-			if r&0x80000000 != 0 {
-				r = r<<1 ^ 0x04C11DB7
+			if r&top != 0 {
+				r = r<<1 ^ poly
 			} else {
 				r <<= 1
 			}
 		}
-		t[i] = r
+		t[i] = r & (top<<1 - 1)
 	}
 	return t
-}()
+}
 
 func oggUpdate(crc uint32, b []byte) uint32 {
 	for _, c := range b {
@@ -37,39 +44,65 @@ type oggLink struct {
 	codec   Format
 	rate    uint64
 	preskip uint64 // Opus: samples the decoder drops at the start
-	granule uint64 // the last page's granule position
+	granule uint64 // the largest granule position of its pages
 	data    bool   // a page after its headers' first was seen
+	packets uint64 // packets begun, headers included
+	played  uint64 // Opus: the samples its packets' TOC bytes say they hold
 }
+
+// opusHeaderPackets is how many packets open an Opus stream without audio: OpusHead, OpusTags.
+const opusHeaderPackets = 2
 
 func (l oggLink) duration() (time.Duration, bool) {
 	g := l.granule
 	if l.codec == Opus {
+		// The decoder plays every packet; the granule only trims the last one, and a
+		// forged granule would trim the stream to nothing.
+		g = max(g, l.played)
 		g -= min(g, l.preskip)
 	}
 	return samples(g, l.rate)
 }
 
-// ogg measures an Ogg file from the granule position of its audio stream's last page: the
-// number of samples decoded up to the end of that page (at 48 kHz for Opus, less the
-// pre-skip its header declares; at the stream's own rate otherwise). Pages whose checksum
-// fails are ignored, other logical streams (Skeleton, video) too, and the links of a chained
-// file are added up.
+// ogg measures an Ogg file from the granule positions of its audio stream's pages, read to
+// the end of the file: the number of samples decoded up to the end of a page (at 48 kHz for
+// Opus, less the pre-skip its header declares; at the stream's own rate otherwise). The
+// largest counts, not the last page's nor the one marked end of stream, since pages after
+// either still play. For Opus the packets' own durations are added up too, and the longer
+// reading counts. Pages whose checksum fails are ignored, other logical streams (Skeleton,
+// video) too; of several audio streams the longest counts, and the links of a chained file
+// are added up.
 func (p *prober) ogg() (time.Duration, Format, error) {
 	var (
-		cur    oggLink
-		open   bool // cur is a stream being read
+		links  [4]oggLink // the audio streams of the chain's current link
+		nlinks int
 		total  time.Duration
 		format Format
 		hdr    [27 + 255]byte
+		heads  [255]packetHead
 	)
+	// finish ends the chain's current link: its longest audio stream counts, whichever a
+	// decoder picks.
 	finish := func() bool {
-		if !open {
-			return true
+		var longest time.Duration
+		for _, l := range links[:nlinks] {
+			d, ok := l.duration()
+			if !ok {
+				return false
+			}
+			longest = max(longest, d)
 		}
-		open = false
-		d, ok := cur.duration()
-		total += d
-		return ok
+		total += longest
+		nlinks = 0
+		return true
+	}
+	find := func(serial uint32) int {
+		for i := range links[:nlinks] {
+			if links[i].serial == serial {
+				return i
+			}
+		}
+		return -1
 	}
 	for {
 		h, err := p.peek(27)
@@ -114,7 +147,10 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 			}
 			ident = oggIdent(b)
 		}
-		for left := body; left > 0; {
+		// The first two bytes of each packet that begins on this page: an Opus packet says
+		// how long it plays in them (its TOC byte and, for some, a frame count).
+		starts := packetStarts(hdr[27:n], flags&0x01 != 0, &heads)
+		for pos, left := 0, body; left > 0; {
 			b, err := p.peek(min(left, bufSize))
 			if err != nil {
 				return 0, format, err
@@ -122,40 +158,55 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 			if len(b) == 0 {
 				break
 			}
+			for i := range starts {
+				for k := range 2 {
+					if at := int(heads[i].at) + k - pos; at >= 0 && at < len(b) {
+						heads[i].toc[k] = b[at]
+					}
+				}
+			}
 			crc = oggUpdate(crc, b)
 			if _, err := p.skip(int64(len(b))); err != nil {
 				return 0, format, err
 			}
+			pos += len(b)
 			left -= len(b)
 		}
 		if crc != want {
 			continue // corrupt: its granule cannot be trusted
 		}
-		switch {
-		case flags&0x02 != 0:
+		if flags&0x02 != 0 {
 			// A new stream. Streams multiplexed together all begin before any data page,
-			// so a beginning after the open stream's data is the next link of a chain; one
-			// before it is another stream (a second audio track is not added).
-			if open && cur.data && !finish() {
+			// so a beginning after a stream's data is the next link of a chain; one before
+			// it is another stream of this link.
+			if slices.ContainsFunc(links[:nlinks], func(l oggLink) bool { return l.data }) && !finish() {
 				return 0, format, malformed(format, "granule position out of range")
 			}
-			if !open && ident.codec != "" {
+			if ident.codec != "" && nlinks < len(links) && find(serial) < 0 {
 				if format == "" {
 					format = ident.codec
 				}
-				cur, open = ident, true
-				cur.serial = serial
-			}
-		case open && serial == cur.serial:
-			cur.data = true
-			if granule != ^uint64(0) {
-				cur.granule = granule
+				links[nlinks] = ident
+				links[nlinks].serial = serial
+				nlinks++
 			}
 		}
-		if open && serial == cur.serial && flags&0x04 != 0 {
-			if !finish() {
-				return 0, format, malformed(format, "granule position out of range")
+		i := find(serial)
+		if i < 0 {
+			continue // not an audio stream
+		}
+		l := &links[i]
+		if flags&0x02 == 0 {
+			l.data = true
+			if granule != ^uint64(0) {
+				l.granule = max(l.granule, granule)
 			}
+		}
+		for _, h := range heads[:starts] {
+			if l.packets >= opusHeaderPackets && l.codec == Opus {
+				l.played += opusPacketSamples(h.toc[:h.n])
+			}
+			l.packets++
 		}
 	}
 	if format == "" {
@@ -165,6 +216,35 @@ func (p *prober) ogg() (time.Duration, Format, error) {
 		return 0, format, malformed(format, "granule position out of range")
 	}
 	return total, format, nil
+}
+
+// packetHead is where a packet begins in its page's body, and its first n (≤ 2) bytes.
+type packetHead struct {
+	at  int32
+	n   int
+	toc [2]byte
+}
+
+// packetStarts fills heads with the packets that begin on a page from its lacing values
+// (continued: its first bytes end a packet of the page before) and returns how many.
+func packetStarts(lacing []byte, continued bool, heads *[255]packetHead) int {
+	n, at, begun := 0, 0, !continued
+	for i, v := range lacing {
+		if begun {
+			heads[n] = packetHead{at: int32(at)}
+			n++
+			begun = false
+		}
+		// The bytes of the packet on this page, up to two, are its head.
+		if h := &heads[max(n-1, 0)]; n > 0 && h.n < 2 {
+			h.n = min(2, h.n+int(v))
+		}
+		at += int(v)
+		if v < 255 && i < len(lacing)-1 {
+			begun = true
+		}
+	}
+	return n
 }
 
 // oggIdent recognises the identification header of an audio codec in Ogg; a stream of any

@@ -1,6 +1,7 @@
 package audioprobe
 
 import (
+	"bytes"
 	"math"
 	"time"
 )
@@ -24,6 +25,10 @@ const (
 	mkvBlockGroup   = 0xA0
 	mkvBlock        = 0xA1
 	mkvBlockDur     = 0x9B // ticks
+	mkvAudio        = 0xE1
+	mkvSampleRate   = 0xB5 // float, Hz
+	mkvChannels     = 0x9F
+	mkvBitDepth     = 0x6264
 	mkvTrackOpus    = "A_OPUS"
 	mkvAudioTrack   = 2
 	mkvUnknownSize  = -1
@@ -35,27 +40,69 @@ type webmState struct {
 	scale    uint64  // ns a tick
 	duration float64 // Info's, in ticks; 0 when absent
 
-	// The TrackEntry being read, and the first audio track.
+	// The TrackEntry being read, and the audio tracks.
 	entryNum, entryType, entryDefault uint64
-	entryOpus                         bool
-	audio, audioDefault               uint64
-	audioOpus                         bool
+	entryCodec                        webmCodec
+	entryRate                         float64
+	entryChannels, entryBits          uint64
+	tracks                            [8]webmTrack
+	ntracks                           int
 
-	cluster    uint64 // the cluster's timestamp, in ticks
-	blockStart int64  // ns, the last audio block's start
-	inAudio    bool   // the last block read was the audio track's
-	end        int64  // ns, the end of the last audio block
-	spacing    int64  // ns between the last two audio blocks: a guess at a block's length
+	cluster uint64 // the cluster's timestamp, in ticks
+	last    int    // the index of the track of the last block read, -1 if not audio
 }
 
-// webm measures a WebM or Matroska file: from the Info element's duration when the muxer
-// wrote one, else from the end of the last block of the first audio track, which is all a
-// browser's MediaRecorder leaves (it writes no duration and clusters of unknown size).
-// A block's length is its BlockDuration, the track's default duration or, for Opus, what
-// its packet's TOC byte says. Master elements are read as a flat sequence, their sizes
-// ignored, so that unknown sizes need no special case.
+// webmCodec names the codecs whose blocks say how long they play.
+type webmCodec uint8
+
+const (
+	codecOther webmCodec = iota
+	codecOpus            // each packet's TOC byte says
+	codecAAC             // 1,024 samples a frame
+	codecPCM             // its bytes over the frame size
+)
+
+// webmCodecOf is the codec of a CodecID.
+func webmCodecOf(id []byte) webmCodec {
+	switch {
+	case string(id) == mkvTrackOpus:
+		return codecOpus
+	case bytes.HasPrefix(id, []byte("A_AAC")):
+		return codecAAC
+	case bytes.HasPrefix(id, []byte("A_PCM/")):
+		return codecPCM
+	}
+	return codecOther
+}
+
+// webmTrack is an audio track and what its blocks say.
+type webmTrack struct {
+	number, defaultDur uint64
+	codec              webmCodec
+	rate               float64 // Hz
+	frameBytes         uint64  // PCM: the bytes of a sample of every channel
+	blockStart         int64   // ns, the last block's start; -1 before the first
+	end                int64   // ns, the end of the last block
+	spacing            int64   // ns between the last two blocks: a guess at a block's length
+	played             int64   // ns, the lengths of the blocks that know theirs, added up
+}
+
+// length is how long the track plays: to the end of its last block, or the lengths of its
+// blocks added up when longer.
+func (t *webmTrack) length() int64 { return max(t.end, t.played) }
+
+// webm measures a WebM or Matroska file from the blocks of its audio tracks (the longest,
+// whichever a decoder picks), read to the end of the file: the end of the last one (a
+// browser's MediaRecorder writes no duration and clusters of unknown size), or the lengths
+// of all of them added up when longer, since a decoder plays every block whatever its
+// timestamp says. A block's length is its BlockDuration, the track's default duration or
+// what the block says it plays (Opus by its TOC byte, AAC by its 1,024 samples, PCM by its
+// bytes), the longest.
+// The Info element's duration is a header: it counts only when longer than the blocks, or
+// when there are none. Master elements are read as a flat sequence, their sizes ignored, so
+// that unknown sizes need no special case.
 func (p *prober) webm() (time.Duration, error) {
-	s := webmState{scale: 1e6}
+	s := webmState{scale: 1e6, last: -1}
 	for {
 		id, size, ok, err := p.ebmlHeader()
 		if err != nil {
@@ -65,14 +112,15 @@ func (p *prober) webm() (time.Duration, error) {
 			break
 		}
 		switch id {
-		case mkvSegment, mkvInfo, mkvTracks, mkvCluster, mkvBlockGroup:
+		case mkvSegment, mkvInfo, mkvTracks, mkvAudio, mkvCluster, mkvBlockGroup:
 			if id == mkvCluster {
 				s.endEntry()
 			}
 			continue // descend: read the children in line
 		case mkvTrackEntry:
 			s.endEntry()
-			s.entryNum, s.entryType, s.entryDefault, s.entryOpus = 0, 0, 0, false
+			s.entryNum, s.entryType, s.entryDefault, s.entryCodec = 0, 0, 0, codecOther
+			s.entryRate, s.entryChannels, s.entryBits = 0, 1, 0
 			continue
 		}
 		if size == mkvUnknownSize {
@@ -98,47 +146,72 @@ func (p *prober) webm() (time.Duration, error) {
 		case mkvTrackType:
 			s.entryType = ebmlUint(b)
 		case mkvCodecID:
-			s.entryOpus = string(b) == mkvTrackOpus
+			s.entryCodec = webmCodecOf(b)
+		case mkvSampleRate:
+			s.entryRate = ebmlFloat(b)
+		case mkvChannels:
+			s.entryChannels = ebmlUint(b)
+		case mkvBitDepth:
+			s.entryBits = ebmlUint(b)
 		case mkvDefaultDur:
 			s.entryDefault = ebmlUint(b)
 		case mkvTimestamp:
 			s.cluster = ebmlUint(b)
 		case mkvSimpleBlock, mkvBlock:
-			s.block(b)
+			s.block(b, size)
 		case mkvBlockDur:
-			if s.inAudio {
-				s.end = max(s.end, s.blockStart+int64(min(ebmlUint(b)*s.scale, math.MaxInt64/2)))
+			if s.last >= 0 {
+				t := &s.tracks[s.last]
+				t.end = max(t.end, t.blockStart+int64(min(ebmlUint(b)*s.scale, math.MaxInt64/2)))
 			}
 		}
 		if _, err := p.skip(size); err != nil {
 			return 0, err
 		}
 	}
+	var declared time.Duration
 	if s.duration > 0 && s.duration*float64(s.scale) < math.MaxInt64/2 {
-		return time.Duration(math.Round(s.duration * float64(s.scale))), nil
+		declared = time.Duration(math.Round(s.duration * float64(s.scale)))
 	}
-	if s.audio == 0 {
+	if s.ntracks == 0 && declared == 0 {
 		return 0, malformed(WebM, "no audio track")
 	}
-	return time.Duration(s.end), nil
+	var longest int64
+	for i := range s.tracks[:s.ntracks] {
+		longest = max(longest, s.tracks[i].length())
+	}
+	return max(declared, time.Duration(longest)), nil
 }
 
-// endEntry takes the TrackEntry just read as the audio track if it is the first one.
+// endEntry takes the TrackEntry just read as an audio track if it is one.
 func (s *webmState) endEntry() {
-	if s.audio == 0 && s.entryType == mkvAudioTrack && s.entryNum > 0 {
-		s.audio, s.audioDefault, s.audioOpus = s.entryNum, s.entryDefault, s.entryOpus
-		s.blockStart = -1
+	if s.entryType == mkvAudioTrack && s.entryNum > 0 && s.ntracks < len(s.tracks) && s.track(s.entryNum) < 0 {
+		s.tracks[s.ntracks] = webmTrack{number: s.entryNum, defaultDur: s.entryDefault, codec: s.entryCodec, rate: s.entryRate,
+			frameBytes: min(s.entryChannels, 1<<10) * (min(s.entryBits, 1<<10) / 8), blockStart: -1}
+		s.ntracks++
 	}
 }
 
-// block reads the head of a SimpleBlock or Block: track number, timestamp relative to the
-// cluster, flags, then the first bytes of the frame.
-func (s *webmState) block(b []byte) {
-	track, n := ebmlVint(b)
-	s.inAudio = false
-	if n == 0 || track != s.audio || s.audio == 0 || len(b) < n+3 {
+// track is the index of the audio track numbered n, -1 if there is none.
+func (s *webmState) track(n uint64) int {
+	for i := range s.tracks[:s.ntracks] {
+		if s.tracks[i].number == n {
+			return i
+		}
+	}
+	return -1
+}
+
+// block reads the head b of a SimpleBlock or Block of size bytes: track number, timestamp
+// relative to the cluster, flags, then the first bytes of the frame.
+func (s *webmState) block(b []byte, size int64) {
+	number, n := ebmlVint(b)
+	s.last = -1
+	i := s.track(number)
+	if n == 0 || i < 0 || len(b) < n+3 {
 		return
 	}
+	t := &s.tracks[i]
 	rel := int64(int16(be16(b[n:])))
 	ticks := int64(min(s.cluster, math.MaxInt64/4)) + rel
 	start := ticks * int64(min(s.scale, 1<<32))
@@ -146,20 +219,47 @@ func (s *webmState) block(b []byte) {
 		return
 	}
 	var length int64
+	frames := int64(1)
+	if b[n+2]&0x06 != 0 && len(b) > n+3 { // laced: a count of frames, less one, opens the data
+		frames = int64(b[n+3]) + 1
+	}
+	if t.defaultDur > 0 {
+		length = int64(min(t.defaultDur, 1<<40))
+	}
+	// Some codecs' blocks say how long they play, whatever the track's default claims. The
+	// frames of a laced Opus block lie beyond what is read of it: each is taken to play the
+	// most an Opus packet can (no muxer in use laces Opus).
 	switch {
-	case s.audioDefault > 0:
-		length = int64(min(s.audioDefault, 1<<40))
-	case s.audioOpus && b[n+2]&0x06 == 0 && len(b) > n+3:
-		length = opusPacketLength(b[n+3:])
+	case t.codec == codecOpus && frames == 1 && len(b) > n+3:
+		length = max(length, opusPacketLength(b[n+3:]))
+	case t.codec == codecOpus:
+		length = max(length, opusMaxPacket)
+	case t.codec == codecAAC && t.rate >= 1:
+		length = max(length, int64(1024*float64(time.Second)/t.rate))
+	case t.codec == codecPCM && t.rate >= 1 && t.frameBytes > 0 && frames == 1:
+		pcm := uint64(max(size-int64(n+3), 0)) / t.frameBytes
+		length = max(length, int64(min(float64(pcm)*float64(time.Second)/t.rate, math.MaxInt64/4)))
 	}
-	if length == 0 && s.blockStart >= 0 {
-		length = s.spacing
+	t.played = min(t.played+length*frames, math.MaxInt64/2)
+	if length == 0 && t.blockStart >= 0 {
+		length = t.spacing
 	}
-	if s.blockStart >= 0 && start > s.blockStart {
-		s.spacing = start - s.blockStart
+	if t.blockStart >= 0 && start > t.blockStart {
+		t.spacing = start - t.blockStart
 	}
-	s.blockStart, s.inAudio = start, true
-	s.end = max(s.end, start+length)
+	t.blockStart, s.last = start, i
+	t.end = max(t.end, start+length)
+}
+
+// opusMaxPacket is the longest an Opus packet plays, in ns (RFC 6716 section 3.2.5).
+const opusMaxPacket = 120 * int64(time.Millisecond)
+
+// opusPacketSamples is how many 48 kHz samples an Opus packet plays (see opusPacketLength).
+func opusPacketSamples(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(opusPacketLength(b) * 48000 / int64(time.Second))
 }
 
 // opusPacketLength is how long an Opus packet plays, in ns, from its TOC byte (RFC 6716

@@ -216,7 +216,7 @@ func (p *Provider) Transcribe(ctx context.Context, req *providers.TranscriptionR
 	// Like OpenAI, the mock refuses what it cannot read as audio.
 	duration, _, err := audioprobe.Duration(cr)
 	switch {
-	case errors.Is(err, audioprobe.ErrUnknownFormat) || errors.Is(err, audioprobe.ErrMalformed):
+	case errors.Is(err, audioprobe.ErrUnknownFormat) || errors.Is(err, audioprobe.ErrMalformed) || errors.Is(err, audioprobe.ErrRefused):
 		return nil, p.invalid(fmt.Sprintf("the file is not audio the mock can read (WAV, MP3, FLAC, Ogg, WebM or M4A): %v", err))
 	case err != nil:
 		return nil, fmt.Errorf("provider %s: reading the audio: %w", p.cfg.Name, err)

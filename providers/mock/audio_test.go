@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/audiogen"
 	"github.com/modelgateway/caddy-modelgateway/internal/audioprobe"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -247,5 +248,22 @@ func TestTranscribeReadError(t *testing.T) {
 	_, err := New(Config{}).Transcribe(context.Background(), &providers.TranscriptionRequest{File: failingReader{boom}, FileName: "a.wav"})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// The mock reports what a forged file plays, not what its headers claim, and refuses as
+// not audio a file the gateway would refuse too.
+func TestTranscribeReportsWhatForgedAudioPlays(t *testing.T) {
+	for _, f := range audiogen.Forged(30) {
+		got, err := New(Config{}).Transcribe(context.Background(), &providers.TranscriptionRequest{File: bytes.NewReader(f.Data), FileName: "upload"})
+		if f.Refusable {
+			if ue, ok := providers.AsUpstreamError(err); !ok || ue.Category != providers.CategoryInvalidRequest {
+				t.Errorf("%s: %v, want it refused", f.Name, err)
+			}
+			continue
+		}
+		if err != nil || got.Duration != f.Length {
+			t.Errorf("%s: %v, %v; want %v", f.Name, got, err, f.Length)
+		}
 	}
 }
