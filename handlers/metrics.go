@@ -15,6 +15,11 @@ import (
 // Metrics counts what a Gateway serves, for Prometheus. A nil *Metrics counts nothing, so
 // a Gateway without metrics pays for none of it.
 //
+// Its counts belong to whoever keeps it, not to a registry: one Metrics can be registered
+// on several registries (Register), so that a process keeps its counts across Caddy
+// configurations, each of which has its own registry, as Caddy keeps its own admin and
+// config-reload counters.
+//
 // Every label comes from the configuration (model and provider names) or from a fixed set
 // (endpoints, HTTP status codes, failure categories, pricing dimensions, refusal reasons),
 // never from a key, a workspace or what a request says: the number of series stays
@@ -31,13 +36,15 @@ type Metrics struct {
 	breakerOpen  *prometheus.GaugeVec     // provider
 	refusals     *prometheus.CounterVec   // reason
 	unbilledCost *prometheus.CounterVec   // model, provider
+
+	// collectors are all of the above, for Register.
+	collectors []prometheus.Collector
 }
 
-// NewMetrics registers the gateway's collectors on reg and makes the circuit breakers of
-// models' routes (nil: none) report to it. Collectors that reg already has, registered by
-// another Gateway or an earlier call, are shared rather than registered twice: every
-// Gateway of one registry (the handlers of one Caddy configuration) counts into the same
-// series.
+// NewMetrics makes the gateway's collectors, registers them on reg (nil: none) and makes
+// the circuit breakers of models' routes (nil: none) report to them. Collectors that reg
+// already has, registered by another Gateway or an earlier call, are shared rather than
+// registered twice: every Gateway of one registry counts into the same series.
 func NewMetrics(reg prometheus.Registerer, models *Registry) (*Metrics, error) {
 	const ns = "model_gateway"
 	r := &registrar{reg: reg}
@@ -80,36 +87,71 @@ func NewMetrics(reg prometheus.Registerer, models *Registry) (*Metrics, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if models != nil {
-		for _, md := range models.models {
-			for _, rt := range md.Routes {
-				rt.breaker.reportTo(m.breakerOpen.WithLabelValues(rt.ProviderName))
-			}
-		}
-	}
+	m.collectors = r.collectors
+	m.ReportBreakers(models)
 	return m, nil
 }
 
-// registrar registers collectors on a registry and keeps the first error.
+// Register registers m's collectors on reg as well, where they count into the same series
+// as on every other registry they are on.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	for _, c := range m.collectors {
+		err := reg.Register(c)
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) && are.ExistingCollector == c {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("registering the gateway's metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// ReportBreakers makes the circuit breakers of models' routes (nil: none) count on m's
+// breaker_open gauge, and returns what withdraws them from it: breakers belong to one
+// configuration, the gauge outlives it, and a circuit left open in a configuration that
+// is gone must not stay counted.
+func (m *Metrics) ReportBreakers(models *Registry) (withdraw func()) {
+	report := func(g func(provider string) gauge) {
+		if models == nil {
+			return
+		}
+		for _, md := range models.models {
+			for _, rt := range md.Routes {
+				rt.breaker.reportTo(g(rt.ProviderName))
+			}
+		}
+	}
+	report(func(provider string) gauge { return m.breakerOpen.WithLabelValues(provider) })
+	return func() { report(func(string) gauge { return nil }) }
+}
+
+// registrar registers collectors on a registry (if any), keeps the first error and lists
+// the collectors.
 type registrar struct {
-	reg prometheus.Registerer
-	err error
+	reg        prometheus.Registerer
+	err        error
+	collectors []prometheus.Collector
 }
 
 // register registers c, or returns the collector of the same description that the registry
 // already has: Caddy gives each configuration a registry, and every handler of the
 // configuration registers the gateway's metrics on it as it is provisioned.
 func register[C prometheus.Collector](r *registrar, c C) C {
-	err := r.reg.Register(c)
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
+	if r.reg != nil {
+		err := r.reg.Register(c)
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				c, err = existing, nil
+			}
+		}
+		if err != nil && r.err == nil {
+			r.err = fmt.Errorf("registering the gateway's metrics: %w", err)
 		}
 	}
-	if err != nil && r.err == nil {
-		r.err = fmt.Errorf("registering the gateway's metrics: %w", err)
-	}
+	r.collectors = append(r.collectors, c)
 	return c
 }
 
@@ -203,7 +245,7 @@ func statusCode(status int) string {
 // gauge is what a breaker reports its state to: the provider's breaker_open gauge.
 type gauge interface{ Add(float64) }
 
-// reportTo makes the breaker count itself on g while open.
+// reportTo makes the breaker count itself on g while open (nil: nowhere).
 func (b *breaker) reportTo(g gauge) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -214,7 +256,9 @@ func (b *breaker) reportTo(g gauge) {
 		b.gauge.Add(-1)
 	}
 	b.gauge = g
-	if b.reported {
+	if g == nil {
+		b.reported = false
+	} else if b.reported {
 		g.Add(1)
 	}
 }

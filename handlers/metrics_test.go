@@ -235,3 +235,47 @@ func TestMetricsSharedOnOneRegistry(t *testing.T) {
 	var nilMetrics *Metrics
 	nilMetrics.retry("p") // a Gateway without metrics counts nothing, and does not panic
 }
+
+// TestMetricsOutliveARegistry: one Metrics registered on two registries (two Caddy
+// configurations, before and after a reload) counts into the same series on both, and the
+// circuits left open by a configuration that is gone are withdrawn from breaker_open.
+func TestMetricsOutliveARegistry(t *testing.T) {
+	m, err := NewMetrics(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := prometheus.NewPedanticRegistry(), prometheus.NewPedanticRegistry()
+	for _, reg := range []*prometheus.Registry{before, after, after} {
+		if err := m.Register(reg); err != nil {
+			t.Fatalf("registering: %v", err)
+		}
+	}
+	m.retry("p")
+	const want = `
+# HELP model_gateway_retries_total Attempts repeated on the same route after a failure, by provider.
+# TYPE model_gateway_retries_total counter
+model_gateway_retries_total{provider="p"} 1
+`
+	for _, reg := range []*prometheus.Registry{before, after} {
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "model_gateway_retries_total"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	p := Policy{BreakerThreshold: 1, BreakerCooldown: time.Hour}
+	rt := route("p", "p-1", "1", "2")
+	rt.Policy = p
+	old, err := NewRegistry([]*Model{{Name: "m", Routes: []Route{rt}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withdraw := m.ReportBreakers(old)
+	old.models["m"].Routes[0].breaker.record(time.Now(), p, false)
+	if v := testutil.ToFloat64(m.breakerOpen.WithLabelValues("p")); v != 1 {
+		t.Fatalf("breaker_open %v with the circuit open, want 1", v)
+	}
+	withdraw()
+	if v := testutil.ToFloat64(m.breakerOpen.WithLabelValues("p")); v != 0 {
+		t.Fatalf("breaker_open %v once its configuration is gone, want 0", v)
+	}
+}

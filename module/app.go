@@ -94,6 +94,10 @@ type App struct {
 	storeKey   string
 	registry   *handlers.Registry
 	logger     *zap.Logger
+	metrics    *handlers.Metrics
+	// withdrawBreakers takes this configuration's circuit breakers off the process's
+	// breaker_open gauge.
+	withdrawBreakers func()
 }
 
 // StoreConfig selects the database.
@@ -388,6 +392,38 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.pooled = val.(*pooledStore)
 	a.store = a.pooled.Store
+	return a.provisionMetrics(ctx)
+}
+
+// metrics keeps the gateway's collectors across config reloads: a counter counts for the
+// process, and a request in flight across a reload is counted when it ends, by the
+// configuration that served it.
+var metrics = caddy.NewUsagePool()
+
+const metricsKey = "model_gateway"
+
+// pooledMetrics is the process's collectors while some configuration holds them.
+type pooledMetrics struct{ *handlers.Metrics }
+
+func (pooledMetrics) Destruct() error { return nil }
+
+// provisionMetrics takes the process's collectors and registers them on the
+// configuration's registry, which Caddy serves on the admin API's /metrics and in its
+// metrics handler.
+func (a *App) provisionMetrics(ctx caddy.Context) error {
+	val, _, err := metrics.LoadOrNew(metricsKey, func() (caddy.Destructor, error) {
+		m, err := handlers.NewMetrics(nil, nil)
+		return pooledMetrics{m}, err
+	})
+	if err != nil {
+		return err
+	}
+	m := val.(pooledMetrics).Metrics
+	a.withdrawBreakers = m.ReportBreakers(a.registry)
+	a.metrics = m
+	if reg := ctx.GetMetricsRegistry(); reg != nil {
+		return m.Register(reg)
+	}
 	return nil
 }
 
@@ -628,8 +664,13 @@ func (a *App) Start() error {
 // reload keeps it.
 func (a *App) Stop() error { return nil }
 
-// Cleanup releases this instance's hold on the store.
+// Cleanup releases this instance's hold on the store and on the metrics.
 func (a *App) Cleanup() error {
+	if a.metrics != nil {
+		a.withdrawBreakers()
+		_, _ = metrics.Delete(metricsKey)
+		a.metrics = nil
+	}
 	if a.storeKey != "" {
 		if _, err := stores.Delete(a.storeKey); err != nil {
 			return fmt.Errorf("closing the store: %w", err)
@@ -650,6 +691,7 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 		StoreTimeout:       time.Duration(a.StoreTimeout),
 		SettleTimeout:      time.Duration(a.SettleTimeout),
 		Owner:              a.pooled.inst,
+		Metrics:            a.metrics,
 	}
 	if a.CreditLeaseLinger != nil {
 		g.LeaseLinger = time.Duration(*a.CreditLeaseLinger)

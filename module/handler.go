@@ -91,13 +91,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
-	// Caddy's registry of this configuration, served on the admin API's /metrics: the
-	// handlers of the configuration share its collectors.
-	if reg := ctx.GetMetricsRegistry(); reg != nil {
-		if h.gw.Metrics, err = handlers.NewMetrics(reg, h.gw.Registry); err != nil {
-			return err
-		}
-	}
 	return nil
 }
 

@@ -17,8 +17,9 @@ import (
 )
 
 // metricsCaddyfile serves the gateway twice (under /v1 and /v2, two handlers of one
-// configuration) with the admin API on adminPort, and Caddy's metrics handler on the site.
-func metricsCaddyfile(adminPort, port int, dbPath string) string {
+// configuration) with the admin API on adminPort, and Caddy's metrics handler on the site;
+// extra is added to the gateway's options.
+func metricsCaddyfile(adminPort, port int, dbPath, extra string) string {
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	persist_config off
@@ -33,6 +34,7 @@ func metricsCaddyfile(adminPort, port int, dbPath string) string {
 		model mock-1:free {
 			route mock mock-1
 		}
+%s
 	}
 }
 
@@ -47,20 +49,20 @@ http://127.0.0.1:%d {
 		}
 	}
 }
-`, adminPort, dbPath, port)
+`, adminPort, dbPath, extra, port)
 }
 
-// The gateway's metrics are registered on Caddy's registry and served on the admin API's
-// /metrics and by a metrics handler, with both handlers of the configuration counting into
-// the same series; a reload registers them on the new configuration's registry.
-func TestMetricsOnCaddysEndpoints(t *testing.T) {
+// startMetricsGateway runs metricsCaddyfile with extra and returns the environment, the
+// admin API's URL and how to render the configuration with other extra options.
+func startMetricsGateway(t *testing.T, extra string) (env *gatewayEnv, adminURL string, config func(extra string) string) {
+	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	adminPort, port := freePort(t), freePort(t)
-	env := &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
-	cf := metricsCaddyfile(adminPort, port, env.dbPath)
-	loadCaddyfile(t, cf)
+	env = &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
+	config = func(extra string) string { return metricsCaddyfile(adminPort, port, env.dbPath, extra) }
+	loadCaddyfile(t, config(extra))
 	t.Cleanup(func() {
 		// Stop leaves the admin API listening: a configuration without it closes it.
 		_ = caddy.Load([]byte(`{"admin":{"disabled":true}}`), true)
@@ -72,9 +74,17 @@ func TestMetricsOnCaddysEndpoints(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	env.store = s
+	return env, fmt.Sprintf("http://127.0.0.1:%d", adminPort), config
+}
+
+// The gateway's metrics are registered on Caddy's registry and served on the admin API's
+// /metrics and by a metrics handler, with both handlers of the configuration counting into
+// the same series.
+func TestMetricsOnCaddysEndpoints(t *testing.T) {
+	env, adminURL, _ := startMetricsGateway(t, "")
 	// A free model needs no credit, but a key all the same.
 	_, key := env.workspace(0)
-	admin := fmt.Sprintf("http://127.0.0.1:%d/metrics", adminPort)
+	admin := adminURL + "/metrics"
 	chat := func(base string) {
 		t.Helper()
 		client := env.openai(key, option.WithBaseURL(env.baseURL+base))
@@ -97,12 +107,98 @@ func TestMetricsOnCaddysEndpoints(t *testing.T) {
 	if got := scrape(t, admin, `model_gateway_breaker_open{provider="mock"}`); got != "0" {
 		t.Errorf("breaker_open = %q, want 0", got)
 	}
+}
 
-	// The new configuration counts on its own registry, as Caddy's own metrics do.
-	loadCaddyfile(t, cf)
-	chat("/v1/")
-	if got := scrape(t, admin, series); got != "1" {
-		t.Errorf("after a reload: %s = %q, want 1", series, got)
+// The gateway's counters are the process's: a reload through the admin API to a changed
+// configuration keeps them, and a stream in flight across the reload is counted when it
+// ends. What was counted before, plus what was served across and after, is what is counted
+// after.
+func TestMetricsSurviveReload(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := newFakeOpenAI(t, func(w http.ResponseWriter, r *http.Request, req map[string]any) {
+		close(arrived)
+		<-release
+		streamChat(w, req["model"].(string), []string{"across ", "a reload"}, 5, 3, 0)
+	})
+	slow := providerBlock("slow", up.URL) + `
+		model slow-1:free {
+			route slow slow-1
+		}`
+	env, admin, config := startMetricsGateway(t, slow)
+	_, key := env.workspace(0)
+	client := env.openai(key)
+	chat := func() {
+		t.Helper()
+		_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:    "mock-1:free",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		mockSeries = `model_gateway_requests_total{code="200",endpoint="/chat/completions",model="mock-1:free",provider="mock"}`
+		slowSeries = `model_gateway_requests_total{code="200",endpoint="/chat/completions",model="slow-1:free",provider="slow"}`
+		slowUsage  = `model_gateway_usage_total{dimension="output",model="slow-1:free",provider="slow"}`
+	)
+	chat()
+	chat()
+	if got := scrape(t, admin+"/metrics", mockSeries); got != "2" {
+		t.Fatalf("before the reload: %s = %q, want 2", mockSeries, got)
+	}
+
+	streamed := make(chan string, 1)
+	go func() {
+		stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model:    "slow-1:free",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hello")},
+		})
+		var text strings.Builder
+		for stream.Next() {
+			if ch := stream.Current(); len(ch.Choices) > 0 {
+				text.WriteString(ch.Choices[0].Delta.Content)
+			}
+		}
+		if err := stream.Err(); err != nil {
+			text.WriteString(" error: " + err.Error())
+		}
+		streamed <- text.String()
+	}()
+	<-arrived
+
+	// A changed configuration (one model more), loaded as an operator would.
+	changed := config(slow + `
+		model mock-2:free {
+			route mock mock-2
+		}`)
+	req, _ := http.NewRequest(http.MethodPost, admin+"/load", strings.NewReader(changed))
+	req.Header.Set("Content-Type", "text/caddyfile")
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reload: %d %s", resp.StatusCode, body)
+	}
+	chat()
+	close(release)
+	if text := <-streamed; text != "across a reload" {
+		t.Fatalf("the stream across the reload read %q", text)
+	}
+	chat()
+
+	for _, tc := range []struct{ series, want string }{
+		{mockSeries, "4"},
+		{slowSeries, "1"},
+		{slowUsage, "3"},
+		{`model_gateway_breaker_open{provider="mock"}`, "0"},
+	} {
+		if got := scrape(t, admin+"/metrics", tc.series); got != tc.want {
+			t.Errorf("after the reload: %s = %q, want %s", tc.series, got, tc.want)
+		}
 	}
 }
 
