@@ -185,3 +185,18 @@ func TestTranslatedAnswerBytes(t *testing.T) {
 		t.Fatalf("a request allocates %.2f times the answer's growth, more than %.2f", times, limit)
 	}
 }
+
+// TestGenerationIDHeadersAllocateOnce: naming the generation in three headers
+// (X-Generation-Id and the SDKs' request id headers) costs what one header did.
+func TestGenerationIDHeadersAllocateOnce(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}}
+	setGenerationID(h, "gen_1")
+	if n := testing.AllocsPerRun(100, func() { setGenerationID(h, "gen_1") }); n > 1 {
+		t.Fatalf("%.0f allocations, want at most one", n)
+	}
+	for _, k := range []string{"X-Generation-Id", "x-request-id", "request-id"} {
+		if v := h.Get(k); v != "gen_1" {
+			t.Fatalf("%s: %q, want gen_1", k, v)
+		}
+	}
+}

@@ -159,6 +159,18 @@ func (e *APIError) body(s Surface, generationID string) map[string]any {
 	return b
 }
 
+// setGenerationID names the generation in the answer's headers: X-Generation-Id, and the
+// headers the official SDKs read as the request id of their responses and errors
+// (x-request-id for OpenAI's, request-id for Anthropic's), so that what a client logs finds
+// the generation record. The headers share one value slice: one allocation per request,
+// as a single Set costs.
+func setGenerationID(h http.Header, id string) {
+	v := []string{id}
+	h["X-Generation-Id"] = v
+	h["X-Request-Id"] = v
+	h["Request-Id"] = v
+}
+
 // writeError answers a request with the error.
 func writeError(w http.ResponseWriter, s Surface, e *APIError, generationID string) {
 	data, _ := json.Marshal(e.body(s, generationID))

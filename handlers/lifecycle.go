@@ -172,7 +172,7 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		g: g, caller: caller, endpoint: cp.endpoint, genID: ids.New("gen"), model: m, routes: routes, skipped: dropped,
 		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(), most: most,
 	}
-	w.Header().Set("X-Generation-Id", c.genID)
+	setGenerationID(w.Header(), c.genID)
 	if m.Free() {
 		return c, nil
 	}
