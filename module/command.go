@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -39,7 +42,7 @@ file that "caddy run" uses (--config, default ./Caddyfile).
 
 A key's plaintext is printed once, when it is created; only a hash is stored.`,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.PersistentFlags().StringP("config", "c", "", "Configuration file (default: ./Caddyfile)")
+			cmd.PersistentFlags().StringP("config", "c", "", "The server's configuration file (default: ./Caddyfile, which must exist)")
 			cmd.PersistentFlags().StringP("adapter", "a", "", "Name of config adapter to apply")
 			cmd.AddCommand(bootstrapCommand(), workspaceCommand(), keyCommand(), creditsCommand())
 		},
@@ -63,10 +66,19 @@ func withStore(cmd *cobra.Command, fn func(ctx context.Context, s store.Store, o
 }
 
 // OpenConfiguredStore opens the store of the model_gateway app in a configuration file,
-// as "caddy run --config <file> --adapter <adapter>" would.
+// as "caddy run --config <file> --adapter <adapter>" would. Without a file, ./Caddyfile
+// must exist: "caddy run" would start without one, but a command that fell back to the
+// default store would work on another database than the server's whenever the server's
+// store has another path.
 func OpenConfiguredStore(ctx context.Context, configFile, adapter string) (store.Store, error) {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if configFile == "" {
+		if _, err := os.Stat(defaultConfigFile); errors.Is(err, fs.ErrNotExist) {
+			path, _ := filepath.Abs(defaultConfigFile)
+			return nil, fmt.Errorf("no configuration file: %s does not exist; name the server's with --config", path)
+		}
 	}
 	cfgJSON, _, _, err := caddycmd.LoadConfig(configFile, adapter)
 	if err != nil {
@@ -99,6 +111,9 @@ func OpenConfiguredStore(ctx context.Context, configFile, adapter string) (store
 	}
 	return s, nil
 }
+
+// defaultConfigFile is the configuration that "caddy run" loads without --config.
+const defaultConfigFile = "Caddyfile"
 
 func bootstrapCommand() *cobra.Command {
 	cmd := &cobra.Command{

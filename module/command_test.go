@@ -107,3 +107,46 @@ func TestGatewayCommands(t *testing.T) {
 		}
 	}
 }
+
+// Without --config, every command needs ./Caddyfile and names the file it looked for when
+// there is none, rather than opening the default store: that is another database than the
+// server's whenever the server's store has another path.
+func TestGatewayCommandsWithoutAConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	t.Setenv("XDG_DATA_HOME", data)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	t.Chdir(dir)
+	for _, args := range [][]string{
+		{"bootstrap"},
+		{"workspace", "create", "--name", "demo"},
+		{"workspace", "list"},
+		{"key", "create", "--workspace", "ws_1"},
+		{"key", "list", "--workspace", "ws_1"},
+		{"key", "revoke", "key_1"},
+		{"credits", "add", "--workspace", "ws_1", "--amount", "1"},
+		{"credits", "show", "--workspace", "ws_1"},
+	} {
+		t.Run(strings.Join(args[:min(2, len(args))], " "), func(t *testing.T) {
+			out, err := runGateway(t, args...)
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "Caddyfile")) || !strings.Contains(err.Error(), "--config") {
+				t.Fatalf("got %v (%s), want an error naming %s and --config", err, out, filepath.Join(dir, "Caddyfile"))
+			}
+		})
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a store was created under the data directory: %v", err)
+	}
+
+	// With ./Caddyfile, no --config is needed.
+	db := filepath.Join(dir, "gw.db")
+	if err := os.WriteFile("Caddyfile", []byte(fmt.Sprintf("{\n\tmodel_gateway {\n\t\tstore sqlite %s\n\t}\n}\n\n:0 {\n\trespond ok\n}\n", db)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runGateway(t, "workspace", "create", "--name", "demo"); err != nil || !strings.HasPrefix(out, "ws_") {
+		t.Fatalf("with ./Caddyfile: %v %s", err, out)
+	}
+	if _, err := os.Stat(db); err != nil {
+		t.Fatalf("the configured store: %v", err)
+	}
+}
