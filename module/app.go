@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/handlers"
@@ -98,6 +99,9 @@ type App struct {
 	// withdrawBreakers takes this configuration's circuit breakers off the process's
 	// breaker_open gauge.
 	withdrawBreakers func()
+
+	// storeDriver and storeLocation name the store in the log, without a DSN's password.
+	storeDriver, storeLocation string
 }
 
 // StoreConfig selects the database.
@@ -372,6 +376,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.storeKey = driver + ":" + target + ":" + a.Store.Durability
+	a.storeDriver, a.storeLocation = driver, storeLocation(driver, target)
 	logger, durability := ctx.Logger(), a.Store.Durability
 	// The handle is shared across reloads; the database is opened by the first Start on it
 	// (lazyStore), not here.
@@ -657,7 +662,40 @@ func (a *App) Start() error {
 	for _, w := range backgroundWorkers {
 		p.workers.start(w, p.Store, a.logger)
 	}
+	a.logReady()
 	return nil
+}
+
+// logReady says in one line which store the gateway works on and what it serves: the
+// first thing to check when requests are refused or records are not where expected. A
+// provider without its credential refuses every call, so it makes the line a warning.
+func (a *App) logReady() {
+	var missing []string
+	for name, pc := range a.Providers {
+		if pc.credentialMissing {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	level := zap.InfoLevel
+	if len(missing) > 0 {
+		level = zap.WarnLevel
+	}
+	a.logger.Log(level, "gateway ready", zap.String("store", a.storeDriver), zap.String("store_location", a.storeLocation),
+		zap.Int("models", len(a.Models)), zap.Int("providers", len(a.Providers)), zap.Strings("providers_without_credentials", missing))
+}
+
+// storeLocation is where the store is, for the log: SQLite's file, or PostgreSQL's host,
+// port and database, never the DSN itself, which may hold a password.
+func storeLocation(driver, target string) string {
+	if driver != "postgres" {
+		return target
+	}
+	cfg, err := pgconn.ParseConfig(target)
+	if err != nil {
+		return "(a dsn that does not parse)"
+	}
+	return fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 }
 
 // Stop leaves the instance to the store handle, which outlives this configuration when a

@@ -103,13 +103,7 @@ func TestNoCredentialInLogs(t *testing.T) {
 	port := freePort(t)
 	env := &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
 	loadCaddyfile(t, fmt.Sprintf(`{
-	admin off
-	persist_config off
-	grace_period 1ns
-	log {
-		output file %s
-		level DEBUG
-	}
+%s
 	model_gateway {
 		store sqlite %s
 		credit_lease_linger 0
@@ -147,7 +141,7 @@ http://127.0.0.1:%d {
 		model_gateway
 	}
 }
-`, processLog, env.dbPath, down.URL, port, accessLog))
+`, loggedGlobals(processLog, "level DEBUG"), env.dbPath, down.URL, port, accessLog))
 	t.Cleanup(func() { _ = caddy.Stop() })
 	s, err := sqlite.Open(context.Background(), env.dbPath)
 	if err != nil {

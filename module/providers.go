@@ -40,6 +40,14 @@ type PrefillAccepter interface {
 	AcceptsPrefill() bool
 }
 
+// CredentialChecker is what a provider module also implements when it can tell that its
+// upstream will refuse every call for want of a credential (an api_key whose environment
+// variable is unset), so that the gateway names the provider when it starts rather than
+// when the first client is refused.
+type CredentialChecker interface {
+	CredentialMissing() bool
+}
+
 // ProviderConfig is one upstream API: its adapter, a guest module of the provider type's
 // choosing, and the resilience policy the gateway applies to every type.
 type ProviderConfig struct {
@@ -55,6 +63,8 @@ type ProviderConfig struct {
 
 	// prefill is the type's default for Resilience.Prefill.
 	prefill bool
+	// credentialMissing is what the module's CredentialChecker said.
+	credentialMissing bool
 }
 
 // buildProviders loads every provider's adapter module and builds its adapter.
@@ -101,6 +111,9 @@ func (pc *ProviderConfig) build(ctx caddy.Context, name string) (providers.Provi
 	pm := mod.(ProviderModule) // checkProviderType made sure
 	if pa, ok := mod.(PrefillAccepter); ok {
 		pc.prefill = pa.AcceptsPrefill()
+	}
+	if cc, ok := mod.(CredentialChecker); ok {
+		pc.credentialMissing = cc.CredentialMissing()
 	}
 	p, err := pm.Build(name)
 	if err != nil {

@@ -83,6 +83,16 @@ func (u *httpUpstream) provision(ctx caddy.Context, repl *caddy.Replacer) error 
 // (an unset environment variable), not a keyless local server.
 func (u *httpUpstream) requireKey() bool { return u.APIKey != "" }
 
+// CredentialMissing tells whether the upstream will refuse every call for want of a key:
+// one configured that resolved empty, or none for the vendor's own API (no base_url), unless
+// headers carry the credential.
+func (u *httpUpstream) CredentialMissing() bool {
+	if u.APIKey != "" {
+		return u.apiKey == ""
+	}
+	return u.BaseURL == "" && len(u.Headers) == 0
+}
+
 // timeout is the bound of one attempt.
 func (u *httpUpstream) timeout() time.Duration {
 	if u.Timeout == 0 {
