@@ -103,6 +103,8 @@ type call struct {
 	// its time until its end is the provider's, added to upstreamTime by streamDone.
 	streaming time.Time
 	settled   bool
+	// costNanos is what the settlement charged.
+	costNanos int64
 }
 
 type failure struct {
@@ -247,6 +249,12 @@ func (c *call) settle(ctx context.Context) error {
 		})
 	}
 	c.g.Metrics.settled(c, lines, err)
+	if err == nil {
+		c.costNanos = total
+	}
+	if c.g.Observer != nil {
+		c.g.Observer.Finished(c.reqCtx, Outcome{c})
+	}
 	if err != nil {
 		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.genID), zapErr(err))
 		return err

@@ -86,6 +86,9 @@ type Gateway struct {
 	// Metrics, when set, counts requests, usage and upstream behaviour for Prometheus
 	// (NewMetrics); nil counts nothing.
 	Metrics *Metrics
+	// Observer, when set, is told of each metered request as it begins and once it is
+	// settled; nil: nobody.
+	Observer Observer
 
 	// ready caches GET /health's look at the store (info.go); unsure holds reservations
 	// whose Reserve failed without an answer (lease.go).

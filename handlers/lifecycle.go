@@ -173,6 +173,9 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(), most: most,
 	}
 	setGenerationID(w.Header(), c.genID)
+	if g.Observer != nil {
+		g.Observer.Began(r.Context(), Outcome{c})
+	}
 	if m.Free() {
 		return c, nil
 	}

@@ -1,12 +1,14 @@
 package module
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/timeouts"
 
@@ -91,7 +93,68 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
+	events, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("loading the events app: %w", err)
+	}
+	h.gw.Observer = &publisher{ctx: ctx, events: events.(*caddyevents.App)}
 	return nil
+}
+
+// FinishedEvent is the Caddy event emitted once a metered request is settled, with its
+// generation_id, workspace_id, endpoint, model, provider, status and cost_nanos.
+const FinishedEvent = "model_gateway_request_finished"
+
+// placeholderPrefix names the placeholders of a metered request's outcome:
+// {http.model_gateway.generation_id}, .workspace_id, .model, .provider and .cost_nanos.
+const placeholderPrefix = "http.model_gateway."
+
+// publisher makes Caddy placeholders and events of each metered request, for an access
+// log's fields (log_append), a later handler, or an event subscriber.
+type publisher struct {
+	ctx    caddy.Context
+	events *caddyevents.App
+}
+
+// Began adds the request's placeholders to its replacer. They are read when used rather
+// than set now: the cost is known only at the end, and the access log asks after it,
+// while a request that nothing reads them from pays one function for all of them.
+func (p *publisher) Began(ctx context.Context, o handlers.Outcome) {
+	repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return
+	}
+	repl.Map(func(key string) (any, bool) {
+		name, ok := strings.CutPrefix(key, placeholderPrefix)
+		if !ok {
+			return nil, false
+		}
+		switch name {
+		case "generation_id":
+			return o.GenerationID(), true
+		case "workspace_id":
+			return o.WorkspaceID(), true
+		case "model":
+			return o.Model(), true
+		case "provider":
+			return o.Provider(), true
+		case "cost_nanos":
+			return o.CostNanos(), true
+		}
+		return nil, false
+	})
+}
+
+// Finished emits FinishedEvent, when anything can observe it: the event's data is made
+// only for a subscriber.
+func (p *publisher) Finished(_ context.Context, o handlers.Outcome) {
+	if !p.events.ShouldEmit(FinishedEvent) {
+		return
+	}
+	p.events.Emit(p.ctx, FinishedEvent, map[string]any{
+		"generation_id": o.GenerationID(), "workspace_id": o.WorkspaceID(), "endpoint": o.Endpoint(),
+		"model": o.Model(), "provider": o.Provider(), "status": o.Status(), "cost_nanos": o.CostNanos(),
+	})
 }
 
 // Validate checks the configuration.

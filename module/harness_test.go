@@ -99,12 +99,7 @@ func startGatewayIn(t *testing.T, dir, gatewayBlock, handlerBlock string) *gatew
 	env := &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
 	loadCaddyfile(t, gatewayCaddyfile(port, env.dbPath, gatewayBlock, handlerBlock))
 	t.Cleanup(func() { _ = caddy.Stop() })
-	s, err := sqlite.Open(context.Background(), env.dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	env.store = s
+	env.openStore()
 	return env
 }
 
@@ -112,6 +107,17 @@ func startGatewayIn(t *testing.T, dir, gatewayBlock, handlerBlock string) *gatew
 func setDataDirs(t *testing.T, dir string) {
 	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+}
+
+// openStore gives the test its own handle on the gateway's SQLite store, closed at cleanup.
+func (e *gatewayEnv) openStore() {
+	e.t.Helper()
+	s, err := sqlite.Open(context.Background(), e.dbPath)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = s.Close() })
+	e.store = s
 }
 
 func loadCaddyfile(t *testing.T, cf string) {

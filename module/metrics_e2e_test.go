@@ -12,8 +12,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-
-	"github.com/modelgateway/caddy-modelgateway/store/sqlite"
 )
 
 // metricsCaddyfile serves the gateway twice (under /v1 and /v2, two handlers of one
@@ -68,12 +66,7 @@ func startMetricsGateway(t *testing.T, extra string) (env *gatewayEnv, adminURL 
 		_ = caddy.Load([]byte(`{"admin":{"disabled":true}}`), true)
 		_ = caddy.Stop()
 	})
-	s, err := sqlite.Open(context.Background(), env.dbPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	env.store = s
+	env.openStore()
 	return env, fmt.Sprintf("http://127.0.0.1:%d", adminPort), config
 }
 
