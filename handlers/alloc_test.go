@@ -199,4 +199,9 @@ func TestGenerationIDHeadersAllocateOnce(t *testing.T) {
 			t.Fatalf("%s: %q, want gen_1", k, v)
 		}
 	}
+	// Each header's value is its own: editing one in place leaves the others.
+	h["X-Request-Id"][0] = "edited"
+	if h.Get("X-Generation-Id") != "gen_1" || h.Get("Request-Id") != "gen_1" {
+		t.Fatalf("editing x-request-id changed the others: %v", h)
+	}
 }

@@ -162,13 +162,14 @@ func (e *APIError) body(s Surface, generationID string) map[string]any {
 // setGenerationID names the generation in the answer's headers: X-Generation-Id, and the
 // headers the official SDKs read as the request id of their responses and errors
 // (x-request-id for OpenAI's, request-id for Anthropic's), so that what a client logs finds
-// the generation record. The headers share one value slice: one allocation per request,
-// as a single Set costs.
+// the generation record. Their values are cut from one array, each its own element (a
+// header edited in place, as Caddy's header directive does, changes only itself): one
+// allocation per request, as a single Set costs.
 func setGenerationID(h http.Header, id string) {
-	v := []string{id}
-	h["X-Generation-Id"] = v
-	h["X-Request-Id"] = v
-	h["Request-Id"] = v
+	v := &[3]string{id, id, id}
+	h["X-Generation-Id"] = v[0:1:1]
+	h["X-Request-Id"] = v[1:2:2]
+	h["Request-Id"] = v[2:3:3]
 }
 
 // writeError answers a request with the error.
