@@ -55,8 +55,7 @@ http://127.0.0.1:%d {
 func startMetricsGateway(t *testing.T, extra string) (env *gatewayEnv, adminURL string, config func(extra string) string) {
 	t.Helper()
 	dir := t.TempDir()
-	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	setDataDirs(t, dir)
 	adminPort, port := freePort(t), freePort(t)
 	env = &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
 	config = func(extra string) string { return metricsCaddyfile(adminPort, port, env.dbPath, extra) }

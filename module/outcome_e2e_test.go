@@ -41,8 +41,7 @@ func (eventRecorder) Handle(_ context.Context, e caddy.Event) error {
 // subscribers once the request is settled.
 func TestOutcomePlaceholdersAndEvent(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	setDataDirs(t, dir)
 	up := newFakeOpenAI(t, chatOK("Hello there", 5, 2))
 	port := freePort(t)
 	env := &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}

@@ -24,8 +24,7 @@ func loggedGlobals(path, options string) string {
 // (then as a warning).
 func TestStartLogNamesStoreAndMissingCredentials(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	setDataDirs(t, dir)
 	t.Setenv("GATEWAY_TEST_KEY_SET", "sk-set")
 	processLog, db := filepath.Join(dir, "process.log"), filepath.Join(dir, "gateway.db")
 	loadCaddyfile(t, fmt.Sprintf(`{
