@@ -400,10 +400,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return a.provisionMetrics(ctx)
 }
 
-// metrics keeps the gateway's collectors across config reloads: a counter counts for the
+// metricsPool keeps the gateway's collectors across config reloads: a counter counts for the
 // process, and a request in flight across a reload is counted when it ends, by the
 // configuration that served it.
-var metrics = caddy.NewUsagePool()
+var metricsPool = caddy.NewUsagePool()
 
 const metricsKey = "model_gateway"
 
@@ -416,7 +416,7 @@ func (pooledMetrics) Destruct() error { return nil }
 // configuration's registry, which Caddy serves on the admin API's /metrics and in its
 // metrics handler.
 func (a *App) provisionMetrics(ctx caddy.Context) error {
-	val, _, err := metrics.LoadOrNew(metricsKey, func() (caddy.Destructor, error) {
+	val, _, err := metricsPool.LoadOrNew(metricsKey, func() (caddy.Destructor, error) {
 		m, err := handlers.NewMetrics(nil, nil)
 		return pooledMetrics{m}, err
 	})
@@ -706,7 +706,7 @@ func (a *App) Stop() error { return nil }
 func (a *App) Cleanup() error {
 	if a.metrics != nil {
 		a.withdrawBreakers()
-		_, _ = metrics.Delete(metricsKey)
+		_, _ = metricsPool.Delete(metricsKey)
 		a.metrics = nil
 	}
 	if a.storeKey != "" {
