@@ -277,15 +277,17 @@ func TestPostgresDeadInstanceHoldsTakenOver(t *testing.T) {
 		if status == 200 {
 			break
 		}
-		if status != http.StatusPaymentRequired || time.Since(killed) > 5*time.Second {
+		if status != http.StatusPaymentRequired || time.Since(killed) > 8*time.Second {
 			t.Fatalf("%v after the instance died: %d %s", time.Since(killed), status, body)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	took := time.Since(killed)
 	t.Logf("admitted %v after the instance died (timeout 2s, heartbeat 200ms)", took)
-	if took > 2500*time.Millisecond {
-		t.Errorf("admitted after %v, want within the timeout and a heartbeat or so", took)
+	// The sweep frees the hold at the timeout plus a heartbeat; a loaded machine delays the
+	// sweep's transaction, while a hold freed by anything else would take its 2 h expiry.
+	if took > 4*time.Second {
+		t.Errorf("admitted after %v, want within the timeout and a few heartbeats", took)
 	}
 	if up.calls.Load() != 1 {
 		t.Fatalf("%d upstream calls, want only the admitted request's", up.calls.Load())
