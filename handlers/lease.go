@@ -186,6 +186,9 @@ func (t *leaseTable) retire(l *lease) {
 
 // admitLease admits a request of worst case w from the key's lease, taking a new lease if
 // needed. nil means no lease: the request reserves for itself.
+//
+// ctx is the request's: the store calls of taking a lease are bounded by StoreTimeout here,
+// so that a request admitted from memory, the common case, makes no timer.
 func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w int64) *lease {
 	target := leaseTarget(w)
 	if target <= w {
@@ -236,8 +239,11 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 		ch, knownSmall := t.startAcquiring(k, now)
 		t.mu.Unlock()
 
-		res, small, err := g.takeLease(ctx, workspaceID, keyID, w, target, now, knownSmall)
-		return g.leaseTaken(ctx, k, ch, w, now, gen, res, small, err)
+		sctx, cancel := g.storeContext(ctx)
+		res, small, err := g.takeLease(sctx, workspaceID, keyID, w, target, now, knownSmall)
+		l := g.leaseTaken(sctx, k, ch, w, now, gen, res, small, err)
+		cancel()
+		return l
 	}
 }
 

@@ -180,9 +180,7 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		return c, nil
 	}
 	// The credit comes from a lease or a reservation of its own, both within StoreTimeout.
-	sctx, cancel := g.storeContext(r.Context())
-	defer cancel()
-	if l := g.admitLease(sctx, caller.Key.WorkspaceID, caller.Key.ID, most); l != nil {
+	if l := g.admitLease(r.Context(), caller.Key.WorkspaceID, caller.Key.ID, most); l != nil {
 		c.lease, c.held = l, most
 		// Nothing durable names the request until it settles: the trace lets a crash
 		// before then leave an interrupted record (store/interrupted.go).
@@ -192,6 +190,8 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		})
 		return c, nil
 	}
+	sctx, cancel := g.storeContext(r.Context())
+	defer cancel()
 	res, err := g.reserve(sctx, store.ReserveParams{
 		ID:                ids.New("res"),
 		WorkspaceID:       caller.Key.WorkspaceID,
