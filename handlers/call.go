@@ -236,15 +236,16 @@ func (c *call) settle(ctx context.Context) error {
 		gen.LatencyMs = c.firstByte.Sub(c.start).Milliseconds()
 		gen.GenerationMs = end.Sub(c.firstByte).Milliseconds()
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.g.SettleTimeout)
-	defer cancel()
+	// The settlement outlives the client: it runs without the request's cancellation,
+	// until SettleTimeout.
+	sctx, deadline := context.WithoutCancel(ctx), time.Now().Add(c.g.SettleTimeout)
 	var stored store.Generation
 	var err error
 	if c.lease != nil {
-		stored, err = c.g.settleLease(sctx, c.lease, c.held, gen)
+		stored, err = c.g.settleLease(sctx, deadline, c.lease, c.held, gen)
 		c.g.Store.EndInFlight(c.inflight)
 	} else {
-		stored, err = c.g.settleRetrying(sctx, gen, func(ctx context.Context) (store.Generation, error) {
+		stored, err = c.g.settleRetrying(sctx, deadline, gen, func(ctx context.Context) (store.Generation, error) {
 			return c.g.Store.Settle(ctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
 		})
 	}

@@ -437,7 +437,7 @@ func smallLeaseSize(available, w, target int64) int64 {
 
 // settleLease settles a request of worst case w admitted from l, and drops the lease when
 // it was the last request in flight on a retired or drained lease.
-func (g *Gateway) settleLease(ctx context.Context, l *lease, w int64, gen *store.Generation) (store.Generation, error) {
+func (g *Gateway) settleLease(ctx context.Context, deadline time.Time, l *lease, w int64, gen *store.Generation) (store.Generation, error) {
 	t := g.leases
 	t.mu.Lock()
 	// The last request in flight drops the lease with its own settlement (unless the lease
@@ -449,7 +449,7 @@ func (g *Gateway) settleLease(ctx context.Context, l *lease, w int64, gen *store
 	}
 	t.mu.Unlock()
 
-	stored, err := g.settleRetrying(ctx, gen, func(ctx context.Context) (store.Generation, error) {
+	stored, err := g.settleRetrying(ctx, deadline, gen, func(ctx context.Context) (store.Generation, error) {
 		return g.Store.SettleLease(ctx, store.SettleLeaseParams{ReservationID: l.id, HeldNanos: w, Generation: gen, Release: release})
 	})
 
@@ -626,14 +626,26 @@ const (
 	settleRetryMax = time.Second
 )
 
-// settleRetrying runs settle, one settlement of gen, until it succeeds, fails for good or
-// ctx ends. gen is read before the first try only (the store owns it from then on).
-func (g *Gateway) settleRetrying(ctx context.Context, gen *store.Generation, settle func(ctx context.Context) (store.Generation, error)) (store.Generation, error) {
+// settleRetrying runs settle, one settlement of gen, until it succeeds, fails for good,
+// ctx ends or deadline passes. gen is read before the first try only (the store owns it
+// from then on). Each try is bounded by StoreTimeout or what is left until deadline,
+// whichever is shorter: the deadline is a time rather than a context of its own, so that a
+// settlement the store acknowledges at once (a journaled one) makes one timer, not two.
+func (g *Gateway) settleRetrying(ctx context.Context, deadline time.Time, gen *store.Generation, settle func(ctx context.Context) (store.Generation, error)) (store.Generation, error) {
 	ws, id := gen.WorkspaceID, gen.ID
 	unsure := false
+	var err error
 	for wait := settleRetry; ; wait = min(2*wait, settleRetryMax) {
-		tctx, cancel := g.storeContext(ctx)
-		stored, err := settle(tctx)
+		left := time.Until(deadline)
+		if left <= 0 {
+			if err == nil {
+				err = context.DeadlineExceeded
+			}
+			return store.Generation{}, err
+		}
+		tctx, cancel := context.WithTimeout(ctx, min(g.StoreTimeout, left))
+		var stored store.Generation
+		stored, err = settle(tctx)
 		cancel()
 		if err == nil {
 			return stored, nil
@@ -660,7 +672,7 @@ func (g *Gateway) settleRetrying(ctx context.Context, gen *store.Generation, set
 		select {
 		case <-ctx.Done():
 			return store.Generation{}, err
-		case <-time.After(wait):
+		case <-time.After(min(wait, time.Until(deadline))):
 		}
 	}
 }

@@ -133,7 +133,7 @@ func leaseInvariantUnderConcurrency(t *testing.T, linger time.Duration) {
 				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
 				cost := rng.Int64N(worst * 3 / 2) // sometimes above the worst case
 				gate.RLock()
-				g, err := a.g.settleLease(ctx, l, worst, &store.Generation{WorkspaceID: ws, KeyID: kid, Model: "m", Status: 200, CostNanos: cost})
+				g, err := a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l, worst, &store.Generation{WorkspaceID: ws, KeyID: kid, Model: "m", Status: 200, CostNanos: cost})
 				charged.Add(g.CostNanos) // inside the gate: the checker sees both or neither
 				gate.RUnlock()
 				if err != nil {
@@ -385,14 +385,14 @@ func TestLeasesReleasedOnClose(t *testing.T) {
 	if l1 == nil || l1 != l2 {
 		t.Fatal("two requests did not share a lease")
 	}
-	if _, err := a.g.settleLease(ctx, l2, 10_000_000, gen()); err != nil {
+	if _, err := a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l2, 10_000_000, gen()); err != nil {
 		t.Fatal(err)
 	}
 	// The last settlement fails and so does the release after it: the lease is left idle
 	// and held, for the janitor or Close.
 	cs.failRelease.Store(true)
 	cs.failLeaseSettle.Store(true)
-	if _, err := a.g.settleLease(ctx, l1, 10_000_000, gen()); err == nil {
+	if _, err := a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l1, 10_000_000, gen()); err == nil {
 		t.Fatal("settlement did not fail")
 	}
 	cs.failLeaseSettle.Store(false)
@@ -413,7 +413,7 @@ func TestLeasesReleasedOnClose(t *testing.T) {
 	if a.g.admitLease(ctx, ws, kid2, 10_000_000) != nil {
 		t.Fatal("a closed Gateway took a lease")
 	}
-	if _, err := a.g.settleLease(ctx, l3, 10_000_000, gen()); err != nil {
+	if _, err := a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l3, 10_000_000, gen()); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != 0 || b.BalanceNanos != 100*usdNanos-2_000_000 {
@@ -436,7 +436,7 @@ func TestLeaseJanitorReleasesAndStops(t *testing.T) {
 	l := a.g.admitLease(ctx, ws, kid, 10_000_000)
 	cs.failRelease.Store(true)
 	cs.failLeaseSettle.Store(true)
-	_, _ = a.g.settleLease(ctx, l, 10_000_000, &store.Generation{WorkspaceID: ws, KeyID: kid, Status: 200})
+	_, _ = a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l, 10_000_000, &store.Generation{WorkspaceID: ws, KeyID: kid, Status: 200})
 	cs.failRelease.Store(false)
 	cs.failLeaseSettle.Store(false)
 	waitLeasesDropped(t, a, ws)
