@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -19,6 +18,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/internal/workers"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
 	"github.com/modelgateway/caddy-modelgateway/store/postgres"
@@ -94,6 +94,7 @@ type App struct {
 	pooled     *pooledStore
 	storeKey   string
 	registry   *handlers.Registry
+	providers  map[string]providers.Provider
 	logger     *zap.Logger
 	metrics    *handlers.Metrics
 	// withdrawBreakers takes this configuration's circuit breakers off the process's
@@ -102,6 +103,9 @@ type App struct {
 
 	// storeDriver and storeLocation name the store in the log, without a DSN's password.
 	storeDriver, storeLocation string
+	// runtimeStopped tells the workers that this configuration stopped; nil until it
+	// started.
+	runtimeStopped func()
 }
 
 // StoreConfig selects the database.
@@ -307,14 +311,14 @@ type pooledStore struct {
 	store.Store
 	lazy *lazyStore
 	inst *store.Instance
-	// workers run from the first Start on the handle to its end.
-	workers *workerSet
-	// logger is the latest started app's: the instance reports through it.
-	logger atomic.Pointer[zap.Logger]
+	// workers run from the first Start on the handle to its end, and know the newest
+	// started configuration, whose logger the instance reports through.
+	workers *workerPool
 }
 
 func newPooledStore(s *lazyStore) *pooledStore {
-	p := &pooledStore{Store: s, lazy: s, workers: newWorkerSet()}
+	p := &pooledStore{Store: s, lazy: s}
+	p.workers = workers.NewPool[*appRuntime](s, workers.Options{})
 	p.inst = store.NewInstance(s, ids.New("inst"), store.InstanceOptions{
 		OnError: func(err error) { p.log().Error("gateway instance", zap.Error(err)) },
 		OnRelease: func(n int, why string) {
@@ -324,19 +328,14 @@ func newPooledStore(s *lazyStore) *pooledStore {
 	return p
 }
 
-func (p *pooledStore) log() *zap.Logger {
-	if l := p.logger.Load(); l != nil {
-		return l
-	}
-	return zap.NewNop()
-}
+func (p *pooledStore) log() *zap.Logger { return p.workers.Logger() }
 
 // Destruct stops the workers, retires the instance (nothing it held stays reserved) and
 // closes the store.
 func (p *pooledStore) Destruct() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := p.workers.stop(ctx); err != nil {
+	if err := p.workers.Close(ctx); err != nil {
 		p.log().Error("stopping the background workers", zap.Error(err))
 	}
 	err := p.inst.Stop(ctx)
@@ -362,6 +361,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	a.providers = provs
 	models, err := a.buildModels(provs)
 	if err != nil {
 		return err
@@ -654,14 +654,12 @@ func (a *App) Start() error {
 	if _, err := p.lazy.get(context.Background()); err != nil {
 		return err
 	}
-	p.logger.Store(a.logger)
+	a.runtimeStopped = p.workers.Started(a.runtime(), a.logger)
 	p.inst.SetIntervals(time.Duration(a.InstanceHeartbeat), time.Duration(a.InstanceTimeout))
 	// A failure is reported and retried at the next heartbeat; the gateway serves meanwhile,
 	// each request reserving for itself.
 	_ = p.inst.Start(context.Background())
-	for _, w := range backgroundWorkers {
-		p.workers.start(w, p.Store, a.logger)
-	}
+	p.workers.Run(backgroundWorkers...)
 	a.logReady()
 	return nil
 }
@@ -698,9 +696,15 @@ func storeLocation(driver, target string) string {
 	return fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
 }
 
-// Stop leaves the instance to the store handle, which outlives this configuration when a
-// reload keeps it.
-func (a *App) Stop() error { return nil }
+// Stop leaves the instance and the workers to the store handle, which outlives this
+// configuration when a reload keeps it; the workers go on with the newest configuration
+// still started.
+func (a *App) Stop() error {
+	if a.runtimeStopped != nil {
+		a.runtimeStopped()
+	}
+	return nil
+}
 
 // Cleanup releases this instance's hold on the store and on the metrics.
 func (a *App) Cleanup() error {

@@ -1,68 +1,53 @@
 package module
 
 import (
-	"context"
-	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/handlers"
+	"github.com/modelgateway/caddy-modelgateway/internal/workers"
+	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// worker is background work of the gateway (job polling, webhook deliveries): it runs once
-// per process and store, from the first Start of an app on the store's handle until the
-// handle ends, so that a reload, where two configurations overlap, neither stops it nor
-// starts it twice. run returns when ctx ends; work that several instances share takes its
-// items with the store's claims (store.Claims), which no two instances hold at once.
-type worker struct {
-	name string
-	run  func(ctx context.Context, s store.Store, log *zap.Logger)
-}
+// worker is background work of the gateway (job polling, webhook deliveries): it runs
+// once per process and store, from the first Start of an app on the store's handle until
+// the handle ends, so that a reload, where two configurations overlap, neither stops it
+// nor starts it twice (workers.Pool).
+type worker = workers.Worker[*appRuntime]
 
 // backgroundWorkers are the workers every gateway runs. The job families add theirs here.
 var backgroundWorkers []worker
 
-// workerSet runs the workers of one store handle.
-type workerSet struct {
-	mu      sync.Mutex
-	ctx     context.Context
-	cancel  context.CancelFunc
-	running map[string]bool
-	wg      sync.WaitGroup
+// workerPool is the workers of one store handle, with the configurations started on it.
+type workerPool = workers.Pool[*appRuntime]
+
+// appRuntime is what the workers see of a started configuration (workers.Runtime.Current):
+// the pieces a request's handlers.Gateway is built from, without the HTTP server's. The
+// pieces that the job families need next (blob store, URL signer, outbound client for
+// webhooks) are added here as their configuration appears.
+type appRuntime struct {
+	// Logger is the app's.
+	Logger *zap.Logger
+	// Registry holds the public models, their routes with the providers and the prices.
+	Registry *handlers.Registry
+	// Providers are the upstream adapters by the name routes refer to them with.
+	Providers map[string]providers.Provider
+	// Metrics are the process's collectors.
+	Metrics *handlers.Metrics
+	// Owner is the process's instance, the owner of the holds it takes for itself.
+	Owner *store.Instance
+	// ReservationTTL, StoreTimeout and SettleTimeout are the app's settings (zero: the
+	// handlers' defaults).
+	ReservationTTL, StoreTimeout, SettleTimeout time.Duration
 }
 
-func newWorkerSet() *workerSet {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &workerSet{ctx: ctx, cancel: cancel, running: map[string]bool{}}
-}
-
-// start runs w unless it runs already (or the set was stopped).
-func (ws *workerSet) start(w worker, s store.Store, log *zap.Logger) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	if ws.running[w.name] || ws.ctx.Err() != nil {
-		return
-	}
-	ws.running[w.name] = true
-	ws.wg.Add(1)
-	go func() {
-		defer ws.wg.Done()
-		w.run(ws.ctx, s, log.With(zap.String("worker", w.name)))
-	}()
-}
-
-// stop ends every worker and waits for them, or for ctx.
-func (ws *workerSet) stop(ctx context.Context) error {
-	ws.cancel()
-	done := make(chan struct{})
-	go func() {
-		ws.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// runtime is the app's configuration as the workers see it.
+func (a *App) runtime() *appRuntime {
+	return &appRuntime{
+		Logger: a.logger, Registry: a.registry, Providers: a.providers, Metrics: a.metrics, Owner: a.pooled.inst,
+		ReservationTTL: time.Duration(a.ReservationTTL), StoreTimeout: time.Duration(a.StoreTimeout),
+		SettleTimeout: time.Duration(a.SettleTimeout),
 	}
 }

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
-
+	"github.com/modelgateway/caddy-modelgateway/internal/workers"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -21,11 +20,12 @@ func TestWorkersRunOncePerStoreAcrossReloads(t *testing.T) {
 	var starts, stops atomic.Int32
 	started := make(chan store.Store, 4)
 	saved := backgroundWorkers
-	backgroundWorkers = []worker{{name: "probe", run: func(ctx context.Context, s store.Store, _ *zap.Logger) {
+	backgroundWorkers = []worker{{Name: "probe", Run: func(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 		starts.Add(1)
-		started <- s
+		started <- rt.Store()
 		<-ctx.Done()
 		stops.Add(1)
+		return nil
 	}}}
 	t.Cleanup(func() { backgroundWorkers = saved })
 
@@ -59,5 +59,53 @@ func TestWorkersRunOncePerStoreAcrossReloads(t *testing.T) {
 	}
 	if n := stops.Load(); n != 1 {
 		t.Fatalf("the worker stopped %d times once the gateway stopped", n)
+	}
+}
+
+// TestWorkerRuntimeFollowsReloads: a worker started with the first configuration reads the
+// newest one from its runtime after a reload (its models, its logger), not the one it
+// started with, which Caddy stops once the new one started.
+func TestWorkerRuntimeFollowsReloads(t *testing.T) {
+	runtimes := make(chan workers.Runtime[*appRuntime], 1)
+	saved := backgroundWorkers
+	backgroundWorkers = []worker{{Name: "reader", Run: func(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
+		runtimes <- rt
+		<-ctx.Done()
+		return nil
+	}}}
+	t.Cleanup(func() { backgroundWorkers = saved })
+
+	block := func(model string) string {
+		return `
+		provider mk {
+			type mock
+		}
+		model ` + model + ` {
+			route mk m
+		}`
+	}
+	env := startGateway(t, block("first:free"), "")
+	var rt workers.Runtime[*appRuntime]
+	select {
+	case rt = <-runtimes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the worker did not start")
+	}
+	first := rt.Current()
+	if _, ok := first.Registry.Lookup("first:free"); !ok || first.Providers["mk"] == nil || first.Logger == nil || first.Owner == nil {
+		t.Fatalf("the worker does not see the started configuration: %+v", first)
+	}
+	u, _ := url.Parse(env.baseURL)
+	port, _ := strconv.Atoi(u.Port())
+	loadCaddyfile(t, gatewayCaddyfile(port, env.dbPath, block("second:free"), ""))
+	cur := rt.Current()
+	if _, ok := cur.Registry.Lookup("second:free"); !ok {
+		t.Fatal("after the reload the worker does not see the new configuration's models")
+	}
+	if _, ok := cur.Registry.Lookup("first:free"); ok {
+		t.Fatal("after the reload the worker still sees the stopped configuration")
+	}
+	if cur.Owner != first.Owner {
+		t.Fatal("the reload gave the worker another instance: the store handle was not kept")
 	}
 }

@@ -137,7 +137,7 @@ func (l Loop) Run(fn func()) {
 			// It ran well for a while: this panic is not one of a series.
 			restarts = 0
 		}
-		if !b.Sleep(restarts, l.Stop) {
+		if !Sleep(b.Delay(restarts), l.Stop) {
 			return
 		}
 		restarts++
@@ -169,9 +169,9 @@ func (b Backoff) Delay(n int) time.Duration {
 	return d - rand.N(d/2)
 }
 
-// Sleep pauses for Delay(n) and reports true, or returns false as soon as stop is closed.
-func (b Backoff) Sleep(n int, stop <-chan struct{}) bool {
-	t := time.NewTimer(b.Delay(n))
+// Sleep pauses for d and reports true, or returns false as soon as stop is closed.
+func Sleep(d time.Duration, stop <-chan struct{}) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
