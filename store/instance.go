@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 )
 
 // Instances is the store's role for gateway processes as the owners of reservations, and
@@ -105,7 +107,9 @@ type InstanceOptions struct {
 	// Timeout is how long an instance may stay silent before it counts as dead. At least
 	// twice Heartbeat. Default: DefaultInstanceTimeout.
 	Timeout time.Duration
-	// OnError is told about failures of the background work, which goes on.
+	// OnError is told about failures of the background work, which goes on, and about a
+	// panic in it (a *background.Panic, whose %+v shows its stack), after which it goes on
+	// too.
 	OnError func(error)
 	// OnRelease is told how many reservations a sweep released, and why ("orphaned",
 	// "expired", "retired").
@@ -199,7 +203,10 @@ func (i *Instance) Start(ctx context.Context) error {
 	i.expire(ctx)
 	bg, stop := context.WithCancel(context.Background())
 	i.stop, i.done = stop, make(chan struct{})
-	go i.run(bg, i.done)
+	// A panic in a heartbeat (a backend's bug) must not end the heartbeat: the others would
+	// take this instance for dead and free every hold it has while it serves on. run holds
+	// no lock and keeps its state in atomics, so running it again is sound.
+	background.Loop{Name: "instance heartbeat", Report: i.onError, Stop: bg.Done(), Done: i.done}.Go(func() { i.run(bg) })
 	return err
 }
 
@@ -223,8 +230,7 @@ func (i *Instance) Stop(ctx context.Context) error {
 	return nil
 }
 
-func (i *Instance) run(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (i *Instance) run(ctx context.Context) {
 	lastExpire := time.Now()
 	t := time.NewTimer(time.Duration(i.heartbeat.Load()))
 	defer t.Stop()

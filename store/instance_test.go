@@ -2,11 +2,14 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/store"
 	"github.com/modelgateway/caddy-modelgateway/store/sqlite"
 )
@@ -167,5 +170,52 @@ func TestValidateIntervals(t *testing.T) {
 		if err := store.ValidateIntervals(tc.heartbeat, tc.timeout); (err == nil) != tc.ok {
 			t.Errorf("ValidateIntervals(%v, %v) = %v", tc.heartbeat, tc.timeout, err)
 		}
+	}
+}
+
+// panickyInstances is a backend whose first heartbeats panic.
+type panickyInstances struct {
+	store.Instances
+	panics, beats atomic.Int32
+}
+
+func (p *panickyInstances) Heartbeat(ctx context.Context, id string) error {
+	if p.panics.Add(-1) >= 0 {
+		panic("heartbeat bug")
+	}
+	p.beats.Add(1)
+	return p.Instances.Heartbeat(ctx, id)
+}
+
+// A panic in the heartbeat is reported with its stack and the heartbeat goes on: an
+// instance whose heartbeat died would be taken for dead, its holds freed while it serves.
+func TestInstanceHeartbeatSurvivesAPanic(t *testing.T) {
+	ctx := context.Background()
+	backend := &panickyInstances{Instances: openSQLite(t, filepath.Join(t.TempDir(), "gateway.db"))}
+	backend.panics.Store(2)
+	reported := make(chan error, 4)
+	inst := store.NewInstance(backend, "inst_1", store.InstanceOptions{Heartbeat: 20 * time.Millisecond, Timeout: time.Second,
+		OnError: func(err error) { reported <- err }})
+	if err := inst.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inst.Stop(context.Background()) })
+	for range 2 {
+		select {
+		case err := <-reported:
+			p := background.AsPanic(err)
+			if p == nil || p.Value != "heartbeat bug" || !strings.Contains(fmt.Sprintf("%+v", err), "panickyInstances).Heartbeat") {
+				t.Fatalf("reported %+v, want the panic with its stack", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the heartbeat's panic was not reported")
+		}
+	}
+	waitUntil(t, "the heartbeat beats again after its panics", 10*time.Second, func() bool { return backend.beats.Load() > 0 })
+	if _, ok := inst.Holds(); !ok {
+		t.Fatal("the instance does not hold after its heartbeat recovered")
+	}
+	if err := inst.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
