@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -328,7 +329,7 @@ func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, 
 	if !t.janitor {
 		t.janitor = true
 		t.janitorDone = make(chan struct{})
-		go g.leaseJanitor(t.janitorDone)
+		background.Loop{Name: "credit lease janitor", Report: g.reportPanic, Done: t.janitorDone}.Go(g.leaseJanitor)
 	}
 	t.mu.Unlock()
 	if drop != nil {
@@ -378,7 +379,14 @@ func (g *Gateway) renewLease(k leaseKey, w, target int64, now time.Time, gen uin
 	t.renewals.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), leaseStoreTimeout)
 		defer cancel()
-		res, small, err := g.takeLease(ctx, k.workspace, k.key, w, target, now, knownSmall)
+		var res store.Reservation
+		var small bool
+		var err error
+		// The key's requests wait on ch until leaseTaken: a panic is taken as a failure.
+		if p := background.Call("credit lease renewal", func() { res, small, err = g.takeLease(ctx, k.workspace, k.key, w, target, now, knownSmall) }); p != nil {
+			g.reportPanic(p)
+			err = p
+		}
 		g.leaseTaken(ctx, k, ch, 0, now, gen, res, small, err)
 	})
 }
@@ -489,7 +497,12 @@ func (g *Gateway) settleLease(ctx context.Context, deadline time.Time, l *lease,
 func (g *Gateway) releaseLease(ctx context.Context, l *lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseStoreTimeout)
 	defer cancel()
-	_, err := g.Store.ReleaseReservation(rctx, l.id)
+	// A panic (a backend's bug) is a failure like any other: l must not stay releasing,
+	// which nothing would ever release, with its credit held until the process stops.
+	var err error
+	if p := background.Call("releasing a credit lease", func() { _, err = g.Store.ReleaseReservation(rctx, l.id) }); p != nil {
+		err = p
+	}
 	t := g.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -531,9 +544,10 @@ func (t *leaseTable) wakeJanitor() {
 }
 
 // leaseJanitor retires idle leases and releases leases with nothing in flight whose
-// release has not happened (a store error); it returns once no lease is left.
-func (g *Gateway) leaseJanitor(done chan struct{}) {
-	defer close(done)
+// release has not happened (a store error); it returns once no lease is left. It runs
+// again after a panic (a background.Loop): leases would otherwise never be dropped, so
+// it takes t.mu only in sweepLeases, which releases it in a defer.
+func (g *Gateway) leaseJanitor() {
 	t := g.leases
 	idle, interval := leaseIdle, leaseJanitorInterval
 	if g.LeaseLinger > 0 {
@@ -547,35 +561,49 @@ func (g *Gateway) leaseJanitor(done chan struct{}) {
 		case <-tick.C:
 		case <-t.wake:
 		}
-		now := g.Now()
-		var drop []*lease
-		t.mu.Lock()
-		if len(t.all) == 0 || t.closed {
-			t.janitor = false
-			t.mu.Unlock()
+		drop, ended := g.sweepLeases(g.Now(), idle)
+		if ended {
 			return
 		}
-		for l := range t.all {
-			if !l.retired && now.Sub(l.lastAdmit) >= idle {
-				t.retire(l)
-			}
-			// A lingering lease is current, not retired: it stays until idle.
-			if l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || g.LeaseLinger <= 0) {
-				t.retire(l)
-				l.releasing = true
-				drop = append(drop, l)
-			}
-		}
-		for k, until := range t.refused {
-			if !now.Before(until) {
-				delete(t.refused, k)
-			}
-		}
-		t.mu.Unlock()
 		for _, l := range drop {
 			g.releaseLease(context.Background(), l)
 		}
 	}
+}
+
+// sweepLeases retires the leases idle since idle before now and returns those to release;
+// ended reports that no lease is left, and the janitor is to return.
+func (g *Gateway) sweepLeases(now time.Time, idle time.Duration) (drop []*lease, ended bool) {
+	t := g.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.all) == 0 || t.closed {
+		t.janitor = false
+		return nil, true
+	}
+	for l := range t.all {
+		if !l.retired && now.Sub(l.lastAdmit) >= idle {
+			t.retire(l)
+		}
+		// A lingering lease is current, not retired: it stays until idle.
+		if l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || g.LeaseLinger <= 0) {
+			t.retire(l)
+			l.releasing = true
+			drop = append(drop, l)
+		}
+	}
+	for k, until := range t.refused {
+		if !now.Before(until) {
+			delete(t.refused, k)
+		}
+	}
+	return drop, false
+}
+
+// reportPanic logs a panic recovered from one of the Gateway's background goroutines;
+// zap.Error logs a *background.Panic's stack as errorVerbose.
+func (g *Gateway) reportPanic(err error) {
+	g.Logger.Error("background goroutine panicked", zapErr(err))
 }
 
 // Close releases every lease of the Gateway: those with nothing in flight now, the others
@@ -726,12 +754,15 @@ func (g *Gateway) releaseUnsure(id string, expires time.Time) {
 	u.ids[id] = expires
 	if u.stop == nil {
 		u.stop, u.done = make(chan struct{}), make(chan struct{})
-		go g.releaseUnsureLoop(u.stop, u.done)
+		stop := u.stop
+		background.Loop{Name: "unsure reservation release", Report: g.reportPanic, Stop: stop, Done: u.done}.Go(func() { g.releaseUnsureLoop(stop) })
 	}
 }
 
-func (g *Gateway) releaseUnsureLoop(stop, done chan struct{}) {
-	defer close(done)
+// releaseUnsureLoop releases the unsure reservations until none is left or stop is
+// closed. It runs again after a panic (a background.Loop), and takes u.mu only around map
+// operations, never across a store call.
+func (g *Gateway) releaseUnsureLoop(stop chan struct{}) {
 	u := &g.unsure
 	tick := time.NewTicker(unsureRetry)
 	defer tick.Stop()
