@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -44,7 +46,10 @@ type inflightTraces struct {
 	next    uint64
 	entries map[uint64]*inflightEntry
 	// ended are the generation ids of written rows whose request ended.
-	ended   []string
+	ended []string
+	// failing is set while flushes fail: the first failure of an outage is reported, not
+	// every flush's.
+	failing bool
 	running bool
 	stop    context.CancelFunc
 	done    chan struct{}
@@ -66,7 +71,9 @@ func (s *Store) BeginInFlight(f store.InFlight) uint64 {
 		var ctx context.Context
 		ctx, t.stop = context.WithCancel(context.Background())
 		t.done = make(chan struct{})
-		go s.flushInFlightLoop(ctx, t.done)
+		// After a panic the loop runs again: the traces that flush took may not have been
+		// written, which costs what a crash costs (see above); the later ones are.
+		background.Loop{Name: "postgres in-flight flush", Report: s.backgroundErr, Stop: ctx.Done(), Done: t.done}.Go(func() { s.flushInFlightLoop(ctx) })
 	}
 	t.next++
 	t.entries[t.next] = &inflightEntry{f: f}
@@ -91,8 +98,7 @@ func (s *Store) EndInFlight(token uint64) {
 	}
 }
 
-func (s *Store) flushInFlightLoop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (s *Store) flushInFlightLoop(ctx context.Context) {
 	tick := time.NewTicker(inflightFlushInterval)
 	defer tick.Stop()
 	for ctx.Err() == nil {
@@ -105,11 +111,19 @@ func (s *Store) flushInFlightLoop(ctx context.Context, done chan struct{}) {
 }
 
 // flushInFlightBounded flushes within inflightFlushTimeout; a failure is tried again by
-// the next flush.
+// the next flush, and reported when the previous flush succeeded.
 func (s *Store) flushInFlightBounded() {
 	ctx, cancel := context.WithTimeout(context.Background(), inflightFlushTimeout)
 	defer cancel()
-	_ = s.flushInFlight(ctx)
+	err := s.flushInFlight(ctx)
+	t := &s.inflight
+	t.mu.Lock()
+	report := err != nil && !t.failing
+	t.failing = err != nil
+	t.mu.Unlock()
+	if report {
+		background.Report(s.backgroundErr, fmt.Errorf("writing the traces of requests in flight (tried again every %v): %w", inflightFlushInterval, err))
+	}
 }
 
 // flushInFlight writes the queued traces and deletes the rows of requests that ended. A

@@ -45,6 +45,9 @@ type Store struct {
 	clocked bool
 	// inflight are the traces of requests in flight from leases (inflight.go).
 	inflight inflightTraces
+	// backgroundErr is told about failures of the store's background work; nil: they
+	// are written to the standard error (background.Report).
+	backgroundErr func(error)
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value string, as
@@ -73,6 +76,14 @@ func WithClock(now func() time.Time) Option {
 			s.now, s.clocked = now, true
 		}
 	}
+}
+
+// WithBackgroundErrors sets a function told about failures of the store's background
+// work, which goes on: a flush of the traces of requests in flight that failed (once per
+// outage, not at every flush) and a panic in it (a *background.Panic, whose %+v shows its
+// stack).
+func WithBackgroundErrors(fn func(error)) Option {
+	return func(s *Store) { s.backgroundErr = fn }
 }
 
 // openConfig is Open after parsing, so tests can adjust the pool's configuration.
