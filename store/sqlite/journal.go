@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -83,6 +84,14 @@ func WithDeferredErrors(fn func(error)) Option {
 	return func(s *Store) { s.deferredErr = fn }
 }
 
+// WithBackgroundErrors sets a function told about a panic in the store's background
+// goroutines (a *background.Panic, whose %+v shows its stack): the writer's, after which
+// the store's writes fail until it is opened again (Store.failWriter), and the journal's
+// segment preparation or removal, which the journal does without. It must not block.
+func WithBackgroundErrors(fn func(error)) Option {
+	return func(s *Store) { s.backgroundErr = fn }
+}
+
 // journalSegmentBytes is the size of a journal segment file (tests make it smaller).
 var journalSegmentBytes = 4 << 20
 
@@ -107,6 +116,9 @@ type journalRecord struct {
 type journal struct {
 	dir  string
 	lock *os.File
+	// report is told about a panic in the journal's background goroutines (nil: the
+	// standard error).
+	report func(error)
 
 	mu  sync.Mutex
 	seg uint64
@@ -140,8 +152,15 @@ func (j *journal) prepare(seg uint64) *spareSegment {
 	path, size := j.sparePath(seg), journalSegmentBytes
 	go func() {
 		defer close(sp.done)
-		if sp.f, sp.mem, sp.err = mapSegment(path, size); sp.err == nil {
-			prefault(sp.mem)
+		// A panic leaves no spare: the segment is then made when it is needed, as
+		// without one (a mapping made before the panic is left to the process's end).
+		if p := background.Call("preparing a journal segment", func() {
+			if sp.f, sp.mem, sp.err = mapSegment(path, size); sp.err == nil {
+				prefault(sp.mem)
+			}
+		}); p != nil {
+			sp.err = p
+			background.Report(j.report, p)
 		}
 	}()
 	return sp
@@ -312,7 +331,13 @@ var dropSegment = (*mappedSegment).drop
 // before it is deleted replays them as already applied. close waits for the drops.
 // Callers hold j.mu.
 func (j *journal) dropLater(m *mappedSegment, path string) {
-	j.drops.Go(func() { dropSegment(m, path) })
+	j.drops.Go(func() {
+		// A segment whose drop panicked stays on the disk, replayed as applied at the next
+		// Open.
+		if p := background.Call("dropping a journal segment", func() { dropSegment(m, path) }); p != nil {
+			background.Report(j.report, p)
+		}
+	})
 }
 
 // append journals the settlement r and returns its segment.
@@ -528,6 +553,7 @@ func (s *Store) openJournal(ctx context.Context, dir string) error {
 		return err
 	}
 	j.forget(segs)
+	j.report = s.backgroundErr
 	s.jr = j
 	return nil
 }

@@ -78,6 +78,9 @@ type Store struct {
 
 	durability  Durability
 	deferredErr func(error)
+	// backgroundErr is told about failures of the store's background goroutines (a panic
+	// of the writer or the journal's); nil: they are written to the standard error.
+	backgroundErr func(error)
 	// jr is the settlement journal (nil with DurablePower, or when another process holds
 	// it); pending counts journaled settlements not yet applied; known holds the lease
 	// reservations settlements may be journaled for (journal.go).

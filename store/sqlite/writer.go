@@ -7,10 +7,12 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -108,6 +110,12 @@ type writer struct {
 	cond   sync.Cond
 	queue  []*writeOp
 	closed bool
+	// failed is set, with closed, once the writer stopped after a panic: what new ops get.
+	failed error
+	// conn and tx are the batch transaction's while it runs (the writer goroutine's own),
+	// for failWriter to roll back.
+	conn *sql.Conn
+	tx   *sql.Tx
 	// waiting counts the queued ops someone waits for (all but journaled settlements);
 	// urgent wakes a writer gathering journaled settlements (see next).
 	waiting int
@@ -194,6 +202,9 @@ func (w *writer) enqueue(o *writeOp) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
+		if w.failed != nil {
+			return w.failed
+		}
 		return errClosed
 	}
 	w.queue = append(w.queue, o)
@@ -317,20 +328,66 @@ func (s *Store) write(ctx context.Context, o *writeOp) error {
 // runWriter is the writer goroutine: it commits batches until the store closes.
 func (s *Store) runWriter() {
 	defer close(s.wr.stopped)
-	defer s.closeRawStmts()
 	var batch []*writeOp
-	for {
-		var ok bool
-		batch, ok = s.wr.next(batch[:0])
-		if !ok {
-			return
+	p := background.Call("sqlite writer", func() {
+		for {
+			var ok bool
+			batch, ok = s.wr.next(batch[:0])
+			if !ok {
+				return
+			}
+			if !s.commitBatch(batch) {
+				// Journaled settlements of a failed transaction are queued again: give
+				// whatever failed (a full disk, a locked file) a moment.
+				time.Sleep(50 * time.Millisecond)
+			}
+			clear(batch)
 		}
-		if !s.commitBatch(batch) {
-			// Journaled settlements of a failed transaction are queued again: give
-			// whatever failed (a full disk, a locked file) a moment.
-			time.Sleep(50 * time.Millisecond)
+	})
+	if p != nil {
+		s.failWriter(p, batch)
+		return
+	}
+	s.closeRawStmts()
+}
+
+// failWriter ends the writer after a panic outside any one write's code (a write's own
+// panic is its caller's, callOp). What the writer was doing is then unknown (a batch half
+// answered, journaled settlements half finished), so it does not run again: it fails
+// closed, as if the process had crashed for its writes. Its transaction is rolled back and
+// its connection closed, which releases SQLite's write lock that other processes on the
+// file wait for; the panic is reported; the ops of its batch and of the queue answer
+// ErrUnavailable (maybe applied: the panic may have come just after a commit), and so does
+// every later write until the store is opened again, whose Open replays the journaled
+// settlements. Reads go on.
+func (s *Store) failWriter(p *background.Panic, batch []*writeOp) {
+	background.Report(s.backgroundErr, p)
+	if w := s.wr; w.tx != nil {
+		_ = w.tx.Rollback()
+		_ = w.conn.Close()
+	}
+	err := fmt.Errorf("sqlite store: the writer stopped after a panic (%v), writes fail until the gateway restarts: %w", p.Value, store.ErrUnavailable)
+	w := s.wr
+	w.mu.Lock()
+	w.closed, w.failed = true, err
+	queued := w.queue
+	w.queue = nil
+	w.cond.Broadcast()
+	w.mu.Unlock()
+	for _, o := range slices.Concat(batch, queued) {
+		o.claim()
+		if o.async || o.state.Load() != opClaimed {
+			continue
 		}
-		clear(batch)
+		select {
+		case <-o.done:
+			// Answered before the panic.
+		default:
+			if o.err == nil && o.panicked == nil {
+				o.err = err
+			}
+			close(o.done)
+		}
 	}
 }
 
@@ -390,6 +447,7 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 	if err != nil {
 		conn, failure = nil, fmt.Errorf("beginning transaction: %w", err)
 	}
+	s.wr.conn, s.wr.tx = conn, tx
 	for i := 0; i < len(claimed) && failure == nil; {
 		if claimed[i].settle != nil {
 			j := i + 1
@@ -445,6 +503,7 @@ func (s *Store) commitBatch(batch []*writeOp) bool {
 	if conn != nil {
 		_ = conn.Close()
 	}
+	s.wr.conn, s.wr.tx = nil, nil
 	if committed {
 		s.flushIfAsked(claimed)
 	}
