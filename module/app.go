@@ -377,19 +377,21 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.storeKey = driver + ":" + target + ":" + a.Store.Durability
 	a.storeDriver, a.storeLocation = driver, storeLocation(driver, target)
-	logger, durability := ctx.Logger(), a.Store.Durability
+	durability := a.Store.Durability
 	// The handle is shared across reloads; the database is opened by the first Start on it
-	// (lazyStore), not here.
+	// (lazyStore), not here. It reports through the newest started configuration's logger.
 	val, _, err := stores.LoadOrNew(a.storeKey, func() (caddy.Destructor, error) {
-		return newPooledStore(newLazyStore(func(ctx context.Context) (store.Store, error) {
+		var p *pooledStore
+		p = newPooledStore(newLazyStore(func(ctx context.Context) (store.Store, error) {
 			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			s, err := openStore(octx, driver, target, durability, logger)
+			s, err := openStore(octx, driver, target, durability, p.log)
 			if err != nil {
 				return nil, fmt.Errorf("opening the %s store: %w", driver, err)
 			}
 			return s, nil
-		})), nil
+		}))
+		return p, nil
 	})
 	if err != nil {
 		a.storeKey = ""
@@ -487,16 +489,21 @@ func DefaultSQLitePath() string {
 	return filepath.Join(caddy.AppDataDir(), "model_gateway", "gateway.db")
 }
 
-func openStore(ctx context.Context, driver, target, durability string, logger *zap.Logger) (store.Store, error) {
+// openStore opens the database; its failures in the background are logged to log(). A
+// panic's stack is in the entry's errorVerbose field.
+func openStore(ctx context.Context, driver, target, durability string, log func() *zap.Logger) (store.Store, error) {
+	background := func(err error) {
+		log().Error("store background work failed", zap.String("store", driver), zap.Error(err))
+	}
 	if driver == "postgres" {
-		return postgres.Open(ctx, target)
+		return postgres.Open(ctx, target, postgres.WithBackgroundErrors(background))
 	}
 	d := sqlite.DurableProcess
 	if durability == "power" {
 		d = sqlite.DurablePower
 	}
-	return sqlite.Open(ctx, target, sqlite.WithDurability(d), sqlite.WithDeferredErrors(func(err error) {
-		logger.Error("a journaled settlement could not be recorded", zap.Error(err))
+	return sqlite.Open(ctx, target, sqlite.WithDurability(d), sqlite.WithBackgroundErrors(background), sqlite.WithDeferredErrors(func(err error) {
+		log().Error("a journaled settlement could not be recorded", zap.Error(err))
 	}))
 }
 

@@ -105,7 +105,7 @@ func OpenConfiguredStore(ctx context.Context, configFile, adapter string) (store
 	if err != nil {
 		return nil, err
 	}
-	s, err := openStore(ctx, driver, target, app.Store.Durability, zap.NewNop())
+	s, err := openStore(ctx, driver, target, app.Store.Durability, zap.NewNop)
 	if err != nil {
 		return nil, fmt.Errorf("opening the %s store: %w", driver, err)
 	}
