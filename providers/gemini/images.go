@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
 )
@@ -374,7 +375,13 @@ launch:
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			r, err := call(ctx, i)
+			// A panic here would end the process, not the request as on the request's own
+			// goroutine: it fails this call instead.
+			var r T
+			var err error
+			if p := background.Call("gemini image call", func() { r, err = call(ctx, i) }); p != nil {
+				err = fmt.Errorf("provider %s: %w", provider, p)
+			}
 			if err != nil {
 				once.Do(func() { first = err; cancel() })
 				return
