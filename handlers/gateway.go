@@ -188,7 +188,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 		return
 	}
 	if err := ep.serve(g, w, r, caller); err != nil {
-		var apiErr *APIError
 		switch {
 		case errors.As(err, &apiErr):
 		case errors.Is(err, store.ErrUnavailable):
