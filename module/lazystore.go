@@ -81,13 +81,13 @@ func (l *lazyStore) AddCredits(ctx context.Context, a1 string, a2 int64, a3 stri
 	return s.AddCredits(ctx, a1, a2, a3)
 }
 
-func (l *lazyStore) Claim(ctx context.Context, a1 string, a2 string, a3 time.Duration, a4 int) ([]store.ClaimedItem, error) {
+func (l *lazyStore) Claim(ctx context.Context, a1 store.ClaimParams) ([]store.ClaimedItem, error) {
 	s, err := l.get(ctx)
 	if err != nil {
 		var zero []store.ClaimedItem
 		return zero, err
 	}
-	return s.Claim(ctx, a1, a2, a3, a4)
+	return s.Claim(ctx, a1)
 }
 
 func (l *lazyStore) Complete(ctx context.Context, a1 store.Claim) error {
@@ -114,12 +114,12 @@ func (l *lazyStore) CreateWorkspace(ctx context.Context, a1 store.Workspace) err
 	return s.CreateWorkspace(ctx, a1)
 }
 
-func (l *lazyStore) Enqueue(ctx context.Context, a1 string, a2 string, a3 []byte, a4 time.Time) error {
+func (l *lazyStore) Enqueue(ctx context.Context, a1 store.EnqueueParams) error {
 	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
-	return s.Enqueue(ctx, a1, a2, a3, a4)
+	return s.Enqueue(ctx, a1)
 }
 
 func (l *lazyStore) Extend(ctx context.Context, a1 store.Claim, a2 time.Duration) (time.Time, error) {
@@ -278,6 +278,30 @@ func (l *lazyStore) Retry(ctx context.Context, a1 store.Claim, a2 time.Time, a3 
 		return err
 	}
 	return s.Retry(ctx, a1, a2, a3)
+}
+
+func (l *lazyStore) Remove(ctx context.Context, a1 string, a2 string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Remove(ctx, a1, a2)
+}
+
+func (l *lazyStore) Requeue(ctx context.Context, a1 store.Claim, a2 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Requeue(ctx, a1, a2)
+}
+
+func (l *lazyStore) Reschedule(ctx context.Context, a1 string, a2 string, a3 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Reschedule(ctx, a1, a2, a3)
 }
 
 func (l *lazyStore) RevokeKey(ctx context.Context, a1 string, a2 time.Time) error {

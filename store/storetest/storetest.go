@@ -88,6 +88,9 @@ func Run(t *testing.T, open Opener) {
 		{"Interrupted", testInterrupted},
 		{"Claims", func(t *testing.T, s store.Store, c *Clock) { testClaims(t, s, c) }},
 		{"ClaimLifecycle", func(t *testing.T, s store.Store, c *Clock) { testClaimLifecycle(t, s, c) }},
+		{"ClaimAttempts", func(t *testing.T, s store.Store, c *Clock) { testClaimAttempts(t, s, c) }},
+		{"ClaimRemoveReschedule", func(t *testing.T, s store.Store, c *Clock) { testClaimRemoveReschedule(t, s, c) }},
+		{"ClaimGroupCap", func(t *testing.T, s store.Store, c *Clock) { testClaimGroupCap(t, s, c) }},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
