@@ -65,6 +65,7 @@ CREATE TABLE delivery_attempts (
 	number           INTEGER NOT NULL,
 	event_type       TEXT NOT NULL,
 	status_code      INTEGER NOT NULL,
+	delivered        BOOLEAN NOT NULL,
 	duration_ms      INTEGER NOT NULL,
 	error            TEXT NOT NULL,
 	response_preview TEXT NOT NULL,
