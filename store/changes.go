@@ -43,13 +43,6 @@ func (h *ChangeHub) Watch(ctx context.Context) (<-chan JobChange, error) {
 	return w.ch, nil
 }
 
-// Watching reports whether any watcher is watching.
-func (h *ChangeHub) Watching() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.watchers) > 0
-}
-
 func (h *ChangeHub) drop(w *watcher) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -34,6 +34,11 @@ import (
 //
 // Times (due, lease expiry) are the store's clock: on PostgreSQL the server's, so that
 // instances whose clocks disagree agree on when a lease expires.
+//
+// This primitive, rather than a queue engine such as River: the work it queues must change
+// in the same transaction as the rows of the roles (a job advanced with its events and its
+// claim, a delivery's attempt with its retry), on SQLite as on PostgreSQL, and River's
+// SQLite driver is early while its transactions are its own driver's.
 type Claims interface {
 	// Enqueue adds an item to a queue, due at p.RunAt (now when zero). An id already in the
 	// queue is ErrConflict: ids name the work (a job, a delivery), so the same work cannot
@@ -89,7 +94,8 @@ type ClaimParams struct {
 	// Limit is the most items to take, at most MaxClaimLimit.
 	Limit int
 	// GroupCap, when above 0, is the most items of one group leased at once, counting those
-	// other claims hold.
+	// other claims hold. A capped claim ranks every due item of the queue by group, so it
+	// costs what the queue has due, not what it takes.
 	GroupCap int
 }
 
