@@ -14,7 +14,8 @@ import (
 // event tells of a change that was rolled back. Senders take deliveries from queue
 // DeliveryQueue through the claims, grouped by target (so that one slow endpoint never
 // takes every sender: ClaimParams.GroupCap); an item's payload is the Delivery as JSON
-// (DeliveryOf), and its attempt is the delivery's attempt number.
+// (DeliveryOf), and its claim's Attempt is the number of the attempt about to be made (a
+// sender that died mid-attempt, its lease run out, counts as one that failed).
 type Deliveries interface {
 	// GetDelivery returns a delivery of the workspace; another workspace's is ErrNotFound.
 	GetDelivery(ctx context.Context, workspaceID, id string) (Delivery, error)

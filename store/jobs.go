@@ -20,7 +20,7 @@ import (
 type Jobs interface {
 	// CreateJob stores job j and enqueues its first poll at firstPoll (now when zero), in
 	// one transaction. An id already used is ErrConflict, an unknown workspace ErrNotFound.
-	// CreatedAt and UpdatedAt are stamped now when zero.
+	// CreatedAt is stamped now when zero, UpdatedAt is CreatedAt when zero.
 	CreateJob(ctx context.Context, j Job, firstPoll time.Time) error
 	// GetJob returns a job of the workspace; another workspace's is ErrNotFound, exactly
 	// like a missing one.
