@@ -45,6 +45,8 @@ type Store struct {
 	clocked bool
 	// inflight are the traces of requests in flight from leases (inflight.go).
 	inflight inflightTraces
+	// feed is the change feed of jobs (watch.go).
+	feed changeFeed
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value string, as
@@ -101,6 +103,8 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts ...Option) (*Stor
 func (s *Store) Close() error {
 	s.stopInFlight()
 	s.closed.Store(true)
+	// Before the pool closes: it waits for the listener's connection otherwise.
+	s.stopFeed()
 	s.pool.Close()
 	return nil
 }

@@ -71,6 +71,9 @@ func Run(t *testing.T, open Opener) {
 		{"ActivityPages", testActivityPages},
 		{"ConcurrentClaims", func(t *testing.T, s store.Store) { testConcurrentClaims(t, s) }},
 		{"ClaimLeaseExpiry", func(t *testing.T, s store.Store) { testClaimLeaseExpiry(t, s) }},
+		{"JobPages", testJobPages},
+		{"Watch", testWatchSameStore},
+		{"AdvanceRace", testAdvanceRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +91,12 @@ func Run(t *testing.T, open Opener) {
 		{"Interrupted", testInterrupted},
 		{"Claims", func(t *testing.T, s store.Store, c *Clock) { testClaims(t, s, c) }},
 		{"ClaimLifecycle", func(t *testing.T, s store.Store, c *Clock) { testClaimLifecycle(t, s, c) }},
+		{"ClaimAttempts", func(t *testing.T, s store.Store, c *Clock) { testClaimAttempts(t, s, c) }},
+		{"ClaimRemoveReschedule", func(t *testing.T, s store.Store, c *Clock) { testClaimRemoveReschedule(t, s, c) }},
+		{"ClaimGroupCap", func(t *testing.T, s store.Store, c *Clock) { testClaimGroupCap(t, s, c) }},
+		{"Jobs", testJobs},
+		{"AdvanceJob", testAdvanceJob},
+		{"Deliveries", testDeliveries},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
