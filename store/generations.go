@@ -47,9 +47,13 @@ type Attempt struct {
 // GenerationFields too (a test fails until it is), and to both backends' generations
 // table by a migration: nothing else lists the fields.
 type Generation struct {
-	ID            string
-	WorkspaceID   string
-	KeyID         string
+	ID          string
+	WorkspaceID string
+	KeyID       string
+	// ReservationID is the hold the generation was settled against, "" for none (a free
+	// model's, an interrupted record's): a settlement repeated against the same hold is
+	// answered with this record (Wallet.Settle).
+	ReservationID string
 	Endpoint      string
 	Model         string
 	Provider      string
@@ -100,6 +104,7 @@ var GenerationFields = [...]GenerationField{
 	{"id", func(g *Generation) any { return &g.ID }},
 	{"workspace_id", func(g *Generation) any { return &g.WorkspaceID }},
 	{"key_id", func(g *Generation) any { return &g.KeyID }},
+	{"reservation_id", func(g *Generation) any { return &g.ReservationID }},
 	{"endpoint", func(g *Generation) any { return &g.Endpoint }},
 	{"model", func(g *Generation) any { return &g.Model }},
 	{"provider", func(g *Generation) any { return &g.Provider }},
