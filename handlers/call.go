@@ -149,7 +149,7 @@ func (c *call) cost() ([]store.CostLine, int64) {
 		return c.meteredCost()
 	}
 	// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
-	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage), c.priceOf(*c.route))
+	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage).Metered(), c.priceOf(*c.route))
 	if c.carriedLines != nil {
 		lines = append(append([]store.CostLine{}, c.carriedLines...), lines...)
 		total += c.carriedNanos

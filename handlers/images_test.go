@@ -262,7 +262,7 @@ func (f *fakeImages) GenerateImages(_ context.Context, req *providers.ImageReque
 func TestNeutralImages(t *testing.T) {
 	gen := &fakeImages{name: "gen", resp: providers.ImageResponse{
 		Images: []providers.GeneratedImage{{B64JSON: "aW1hZ2Ux", MIMEType: "image/png", RevisedPrompt: "a cat, revised"}, {B64JSON: "aW1hZ2Uy", MIMEType: "image/png"}},
-		Usage:  providers.MediaUsage{InputTokens: 7, ImageOutputTokens: 1000}, UsageKnown: true,
+		Usage:  providers.MediaUsage{Input: 7, ImageOutputTokens: 1000}, UsageKnown: true,
 	}}
 	perImage := imagePrices(t, pricing.ImagePrice{Size: "1024x1024", Nanos: 30_000_000}, pricing.ImagePrice{Nanos: 50_000_000})
 	perImage.Input = 1_000_000 // a nanodollar a text token

@@ -356,7 +356,7 @@ func (c *call) speechNeutral(w http.ResponseWriter, r *http.Request, rt Route, r
 			}
 		}
 		if known {
-			m := pricing.Media(u)
+			m := u
 			m.InputCharacters = req.usage(false).InputCharacters
 			if m.Input == 0 && m.OutputAudioTokens == 0 {
 				est := req.usage(false)

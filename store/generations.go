@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 )
 
 // Generations is the store's role for what requests did: the record of each request
@@ -23,15 +25,9 @@ type Generations interface {
 	ActivityTotals(ctx context.Context, q ActivityQuery) (ActivityRow, error)
 }
 
-// CostLine is one priced dimension of a request's cost.
-type CostLine struct {
-	// Dimension is input, cached_input, cache_write, output, reasoning or request.
-	Dimension string `json:"dimension"`
-	Quantity  int64  `json:"quantity"`
-	// UnitPriceNanos is the price of one million units (tokens), or of one request.
-	UnitPriceNanos int64 `json:"unit_price_nanos"`
-	Nanos          int64 `json:"nanos"`
-}
+// CostLine is one priced dimension of a request's cost (meter.CostLine: the line pricing
+// makes), with the key it priced for a keyed dimension.
+type CostLine = meter.CostLine
 
 // Attempt is one upstream call made for a generation.
 type Attempt struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 )
 
 // Wallet is the store's role for money: a workspace's append-only ledger and the balance
@@ -57,7 +58,7 @@ type Wallet interface {
 }
 
 // NanosPerUSD is the number of nanodollars in one US dollar: every amount is int64 nanos.
-const NanosPerUSD int64 = 1_000_000_000
+const NanosPerUSD = meter.NanosPerUSD
 
 // Balance is a wallet's state. Available is what a new reservation may take.
 type Balance struct {
