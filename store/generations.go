@@ -65,11 +65,23 @@ type Generation struct {
 	// ErrorOrigin is where the error came from: user, gateway or upstream ("" without one).
 	ErrorOrigin string
 
+	// Tokens, each counted once: InputTokens and OutputTokens count a media call's audio
+	// and image tokens with its text's (its cost lines tell them apart).
 	InputTokens      int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	OutputTokens     int64
 	ReasoningTokens  int64
+
+	// The usage in the dimensions that are not tokens, as metered (RecordDimensions): input
+	// characters, images, pages, and seconds of audio and video, in milliseconds. Zero for
+	// a call that used none (every text call).
+	InputCharacters int64
+	Images          int64
+	Pages           int64
+	InputAudioMs    int64
+	OutputAudioMs   int64
+	OutputVideoMs   int64
 
 	// CostNanos is what the wallet was charged.
 	CostNanos int64
@@ -82,6 +94,14 @@ type Generation struct {
 	GenerationMs int64
 	EndToEndMs   int64
 	CreatedAt    time.Time
+}
+
+// RecordDimensions records in g the usage u of a call in the dimensions that are not
+// tokens; its tokens are the caller's to count (audio and image tokens with the text's).
+func (g *Generation) RecordDimensions(u *meter.Usage) {
+	g.InputCharacters, g.Images, g.Pages = u.InputCharacters, u.Images, u.Pages
+	g.InputAudioMs, g.OutputAudioMs = u.InputAudio.Milliseconds(), u.OutputAudio.Milliseconds()
+	g.OutputVideoMs = u.OutputVideo.Milliseconds()
 }
 
 // GenerationField is one stored field of a Generation: its column in the backends'
@@ -118,6 +138,12 @@ var GenerationFields = [...]GenerationField{
 	{"cache_write_tokens", func(g *Generation) any { return &g.CacheWriteTokens }},
 	{"output_tokens", func(g *Generation) any { return &g.OutputTokens }},
 	{"reasoning_tokens", func(g *Generation) any { return &g.ReasoningTokens }},
+	{"input_characters", func(g *Generation) any { return &g.InputCharacters }},
+	{"images", func(g *Generation) any { return &g.Images }},
+	{"pages", func(g *Generation) any { return &g.Pages }},
+	{"input_audio_ms", func(g *Generation) any { return &g.InputAudioMs }},
+	{"output_audio_ms", func(g *Generation) any { return &g.OutputAudioMs }},
+	{"output_video_ms", func(g *Generation) any { return &g.OutputVideoMs }},
 	{"cost_nanos", func(g *Generation) any { return &g.CostNanos }},
 	{"unbilled_nanos", func(g *Generation) any { return &g.UnbilledNanos }},
 	{"cost_lines", func(g *Generation) any { return &g.CostLines }},

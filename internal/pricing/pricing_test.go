@@ -243,6 +243,9 @@ func TestCostUnpriced(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ = p.WithVideoSeconds(VideoPrice{Resolution: "720p", Nanos: 1})
+	// The usage's key as a cost line records it.
+	lineKeys := map[string]string{"other size": "512x512/standard", "other quality": "1024x1024/hd", "auto size": "auto/standard",
+		"no size": "standard", "other resolution": "1080p", "no resolution": ""}
 	for _, tc := range []struct {
 		name string
 		u    Usage
@@ -262,6 +265,9 @@ func TestCostUnpriced(t *testing.T) {
 			var ue *UnpricedError
 			if !errors.As(err, &ue) || ue.Dimension != tc.dim || ue.Key != tc.key || len(ue.Priced) == 0 || lines != nil || total != 0 {
 				t.Fatalf("Cost = %+v, %d, %v", lines, total, err)
+			}
+			if ue.LineKey != lineKeys[tc.name] {
+				t.Errorf("line key %q, want %q", ue.LineKey, lineKeys[tc.name])
 			}
 		})
 	}
