@@ -959,7 +959,7 @@ func parseUsage(raw json.RawMessage) (pricing.Usage, *APIError) {
 	if err != nil {
 		return pricing.Usage{}, paramError("usage", "usage is not a valid OpenAI chat usage object: "+err.Error())
 	}
-	return pricing.Tokens(u), nil
+	return u.Metered(), nil
 }
 
 func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }

@@ -454,7 +454,7 @@ func TestPricingCalculate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := a.mustDo(200, http.MethodPost, "/pricing/calculate", std, tc.body)
-			lines, total := pricing.Cost(tc.usage, tc.price)
+			lines, total := pricing.Cost(tc.usage.Metered(), tc.price)
 			if v["provider"] != tc.prov {
 				t.Fatalf("answer %v, want provider %s", v, tc.prov)
 			}

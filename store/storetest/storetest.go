@@ -45,6 +45,10 @@ func Run(t *testing.T, open Opener) {
 		{"Settle", testSettle},
 		{"SettleTwice", testSettleTwice},
 		{"SettleErrorsLeaveReservation", testSettleErrorsLeaveReservation},
+		{"SettleAgain", testSettleAgain},
+		{"SettleAgainElsewhere", testSettleAgainElsewhere},
+		{"SettleAfterInterrupted", testSettleAfterInterrupted},
+		{"ConcurrentSettleAgain", testConcurrentSettleAgain},
 		{"ReleaseExpired", testReleaseExpired},
 		{"GenerationIsolation", testGenerationIsolation},
 		{"GenerationRoundTrip", testGenerationRoundTrip},
@@ -593,10 +597,12 @@ func testGenerationRoundTrip(t *testing.T, s store.Store) {
 		Streamed: true, Cancelled: true, Status: 200, FinishReason: "stop",
 		ErrorCode: "upstream_error", ErrorMessage: "quote \" and unicode ✓",
 		InputTokens: 1000, CacheReadTokens: 200, CacheWriteTokens: 300, OutputTokens: 400, ReasoningTokens: 50,
+		InputCharacters: 4096, Images: 2, Pages: 3, InputAudioMs: 61_250, OutputAudioMs: 3000, OutputVideoMs: 8500,
 		CostNanos: 1_234_567,
 		CostLines: []store.CostLine{
 			{Dimension: "input", Quantity: 1000, UnitPriceNanos: 2_500_000_000, Nanos: 2_500_000},
 			{Dimension: "output", Quantity: 400, UnitPriceNanos: 10_000_000_000, Nanos: 4_000_000},
+			{Dimension: "image", Key: "1024x1024/high", Quantity: 2, UnitPriceNanos: 167_000_000, Nanos: 334_000_000},
 		},
 		Attempts: []store.Attempt{
 			{Provider: "a", UpstreamModel: "x", Status: 529, DurationMs: 12, Error: "overloaded", Category: "overloaded"},
