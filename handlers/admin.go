@@ -32,7 +32,7 @@ import (
 //	GET    /activity        requests, tokens and cost per UTC day, model and provider
 //
 // Another workspace's key is 404, exactly like a key that does not exist. A standard key
-// on these routes is 403 (the route table's authManagement).
+// on these routes is 403 (their permission in the route table).
 
 // CodeKeyLimitExceeded is the error of a request refused by its key's spending limit (429).
 const CodeKeyLimitExceeded = "key_limit_exceeded"

@@ -107,6 +107,96 @@ func credential(r *http.Request) string {
 	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
 }
 
+// permission is what a route asks of its caller (the route table's perm column). admits is
+// the one check of it, whether the request came over HTTP (authorise) or is run in process
+// for a caller already known.
+type permission struct {
+	key keyRequirement
+	// area and access are, on a management route, the scope it needs, area:access
+	// ("keys:write"): the scope a management key is checked for once keys carry scopes.
+	area   string
+	access access
+}
+
+// keyRequirement is the key a route needs.
+type keyRequirement int
+
+// The zero keyRequirement is none of these: a permission left unset admits nobody.
+const (
+	// noKey: the route reads no key, and a wrong one is not refused (health checks).
+	noKey keyRequirement = iota + 1
+	// anyKey: any valid key (discovery, the calling key, its own generations).
+	anyKey
+	// standardKey: a standard key (inference, jobs, files and batches).
+	standardKey
+	// managementKey: a management key (administration of the workspace).
+	managementKey
+)
+
+// access is what a management route does in its area.
+type access string
+
+const (
+	accessRead   access = "read"
+	accessWrite  access = "write"
+	accessDelete access = "delete"
+)
+
+var (
+	permPublic    = permission{key: noKey}
+	permAnyKey    = permission{key: anyKey}
+	permInference = permission{key: standardKey}
+)
+
+// permManagement is the permission of a management route that does access in area.
+func permManagement(area string, a access) permission {
+	return permission{key: managementKey, area: area, access: a}
+}
+
+// scope names the management scope the permission needs, area:access; "" when it needs none.
+func (p permission) scope() string {
+	if p.key != managementKey {
+		return ""
+	}
+	return p.area + ":" + string(p.access)
+}
+
+// admits checks an authenticated caller against the permission: nil when it may call the
+// route, else the 403 to answer. c is nil only for a route that needs no key.
+func (p permission) admits(c *Caller) *APIError {
+	switch p.key {
+	case noKey, anyKey:
+		return nil
+	case standardKey:
+		if c.Key.Kind != store.KeyStandard {
+			return newError(http.StatusForbidden, CodeForbidden, "management keys cannot call inference endpoints; use a standard key")
+		}
+		return nil
+	case managementKey:
+		if c.Key.Kind != store.KeyManagement {
+			return newError(http.StatusForbidden, CodeForbidden, "this endpoint needs a management key")
+		}
+		return nil
+	}
+	return newError(http.StatusForbidden, CodeForbidden, "this endpoint admits no caller")
+}
+
+// authorise finds the caller of a request to a route and checks it against the route's
+// permission (admits); a route that needs no key reads none, and its caller is nil.
+func (g *Gateway) authorise(r *http.Request, p permission) (*Caller, *APIError) {
+	if p.key == noKey {
+		return nil, nil
+	}
+	c, apiErr := g.authenticate(r)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	if apiErr := p.admits(c); apiErr != nil {
+		return nil, apiErr
+	}
+	return c, nil
+}
+
 var errUnauthorised = newError(http.StatusUnauthorized, CodeUnauthorised, "missing or invalid API key: send it as \"Authorization: Bearer <key>\" or \"x-api-key: <key>\"")
 
 // authenticate resolves the request's key. Every failure is the same 401 so that the

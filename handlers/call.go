@@ -149,7 +149,7 @@ func (c *call) cost() ([]store.CostLine, int64) {
 		return c.meteredCost()
 	}
 	// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
-	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage), c.priceOf(*c.route))
+	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage).Metered(), c.priceOf(*c.route))
 	if c.carriedLines != nil {
 		lines = append(append([]store.CostLine{}, c.carriedLines...), lines...)
 		total += c.carriedNanos
@@ -157,7 +157,9 @@ func (c *call) cost() ([]store.CostLine, int64) {
 	return lines, total
 }
 
-// meter sets the call's usage by dimension; its token counts are the generation's record.
+// meter sets the call's usage by dimension, which settle prices, and records in the
+// generation's fields of its dimensions (store.Generation.RecordDimensions). Its tokens
+// are the record's token counts, audio and image tokens with the text's.
 func (c *call) meter(u pricing.Usage) {
 	c.metered = &u
 	c.usage = providers.Usage{Input: u.Input + u.InputAudioTokens + u.ImageInputTokens, CacheRead: u.CachedInput, Output: u.Output + u.OutputAudioTokens + u.ImageOutputTokens, Reasoning: u.Reasoning}
@@ -190,7 +192,11 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 	if errors.As(err, &ue) {
 		dim = ue.Dimension
 	}
-	return []store.CostLine{{Dimension: dim, Quantity: 1, UnitPriceNanos: c.most, Nanos: c.most}}, c.most
+	line := store.CostLine{Dimension: dim, Quantity: 1, UnitPriceNanos: c.most, Nanos: c.most}
+	if ue != nil {
+		line.Key = ue.LineKey
+	}
+	return []store.CostLine{line}, c.most
 }
 
 // estimateUsage fills usage from what was seen when the upstream never reported it
@@ -228,6 +234,9 @@ func (c *call) settle(ctx context.Context) error {
 		OutputTokens: c.usage.Output, ReasoningTokens: c.usage.Reasoning,
 		CostNanos: total, CostLines: lines, Attempts: c.attempts,
 		EndToEndMs: end.Sub(c.start).Milliseconds(), CreatedAt: c.start,
+	}
+	if c.metered != nil {
+		gen.RecordDimensions(c.metered)
 	}
 	if c.route != nil {
 		gen.Provider, gen.UpstreamModel = c.route.ProviderName, c.route.UpstreamModel

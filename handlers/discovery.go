@@ -26,7 +26,7 @@ import (
 //	GET  /gateway/models/me   the configured models the calling key can use now
 //	GET  /data/models         the whole catalogue, configured or not; same filters
 //	GET  /providers           the configured upstream providers
-//	GET  /endpoints           the API surfaces (chat, embeddings, ...) and their routes
+//	GET  /endpoints           the endpoint families (chat, embeddings, ...) and their routes
 //	GET  /organisations       model authors
 //	GET  /pricing/models      the prices that bill, per model and route
 //	POST /pricing/calculate   the cost of a usage, with the arithmetic that bills requests
@@ -105,28 +105,60 @@ func (g *Gateway) declaredFamilies(m *Model, entry *catalog.Model) []string {
 	return EndpointFamilies()
 }
 
-// familyCapabilities are the capabilities of each endpoint family of the catalogue: a
-// model serves a family when one of its routes serves one of them.
-var familyCapabilities = map[string][]*capability{
-	"chat":        {&chatCompletionsSurface.capability},
-	"embeddings":  {&embeddingsCapability},
-	"moderations": {&moderationsCapability},
-	"audio":       {&speechCapability, &transcriptionsCapability, &translationsCapability},
-	"images":      {&imageGenerationsCapability, &imageEditsCapability},
-	"ocr":         {&ocrCapability},
+// The endpoint families, as the route table declares them. They are indexed from the table
+// once, by init, rather than in their declarations: the table names the discovery handlers,
+// which read them, and a declaration may not depend on itself.
+var (
+	// listedFamilies are the families GET /endpoints lists, in the order of their first
+	// listed row, each with its listed routes in table order.
+	listedFamilies []listedFamily
+	// familyCapabilities are the capabilities of each family's routes: a model serves a
+	// family when one of its routes serves one of them.
+	familyCapabilities map[string][]*capability
+	// capabilityFamily names the family of each capability a request asks for.
+	capabilityFamily map[*capability]string
+	// listedFamilyIDs are the ids of listedFamilies, in their order: what the `endpoints`
+	// filter takes.
+	listedFamilyIDs []string
+	// servedFamilies are the families whose routes ask a capability of a model, sorted: those
+	// a model may be configured for (EndpointFamilies).
+	servedFamilies []string
+)
+
+type listedFamily struct {
+	family *endpointFamily
+	routes []apiRoute
 }
 
-// capabilityFamily names the family of each capability a request asks for: those of
-// familyCapabilities, and the text surfaces that share chat's.
-var capabilityFamily = func() map[*capability]string {
-	out := map[*capability]string{&responsesSurface.capability: "chat", &messagesSurface.capability: "chat"}
-	for family, cps := range familyCapabilities {
-		for _, cp := range cps {
-			out[cp] = family
+func init() { indexFamilies(routeTable) }
+
+// indexFamilies indexes the endpoint families of a route table.
+func indexFamilies(table []apiRoute) {
+	listedFamilies, listedFamilyIDs = nil, nil
+	familyCapabilities, capabilityFamily = map[string][]*capability{}, map[*capability]string{}
+	listed := map[*endpointFamily]int{}
+	for _, rt := range table {
+		f, cp := rt.of.family, rt.of.capability
+		if f == nil {
+			continue
+		}
+		if !rt.of.unlisted {
+			i, ok := listed[f]
+			if !ok {
+				i = len(listedFamilies)
+				listed[f] = i
+				listedFamilies = append(listedFamilies, listedFamily{family: f})
+				listedFamilyIDs = append(listedFamilyIDs, f.id)
+			}
+			listedFamilies[i].routes = append(listedFamilies[i].routes, rt)
+		}
+		if cp != nil && !slices.Contains(familyCapabilities[f.id], cp) {
+			familyCapabilities[f.id] = append(familyCapabilities[f.id], cp)
+			capabilityFamily[cp] = f.id
 		}
 	}
-	return out
-}()
+	servedFamilies = slices.Sorted(maps.Keys(familyCapabilities))
+}
 
 // isFor tells whether model m is declared for the family of cp; its routes then serve the
 // request as they serve discovery (routeServes). A capability outside the families, or a
@@ -141,7 +173,7 @@ func (g *Gateway) isFor(m *Model, cp *capability) bool {
 
 // EndpointFamilies are the endpoint families a model may serve, as discovery names them.
 func EndpointFamilies() []string {
-	return slices.Sorted(maps.Keys(familyCapabilities))
+	return slices.Clone(servedFamilies)
 }
 
 // routeServes tells whether route rt of m serves cp, as a request is routed: its adapter has
@@ -234,8 +266,8 @@ func (g *Gateway) parseListFilter(q url.Values) (listFilter, *APIError) {
 			if e == "" {
 				continue
 			}
-			if !slices.Contains(catalog.Endpoints, e) {
-				return f, paramError("endpoints", fmt.Sprintf("unknown endpoint %q; endpoints is a comma-separated list of %s", e, strings.Join(catalog.Endpoints, ", ")))
+			if !slices.Contains(listedFamilyIDs, e) {
+				return f, paramError("endpoints", fmt.Sprintf("unknown endpoint %q; endpoints is a comma-separated list of %s", e, strings.Join(listedFamilyIDs, ", ")))
 			}
 			if !slices.Contains(f.endpoints, e) {
 				f.endpoints = append(f.endpoints, e)
@@ -545,22 +577,6 @@ func (g *Gateway) listProviders(w http.ResponseWriter, r *http.Request, _ *Calle
 	return writeJSON(w, http.StatusOK, env)
 }
 
-// surfaces are the API's endpoint families, as GET /endpoints lists them and the
-// `endpoints` filter names them.
-var surfaces = []struct {
-	id, name string
-	routes   [][2]string
-}{
-	{"chat", "Text generation", [][2]string{{"POST", "/chat/completions"}, {"POST", "/responses"}, {"POST", "/messages"}}},
-	{"embeddings", "Embeddings", [][2]string{{"POST", "/embeddings"}}},
-	{"moderations", "Moderation", [][2]string{{"POST", "/moderations"}}},
-	{"images", "Image generation and editing", [][2]string{{"POST", "/images/generations"}, {"POST", "/images/edits"}}},
-	{"audio", "Speech, transcription and translation", [][2]string{{"POST", "/audio/speech"}, {"POST", "/audio/transcriptions"}, {"POST", "/audio/translations"}}},
-	{"video", "Video generation", [][2]string{{"POST", "/videos"}, {"GET", "/videos"}, {"GET", "/videos/models"}, {"GET", "/videos/{video_id}"},
-		{"GET", "/videos/{video_id}/content"}, {"POST", "/videos/{video_id}/download_url"}, {"DELETE", "/videos/{video_id}"}}},
-	{"ocr", "OCR", [][2]string{{"POST", "/ocr"}}},
-}
-
 // serves tells whether this gateway answers method on path with more than not_implemented_yet.
 func (g *Gateway) serves(method, path string) bool {
 	if g.placeholders[method+" "+path] {
@@ -578,31 +594,32 @@ func (g *Gateway) serves(method, path string) bool {
 	return false
 }
 
-// listEndpoints serves GET /endpoints: the API surfaces, each with its routes, whether
-// this gateway serves them yet, and how many configured models offer the surface.
+// listEndpoints serves GET /endpoints: the endpoint families of the route table, each with
+// its listed routes, whether this gateway serves them yet, and how many configured models
+// offer the family.
 func (g *Gateway) listEndpoints(w http.ResponseWriter, r *http.Request, _ *Caller) error {
 	p, apiErr := parsePage(r.URL.Query())
 	if apiErr != nil {
 		return apiErr
 	}
 	offeredModels := g.offeredModels()
-	views := make([]map[string]any, 0, len(surfaces))
-	for _, s := range surfaces {
-		routes := make([]map[string]any, 0, len(s.routes))
+	views := make([]map[string]any, 0, len(listedFamilies))
+	for _, lf := range listedFamilies {
+		routes := make([]map[string]any, 0, len(lf.routes))
 		available := false
-		for _, rt := range s.routes {
-			ok := g.serves(rt[0], rt[1])
+		for _, rt := range lf.routes {
+			ok := g.serves(rt.method, rt.path)
 			available = available || ok
-			routes = append(routes, map[string]any{"method": rt[0], "path": rt[1], "available": ok})
+			routes = append(routes, map[string]any{"method": rt.method, "path": rt.path, "available": ok})
 		}
 		n := 0
 		for _, o := range offeredModels {
-			if slices.Contains(o.endpoints, s.id) {
+			if slices.Contains(o.endpoints, lf.family.id) {
 				n++
 			}
 		}
 		views = append(views, map[string]any{
-			"id": s.id, "object": "endpoint", "name": s.name, "available": available, "routes": routes, "model_count": n,
+			"id": lf.family.id, "object": "endpoint", "name": lf.family.name, "available": available, "routes": routes, "model_count": n,
 		})
 	}
 	env, apiErr := page(views, offeredID, p)
@@ -942,7 +959,7 @@ func parseUsage(raw json.RawMessage) (pricing.Usage, *APIError) {
 	if err != nil {
 		return pricing.Usage{}, paramError("usage", "usage is not a valid OpenAI chat usage object: "+err.Error())
 	}
-	return pricing.Tokens(u), nil
+	return u.Metered(), nil
 }
 
 func isJSONNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }

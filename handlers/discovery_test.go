@@ -123,12 +123,12 @@ func TestRoutePatternsAndAliases(t *testing.T) {
 	wantError(t, "PUT on /keys/{id}", status, v, 405, CodeMethodNotAllowed, "")
 
 	// A route without a handler is a placeholder; a parameterised one leaves the exact table.
-	served := func(w http.ResponseWriter, r *http.Request, c *Caller) error { return nil }
+	served := func(*Gateway, http.ResponseWriter, *http.Request, *Caller) error { return nil }
 	g := &Gateway{}
 	g.buildRoutes([]apiRoute{
-		{http.MethodPost, "/moderations", authStandard, SurfaceOpenAI, served},
-		{http.MethodPost, "/ocr", authStandard, SurfaceOpenAI, nil},
-		{http.MethodGet, "/things/{id}", authAny, SurfaceOpenAI, served},
+		{http.MethodPost, "/moderations", permInference, SurfaceOpenAI, familyRoute{}, served},
+		{http.MethodPost, "/ocr", permInference, SurfaceOpenAI, familyRoute{}, nil},
+		{http.MethodGet, "/things/{id}", permAnyKey, SurfaceOpenAI, familyRoute{}, served},
 	})
 	if g.placeholders["POST /moderations"] || !g.placeholders["POST /ocr"] || g.serves(http.MethodPost, "/ocr") || !g.serves(http.MethodPost, "/moderations") {
 		t.Fatalf("placeholders %v, routes %v", g.placeholders, g.routes)
@@ -454,7 +454,7 @@ func TestPricingCalculate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := a.mustDo(200, http.MethodPost, "/pricing/calculate", std, tc.body)
-			lines, total := pricing.Cost(tc.usage, tc.price)
+			lines, total := pricing.Cost(tc.usage.Metered(), tc.price)
 			if v["provider"] != tc.prov {
 				t.Fatalf("answer %v, want provider %s", v, tc.prov)
 			}

@@ -101,7 +101,7 @@ func (c *call) carry() {
 	if c.route == nil {
 		return
 	}
-	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage), c.priceOf(*c.route))
+	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage).Metered(), c.priceOf(*c.route))
 	c.carriedLines = append(c.carriedLines, lines...)
 	c.carriedNanos += total
 	c.carriedUsage = c.usage

@@ -107,19 +107,15 @@ type Gateway struct {
 	placeholders map[string]bool
 }
 
-type authLevel int
-
-const (
-	authNone authLevel = iota
-	authStandard
-	authManagement
-	authAny
-)
+// handler serves a route for its caller (nil on a route that needs no key). Handlers are
+// methods of Gateway, named in the route table by method expression ((*Gateway).embeddings),
+// so that the table is one package-level declaration that discovery reads without a Gateway.
+type handler func(g *Gateway, w http.ResponseWriter, r *http.Request, c *Caller) error
 
 type endpoint struct {
-	auth    authLevel
+	perm    permission
 	surface Surface
-	serve   func(w http.ResponseWriter, r *http.Request, c *Caller) error
+	serve   handler
 }
 
 // Init fills defaults and builds the route table.
@@ -154,7 +150,7 @@ func (g *Gateway) Init() {
 		g.Registry, _ = NewRegistry(nil)
 	}
 	g.families = g.modelFamilies()
-	g.buildRoutes(g.routeTable())
+	g.buildRoutes(routeTable)
 }
 
 // ServeHTTP answers a request whose path, relative to the API's base path, is path.
@@ -186,25 +182,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 		answerUnread(w, r, SurfaceOpenAI, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed on "+path))
 		return
 	}
-	var caller *Caller
-	if ep.auth != authNone {
-		c, apiErr := g.authenticate(r)
-		if apiErr != nil {
-			answerUnread(w, r, ep.surface, apiErr)
-			return
-		}
-		switch {
-		case ep.auth == authManagement && c.Key.Kind != store.KeyManagement:
-			answerUnread(w, r, ep.surface, newError(http.StatusForbidden, CodeForbidden, "this endpoint needs a management key"))
-			return
-		case ep.auth == authStandard && c.Key.Kind != store.KeyStandard:
-			answerUnread(w, r, ep.surface, newError(http.StatusForbidden, CodeForbidden, "management keys cannot call inference endpoints; use a standard key"))
-			return
-		}
-		caller = c
+	caller, apiErr := g.authorise(r, ep.perm)
+	if apiErr != nil {
+		answerUnread(w, r, ep.surface, apiErr)
+		return
 	}
-	if err := ep.serve(w, r, caller); err != nil {
-		var apiErr *APIError
+	if err := ep.serve(g, w, r, caller); err != nil {
 		switch {
 		case errors.As(err, &apiErr):
 		case errors.Is(err, store.ErrUnavailable):

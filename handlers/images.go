@@ -668,7 +668,7 @@ func (c *call) imagesNeutral(w http.ResponseWriter, r *http.Request, rt Route, q
 	c.status = http.StatusOK
 	var tokens pricing.Usage
 	if resp.UsageKnown {
-		tokens = pricing.Media(resp.Usage)
+		tokens = resp.Usage
 	}
 	size, quality := firstNonEmpty(resp.Size, q.size), firstNonEmpty(resp.Quality, q.quality)
 	c.meterImages(rt, tokens, len(resp.Images), size, quality)

@@ -262,7 +262,7 @@ func (f *fakeImages) GenerateImages(_ context.Context, req *providers.ImageReque
 func TestNeutralImages(t *testing.T) {
 	gen := &fakeImages{name: "gen", resp: providers.ImageResponse{
 		Images: []providers.GeneratedImage{{B64JSON: "aW1hZ2Ux", MIMEType: "image/png", RevisedPrompt: "a cat, revised"}, {B64JSON: "aW1hZ2Uy", MIMEType: "image/png"}},
-		Usage:  providers.MediaUsage{InputTokens: 7, ImageOutputTokens: 1000}, UsageKnown: true,
+		Usage:  providers.MediaUsage{Input: 7, ImageOutputTokens: 1000}, UsageKnown: true,
 	}}
 	perImage := imagePrices(t, pricing.ImagePrice{Size: "1024x1024", Nanos: 30_000_000}, pricing.ImagePrice{Nanos: 50_000_000})
 	perImage.Input = 1_000_000 // a nanodollar a text token
@@ -291,6 +291,15 @@ func TestNeutralImages(t *testing.T) {
 	}
 	if b, _ := a.s.GetBalance(context.Background(), ws); b.BalanceNanos != 5*usdNanos-60_000_007 {
 		t.Fatalf("balance %d", b.BalanceNanos)
+	}
+	// The record keeps the images as images, and the line says which size it priced.
+	g, err := a.s.GetGeneration(context.Background(), ws, h.Get("X-Generation-Id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pricing.CostLine{Dimension: pricing.DimImage, Key: "1024x1024", Quantity: 2, UnitPriceNanos: 30_000_000, Nanos: 60_000_000}
+	if g.Images != 2 || g.InputTokens != 7 || g.OutputTokens != 1000 || len(g.CostLines) != 2 || g.CostLines[1] != want {
+		t.Fatalf("record %+v", g)
 	}
 
 	// A stream of a neutral route is its completed event, with usage and cost.

@@ -646,9 +646,8 @@ func (g *Gateway) Close() error {
 // or a try that outlived StoreTimeout, given up for a new connection), it is tried again,
 // backing off from settleRetry to settleRetryMax, until SettleTimeout. A try that failed so
 // may have been applied all the same (its commit reached the server, the answer did not come
-// back): the next finds the reservation or the generation id already taken, and the
-// generation as stored, if it is there, is the answer. Nothing is charged twice: the
-// generation id is the record's key.
+// back): the store answers the next with the generation as stored (settlement is
+// idempotent by generation id, store.Wallet.Settle). Nothing is charged twice.
 const (
 	settleRetry    = 50 * time.Millisecond
 	settleRetryMax = time.Second
@@ -660,7 +659,7 @@ const (
 // whichever is shorter: the deadline is a time rather than a context of its own, so that a
 // settlement the store acknowledges at once (a journaled one) makes one timer, not two.
 func (g *Gateway) settleRetrying(ctx context.Context, deadline time.Time, gen *store.Generation, settle func(ctx context.Context) (store.Generation, error)) (store.Generation, error) {
-	ws, id := gen.WorkspaceID, gen.ID
+	id := gen.ID
 	unsure := false
 	var err error
 	for wait := settleRetry; ; wait = min(2*wait, settleRetryMax) {
@@ -677,18 +676,6 @@ func (g *Gateway) settleRetrying(ctx context.Context, deadline time.Time, gen *s
 		cancel()
 		if err == nil {
 			return stored, nil
-		}
-		if unsure && (errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict)) {
-			gctx, cancel := g.storeContext(ctx)
-			got, gerr := g.Store.GetGeneration(gctx, ws, id)
-			cancel()
-			switch {
-			case gerr == nil:
-				return got, nil
-			case errors.Is(gerr, store.ErrNotFound):
-				return store.Generation{}, err
-			}
-			err = gerr
 		}
 		if !maybeApplied(err) || ctx.Err() != nil {
 			return store.Generation{}, err

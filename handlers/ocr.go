@@ -529,7 +529,7 @@ func (c *call) ocrChat(w http.ResponseWriter, r *http.Request, rt Route, q *ocrR
 		return err
 	}
 	c.upstreamID, c.finish = resp.ID, string(resp.FinishReason)
-	u := pricing.Tokens(resp.Usage)
+	u := resp.Usage.Metered()
 	u.Pages = 1
 	c.meter(u)
 	index := 0

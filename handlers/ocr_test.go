@@ -177,6 +177,9 @@ func TestOCRNeutral(t *testing.T) {
 	if u := v["usage"].(map[string]any); u["pages_processed"] != float64(2) || u["cost_nanos"] != float64(2_000_000) {
 		t.Fatalf("usage %v", u)
 	}
+	if g, err := a.s.GetGeneration(context.Background(), ws, h.Get("X-Generation-Id")); err != nil || g.Pages != 2 || g.InputTokens != 0 {
+		t.Fatalf("record %+v, %v; want 2 pages", g, err)
+	}
 
 	status, _, v = a.doHeader(http.MethodPost, "/ocr", std, `{"model":"vision-ocr","image":"iVBORw0KGgo=","pages":[3]}`)
 	if status != 200 || v["text"] != "# Invoice 42" {

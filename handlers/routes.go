@@ -10,98 +10,140 @@ import (
 )
 
 // apiRoute is one row of the route table: a method and a path (with {parameter} segments),
-// who may call it, the error dialect it answers in, and its handler. A nil handler marks a
-// route the specification names whose family is not built yet: it answers 501
+// the permission its caller needs, the error dialect it answers in, the endpoint family it
+// belongs to with the capability it asks of a model's routes, and its handler. A nil handler
+// marks a route the specification names whose family is not built yet: it answers 501
 // not_implemented_yet, so that clients get a precise answer rather than 404.
 type apiRoute struct {
 	method, path string
-	auth         authLevel
+	perm         permission
 	surface      Surface
-	serve        func(w http.ResponseWriter, r *http.Request, c *Caller) error
+	of           familyRoute
+	serve        handler
 }
 
-// routeTable is every route of the API, relative to the base path. The earlier listing's
-// names (the specification's Versioning: /moderation, /generation, /models, /health) answer
-// exactly as their current counterparts.
-func (g *Gateway) routeTable() []apiRoute {
+// endpointFamily is a family of endpoints as discovery names it (GET /endpoints, the
+// `endpoints` filter, a model's endpoints).
+type endpointFamily struct {
+	id, name string
+}
+
+var (
+	chatFamily        = endpointFamily{"chat", "Text generation"}
+	embeddingsFamily  = endpointFamily{"embeddings", "Embeddings"}
+	moderationsFamily = endpointFamily{"moderations", "Moderation"}
+	imagesFamily      = endpointFamily{"images", "Image generation and editing"}
+	audioFamily       = endpointFamily{"audio", "Speech, transcription and translation"}
+	videoFamily       = endpointFamily{"video", "Video generation"}
+	ocrFamily         = endpointFamily{"ocr", "OCR"}
+)
+
+// familyRoute places a route in its endpoint family: the family, the capability the route
+// asks of a model's routes (nil while the family is not built), and whether GET /endpoints
+// lists it. The zero value is a route of no family (discovery, administration, health).
+type familyRoute struct {
+	family     *endpointFamily
+	capability *capability
+	unlisted   bool
+}
+
+// listedIn places a route in family f, listed, asking capability cp of a model's routes.
+func listedIn(f *endpointFamily, cp *capability) familyRoute {
+	return familyRoute{family: f, capability: cp}
+}
+
+// unlistedIn places a route in family f that GET /endpoints does not list: an earlier name of
+// a listed route, or a route the specification reserves to answer 501 for good.
+func unlistedIn(f *endpointFamily, cp *capability) familyRoute {
+	return familyRoute{family: f, capability: cp, unlisted: true}
+}
+
+// routeTable is every route of the API, relative to the base path. Discovery lists the
+// families in the order of their first listed row, and a family's routes in table order.
+// The earlier listing's names (the specification's Versioning: /moderation, /generation,
+// /models, /health) answer exactly as their current counterparts.
+var routeTable = func() []apiRoute {
 	const (
 		get, post, patch, del = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete
 		oa, an                = SurfaceOpenAI, SurfaceAnthropic
+		read, write, remove   = accessRead, accessWrite, accessDelete
 	)
+	var none familyRoute
+	chat, embeddings, moderations, images, audio, video, ocr := &chatFamily, &embeddingsFamily, &moderationsFamily, &imagesFamily, &audioFamily, &videoFamily, &ocrFamily
 	return []apiRoute{
-		// Inference.
-		{post, "/chat/completions", authStandard, oa, g.chatCompletions},
-		{post, "/responses", authStandard, oa, g.responses},
-		{post, "/messages", authStandard, an, g.messages},
-		{post, "/embeddings", authStandard, oa, g.embeddings},
-		{post, "/moderations", authStandard, oa, g.moderations},
-		{post, "/moderation", authStandard, oa, g.moderations},
-		{post, "/audio/speech", authStandard, oa, g.speech},
-		{post, "/audio/transcriptions", authStandard, oa, g.transcriptions},
-		{post, "/audio/translations", authStandard, oa, g.translations},
-		{post, "/images/generations", authStandard, oa, g.imageGenerations},
-		{post, "/images/edits", authStandard, oa, g.imageEdits},
-		{post, "/ocr", authStandard, oa, g.ocr},
-		// Jobs, files and batches.
-		{post, "/videos", authStandard, oa, nil},
-		{get, "/videos", authStandard, oa, nil},
-		{get, "/videos/models", authStandard, oa, nil},
-		{get, "/videos/{video_id}", authStandard, oa, nil},
-		{del, "/videos/{video_id}", authStandard, oa, nil},
-		{get, "/videos/{video_id}/content", authStandard, oa, nil},
-		{post, "/videos/{video_id}/download_url", authStandard, oa, nil},
-		{post, "/videos/{video_id}/cancel", authStandard, oa, nil},
-		{post, "/music/generate", authStandard, oa, nil},
-		{get, "/music/generate/{music_id}", authStandard, oa, nil},
-		{post, "/batches", authStandard, oa, nil},
-		{get, "/batches", authStandard, oa, nil},
-		{get, "/batches/{batch_id}", authStandard, oa, nil},
-		{post, "/batches/{batch_id}/cancel", authStandard, oa, nil},
-		{post, "/files", authStandard, oa, nil},
-		{get, "/files", authStandard, oa, nil},
-		{get, "/files/{file_id}", authStandard, oa, nil},
-		{get, "/files/{file_id}/content", authStandard, oa, nil},
+		// Inference and jobs, by endpoint family.
+		{post, "/chat/completions", permInference, oa, listedIn(chat, &chatCompletionsSurface.capability), (*Gateway).chatCompletions},
+		{post, "/responses", permInference, oa, listedIn(chat, &responsesSurface.capability), (*Gateway).responses},
+		{post, "/messages", permInference, an, listedIn(chat, &messagesSurface.capability), (*Gateway).messages},
+		{post, "/embeddings", permInference, oa, listedIn(embeddings, &embeddingsCapability), (*Gateway).embeddings},
+		{post, "/moderations", permInference, oa, listedIn(moderations, &moderationsCapability), (*Gateway).moderations},
+		{post, "/moderation", permInference, oa, unlistedIn(moderations, &moderationsCapability), (*Gateway).moderations},
+		{post, "/images/generations", permInference, oa, listedIn(images, &imageGenerationsCapability), (*Gateway).imageGenerations},
+		{post, "/images/edits", permInference, oa, listedIn(images, &imageEditsCapability), (*Gateway).imageEdits},
+		{post, "/audio/speech", permInference, oa, listedIn(audio, &speechCapability), (*Gateway).speech},
+		{post, "/audio/transcriptions", permInference, oa, listedIn(audio, &transcriptionsCapability), (*Gateway).transcriptions},
+		{post, "/audio/translations", permInference, oa, listedIn(audio, &translationsCapability), (*Gateway).translations},
+		{post, "/videos", permInference, oa, listedIn(video, nil), nil},
+		{get, "/videos", permInference, oa, listedIn(video, nil), nil},
+		{get, "/videos/models", permInference, oa, listedIn(video, nil), nil},
+		{get, "/videos/{video_id}", permInference, oa, listedIn(video, nil), nil},
+		{get, "/videos/{video_id}/content", permInference, oa, listedIn(video, nil), nil},
+		{post, "/videos/{video_id}/download_url", permInference, oa, listedIn(video, nil), nil},
+		{del, "/videos/{video_id}", permInference, oa, listedIn(video, nil), nil},
+		{post, "/videos/{video_id}/cancel", permInference, oa, unlistedIn(video, nil), nil},
+		{post, "/ocr", permInference, oa, listedIn(ocr, &ocrCapability), (*Gateway).ocr},
+		// Music, files and batches.
+		{post, "/music/generate", permInference, oa, none, nil},
+		{get, "/music/generate/{music_id}", permInference, oa, none, nil},
+		{post, "/batches", permInference, oa, none, nil},
+		{get, "/batches", permInference, oa, none, nil},
+		{get, "/batches/{batch_id}", permInference, oa, none, nil},
+		{post, "/batches/{batch_id}/cancel", permInference, oa, none, nil},
+		{post, "/files", permInference, oa, none, nil},
+		{get, "/files", permInference, oa, none, nil},
+		{get, "/files/{file_id}", permInference, oa, none, nil},
+		{get, "/files/{file_id}/content", permInference, oa, none, nil},
 		// Discovery.
-		{get, "/models", authAny, oa, g.listModels},
-		{get, "/gateway/models", authAny, oa, g.gatewayModels},
-		{get, "/gateway/models/me", authAny, oa, g.storeBounded(g.gatewayModelsMe)},
-		{get, "/data/models", authAny, oa, g.dataModels},
-		{get, "/providers", authAny, oa, g.listProviders},
-		{get, "/endpoints", authAny, oa, g.listEndpoints},
-		{get, "/organisations", authAny, oa, g.listOrganisations},
-		{get, "/pricing/models", authAny, oa, g.pricingModels},
-		{post, "/pricing/calculate", authAny, oa, g.pricingCalculate},
-		{get, "/generations", authAny, oa, g.storeBounded(g.getGeneration)},
-		{get, "/generation", authAny, oa, g.storeBounded(g.getGeneration)},
-		{get, "/health", authNone, oa, g.health},
-		{get, "/health/live", authNone, oa, g.live},
+		{get, "/models", permAnyKey, oa, none, (*Gateway).listModels},
+		{get, "/gateway/models", permAnyKey, oa, none, (*Gateway).gatewayModels},
+		{get, "/gateway/models/me", permAnyKey, oa, none, storeBounded((*Gateway).gatewayModelsMe)},
+		{get, "/data/models", permAnyKey, oa, none, (*Gateway).dataModels},
+		{get, "/providers", permAnyKey, oa, none, (*Gateway).listProviders},
+		{get, "/endpoints", permAnyKey, oa, none, (*Gateway).listEndpoints},
+		{get, "/organisations", permAnyKey, oa, none, (*Gateway).listOrganisations},
+		{get, "/pricing/models", permAnyKey, oa, none, (*Gateway).pricingModels},
+		{post, "/pricing/calculate", permAnyKey, oa, none, (*Gateway).pricingCalculate},
+		{get, "/generations", permAnyKey, oa, none, storeBounded((*Gateway).getGeneration)},
+		{get, "/generation", permAnyKey, oa, none, storeBounded((*Gateway).getGeneration)},
+		{get, "/health", permPublic, oa, none, (*Gateway).health},
+		{get, "/health/live", permPublic, oa, none, (*Gateway).live},
 		// Administration.
-		{get, "/key", authAny, oa, g.storeBounded(g.getKey)},
-		{get, "/keys", authManagement, oa, g.storeBounded(g.listKeys)},
-		{post, "/keys", authManagement, oa, g.createKey},
-		{get, "/keys/{id}", authManagement, oa, g.storeBounded(g.getKeyByID)},
-		{patch, "/keys/{id}", authManagement, oa, g.updateKey},
-		{del, "/keys/{id}", authManagement, oa, g.revokeKey},
-		{get, "/workspaces", authManagement, oa, g.storeBounded(g.listWorkspaces)},
-		{post, "/workspaces", authManagement, oa, g.createWorkspace},
-		{get, "/credits", authManagement, oa, g.storeBounded(g.getCredits)},
-		{post, "/credits", authManagement, oa, g.topUpCredits},
-		{get, "/activity", authManagement, oa, g.storeBounded(g.activity)},
-		{post, "/webhook-endpoints/{id}/rotate-secret", authManagement, oa, nil},
-		{post, "/notifications/destinations/{id}/test", authManagement, oa, nil},
-		{del, "/notifications/destinations/{id}", authManagement, oa, nil},
+		{get, "/key", permAnyKey, oa, none, storeBounded((*Gateway).getKey)},
+		{get, "/keys", permManagement("keys", read), oa, none, storeBounded((*Gateway).listKeys)},
+		{post, "/keys", permManagement("keys", write), oa, none, (*Gateway).createKey},
+		{get, "/keys/{id}", permManagement("keys", read), oa, none, storeBounded((*Gateway).getKeyByID)},
+		{patch, "/keys/{id}", permManagement("keys", write), oa, none, (*Gateway).updateKey},
+		{del, "/keys/{id}", permManagement("keys", remove), oa, none, (*Gateway).revokeKey},
+		{get, "/workspaces", permManagement("workspaces", read), oa, none, storeBounded((*Gateway).listWorkspaces)},
+		{post, "/workspaces", permManagement("workspaces", write), oa, none, (*Gateway).createWorkspace},
+		{get, "/credits", permManagement("credits", read), oa, none, storeBounded((*Gateway).getCredits)},
+		{post, "/credits", permManagement("credits", write), oa, none, (*Gateway).topUpCredits},
+		{get, "/activity", permManagement("activity", read), oa, none, storeBounded((*Gateway).activity)},
+		{post, "/webhook-endpoints/{id}/rotate-secret", permManagement("webhooks", write), oa, none, nil},
+		{post, "/notifications/destinations/{id}/test", permManagement("settings", write), oa, none, nil},
+		{del, "/notifications/destinations/{id}", permManagement("settings", remove), oa, none, nil},
 	}
-}
+}()
 
 // storeBounded bounds the store reads of a route by StoreTimeout, as a request's key lookup
 // and reservation are: a store that does not answer is 503 store_unavailable at the bound,
 // not a request left waiting on a cut connection. Writes are not bounded: one given up
 // after it committed would be answered as failed, and tried again.
-func (g *Gateway) storeBounded(serve func(w http.ResponseWriter, r *http.Request, c *Caller) error) func(w http.ResponseWriter, r *http.Request, c *Caller) error {
-	return func(w http.ResponseWriter, r *http.Request, c *Caller) error {
+func storeBounded(serve handler) handler {
+	return func(g *Gateway, w http.ResponseWriter, r *http.Request, c *Caller) error {
 		ctx, cancel := g.storeContext(r.Context())
 		defer cancel()
-		err := serve(w, r.WithContext(ctx), c)
+		err := serve(g, w, r.WithContext(ctx), c)
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
 			return g.storeUnavailable("reading the store for "+r.URL.Path, fmt.Errorf("%w: %w", context.DeadlineExceeded, err))
 		}
@@ -130,7 +172,7 @@ func (g *Gateway) buildRoutes(table []apiRoute) {
 		if g.routes[rt.path] == nil {
 			g.routes[rt.path] = map[string]endpoint{}
 		}
-		g.routes[rt.path][rt.method] = endpoint{rt.auth, rt.surface, serve}
+		g.routes[rt.path][rt.method] = endpoint{rt.perm, rt.surface, serve}
 	}
 	g.patterns = g.patterns[:0]
 	for path, methods := range g.routes {
@@ -181,8 +223,8 @@ func (p routePattern) matches(segs []string) bool {
 func isParam(seg string) bool { return len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' }
 
 // notImplemented answers a route the specification reserves but this gateway does not serve yet.
-func notImplemented(route string) func(w http.ResponseWriter, r *http.Request, c *Caller) error {
-	return func(w http.ResponseWriter, r *http.Request, c *Caller) error {
+func notImplemented(route string) handler {
+	return func(*Gateway, http.ResponseWriter, *http.Request, *Caller) error {
 		return newError(http.StatusNotImplemented, CodeNotImplemented, route+" is not implemented yet by this gateway")
 	}
 }

@@ -356,13 +356,12 @@ func (c *call) speechNeutral(w http.ResponseWriter, r *http.Request, rt Route, r
 			}
 		}
 		if known {
-			m := pricing.Media(u)
-			m.InputCharacters = req.usage(false).InputCharacters
-			if m.Input == 0 && m.OutputAudioTokens == 0 {
+			u.InputCharacters = req.usage(false).InputCharacters
+			if u.Input == 0 && u.OutputAudioTokens == 0 {
 				est := req.usage(false)
-				m.Input, m.OutputAudioTokens = est.Input, est.OutputAudioTokens
+				u.Input, u.OutputAudioTokens = est.Input, est.OutputAudioTokens
 			}
-			c.meter(m)
+			c.meter(u)
 		}
 	}
 	if !req.events {

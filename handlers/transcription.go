@@ -439,7 +439,7 @@ func (c *call) transcriptionNeutral(w http.ResponseWriter, r *http.Request, rt R
 	u := t.usage(false)
 	u.InputAudio = t.reported(res.Duration, u.InputAudio)
 	if res.UsageKnown {
-		m := pricing.Media(res.Usage)
+		m := res.Usage
 		u.InputAudio = t.reported(m.InputAudio, u.InputAudio)
 		if m.InputAudioTokens > 0 || m.Output > 0 {
 			u.InputAudioTokens, u.Input, u.Output = m.InputAudioTokens, m.Input, m.Output

@@ -81,13 +81,21 @@ func (l *lazyStore) AddCredits(ctx context.Context, a1 string, a2 int64, a3 stri
 	return s.AddCredits(ctx, a1, a2, a3)
 }
 
-func (l *lazyStore) Claim(ctx context.Context, a1 string, a2 string, a3 time.Duration, a4 int) ([]store.ClaimedItem, error) {
+func (l *lazyStore) AdvanceJob(ctx context.Context, a1 store.Claim, a2 store.JobUpdate, a3 []store.Event, a4 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.AdvanceJob(ctx, a1, a2, a3, a4)
+}
+
+func (l *lazyStore) Claim(ctx context.Context, a1 store.ClaimParams) ([]store.ClaimedItem, error) {
 	s, err := l.get(ctx)
 	if err != nil {
 		var zero []store.ClaimedItem
 		return zero, err
 	}
-	return s.Claim(ctx, a1, a2, a3, a4)
+	return s.Claim(ctx, a1)
 }
 
 func (l *lazyStore) Complete(ctx context.Context, a1 store.Claim) error {
@@ -96,6 +104,14 @@ func (l *lazyStore) Complete(ctx context.Context, a1 store.Claim) error {
 		return err
 	}
 	return s.Complete(ctx, a1)
+}
+
+func (l *lazyStore) CreateJob(ctx context.Context, a1 store.Job, a2 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.CreateJob(ctx, a1, a2)
 }
 
 func (l *lazyStore) CreateKey(ctx context.Context, a1 store.Key) error {
@@ -114,12 +130,12 @@ func (l *lazyStore) CreateWorkspace(ctx context.Context, a1 store.Workspace) err
 	return s.CreateWorkspace(ctx, a1)
 }
 
-func (l *lazyStore) Enqueue(ctx context.Context, a1 string, a2 string, a3 []byte, a4 time.Time) error {
+func (l *lazyStore) Enqueue(ctx context.Context, a1 store.EnqueueParams) error {
 	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
-	return s.Enqueue(ctx, a1, a2, a3, a4)
+	return s.Enqueue(ctx, a1)
 }
 
 func (l *lazyStore) Extend(ctx context.Context, a1 store.Claim, a2 time.Duration) (time.Time, error) {
@@ -140,6 +156,15 @@ func (l *lazyStore) GetBalance(ctx context.Context, a1 string) (store.Balance, e
 	return s.GetBalance(ctx, a1)
 }
 
+func (l *lazyStore) GetDelivery(ctx context.Context, a1 string, a2 string) (store.Delivery, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Delivery
+		return zero, err
+	}
+	return s.GetDelivery(ctx, a1, a2)
+}
+
 func (l *lazyStore) GetGeneration(ctx context.Context, a1 string, a2 string) (store.Generation, error) {
 	s, err := l.get(ctx)
 	if err != nil {
@@ -147,6 +172,15 @@ func (l *lazyStore) GetGeneration(ctx context.Context, a1 string, a2 string) (st
 		return zero, err
 	}
 	return s.GetGeneration(ctx, a1, a2)
+}
+
+func (l *lazyStore) GetJob(ctx context.Context, a1 string, a2 string) (store.Job, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.Job
+		return zero, err
+	}
+	return s.GetJob(ctx, a1, a2)
 }
 
 func (l *lazyStore) GetKey(ctx context.Context, a1 string) (store.Key, error) {
@@ -184,6 +218,15 @@ func (l *lazyStore) KeySpend(ctx context.Context, a1 string, a2 time.Time) (stor
 	return s.KeySpend(ctx, a1, a2)
 }
 
+func (l *lazyStore) ListAttempts(ctx context.Context, a1 store.AttemptQuery) ([]store.DeliveryAttempt, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero []store.DeliveryAttempt
+		return zero, err
+	}
+	return s.ListAttempts(ctx, a1)
+}
+
 func (l *lazyStore) ListChildWorkspaces(ctx context.Context, a1 string, a2 store.Page) ([]store.Workspace, error) {
 	s, err := l.get(ctx)
 	if err != nil {
@@ -191,6 +234,15 @@ func (l *lazyStore) ListChildWorkspaces(ctx context.Context, a1 string, a2 store
 		return zero, err
 	}
 	return s.ListChildWorkspaces(ctx, a1, a2)
+}
+
+func (l *lazyStore) ListJobs(ctx context.Context, a1 store.JobQuery) ([]store.Job, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero []store.Job
+		return zero, err
+	}
+	return s.ListJobs(ctx, a1)
 }
 
 func (l *lazyStore) ListKeys(ctx context.Context, a1 string, a2 store.Page) ([]store.Key, error) {
@@ -217,6 +269,14 @@ func (l *lazyStore) Ping(ctx context.Context) error {
 		return err
 	}
 	return s.Ping(ctx)
+}
+
+func (l *lazyStore) RecordAttempt(ctx context.Context, a1 store.Claim, a2 store.DeliveryAttempt, a3 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.RecordAttempt(ctx, a1, a2, a3)
 }
 
 func (l *lazyStore) RegisterInstance(ctx context.Context, a1 string) error {
@@ -272,6 +332,30 @@ func (l *lazyStore) RetireInstance(ctx context.Context, a1 string) (int, error) 
 	return s.RetireInstance(ctx, a1)
 }
 
+func (l *lazyStore) Remove(ctx context.Context, a1 string, a2 string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Remove(ctx, a1, a2)
+}
+
+func (l *lazyStore) Requeue(ctx context.Context, a1 store.Claim, a2 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Requeue(ctx, a1, a2)
+}
+
+func (l *lazyStore) Reschedule(ctx context.Context, a1 string, a2 string, a3 time.Time) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Reschedule(ctx, a1, a2, a3)
+}
+
 func (l *lazyStore) Retry(ctx context.Context, a1 store.Claim, a2 time.Time, a3 string) error {
 	s, err := l.get(ctx)
 	if err != nil {
@@ -313,6 +397,15 @@ func (l *lazyStore) UpdateKey(ctx context.Context, a1 string, a2 string, a3 stor
 		return zero, err
 	}
 	return s.UpdateKey(ctx, a1, a2, a3)
+}
+
+func (l *lazyStore) Watch(ctx context.Context) (<-chan store.JobChange, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero <-chan store.JobChange
+		return zero, err
+	}
+	return s.Watch(ctx)
 }
 
 // BeginInFlight keeps nothing until the store is open: a request is admitted from a lease

@@ -37,7 +37,7 @@ type mediaFakeAdapter struct{ name string }
 func (a *mediaFakeAdapter) Name() string { return a.name }
 
 func (a *mediaFakeAdapter) GenerateImages(_ context.Context, req *providers.ImageRequest) (*providers.ImageResponse, error) {
-	out := &providers.ImageResponse{Size: "1024x1024", Usage: providers.MediaUsage{InputTokens: int64(len(strings.Fields(req.Prompt)))}, UsageKnown: true}
+	out := &providers.ImageResponse{Size: "1024x1024", Usage: providers.MediaUsage{Input: int64(len(strings.Fields(req.Prompt)))}, UsageKnown: true}
 	if req.Size != "" && req.Size != "auto" {
 		out.Size = req.Size
 	}

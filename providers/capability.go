@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 )
 
 // A capability is what an endpoint family needs of a route's adapter. Each has one named
@@ -99,20 +101,10 @@ var ModerationCategories = []string{
 }
 
 // MediaUsage is what a media call consumed, as far as the upstream reported it: each field
-// zero when not reported. Tokens are counted once each (InputTokens leaves out audio and
-// image tokens).
-type MediaUsage struct {
-	InputTokens       int64
-	OutputTokens      int64
-	InputAudioTokens  int64
-	OutputAudioTokens int64
-	ImageInputTokens  int64
-	ImageOutputTokens int64
-	InputCharacters   int64
-	InputAudio        time.Duration
-	OutputAudio       time.Duration
-	Pages             int64
-}
+// zero when not reported. It is the usage by dimension that pricing prices and the store
+// records (meter.Usage): tokens are counted once each (Input leaves out audio and image
+// tokens).
+type MediaUsage = meter.Usage
 
 // SpeechSynthesizer turns text into audio from the neutral model.
 type SpeechSynthesizer interface {

@@ -19,6 +19,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 )
 
 // WireFormat names an HTTP API dialect spoken by a surface or an upstream.
@@ -233,6 +235,11 @@ func (u Usage) CompletionTokens() int64 { return u.Output + u.Reasoning }
 
 // Total is every token of the request.
 func (u Usage) Total() int64 { return u.PromptTokens() + u.CompletionTokens() }
+
+// Metered is the usage by dimension of a text call's token counts, as pricing prices it.
+func (u Usage) Metered() meter.Usage {
+	return meter.Usage{Input: u.Input, CachedInput: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Reasoning: u.Reasoning}
+}
 
 // EventType is the kind of a neutral stream event.
 type EventType int

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 )
 
 // Generations is the store's role for what requests did: the record of each request
@@ -23,15 +25,9 @@ type Generations interface {
 	ActivityTotals(ctx context.Context, q ActivityQuery) (ActivityRow, error)
 }
 
-// CostLine is one priced dimension of a request's cost.
-type CostLine struct {
-	// Dimension is input, cached_input, cache_write, output, reasoning or request.
-	Dimension string `json:"dimension"`
-	Quantity  int64  `json:"quantity"`
-	// UnitPriceNanos is the price of one million units (tokens), or of one request.
-	UnitPriceNanos int64 `json:"unit_price_nanos"`
-	Nanos          int64 `json:"nanos"`
-}
+// CostLine is one priced dimension of a request's cost (meter.CostLine: the line pricing
+// makes), with the key it priced for a keyed dimension.
+type CostLine = meter.CostLine
 
 // Attempt is one upstream call made for a generation.
 type Attempt struct {
@@ -47,9 +43,13 @@ type Attempt struct {
 // GenerationFields too (a test fails until it is), and to both backends' generations
 // table by a migration: nothing else lists the fields.
 type Generation struct {
-	ID            string
-	WorkspaceID   string
-	KeyID         string
+	ID          string
+	WorkspaceID string
+	KeyID       string
+	// ReservationID is the hold the generation was settled against, "" for none (a free
+	// model's, an interrupted record's): a settlement repeated against the same hold is
+	// answered with this record (Wallet.Settle).
+	ReservationID string
 	Endpoint      string
 	Model         string
 	Provider      string
@@ -65,11 +65,23 @@ type Generation struct {
 	// ErrorOrigin is where the error came from: user, gateway or upstream ("" without one).
 	ErrorOrigin string
 
+	// Tokens, each counted once: InputTokens and OutputTokens count a media call's audio
+	// and image tokens with its text's (its cost lines tell them apart).
 	InputTokens      int64
 	CacheReadTokens  int64
 	CacheWriteTokens int64
 	OutputTokens     int64
 	ReasoningTokens  int64
+
+	// The usage in the dimensions that are not tokens, as metered (RecordDimensions): input
+	// characters, images, pages, and seconds of audio and video, in milliseconds. Zero for
+	// a call that used none (every text call).
+	InputCharacters int64
+	Images          int64
+	Pages           int64
+	InputAudioMs    int64
+	OutputAudioMs   int64
+	OutputVideoMs   int64
 
 	// CostNanos is what the wallet was charged.
 	CostNanos int64
@@ -82,6 +94,14 @@ type Generation struct {
 	GenerationMs int64
 	EndToEndMs   int64
 	CreatedAt    time.Time
+}
+
+// RecordDimensions records in g the usage u of a call in the dimensions that are not
+// tokens; its tokens are the caller's to count (audio and image tokens with the text's).
+func (g *Generation) RecordDimensions(u *meter.Usage) {
+	g.InputCharacters, g.Images, g.Pages = u.InputCharacters, u.Images, u.Pages
+	g.InputAudioMs, g.OutputAudioMs = u.InputAudio.Milliseconds(), u.OutputAudio.Milliseconds()
+	g.OutputVideoMs = u.OutputVideo.Milliseconds()
 }
 
 // GenerationField is one stored field of a Generation: its column in the backends'
@@ -100,6 +120,7 @@ var GenerationFields = [...]GenerationField{
 	{"id", func(g *Generation) any { return &g.ID }},
 	{"workspace_id", func(g *Generation) any { return &g.WorkspaceID }},
 	{"key_id", func(g *Generation) any { return &g.KeyID }},
+	{"reservation_id", func(g *Generation) any { return &g.ReservationID }},
 	{"endpoint", func(g *Generation) any { return &g.Endpoint }},
 	{"model", func(g *Generation) any { return &g.Model }},
 	{"provider", func(g *Generation) any { return &g.Provider }},
@@ -117,6 +138,12 @@ var GenerationFields = [...]GenerationField{
 	{"cache_write_tokens", func(g *Generation) any { return &g.CacheWriteTokens }},
 	{"output_tokens", func(g *Generation) any { return &g.OutputTokens }},
 	{"reasoning_tokens", func(g *Generation) any { return &g.ReasoningTokens }},
+	{"input_characters", func(g *Generation) any { return &g.InputCharacters }},
+	{"images", func(g *Generation) any { return &g.Images }},
+	{"pages", func(g *Generation) any { return &g.Pages }},
+	{"input_audio_ms", func(g *Generation) any { return &g.InputAudioMs }},
+	{"output_audio_ms", func(g *Generation) any { return &g.OutputAudioMs }},
+	{"output_video_ms", func(g *Generation) any { return &g.OutputVideoMs }},
 	{"cost_nanos", func(g *Generation) any { return &g.CostNanos }},
 	{"unbilled_nanos", func(g *Generation) any { return &g.UnbilledNanos }},
 	{"cost_lines", func(g *Generation) any { return &g.CostLines }},

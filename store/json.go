@@ -18,6 +18,9 @@ func AppendCostLinesJSON(b []byte, lines []CostLine) []byte {
 			b = append(b, ',')
 		}
 		b = rawjson.AppendStringLikeMarshal(append(b, `{"dimension":`...), l.Dimension)
+		if l.Key != "" {
+			b = rawjson.AppendStringLikeMarshal(append(b, `,"key":`...), l.Key)
+		}
 		b = strconv.AppendInt(append(b, `,"quantity":`...), l.Quantity, 10)
 		b = strconv.AppendInt(append(b, `,"unit_price_nanos":`...), l.UnitPriceNanos, 10)
 		b = strconv.AppendInt(append(b, `,"nanos":`...), l.Nanos, 10)

@@ -12,7 +12,7 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 	lines = append(lines, nil, []CostLine{})
 	attempts = append(attempts, nil, []Attempt{})
 	for i, s := range texts {
-		lines = append(lines, []CostLine{{Dimension: s, Quantity: int64(i), UnitPriceNanos: -7, Nanos: 1 << 62}, {Dimension: "output"}})
+		lines = append(lines, []CostLine{{Dimension: s, Quantity: int64(i), UnitPriceNanos: -7, Nanos: 1 << 62}, {Dimension: "output"}, {Dimension: "image", Key: s, Quantity: 1}})
 		attempts = append(attempts, []Attempt{{Provider: s, UpstreamModel: s + "m", Status: 200 + i, DurationMs: -1, Error: s, Category: s}, {Provider: "p"}})
 	}
 	for _, l := range lines {

@@ -258,24 +258,25 @@ func TestActivityQueryRange(t *testing.T) {
 }
 
 func TestClaimValidation(t *testing.T) {
-	if n, err := ValidateClaim("q", "o", time.Second, 500); err != nil || n != MaxClaimLimit {
+	if n, err := (ClaimParams{Queue: "q", Owner: "o", Lease: time.Second, Limit: 500}).Validate(); err != nil || n != MaxClaimLimit {
 		t.Fatalf("ValidateClaim of 500 = %d, %v; want %d", n, err, MaxClaimLimit)
 	}
 	for _, tc := range []struct {
 		queue, owner string
 		lease        time.Duration
-		limit        int
-	}{{"", "o", time.Second, 1}, {"q", "", time.Second, 1}, {"q", "o", time.Microsecond, 1}, {"q", "o", time.Second, 0}} {
-		if _, err := ValidateClaim(tc.queue, tc.owner, tc.lease, tc.limit); err == nil {
+		limit, cap   int
+	}{{"", "o", time.Second, 1, 0}, {"q", "", time.Second, 1, 0}, {"q", "o", time.Microsecond, 1, 0}, {"q", "o", time.Second, 0, 0}, {"q", "o", time.Second, 1, -1}} {
+		p := ClaimParams{Queue: tc.queue, Owner: tc.owner, Lease: tc.lease, Limit: tc.limit, GroupCap: tc.cap}
+		if _, err := p.Validate(); err == nil {
 			t.Errorf("ValidateClaim(%+v) succeeded", tc)
 		}
 	}
-	c := Claim{Queue: "q", ID: "i", Owner: "o", Attempt: 2}
+	c := Claim{Queue: "q", ID: "i", Owner: "o", Token: 2}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if err := (Claim{Queue: "q", ID: "i", Owner: "o"}).Validate(); err == nil {
-		t.Fatal("a claim of attempt 0 is valid")
+		t.Fatal("a claim of token 0 is valid")
 	}
 	if err := c.Lost(); !errors.Is(err, ErrClaimLost) || !strings.Contains(err.Error(), `"i"`) {
 		t.Fatalf("Lost = %v", err)

@@ -6,11 +6,16 @@
 //     reservations and leases, settlement.
 //   - Generations (generations.go): generation records and their daily activity.
 //   - Instances (instance.go): gateway processes as owners of reservations, with heartbeats.
-//   - Claims (claims.go): queues of background work, claimed under a lease.
+//   - Claims (claims.go): queues of background work, claimed under a lease, fenced by a
+//     token, grouped with a per-group cap, counting failures rather than claims.
+//   - Jobs (jobs.go): work that outlives a request (video, music, batches), polled through
+//     the claims and advanced together with its claim; the change feed (Watch, changes.go)
+//     tells every instance that a job changed.
+//   - Deliveries (deliveries.go): the outbox of the events jobs make, written with them,
+//     and the attempts at delivering each.
 //
 // The roles to come have their place beside these, a file and an interface each: files,
-// jobs (video, music, batches), webhook endpoints, deliveries and notification
-// destinations. Store is the composition of every role; code that needs one role takes
+// webhook endpoints and notification destinations. Store is the composition of every role; code that needs one role takes
 // that role.
 //
 // What is the same for every backend (validating inputs, the spending-limit and charge
@@ -58,6 +63,8 @@ type Store interface {
 	Generations
 	Instances
 	Claims
+	Jobs
+	Deliveries
 
 	// Ping checks that the database can be reached and read, within ctx.
 	Ping(ctx context.Context) error

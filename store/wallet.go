@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 )
 
 // Wallet is the store's role for money: a workspace's append-only ledger and the balance
@@ -28,11 +29,20 @@ type Wallet interface {
 	Reserve(ctx context.Context, p ReserveParams) (Reservation, error)
 	// Settle charges and records; it returns the generation as stored (CostNanos capped,
 	// UnbilledNanos set). Settling an unknown or already settled reservation is ErrNotFound.
+	//
+	// Settlement is idempotent by generation id: settling again a generation already
+	// settled against the same reservation (see SettledAlready) changes nothing and returns
+	// the stored record, so a caller that cannot tell whether its settlement was applied (a
+	// lost answer, a worker killed before it noted it) settles again and is charged once.
+	// An id taken by another workspace, or settled against another hold, stays ErrConflict
+	// (or ErrNotFound when the reservation is gone): that record is never returned.
 	Settle(ctx context.Context, p SettleParams) (Generation, error)
 	// SettleLease charges and records like Settle, but instead of deleting the reservation it
 	// shrinks it by min(charged, HeldNanos, amount) (or drops it when Release is set), all
 	// in one transaction. The charge counts against the generation's KeyID like Settle's.
 	// An unknown reservation, or another workspace's, is ErrNotFound and changes nothing.
+	// It is idempotent by generation id like Settle: a repeat leaves the reservation as the
+	// first settlement left it.
 	SettleLease(ctx context.Context, p SettleLeaseParams) (Generation, error)
 	// ReleaseReservation drops a reservation and returns what it held to the available
 	// balance; it returns the amount released. Unknown is ErrNotFound.
@@ -48,7 +58,7 @@ type Wallet interface {
 }
 
 // NanosPerUSD is the number of nanodollars in one US dollar: every amount is int64 nanos.
-const NanosPerUSD int64 = 1_000_000_000
+const NanosPerUSD = meter.NanosPerUSD
 
 // Balance is a wallet's state. Available is what a new reservation may take.
 type Balance struct {
@@ -268,13 +278,15 @@ type SettleLeaseParams struct {
 }
 
 // PrepareSettle checks a settlement and returns the generation to record: a copy of
-// p.Generation with an id (a new one if it had none) and CreatedAt (now if zero) at the
-// precision the backends keep.
+// p.Generation with an id (a new one if it had none), CreatedAt (now if zero) at the
+// precision the backends keep, and the reservation it is settled against.
 func PrepareSettle(p SettleParams, now func() time.Time) (Generation, error) {
 	if p.Generation == nil {
 		return Generation{}, errors.New("settling: no generation")
 	}
-	return prepareGeneration(*p.Generation, 0, now)
+	g := *p.Generation
+	g.ReservationID = p.ReservationID
+	return prepareGeneration(g, 0, now)
 }
 
 // PrepareSettleLease is PrepareSettle for SettleLease.
@@ -285,7 +297,34 @@ func PrepareSettleLease(p SettleLeaseParams, now func() time.Time) (Generation, 
 	case p.ReservationID == "":
 		return Generation{}, errors.New("settling a lease: empty reservation id")
 	}
-	return prepareGeneration(*p.Generation, p.HeldNanos, now)
+	g := *p.Generation
+	g.ReservationID = p.ReservationID
+	return prepareGeneration(g, p.HeldNanos, now)
+}
+
+// SettledAlready tells whether stored, the record found under the id of a settlement g
+// (as PrepareSettle or PrepareSettleLease made it) that failed with ErrNotFound or
+// ErrConflict, is an earlier settlement of g: the same workspace's, settled against the
+// same reservation. The settlement is then a repeat and stored is its answer. An
+// interrupted record is no settlement: the request it stands for was never charged.
+//
+// Backends look for stored only once a settlement failed, so that a first settlement,
+// the common case, reads nothing more than it did.
+func SettledAlready(stored, g *Generation) bool {
+	return stored.ID == g.ID && stored.WorkspaceID == g.WorkspaceID && stored.ReservationID == g.ReservationID &&
+		!IsInterrupted(stored)
+}
+
+// IsInterrupted tells whether g is the record Interrupted writes for a request its gateway
+// never finished.
+func IsInterrupted(g *Generation) bool {
+	return g.ErrorCode == InterruptedCode && g.FinishReason == InterruptedCode && g.CostNanos == 0
+}
+
+// MaySettleAgain tells whether err, a settlement's failure, may be that of a repeat (see
+// SettledAlready): its reservation is gone, or its generation id is taken.
+func MaySettleAgain(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict)
 }
 
 func prepareGeneration(g Generation, held int64, now func() time.Time) (Generation, error) {

@@ -4,52 +4,20 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/modelgateway/caddy-modelgateway/providers"
-	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 )
 
-// Usage is what one call consumed, by dimension: the gateway fills it after the call from
-// what the upstream reported (or, before the call, from an estimate to reserve), and
-// Price.Cost prices it. Each token is counted once: Input leaves out cached reads, cache
-// writes, audio and image tokens; Output leaves out reasoning, audio and image tokens.
-// A keyed dimension's quantity comes with its key: the size and quality of the images (the
-// caller resolves "auto" or a missing value to the model's default), the resolution of
-// the video.
-type Usage struct {
-	Input       int64
-	CachedInput int64
-	CacheWrite  int64
-	Output      int64
-	Reasoning   int64
+// Usage is what one call consumed, by dimension (meter.Usage): the one type providers
+// report, pricing prices and the store records.
+type Usage = meter.Usage
 
-	InputAudioTokens  int64
-	OutputAudioTokens int64
-	ImageInputTokens  int64
-	ImageOutputTokens int64
-	InputCharacters   int64
-
-	// InputAudio and OutputAudio are billed per started second.
-	InputAudio  time.Duration
-	OutputAudio time.Duration
-
-	Images       int64
-	ImageSize    string
-	ImageQuality string
-
-	Pages int64
-
-	// OutputVideo is billed per started second.
-	OutputVideo     time.Duration
-	VideoResolution string
-
-	// Requests is how many requests the call stands for; 0 counts as one.
-	Requests int64
-}
+// CostLine is one priced dimension of a cost (meter.CostLine).
+type CostLine = meter.CostLine
 
 // quantity is the usage's quantity in the dimension at index i, in the units of its cost
 // line: seconds are whole started ones, and every call is one request at least, so that a
 // fee per request is never forgotten.
-func (u *Usage) quantity(i int) int64 {
+func quantity(u *Usage, i int) int64 {
 	switch i {
 	case iInput:
 		return u.Input
@@ -87,31 +55,16 @@ func (u *Usage) quantity(i int) int64 {
 	return 0
 }
 
-// Tokens is the metered usage of a text call's neutral token counts.
-func Tokens(u providers.Usage) Usage {
-	return Usage{Input: u.Input, CachedInput: u.CacheRead, CacheWrite: u.CacheWrite, Output: u.Output, Reasoning: u.Reasoning}
-}
-
-// Media is the metered usage of what a media upstream reported.
-func Media(u providers.MediaUsage) Usage {
-	return Usage{
-		Input: u.InputTokens, Output: u.OutputTokens,
-		InputAudioTokens: u.InputAudioTokens, OutputAudioTokens: u.OutputAudioTokens,
-		ImageInputTokens: u.ImageInputTokens, ImageOutputTokens: u.ImageOutputTokens,
-		InputCharacters: u.InputCharacters, InputAudio: u.InputAudio, OutputAudio: u.OutputAudio, Pages: u.Pages,
-	}
-}
-
 // Cost prices usage: one line per dimension with a quantity (the fee per request only when
 // the route charges one), in the order of Dimensions, and their total. Each line is rounded
 // up to the nanodollar, so that the wallet is never charged less than the listed prices.
 // It fails with an *UnpricedError, and prices nothing, when the usage has images or video
 // of a key that the route's keyed prices leave out.
-func (p Price) Cost(u Usage) ([]store.CostLine, int64, error) {
+func (p Price) Cost(u Usage) ([]CostLine, int64, error) {
 	var qty, unit [numDimensions]int64
 	n := 0
 	for i := range qty {
-		if qty[i] = u.quantity(i); qty[i] <= 0 {
+		if qty[i] = quantity(&u, i); qty[i] <= 0 {
 			continue
 		}
 		var err error
@@ -125,23 +78,35 @@ func (p Price) Cost(u Usage) ([]store.CostLine, int64, error) {
 		n++
 	}
 	// Sized to the lines there are: they go into the generation record of every request.
-	lines := make([]store.CostLine, 0, n)
+	lines := make([]CostLine, 0, n)
 	var total int64
 	for i := range qty {
 		if qty[i] <= 0 {
 			continue
 		}
 		nanos := mulDivCeil(qty[i], unit[i], dimensions[i].per)
-		lines = append(lines, store.CostLine{Dimension: dimensions[i].Name, Quantity: qty[i], UnitPriceNanos: unit[i], Nanos: nanos})
+		lines = append(lines, CostLine{Dimension: dimensions[i].Name, Key: lineKey(&u, i), Quantity: qty[i], UnitPriceNanos: unit[i], Nanos: nanos})
 		total = addSat(total, nanos)
 	}
 	return lines, total, nil
 }
 
-// Cost prices a text call's token usage: p.Cost(Tokens(u)), which token counts cannot fail.
-func Cost(u providers.Usage, p Price) ([]store.CostLine, int64) {
-	lines, total, _ := p.Cost(Tokens(u))
+// Cost prices a text call's token usage: p.Cost(u), which cannot fail for token counts.
+func Cost(u Usage, p Price) ([]CostLine, int64) {
+	lines, total, _ := p.Cost(u)
 	return lines, total
+}
+
+// lineKey is the key the cost line of the dimension at index i prices: the images' size
+// and quality, the video's resolution; "" for a dimension priced by one figure.
+func lineKey(u *Usage, i int) string {
+	switch i {
+	case iImage:
+		return u.ImageKey()
+	case iOutputVideoSeconds:
+		return u.VideoResolution
+	}
+	return ""
 }
 
 // WorstCase is the most a text request can cost: every prompt token at the dearest input

@@ -383,7 +383,7 @@ func (p *Price) imageUnit(u *Usage) (int64, error) {
 		for i, ip := range list {
 			priced[i] = imageKey(ip.Size, ip.Quality)
 		}
-		return 0, &UnpricedError{Dimension: DimImage, Key: imageKey(u.ImageSize, u.ImageQuality), Priced: priced}
+		return 0, &UnpricedError{Dimension: DimImage, Key: imageKey(u.ImageSize, u.ImageQuality), LineKey: u.ImageKey(), Priced: priced}
 	}
 	return best, nil
 }
@@ -408,7 +408,7 @@ func (p *Price) videoUnit(u *Usage) (int64, error) {
 		for i, vp := range list {
 			priced[i] = videoKey(vp.Resolution)
 		}
-		return 0, &UnpricedError{Dimension: DimOutputVideoSeconds, Key: videoKey(u.VideoResolution), Priced: priced}
+		return 0, &UnpricedError{Dimension: DimOutputVideoSeconds, Key: videoKey(u.VideoResolution), LineKey: u.VideoResolution, Priced: priced}
 	}
 	return best, nil
 }
@@ -435,6 +435,8 @@ type UnpricedError struct {
 	// Key is the usage's key ("size 512x512, quality low"); Priced lists the route's.
 	Key    string
 	Priced []string
+	// LineKey is the usage's key as a cost line records it ("512x512/low", CostLine.Key).
+	LineKey string
 }
 
 func (e *UnpricedError) Error() string {

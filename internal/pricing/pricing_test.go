@@ -7,9 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelgateway/caddy-modelgateway/providers"
-	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 func TestParseFormatUSD(t *testing.T) {
@@ -47,7 +44,7 @@ func TestParseFormatUSD(t *testing.T) {
 
 func TestCost(t *testing.T) {
 	p := Price{Input: 2_500_000_000, CachedInput: 1_250_000_000, CacheWrite: 3_125_000_000, Output: 10_000_000_000, Reasoning: 10_000_000_000, PerRequest: 1000}
-	u := providers.Usage{Input: 1000, CacheRead: 200, CacheWrite: 100, Output: 50, Reasoning: 7}
+	u := Usage{Input: 1000, CachedInput: 200, CacheWrite: 100, Output: 50, Reasoning: 7}
 	lines, total := Cost(u, p)
 	want := map[string]int64{"input": 2_500_000, "cached_input": 250_000, "cache_write": 312_500, "output": 500_000, "reasoning": 70_000, "request": 1000}
 	if len(lines) != len(want) {
@@ -64,10 +61,10 @@ func TestCost(t *testing.T) {
 		t.Fatalf("total %d != sum %d", total, sum)
 	}
 	// Rounding is upward, per line: one token at 0.15 USD/M is 150 nanos exactly; at 0.1 USD/M 100.
-	if _, n := Cost(providers.Usage{Input: 1}, Price{Input: 150_000_001}); n != 151 {
+	if _, n := Cost(Usage{Input: 1}, Price{Input: 150_000_001}); n != 151 {
 		t.Fatalf("ceil: %d", n)
 	}
-	if _, n := Cost(providers.Usage{Input: 1 << 62}, Price{Input: 1 << 62}); n != 1<<63-1 {
+	if _, n := Cost(Usage{Input: 1 << 62}, Price{Input: 1 << 62}); n != 1<<63-1 {
 		t.Fatalf("saturation: %d", n)
 	}
 	lines, n := Cost(u, Price{})
@@ -161,13 +158,19 @@ func TestCostByDimension(t *testing.T) {
 		{"images where the route prices none", Usage{Images: 1, ImageSize: "1024x1024"}, base, DimImage, 1, 0, 0},
 		{"video where the route prices none", Usage{OutputVideo: time.Second}, base, DimOutputVideoSeconds, 1, 0, 0},
 	}
+	// The key each keyed line priced, as the usage gave it.
+	keys := map[string]string{
+		"image of size and quality": "1024x1024/high", "image of size, any quality": "1024x1024/medium",
+		"size outranks quality": "1024X1024/low", "image of quality, any size": "1536x1024/LOW",
+		"output video seconds": "720p", "resolution without case": "1080p", "images where the route prices none": "1024x1024",
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			lines, total, err := tc.price.Cost(tc.usage)
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := store.CostLine{Dimension: tc.dim, Quantity: tc.qty, UnitPriceNanos: tc.unit, Nanos: tc.nanos}
+			want := CostLine{Dimension: tc.dim, Key: keys[tc.name], Quantity: tc.qty, UnitPriceNanos: tc.unit, Nanos: tc.nanos}
 			if len(lines) != 1 || lines[0] != want || total != tc.nanos {
 				t.Fatalf("lines %+v total %d, want %+v", lines, total, want)
 			}
@@ -240,6 +243,9 @@ func TestCostUnpriced(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ = p.WithVideoSeconds(VideoPrice{Resolution: "720p", Nanos: 1})
+	// The usage's key as a cost line records it.
+	lineKeys := map[string]string{"other size": "512x512/standard", "other quality": "1024x1024/hd", "auto size": "auto/standard",
+		"no size": "standard", "other resolution": "1080p", "no resolution": ""}
 	for _, tc := range []struct {
 		name string
 		u    Usage
@@ -259,6 +265,9 @@ func TestCostUnpriced(t *testing.T) {
 			var ue *UnpricedError
 			if !errors.As(err, &ue) || ue.Dimension != tc.dim || ue.Key != tc.key || len(ue.Priced) == 0 || lines != nil || total != 0 {
 				t.Fatalf("Cost = %+v, %d, %v", lines, total, err)
+			}
+			if ue.LineKey != lineKeys[tc.name] {
+				t.Errorf("line key %q, want %q", ue.LineKey, lineKeys[tc.name])
 			}
 		})
 	}
@@ -330,7 +339,7 @@ func TestPriceZeroAndEqual(t *testing.T) {
 // the worst case of a reservation nothing.
 func TestTokenCostAllocations(t *testing.T) {
 	p := Price{Input: 150_000_000, Output: 600_000_000, PerRequest: 1}
-	u := providers.Usage{Input: 1200, CacheRead: 100, Output: 300}
+	u := Usage{Input: 1200, CachedInput: 100, Output: 300}
 	if n := testing.AllocsPerRun(100, func() { _, _ = Cost(u, p) }); n != 1 {
 		t.Fatalf("%.0f allocations to price a text call, want 1 (its lines)", n)
 	}
@@ -347,7 +356,7 @@ func TestTokenCostAllocations(t *testing.T) {
 		t.Fatalf("%.0f allocations to read a text route's prices, want none", n)
 	}
 	lines, total := Cost(u, p)
-	lines2, total2, err := p.Cost(Tokens(u))
+	lines2, total2, err := p.Cost(u)
 	if err != nil || total != total2 || !slices.Equal(lines, lines2) || lines[1].Dimension != DimCachedInput {
 		t.Fatalf("Cost and Price.Cost differ: %+v %+v", lines, lines2)
 	}

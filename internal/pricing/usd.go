@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 )
 
 // ParseUSD reads a decimal dollar amount ("0.15", "3", "1e-3" is refused) into nanodollars
@@ -63,7 +63,7 @@ func FormatUSD(nanos int64) string {
 		sign = "-"
 		nanos = -nanos
 	}
-	whole, frac := nanos/store.NanosPerUSD, nanos%store.NanosPerUSD
+	whole, frac := nanos/meter.NanosPerUSD, nanos%meter.NanosPerUSD
 	if frac == 0 {
 		return sign + strconv.FormatInt(whole, 10)
 	}
@@ -80,7 +80,7 @@ func AppendUSD(b []byte, nanos int64) []byte {
 		b = append(b, '-')
 		nanos = -nanos
 	}
-	whole, frac := nanos/store.NanosPerUSD, nanos%store.NanosPerUSD
+	whole, frac := nanos/meter.NanosPerUSD, nanos%meter.NanosPerUSD
 	b = strconv.AppendInt(b, whole, 10)
 	if frac == 0 {
 		return b

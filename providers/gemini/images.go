@@ -53,9 +53,9 @@ const maskNote = "The next image is a mask: change only the area it leaves trans
 //     are N calls, at most four at a time, with their usage added up. The images to edit go
 //     inline after the prompt, and the mask last, after a note that says what it is.
 //     Thought images (the drafts of thinking models) are not answers and are dropped.
-//     Usage: promptTokenCount is InputTokens, less its IMAGE share (ImageInputTokens);
-//     the IMAGE share of candidatesTokenCount (all of it without details) is
-//     ImageOutputTokens, the rest and the thoughts OutputTokens.
+//     Usage: promptTokenCount is Input, less its IMAGE share (ImageInputTokens); the
+//     IMAGE share of candidatesTokenCount (all of it without details) is
+//     ImageOutputTokens, the rest and the thoughts Output.
 //
 // A call that fails fails the request. An answer without any image (the prompt or the
 // image blocked, IMAGE_SAFETY, a refusal in text) is an *UpstreamError of category
@@ -330,8 +330,8 @@ func imageSize(w, h int) string {
 }
 
 func addMediaUsage(a, b providers.MediaUsage) providers.MediaUsage {
-	a.InputTokens += b.InputTokens
-	a.OutputTokens += b.OutputTokens
+	a.Input += b.Input
+	a.Output += b.Output
 	a.InputAudioTokens += b.InputAudioTokens
 	a.OutputAudioTokens += b.OutputAudioTokens
 	a.ImageInputTokens += b.ImageInputTokens

@@ -107,7 +107,7 @@ func TestGeminiImage(t *testing.T) {
 	if len(resp.Images) != 2 || resp.Images[0] != (providers.GeneratedImage{B64JSON: "aW1hZ2U=", MIMEType: "image/png"}) || resp.Images[1] != resp.Images[0] {
 		t.Errorf("images %+v", resp.Images)
 	}
-	want := providers.MediaUsage{InputTokens: 84, ImageInputTokens: 516, OutputTokens: 120, ImageOutputTokens: 2580}
+	want := providers.MediaUsage{Input: 84, ImageInputTokens: 516, Output: 120, ImageOutputTokens: 2580}
 	if !resp.UsageKnown || resp.Usage != want {
 		t.Errorf("usage %+v %v, want %+v (two calls added up)", resp.Usage, resp.UsageKnown, want)
 	}
@@ -139,7 +139,7 @@ func TestGeminiImageUsageWithoutDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (providers.MediaUsage{InputTokens: 12, ImageOutputTokens: 1290}); !resp.UsageKnown || resp.Usage != want || resp.Images[0].MIMEType != "image/jpeg" {
+	if want := (providers.MediaUsage{Input: 12, ImageOutputTokens: 1290}); !resp.UsageKnown || resp.Usage != want || resp.Images[0].MIMEType != "image/jpeg" {
 		t.Errorf("response %+v, want usage %+v", resp, want)
 	}
 	jsonEqual(t, f.requests()[0].Body, `{"contents":[{"role":"user","parts":[{"text":"x"}]}],

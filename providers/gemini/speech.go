@@ -51,7 +51,7 @@ const maxAudioEvent = upstreamhttp.MaxResponseBody
 // body. The usage returned is the input characters, known up front; Gemini reports its
 // tokens at the end of the stream, so the body also implements providers.UsageReporter
 // (interface{ Usage() (providers.MediaUsage, bool) }), which reports them, with the
-// characters, once the body has been read to its end: promptTokenCount is InputTokens,
+// characters, once the body has been read to its end: promptTokenCount is Input,
 // the audio share of candidatesTokenCount OutputAudioTokens.
 func (p *Provider) Synthesize(ctx context.Context, req *providers.SpeechRequest) (*providers.SpeechResponse, error) {
 	var contentType string
@@ -518,7 +518,7 @@ func (b *speechBody) release() {
 // mediaUsage splits usageMetadata by modality; out is the modality of the answer ("AUDIO",
 // "IMAGE"), to which the whole candidates count goes when Gemini gives no details. Input
 // text, audio and image tokens are counted apart, and the answer's text and thoughts are
-// OutputTokens.
+// Output.
 func mediaUsage(m *MediaUsageMetadata, out string) providers.MediaUsage {
 	var u providers.MediaUsage
 	for _, d := range m.PromptTokensDetails {
@@ -529,7 +529,7 @@ func mediaUsage(m *MediaUsageMetadata, out string) providers.MediaUsage {
 			u.InputAudioTokens += max(int64(d.TokenCount), 0)
 		}
 	}
-	u.InputTokens = max(int64(m.PromptTokenCount)-u.ImageInputTokens-u.InputAudioTokens, 0)
+	u.Input = max(int64(m.PromptTokenCount)-u.ImageInputTokens-u.InputAudioTokens, 0)
 	candidates := max(int64(m.CandidatesTokenCount), 0)
 	media := candidates
 	if len(m.CandidatesTokensDetails) > 0 {
@@ -540,7 +540,7 @@ func mediaUsage(m *MediaUsageMetadata, out string) providers.MediaUsage {
 			}
 		}
 	}
-	u.OutputTokens = max(candidates-media, 0) + max(int64(m.ThoughtsTokenCount), 0)
+	u.Output = max(candidates-media, 0) + max(int64(m.ThoughtsTokenCount), 0)
 	switch out {
 	case "AUDIO":
 		u.OutputAudioTokens = media

@@ -104,7 +104,7 @@ func TestSynthesizeStreamsWAV(t *testing.T) {
 		t.Errorf("pcm of %d bytes, want %d", len(got), len(want))
 	}
 	u, ok := ur.Usage()
-	if want := (providers.MediaUsage{InputTokens: 9, OutputAudioTokens: 120, InputCharacters: 11}); !ok || u != want {
+	if want := (providers.MediaUsage{Input: 9, OutputAudioTokens: 120, InputCharacters: 11}); !ok || u != want {
 		t.Errorf("usage %+v %v, want %+v", u, ok, want)
 	}
 

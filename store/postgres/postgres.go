@@ -48,6 +48,8 @@ type Store struct {
 	// backgroundErr is told about failures of the store's background work; nil: they
 	// are written to the standard error (background.Report).
 	backgroundErr func(error)
+	// feed is the change feed of jobs (watch.go).
+	feed changeFeed
 }
 
 // Open connects to the database at dsn (a postgres:// URL or key=value string, as
@@ -112,6 +114,8 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, opts ...Option) (*Stor
 func (s *Store) Close() error {
 	s.stopInFlight()
 	s.closed.Store(true)
+	// Before the pool closes: it waits for the listener's connection otherwise.
+	s.stopFeed()
 	s.pool.Close()
 	return nil
 }

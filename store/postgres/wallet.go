@@ -167,6 +167,9 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 		return nil
 	})
 	if err != nil {
+		if stored, ok := s.settledAlready(ctx, &in, err); ok {
+			return stored, nil
+		}
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", in.ID, err)
 	}
 	return out, nil
@@ -337,6 +340,9 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 		return nil
 	})
 	if err != nil {
+		if stored, ok := s.settledAlready(ctx, &in, err); ok {
+			return stored, nil
+		}
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", in.ID, err)
 	}
 	return out, nil
@@ -380,4 +386,23 @@ func recordCharge(ctx context.Context, tx pgx.Tx, g *store.Generation, cost, bal
 		}
 	}
 	return charge, nil
+}
+
+// settledAlready returns the record of an earlier settlement of g, when err, the failure
+// of settling g, is that of a repeat (store.SettledAlready). The failed transaction waited
+// for the rows it touched, so a concurrent first settlement has committed by now.
+func (s *Store) settledAlready(ctx context.Context, g *store.Generation, err error) (store.Generation, bool) {
+	if !store.MaySettleAgain(err) {
+		return store.Generation{}, false
+	}
+	var stored store.Generation
+	gerr := s.withConn(ctx, func(conn *pgx.Conn) error {
+		var err error
+		stored, err = scanGeneration(conn.QueryRow(ctx, `SELECT `+store.GenerationColumns+` FROM generations WHERE id = $1`, g.ID))
+		return err
+	})
+	if gerr != nil || !store.SettledAlready(&stored, g) {
+		return store.Generation{}, false
+	}
+	return stored, true
 }

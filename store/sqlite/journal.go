@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -57,6 +59,17 @@ import (
 //
 // Several processes on one database file: the journal directory is locked (flock); a
 // process that cannot lock it settles synchronously.
+//
+// Repeats: a settlement is idempotent by generation id (store.Wallet), and a journaled
+// one is acknowledged before the database is read, so a repeat could only be found once
+// applied. So what may be a repeat is settled synchronously, and answered with the stored
+// record: a generation whose id was made before the journal was opened (a ULID of an
+// earlier time, journal.fresh: a worker restarted after a crash settles what the dead run
+// may have settled), and one whose id this run settled recently (journal.seen: a caller
+// settling twice). A repeat journaled all the same (one this run settled thousands of
+// settlements ago) is found when applied: it rolls back, charging nothing again, and is
+// not reported as a lost record; its caller was answered with the generation it gave,
+// charged its cost.
 
 // Durability says what an acknowledged write survives.
 type Durability int
@@ -119,6 +132,12 @@ type journal struct {
 	// report is told about a panic in the journal's background goroutines (nil: the
 	// standard error).
 	report func(error)
+	// opened is when the journal was opened, in Unix milliseconds (see fresh).
+	opened int64
+	// recent holds the generation ids of the latest lease settlements, one a slot by hash
+	// (see seen).
+	recentMu sync.Mutex
+	recent   [recentSlots]string
 
 	mu  sync.Mutex
 	seg uint64
@@ -208,7 +227,7 @@ func openJournal(dir string) (*journal, []journalRecord, []uint64, error) {
 	if err != nil || !ok {
 		return nil, nil, nil, err
 	}
-	j := &journal{dir: dir, lock: lock, open: map[uint64]int{}, retired: map[uint64]*mappedSegment{}}
+	j := &journal{dir: dir, lock: lock, opened: time.Now().UnixMilli(), open: map[uint64]int{}, retired: map[uint64]*mappedSegment{}}
 	// A spare segment left by a crash holds no record.
 	if spares, err := filepath.Glob(filepath.Join(dir, "*.spare")); err == nil {
 		for _, p := range spares {
@@ -611,7 +630,7 @@ func (s *Store) finishAsync(o *writeOp, txFailed bool) {
 	if err := o.err; err == nil && o.panicked != nil {
 		o.err = o.panicked
 	}
-	if o.err != nil && s.deferredErr != nil {
+	if o.err != nil && s.deferredErr != nil && !errors.Is(o.err, errSettledAlready) {
 		s.deferredErr(fmt.Errorf("applying journaled settlement of generation %q: %w", o.settle.g.ID, o.err))
 	}
 	s.jr.done(o.seg)
@@ -654,4 +673,47 @@ func (k *knownReservations) forget(ids ...string) {
 	for _, id := range ids {
 		delete(k.m, id)
 	}
+}
+
+// fresh tells whether a generation id may be journaled: not a ULID id (internal/ids: a
+// prefix, "_" and 26 digits, the first ten its time in milliseconds) made before the
+// journal was opened, which an earlier run may have settled. An id of another shape
+// (tests', a caller's own) is taken as the caller's promise that it is new.
+func (j *journal) fresh(id string) bool {
+	_, u, ok := strings.Cut(id, "_")
+	if !ok || len(u) != 26 {
+		return true
+	}
+	var ms int64
+	for i := range 10 {
+		d := strings.IndexByte(crockford, u[i])
+		if d < 0 {
+			return true
+		}
+		ms = ms<<5 | int64(d)
+	}
+	return ms >= j.opened
+}
+
+// crockford is the alphabet of a ULID's digits, by value.
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// recentSlots bounds what seen remembers: a slot by hash, 16 bytes each, the id's string
+// shared with its generation.
+const recentSlots = 4096
+
+var recentSeed = maphash.MakeSeed()
+
+// seen tells whether id is in its slot of the recent lease settlements, and puts it there:
+// a settlement of an id seen is a repeat. An id is forgotten when another takes its slot,
+// so seen may miss a repeat, never invent one.
+func (j *journal) seen(id string) bool {
+	i := maphash.String(recentSeed, id) % recentSlots
+	j.recentMu.Lock()
+	defer j.recentMu.Unlock()
+	if j.recent[i] == id {
+		return true
+	}
+	j.recent[i] = id
+	return false
 }

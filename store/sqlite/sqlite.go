@@ -96,6 +96,9 @@ type Store struct {
 	path  string
 	file  os.FileInfo
 	locks instanceLocks
+
+	// changes is the change feed of jobs (jobs.go).
+	changes store.ChangeHub
 }
 
 // Option adjusts a Store as it opens.
@@ -250,6 +253,7 @@ func (s *Store) Close() error {
 	}
 	// An instance registered here and not retired now counts as dead (instances.go).
 	s.locks.releaseAll()
+	s.changes.Close()
 	var errs []error
 	if s.r != nil {
 		errs = append(errs, s.r.Close())

@@ -130,9 +130,27 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) (store.Generat
 		s.known.forget(p.ReservationID)
 	}
 	if err != nil {
+		if stored, ok := s.settledAlready(ctx, &g, err); ok {
+			return stored, nil
+		}
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
 	}
 	return g, nil
+}
+
+// settledAlready returns the record of an earlier settlement of g, when err, the failure
+// of settling g, is that of a repeat (store.SettledAlready). The write that failed was
+// committed with everything queued before it, so the earlier settlement, journaled or
+// not, is in the database by now.
+func (s *Store) settledAlready(ctx context.Context, g *store.Generation, err error) (store.Generation, bool) {
+	if !store.MaySettleAgain(err) {
+		return store.Generation{}, false
+	}
+	stored, gerr := scanGeneration(s.r.QueryRowContext(ctx, `SELECT `+store.GenerationColumns+` FROM generations WHERE id = ?`, g.ID))
+	if gerr != nil || !store.SettledAlready(&stored, g) {
+		return store.Generation{}, false
+	}
+	return stored, true
 }
 
 // ReleaseExpired drops reservations that expired before now and gives their credit back.
@@ -271,7 +289,9 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 	gen := p.Generation
 	*gen = g
 	so := &settleOp{req: settleReq{g: gen, cost: cost, reservationID: p.ReservationID, lease: true, held: p.HeldNanos, release: p.Release, now: now}}
-	deferrable := s.jr != nil && cost <= p.HeldNanos && s.known.has(p.ReservationID, g.WorkspaceID)
+	// A repeat (journal.go) is settled synchronously, to be answered with the stored record.
+	repeat := s.jr != nil && (!s.jr.fresh(g.ID) || s.jr.seen(g.ID))
+	deferrable := s.jr != nil && !repeat && cost <= p.HeldNanos && s.known.has(p.ReservationID, g.WorkspaceID)
 	if p.Release {
 		s.known.forget(p.ReservationID)
 	}
@@ -290,6 +310,9 @@ func (s *Store) SettleLease(ctx context.Context, p store.SettleLeaseParams) (sto
 		s.known.add(p.ReservationID, g.WorkspaceID)
 	}
 	if err != nil {
+		if stored, ok := s.settledAlready(ctx, &g, err); ok {
+			return stored, nil
+		}
 		return store.Generation{}, fmt.Errorf("settling generation %q: %w", g.ID, err)
 	}
 	return *gen, nil
@@ -395,6 +418,9 @@ func (r *settleReq) apply(ctx context.Context, tx *sql.Tx) error {
 	}
 	charge, err := recordCharge(ctx, tx, g, r.cost, b.BalanceNanos, r.now)
 	if err != nil {
+		if r.deferred && errors.Is(err, store.ErrConflict) {
+			return repeatedSettlement(ctx, tx, g, err)
+		}
 		return err
 	}
 	var unreserve int64
@@ -420,4 +446,20 @@ func (r *settleReq) apply(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	return nil
+}
+
+// errSettledAlready fails a journaled settlement that repeats one the database holds
+// (store.SettledAlready): the failure rolls it back, so it charges nothing again, and
+// it is no lost record to report.
+var errSettledAlready = errors.New("settled already")
+
+// repeatedSettlement is the failure of the journaled settlement of g whose insert failed
+// with err, a taken id: errSettledAlready when the record under that id is an earlier
+// settlement of g, err otherwise.
+func repeatedSettlement(ctx context.Context, tx *sql.Tx, g *store.Generation, err error) error {
+	stored, gerr := scanGeneration(tx.QueryRowContext(ctx, `SELECT `+store.GenerationColumns+` FROM generations WHERE id = ?`, g.ID))
+	if gerr == nil && store.SettledAlready(&stored, g) {
+		return fmt.Errorf("generation %q: %w", g.ID, errSettledAlready)
+	}
+	return err
 }

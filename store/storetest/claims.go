@@ -14,14 +14,14 @@ import (
 
 func enqueue(t *testing.T, s store.Claims, queue, id string, payload []byte, runAt time.Time) {
 	t.Helper()
-	if err := s.Enqueue(context.Background(), queue, id, payload, runAt); err != nil {
+	if err := s.Enqueue(context.Background(), store.EnqueueParams{Queue: queue, ID: id, Payload: payload, RunAt: runAt}); err != nil {
 		t.Fatalf("Enqueue(%s, %s): %v", queue, id, err)
 	}
 }
 
 func claim(t *testing.T, s store.Claims, queue, owner string, lease time.Duration, limit int) []store.ClaimedItem {
 	t.Helper()
-	items, err := s.Claim(context.Background(), queue, owner, lease, limit)
+	items, err := s.Claim(context.Background(), store.ClaimParams{Queue: queue, Owner: owner, Lease: lease, Limit: limit})
 	if err != nil {
 		t.Fatalf("Claim(%s, %s): %v", queue, owner, err)
 	}
@@ -45,7 +45,7 @@ func testClaims(t *testing.T, s store.Claims, c *Clock) {
 	enqueue(t, s, "videos", "job_later", nil, now.Add(time.Hour))
 	enqueue(t, s, "videos", "job_now", nil, time.Time{})
 	enqueue(t, s, "webhooks", "dlv_1", []byte("x"), time.Time{})
-	wantErr(t, "Enqueue of an id already queued", s.Enqueue(ctx, "videos", "job_a", nil, time.Time{}), store.ErrConflict)
+	wantErr(t, "Enqueue of an id already queued", s.Enqueue(ctx, store.EnqueueParams{Queue: "videos", ID: "job_a"}), store.ErrConflict)
 
 	got := claim(t, s, "videos", "inst_1", time.Minute, 2)
 	if ids := claimedIDs(got); !slices.Equal(ids, []string{"job_a", "job_b"}) {
@@ -78,11 +78,20 @@ func testClaims(t *testing.T, s store.Claims, c *Clock) {
 		name string
 		call func() error
 	}{
-		{"Enqueue without a queue", func() error { return s.Enqueue(ctx, "", "x", nil, time.Time{}) }},
-		{"Enqueue without an id", func() error { return s.Enqueue(ctx, "q", "", nil, time.Time{}) }},
-		{"Claim without an owner", func() error { _, err := s.Claim(ctx, "videos", "", time.Minute, 1); return err }},
-		{"Claim without a lease", func() error { _, err := s.Claim(ctx, "videos", "o", 0, 1); return err }},
-		{"Claim of no items", func() error { _, err := s.Claim(ctx, "videos", "o", time.Minute, 0); return err }},
+		{"Enqueue without a queue", func() error { return s.Enqueue(ctx, store.EnqueueParams{ID: "x"}) }},
+		{"Enqueue without an id", func() error { return s.Enqueue(ctx, store.EnqueueParams{Queue: "q"}) }},
+		{"Claim without an owner", func() error {
+			_, err := s.Claim(ctx, store.ClaimParams{Queue: "videos", Lease: time.Minute, Limit: 1})
+			return err
+		}},
+		{"Claim without a lease", func() error {
+			_, err := s.Claim(ctx, store.ClaimParams{Queue: "videos", Owner: "o", Limit: 1})
+			return err
+		}},
+		{"Claim of no items", func() error {
+			_, err := s.Claim(ctx, store.ClaimParams{Queue: "videos", Owner: "o", Lease: time.Minute})
+			return err
+		}},
 		{"Extend without a lease", func() error { _, err := s.Extend(ctx, a.Claim, 0); return err }},
 		{"Complete of no claim", func() error { return s.Complete(ctx, store.Claim{Queue: "videos", ID: "job_a"}) }},
 	}
@@ -124,10 +133,10 @@ func testClaimLifecycle(t *testing.T, s store.Claims, c *Clock) {
 	wantErr(t, "Extend of a claim taken over", err, store.ErrClaimLost)
 	wantErr(t, "Complete of a claim taken over", s.Complete(ctx, held), store.ErrClaimLost)
 	wantErr(t, "Retry of a claim taken over", s.Retry(ctx, held, time.Time{}, "late"), store.ErrClaimLost)
-	// Even by the same owner: the attempt tells the claims apart.
+	// Even by the same owner: the token tells the claims apart.
 	c.Set(start.Add(200 * time.Second))
 	third := claim(t, s, "jobs", "inst_b", time.Minute, 1)
-	if len(third) != 1 || third[0].Attempt != 3 {
+	if len(third) != 1 || third[0].Attempt != 3 || third[0].Token == second[0].Token {
 		t.Fatalf("third claim %+v", third)
 	}
 	wantErr(t, "Complete of the same owner's earlier claim", s.Complete(ctx, second[0].Claim), store.ErrClaimLost)
@@ -192,7 +201,7 @@ func ClaimersNeverShare(t *testing.T, a, b store.Claims) {
 		go func() {
 			defer wg.Done()
 			for {
-				got, err := s.Claim(ctx, queue, owner, time.Hour, 1+w%5)
+				got, err := s.Claim(ctx, store.ClaimParams{Queue: queue, Owner: owner, Lease: time.Hour, Limit: 1 + w%5})
 				if err != nil {
 					t.Errorf("%s: Claim: %v", owner, err)
 					return

@@ -45,6 +45,10 @@ func Run(t *testing.T, open Opener) {
 		{"Settle", testSettle},
 		{"SettleTwice", testSettleTwice},
 		{"SettleErrorsLeaveReservation", testSettleErrorsLeaveReservation},
+		{"SettleAgain", testSettleAgain},
+		{"SettleAgainElsewhere", testSettleAgainElsewhere},
+		{"SettleAfterInterrupted", testSettleAfterInterrupted},
+		{"ConcurrentSettleAgain", testConcurrentSettleAgain},
 		{"ReleaseExpired", testReleaseExpired},
 		{"GenerationIsolation", testGenerationIsolation},
 		{"GenerationRoundTrip", testGenerationRoundTrip},
@@ -71,6 +75,9 @@ func Run(t *testing.T, open Opener) {
 		{"ActivityPages", testActivityPages},
 		{"ConcurrentClaims", func(t *testing.T, s store.Store) { testConcurrentClaims(t, s) }},
 		{"ClaimLeaseExpiry", func(t *testing.T, s store.Store) { testClaimLeaseExpiry(t, s) }},
+		{"JobPages", testJobPages},
+		{"Watch", testWatchSameStore},
+		{"AdvanceRace", testAdvanceRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +95,12 @@ func Run(t *testing.T, open Opener) {
 		{"Interrupted", testInterrupted},
 		{"Claims", func(t *testing.T, s store.Store, c *Clock) { testClaims(t, s, c) }},
 		{"ClaimLifecycle", func(t *testing.T, s store.Store, c *Clock) { testClaimLifecycle(t, s, c) }},
+		{"ClaimAttempts", func(t *testing.T, s store.Store, c *Clock) { testClaimAttempts(t, s, c) }},
+		{"ClaimRemoveReschedule", func(t *testing.T, s store.Store, c *Clock) { testClaimRemoveReschedule(t, s, c) }},
+		{"ClaimGroupCap", func(t *testing.T, s store.Store, c *Clock) { testClaimGroupCap(t, s, c) }},
+		{"Jobs", testJobs},
+		{"AdvanceJob", testAdvanceJob},
+		{"Deliveries", testDeliveries},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
@@ -584,10 +597,12 @@ func testGenerationRoundTrip(t *testing.T, s store.Store) {
 		Streamed: true, Cancelled: true, Status: 200, FinishReason: "stop",
 		ErrorCode: "upstream_error", ErrorMessage: "quote \" and unicode ✓",
 		InputTokens: 1000, CacheReadTokens: 200, CacheWriteTokens: 300, OutputTokens: 400, ReasoningTokens: 50,
+		InputCharacters: 4096, Images: 2, Pages: 3, InputAudioMs: 61_250, OutputAudioMs: 3000, OutputVideoMs: 8500,
 		CostNanos: 1_234_567,
 		CostLines: []store.CostLine{
 			{Dimension: "input", Quantity: 1000, UnitPriceNanos: 2_500_000_000, Nanos: 2_500_000},
 			{Dimension: "output", Quantity: 400, UnitPriceNanos: 10_000_000_000, Nanos: 4_000_000},
+			{Dimension: "image", Key: "1024x1024/high", Quantity: 2, UnitPriceNanos: 167_000_000, Nanos: 334_000_000},
 		},
 		Attempts: []store.Attempt{
 			{Provider: "a", UpstreamModel: "x", Status: 529, DurationMs: 12, Error: "overloaded", Category: "overloaded"},
