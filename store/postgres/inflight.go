@@ -122,7 +122,7 @@ func (s *Store) flushInFlightBounded() {
 	t.failing = err != nil
 	t.mu.Unlock()
 	if report {
-		background.Report(s.backgroundErr, fmt.Errorf("writing the traces of requests in flight (tried again every %v): %w", inflightFlushInterval, err))
+		s.reportBackground(fmt.Errorf("writing the traces of requests in flight (tried again every %v): %w", inflightFlushInterval, err))
 	}
 }
 

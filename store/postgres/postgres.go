@@ -82,8 +82,9 @@ func WithClock(now func() time.Time) Option {
 
 // WithBackgroundErrors sets a function told about failures of the store's background
 // work, which goes on: a flush of the traces of requests in flight that failed (once per
-// outage, not at every flush) and a panic in it (a *background.Panic, whose %+v shows its
-// stack).
+// outage, not at every flush), the change feed's lost connections and unreadable
+// notifications, and a panic in either (a *background.Panic, whose %+v shows its stack).
+// Default: the standard error.
 func WithBackgroundErrors(fn func(error)) Option {
 	return func(s *Store) { s.backgroundErr = fn }
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -24,10 +23,7 @@ import (
 // in the listener is recovered, reported with its stack, and the listener starts again.
 
 // listenBackoff spaces the listener's reconnections.
-const (
-	listenBackoffMin = 100 * time.Millisecond
-	listenBackoffMax = 5 * time.Second
-)
+var listenBackoff = background.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // changeFeed is a store's listener and its watchers.
 type changeFeed struct {
@@ -36,14 +32,6 @@ type changeFeed struct {
 	// stop ends the listener; done is closed once it ended.
 	stop context.CancelFunc
 	done chan struct{}
-	// report is told of the listener's failures and panics (WithFeedErrors).
-	report func(error)
-}
-
-// WithFeedErrors hands the change feed's failures (a lost connection, a recovered panic
-// with its stack) to report instead of the standard error.
-func WithFeedErrors(report func(error)) Option {
-	return func(s *Store) { s.feed.report = report }
 }
 
 // Watch returns the change feed of every store on the schema.
@@ -76,34 +64,32 @@ func (s *Store) stopFeed() {
 // listen runs the listener until ctx ends, connecting again whenever it must.
 func (s *Store) listen(ctx context.Context) {
 	defer close(s.feed.done)
-	delay := listenBackoffMin
+	var failures int
 	for ctx.Err() == nil {
 		began := time.Now()
-		err := s.listenOnce(ctx)
+		var err error
+		// A panic is a failure like a lost connection: reported, with its stack, and the
+		// listener connects again.
+		if p := background.Call("change feed listener", func() { err = s.listenOnce(ctx) }); p != nil {
+			err = p
+		}
 		if ctx.Err() != nil {
 			return
 		}
-		s.feed.fail(err)
-		if time.Since(began) > listenBackoffMax {
-			delay = listenBackoffMin
+		s.reportBackground(err)
+		if time.Since(began) > listenBackoff.Max {
+			failures = 0
 		}
-		select {
-		case <-ctx.Done():
+		if !background.Sleep(listenBackoff.Delay(failures), ctx.Done()) {
 			return
-		case <-time.After(delay):
 		}
-		delay = min(2*delay, listenBackoffMax)
+		failures++
 	}
 }
 
 // listenOnce takes a connection, listens on it and fans out what it hears until the
-// connection fails or ctx ends; a panic is returned as its error, with its stack.
-func (s *Store) listenOnce(ctx context.Context) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("change feed listener panicked: %v\n%s", v, debug.Stack())
-		}
-	}()
+// connection fails or ctx ends.
+func (s *Store) listenOnce(ctx context.Context) error {
 	pooled, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("change feed: acquiring a connection: %w", err)
@@ -128,7 +114,7 @@ func (s *Store) listenOnce(ctx context.Context) (err error) {
 		}
 		var c store.JobChange
 		if err := json.Unmarshal([]byte(n.Payload), &c); err != nil {
-			s.feed.fail(fmt.Errorf("change feed: notification %q: %w", n.Payload, err))
+			s.reportBackground(fmt.Errorf("change feed: notification %q: %w", n.Payload, err))
 			continue
 		}
 		c.UpdatedAt = utc(c.UpdatedAt)
@@ -136,11 +122,6 @@ func (s *Store) listenOnce(ctx context.Context) (err error) {
 	}
 }
 
-// fail reports err.
-func (f *changeFeed) fail(err error) {
-	if f.report != nil {
-		f.report(err)
-		return
-	}
-	fmt.Fprintf(os.Stderr, "postgres store: %v\n", err)
-}
+// reportBackground hands a failure of the store's background work to its hook
+// (WithBackgroundErrors).
+func (s *Store) reportBackground(err error) { background.Report(s.backgroundErr, err) }

@@ -33,7 +33,7 @@ func TestWatchReconnects(t *testing.T) {
 	dsn := freshSchema(t)
 	var mu sync.Mutex
 	var reported []error
-	watched := openStore(t, dsn, WithFeedErrors(func(err error) {
+	watched := openStore(t, dsn, WithBackgroundErrors(func(err error) {
 		mu.Lock()
 		reported = append(reported, err)
 		mu.Unlock()
