@@ -7,6 +7,11 @@
 // report through the error hooks their owner gives them, and a *Panic formats its stack
 // with %+v, which zap.Error logs as the field errorVerbose. So any hook that logs the
 // error keeps the stack, whoever wrote it.
+//
+// Call is for a goroutine that others wait on (a lease renewal, a journal segment being
+// prepared): its panic becomes its failure, which it answers as it answers any other.
+// Loop is for a loop that holds a role (the heartbeat, a janitor): it runs again. Backoff
+// spaces retries; the worker pool (internal/workers) uses it too.
 package background
 
 import (
@@ -64,16 +69,6 @@ func Call(name string, fn func()) (recovered *Panic) {
 	}()
 	fn()
 	return nil
-}
-
-// Go runs fn on a new goroutine. A panic ends fn, recovered and handed to report (see
-// Report). For work that runs once; a loop that must go on after a panic is a Loop.
-func Go(name string, report func(error), fn func()) {
-	go func() {
-		if p := Call(name, fn); p != nil {
-			Report(report, p)
-		}
-	}()
 }
 
 // Report hands err to report, or, when the owner gave no hook (report is nil), writes it

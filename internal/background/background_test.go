@@ -45,19 +45,6 @@ func TestPanicUnwrapsAnErrorValue(t *testing.T) {
 	}
 }
 
-func TestGoReportsAPanic(t *testing.T) {
-	got := make(chan error, 1)
-	Go("probe", func(err error) { got <- err }, func() { panicsWith("boom") })
-	select {
-	case err := <-got:
-		if p := AsPanic(err); p == nil || p.Value != "boom" {
-			t.Fatalf("reported %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the panic was not reported")
-	}
-}
-
 func TestLoopRunsAgainAfterAPanicUntilItReturns(t *testing.T) {
 	var runs, reports atomic.Int32
 	done := make(chan struct{})
