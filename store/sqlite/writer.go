@@ -357,10 +357,10 @@ func (s *Store) runWriter() {
 // closed, as if the process had crashed for its writes. Its transaction is rolled back and
 // its connection closed, which releases SQLite's write lock that other processes on the
 // file wait for (the statements it prepared on it are left to the process's end); the
-// panic is reported; the ops of its batch and of the queue answer
-// ErrUnavailable (maybe applied: the panic may have come just after a commit), and so does
-// every later write until the store is opened again, whose Open replays the journaled
-// settlements. Reads go on.
+// panic is reported; the ops of its batch and of the queue answer ErrUnavailable (maybe
+// applied: the panic may have come just after a commit), and so does every later write
+// until the store is opened again, whose Open replays the journaled settlements. Reads go
+// on.
 func (s *Store) failWriter(p *background.Panic, batch []*writeOp) {
 	background.Report(s.backgroundErr, p)
 	if w := s.wr; w.tx != nil {
