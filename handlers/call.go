@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -26,19 +27,14 @@ type call struct {
 	// reqCtx is the client's request context: it ends when the client leaves.
 	reqCtx context.Context
 	// att is the attempt in progress, with its timers.
-	att         *attemptState
-	endpoint    string
-	genID       string
-	model       *Model
-	routes      []Route
-	start       time.Time
-	reservation string
-	// lease, when set, admitted the call instead of a reservation of its own; held is the
-	// worst case it holds on the lease.
-	lease *lease
-	held  int64
-	// inflight is the store's token for the trace of a request admitted from a lease.
-	inflight uint64
+	att      *attemptState
+	endpoint string
+	genID    string
+	model    *Model
+	routes   []Route
+	start    time.Time
+	// hold is the credit the call holds (nil for a free model): its settlement ends it.
+	hold     billing.Hold
 	wantMeta bool
 	// promptBytes sizes the estimate of input tokens when the upstream never reports usage,
 	// unless prompt, the body of a text or embeddings request, is set: its text does.
@@ -236,19 +232,12 @@ func (c *call) settle(ctx context.Context) error {
 		gen.LatencyMs = c.firstByte.Sub(c.start).Milliseconds()
 		gen.GenerationMs = end.Sub(c.firstByte).Milliseconds()
 	}
-	// The settlement outlives the client: it runs without the request's cancellation,
-	// until SettleTimeout.
-	sctx, deadline := context.WithoutCancel(ctx), time.Now().Add(c.g.SettleTimeout)
-	var stored store.Generation
-	var err error
-	if c.lease != nil {
-		stored, err = c.g.settleLease(sctx, deadline, c.lease, c.held, gen)
-		c.g.Store.EndInFlight(c.inflight)
-	} else {
-		stored, err = c.g.settleRetrying(sctx, deadline, gen, func(ctx context.Context) (store.Generation, error) {
-			return c.g.Store.Settle(ctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
-		})
+	// The settlement outlives the client: the hold settles without the request's
+	// cancellation, until SettleTimeout.
+	if c.hold == nil {
+		c.hold = c.g.ledger.Unheld()
 	}
+	stored, err := c.hold.Settle(ctx, gen)
 	c.g.Metrics.settled(c, lines, err)
 	if err == nil {
 		c.costNanos = total

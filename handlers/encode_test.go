@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -64,7 +65,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 func TestAppendMetaMatchesMap(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	now := start.Add(1234 * time.Millisecond)
-	g := &Gateway{Now: func() time.Time { return now }}
+	g := &Gateway{Config: billing.Config{Now: func() time.Time { return now }}}
 	rt := &Route{ProviderName: "open<ai>", UpstreamModel: "gpt-4o"}
 	calls := []*call{
 		{g: g, start: start},

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -179,30 +181,11 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 	if m.Free() {
 		return c, nil
 	}
-	// The credit comes from a lease or a reservation of its own, both within StoreTimeout.
-	if l := g.admitLease(r.Context(), caller.Key.WorkspaceID, caller.Key.ID, most); l != nil {
-		c.lease, c.held = l, most
-		// Nothing durable names the request until it settles: the trace lets a crash
-		// before then leave an interrupted record (store/interrupted.go).
-		c.inflight = g.Store.BeginInFlight(store.InFlight{
-			GenerationID: c.genID, WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID, Endpoint: cp.endpoint,
-			Model: m.Name, ReservationID: l.id, Owner: g.Owner.ID(), StartedAt: c.start,
-		})
-		return c, nil
-	}
-	sctx, cancel := g.storeContext(r.Context())
-	defer cancel()
-	res, err := g.reserve(sctx, store.ReserveParams{
-		ID:                ids.New("res"),
-		WorkspaceID:       caller.Key.WorkspaceID,
-		KeyID:             caller.Key.ID,
-		Owner:             g.Owner.ID(),
-		AmountNanos:       most,
-		MinAvailableNanos: MinPreflightNanos,
-		ExpiresAt:         c.start.Add(g.ReservationTTL),
-		GenerationID:      c.genID,
-		Endpoint:          cp.endpoint,
-		Model:             m.Name,
+	// The credit comes from the request's admission: by default a key's lease, else a
+	// reservation of its own, both within StoreTimeout.
+	hold, err := g.admission(r.Context()).Admit(r.Context(), billing.Request{
+		WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID, Most: most,
+		GenerationID: c.genID, Endpoint: cp.endpoint, Model: m.Name, Start: c.start,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrInsufficientFunds) {
@@ -217,8 +200,21 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		}
 		return nil, g.Metrics.refused(cp.endpoint, m.Name, g.storeUnavailable("reserving credit", err))
 	}
-	c.reservation = res.ID
+	c.hold = hold
 	return c, nil
+}
+
+// admissionKey carries, in a request's context, the admission its credit comes from when
+// it is not the Gateway's default (Dispatch: a batch row drawing on its batch's budget).
+type admissionKey struct{}
+
+// admission is where the credit of the request of ctx comes from: the admission Dispatch
+// gave it, else the Gateway's ledger (a key lease, else a reservation of its own).
+func (g *Gateway) admission(ctx context.Context) billing.Admission {
+	if a, ok := ctx.Value(admissionKey{}).(billing.Admission); ok {
+		return a
+	}
+	return g.ledger
 }
 
 // tryRoutes works the call's routes in order until one answers: a route whose circuit is

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -147,7 +148,7 @@ func pricedRoute() (time.Time, *Gateway, *Route) {
 	var price pricing.Price
 	price.Input, _ = pricing.ParseUSD("3.00")
 	price.Output, _ = pricing.ParseUSD("15.00")
-	return clock, &Gateway{Now: func() time.Time { return clock }}, &Route{ProviderName: "an", UpstreamModel: "up-model", Price: price}
+	return clock, &Gateway{Config: billing.Config{Now: func() time.Time { return clock }}}, &Route{ProviderName: "an", UpstreamModel: "up-model", Price: price}
 }
 
 // TestStreamSinksDecorateTheirLastFrame: the chat and messages sinks end a stream with the
