@@ -137,6 +137,10 @@ func (h *rowHold) Settle(ctx context.Context, g *store.Generation) (store.Genera
 	})
 }
 
+func (h *rowHold) SettleLater(g *store.Generation) error {
+	return h.b.lg.settleLater(journalEntry{ReservationID: h.b.id, Lease: true, HeldNanos: h.w, Generation: *g})
+}
+
 func (h *rowHold) Release(ctx context.Context) error {
 	if !h.once.end() {
 		return nil

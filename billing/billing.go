@@ -28,7 +28,16 @@
 //   - ResumeDurable and the batch budget take the Ledger, not the store: they settle through
 //     the same retry loop and timeouts as every other hold.
 //   - Settle is idempotent by generation id within a hold (a second Settle of the same
-//     generation returns the first's result); across processes the store's settlement is.
+//     generation returns the record stored); across processes the store's settlement is,
+//     and a durable hold whose reservation is gone answers with the generation recorded.
+//   - Hold has a fourth method, SettleLater: an answer the client already has is billed
+//     even when the store cannot take its charge at its end, through a settlement journal
+//     of the Ledger's own (journal.go), one file per settlement on the local disk, for both
+//     backends: SQLite's journal covers settlements it acknowledged, not ones it failed, and
+//     PostgreSQL has no journal, only the in-flight trace that records an interrupted,
+//     uncharged generation.
+//   - The Ledger reads its Config at every use rather than copying it, because the host's
+//     settings are that Config (the Gateway embeds it) and may be set after the Ledger is.
 package billing
 
 import (
@@ -57,6 +66,10 @@ type Hold interface {
 	Settle(ctx context.Context, g *store.Generation) (store.Generation, error)
 	// Release ends the hold unsettled: what it held goes back to where it came from.
 	Release(ctx context.Context) error
+	// SettleLater journals the settlement of g durably, to be applied once the store takes
+	// it (journal.go): for an answer the client has, whose Settle failed. g must be built
+	// anew, not the one given to the failed Settle, which the store owns.
+	SettleLater(g *store.Generation) error
 }
 
 // Request is what an admission needs to know of the call it admits.
@@ -101,20 +114,33 @@ type Config struct {
 	// (store.Instance); nil: they have no owner, and only their expiry frees them after a
 	// crash.
 	Owner *store.Instance
+	// JournalDir is where settlements that failed for answers already delivered are kept
+	// until the store takes them (journal.go); empty: no journal, and such a charge is
+	// logged and lost.
+	JournalDir string
 }
 
 // Ledger admits and settles credit for one host (a Gateway). It is the default admission:
 // a key lease, else a reservation of the call's own.
 type Ledger struct {
-	cfg    *Config
-	leases *leaseTable
-	unsure unsureReservations
+	cfg     *Config
+	leases  *leaseTable
+	unsure  unsureReservations
+	journal journalState
+}
+
+// journalState is the journal loop's: running while entries are left, stopped by Close.
+type journalState struct {
+	mu         sync.Mutex
+	running    bool
+	closed     bool
+	stop, done chan struct{}
 }
 
 // NewLedger returns a Ledger over cfg, which must outlive it; its zero durations and nil
 // clock and logger must have been filled by the host.
 func NewLedger(cfg *Config) *Ledger {
-	return &Ledger{cfg: cfg, leases: newLeaseTable()}
+	return &Ledger{cfg: cfg, leases: newLeaseTable(), journal: journalState{stop: make(chan struct{})}}
 }
 
 // Admit admits r from the key's lease, else with a reservation of its own.
@@ -249,6 +275,10 @@ func (h *ReservationHold) Release(ctx context.Context) error {
 		return fmt.Errorf("releasing reservation %s: %w", h.id, err)
 	}
 	return nil
+}
+
+func (h *ReservationHold) SettleLater(g *store.Generation) error {
+	return h.l.settleLater(journalEntry{ReservationID: h.id, Generation: *g})
 }
 
 // settledOnce makes a hold's settlement idempotent by generation id: the first settlement

@@ -280,3 +280,70 @@ func newLedgerOver(f *fixture) *Ledger {
 	cfg.Owner = nil
 	return NewLedger(&cfg)
 }
+
+// A journaled settlement is applied by the loop: against its reservation while it exists,
+// from the balance once it is gone, and never twice.
+func TestJournalApplied(t *testing.T) {
+	f := newFixture(t, 100*usd)
+	f.cfg.JournalDir = filepath.Join(t.TempDir(), "journal")
+	ctx := context.Background()
+	own, err := f.lg.Reservation().Admit(ctx, f.request("gen_own", usd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := own.SettleLater(f.gen("gen_own", 300_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	// A lease's call whose lease was released meanwhile: charged from the balance.
+	leased, err := f.lg.KeyLease().Admit(ctx, f.request("gen_leased", 10_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leased.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := leased.SettleLater(f.gen("gen_leased", 5_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	// A generation recorded already (the failed settlement had landed): nothing more.
+	done, err := f.lg.Reservation().Admit(ctx, f.request("gen_done", usd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := done.Settle(ctx, f.gen("gen_done", 100_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := done.SettleLater(f.gen("gen_done", 100_000_000)); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.lg.JournalPending(); n != 3 {
+		t.Fatalf("%d journaled", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.lg.JournalPending() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d settlements still journaled", f.lg.JournalPending())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := f.balance(t); got.BalanceNanos != 100*usd-405_000_000 || got.ReservedNanos != 0 {
+		t.Fatalf("after the journal: %+v", got)
+	}
+	for _, id := range []string{"gen_own", "gen_leased", "gen_done"} {
+		if _, err := f.s.GetGeneration(ctx, f.ws, id); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+}
+
+// Without a journal directory, a settlement cannot be journaled.
+func TestNoJournal(t *testing.T) {
+	f := newFixture(t, 100*usd)
+	h, err := f.lg.Admit(context.Background(), f.request("gen_x", usd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SettleLater(f.gen("gen_x", 1)); !errors.Is(err, ErrNoJournal) {
+		t.Fatalf("journaling without a directory: %v", err)
+	}
+}

@@ -236,6 +236,12 @@ func (h *LeaseHold) Settle(ctx context.Context, g *store.Generation) (store.Gene
 	})
 }
 
+// SettleLater journals the call's settlement against the lease's reservation. The lease
+// itself, whose settlement failed, no longer admits (settleLease).
+func (h *LeaseHold) SettleLater(g *store.Generation) error {
+	return h.lg.settleLater(journalEntry{ReservationID: h.lease.id, Lease: true, HeldNanos: h.w, Generation: *g})
+}
+
 // Release returns the call's worst case to the lease, dropping the lease when it was the
 // last call in flight on a retired one.
 func (h *LeaseHold) Release(ctx context.Context) error {
@@ -685,6 +691,7 @@ func (lg *Ledger) Close() error {
 		<-done
 	}
 	lg.unsure.close()
+	lg.closeJournal()
 	return nil
 }
 

@@ -60,7 +60,7 @@ func newAdminGateway(t *testing.T, models []*Model, setup func(g *Gateway)) *adm
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{Config: billing.Config{Store: s}, Registry: reg}
+	g := &Gateway{Config: billing.Config{Store: s, JournalDir: filepath.Join(t.TempDir(), "settlements")}, Registry: reg}
 	if setup != nil {
 		setup(g)
 	}

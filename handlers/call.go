@@ -203,17 +203,8 @@ func (c *call) estimateUsage() {
 	c.usage = providers.Usage{Input: in, Output: c.chunks}
 }
 
-// settle charges the wallet and records the generation, exactly once, even when the client
-// has gone: it runs on a context of its own.
-func (c *call) settle(ctx context.Context) error {
-	if c.settled {
-		return nil
-	}
-	c.settled = true
-	c.estimateUsage()
-	if c.failedOver && c.errMessage == "" {
-		c.errMessage = c.failoverNote()
-	}
+// generation is the call's record as it stands: what settle charges and records.
+func (c *call) generation() *store.Generation {
 	lines, total := c.cost()
 	end := c.g.Now()
 	gen := &store.Generation{
@@ -232,6 +223,23 @@ func (c *call) settle(ctx context.Context) error {
 		gen.LatencyMs = c.firstByte.Sub(c.start).Milliseconds()
 		gen.GenerationMs = end.Sub(c.firstByte).Milliseconds()
 	}
+	return gen
+}
+
+// settle charges the wallet and records the generation, exactly once, even when the client
+// has gone: the hold settles on a context of its own. Its callers are the outcomes'
+// (settleAnswer, chargeDelivered); settle itself decides nothing about delivery.
+func (c *call) settle(ctx context.Context) error {
+	if c.settled {
+		return nil
+	}
+	c.settled = true
+	c.estimateUsage()
+	if c.failedOver && c.errMessage == "" {
+		c.errMessage = c.failoverNote()
+	}
+	gen := c.generation()
+	lines, total := gen.CostLines, gen.CostNanos
 	// The settlement outlives the client: the hold settles without the request's
 	// cancellation, until SettleTimeout.
 	if c.hold == nil {
@@ -260,13 +268,67 @@ func (c *call) settle(ctx context.Context) error {
 	return nil
 }
 
-// notRecorded is the answer withheld because its charge could not be recorded: an answer
-// delivered is an answer billed, so none is delivered unbilled.
-func notRecorded() *APIError {
-	return newError(http.StatusInternalServerError, CodeGateway, "the gateway could not record this answer's charge, so it was not delivered; retry the request")
+// The rule for charge and delivery, one function an outcome:
+//
+//   - settleAnswer: an answer not yet delivered (a JSON body, a transcript) is delivered
+//     only once its charge is recorded; otherwise it is withheld (503 store_unavailable)
+//     and the hold released, as the client never gets what the upstream made.
+//   - chargeDelivered: an answer the client has, whole or in part (a stream at its end, a
+//     binary answer's last bytes, a stream that broke), is billed whatever the store says
+//     now: a settlement the store cannot take is journaled and applied later.
+//   - settleOutcome: chargeDelivered for an outcome that has nothing more to tell the
+//     client (an error answered, a client gone); deferred by every family as the one
+//     settlement of whatever outcome did not settle itself.
+
+// settleAnswer settles an answer about to be delivered; a non-nil result is the answer to
+// give instead.
+func (c *call) settleAnswer(ctx context.Context) *APIError {
+	err := c.settle(ctx)
+	if err == nil {
+		return nil
+	}
+	if rerr := c.hold.Release(ctx); rerr != nil {
+		c.g.Logger.Warn("releasing the hold of a withheld answer failed; it is released later or expires",
+			zap.String("generation_id", c.genID), zapErr(rerr))
+	}
+	return notRecorded(c.g.storeUnavailable("recording an answer's charge", err))
 }
 
-// notRecordedStream is the in-band error that ends a stream whose charge could not be recorded.
+// chargeDelivered settles a call whose answer the client has. settled reports whether the
+// charge was recorded now; kept, whether it is recorded or journaled to be. A charge
+// neither recorded nor journaled is logged with its amount: the caller must not let an
+// answer look whole then.
+func (c *call) chargeDelivered(ctx context.Context) (settled, kept bool) {
+	err := c.settle(ctx)
+	if err == nil {
+		return true, true
+	}
+	gen := c.generation()
+	if jerr := c.hold.SettleLater(gen); jerr != nil {
+		c.g.Logger.Error("journaling a settlement failed; the charge of an answer delivered is not recorded",
+			zap.String("generation_id", c.genID), zap.Int64("cost_nanos", gen.CostNanos), zapErr(jerr))
+		return false, false
+	}
+	c.g.Logger.Warn("the settlement of an answer delivered is journaled, to be applied once the store takes it",
+		zap.String("generation_id", c.genID), zap.Int64("cost_nanos", gen.CostNanos))
+	return false, true
+}
+
+// settleOutcome is chargeDelivered for an outcome with nothing more to tell the client.
+func (c *call) settleOutcome(ctx context.Context) {
+	c.chargeDelivered(ctx)
+}
+
+// notRecorded is the answer withheld because its charge could not be recorded, from the
+// store's 503 unavailable: an answer delivered is an answer billed, so none is delivered
+// unbilled.
+func notRecorded(e *APIError) *APIError {
+	e.Message = "the gateway could not record this answer's charge, so it was not delivered; retry the request"
+	return e
+}
+
+// notRecordedStream is the in-band error that ends a stream whose charge could not be
+// recorded at its end (it is journaled and applied later).
 var notRecordedStream = &providers.UpstreamError{Provider: "gateway", Category: providers.CategoryServerError,
 	Message: "the gateway could not record this answer's charge, so its end was not delivered"}
 

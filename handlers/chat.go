@@ -183,7 +183,7 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 	if apiErr != nil {
 		return apiErr
 	}
-	defer func() { _ = c.settle(r.Context()) }()
+	defer c.settleOutcome(r.Context())
 	c.streamed, c.prompt = f.stream, body
 
 	var neutral *providers.Request
@@ -403,7 +403,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		defer last.release()
 		final = last.decorate(c, usageChunk, "id", openai.AppendChatUsage)
 	}
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		out.data(chatErrorFrame(notRecordedStream))
 		return nil
 	}

@@ -160,7 +160,7 @@ func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request, caller *Cal
 	if apiErr != nil {
 		return apiErr
 	}
-	defer func() { _ = c.settle(r.Context()) }()
+	defer c.settleOutcome(r.Context())
 	c.prompt = body
 	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
 		if fw, ok := forwarderFor(rt, providers.FormatOpenAIEmbeddings); ok {

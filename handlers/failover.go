@@ -50,7 +50,7 @@ func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.Upst
 		return
 	}
 	c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", ue.Error()
-	_ = c.settle(c.reqCtx)
+	c.settleOutcome(c.reqCtx)
 	out.frames(sink.fail(ue))
 }
 
@@ -150,7 +150,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 			rt.breaker.release()
 			c.clientGone()
 			c.streamDone()
-			_ = c.settle(c.reqCtx)
+			c.settleOutcome(c.reqCtx)
 			return true
 		}
 	}
@@ -168,7 +168,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		rt.breaker.fail(c.g.Now(), rt.Policy, ue)
 		c.failures = append(c.failures, failure{route: rt, err: ue})
 		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
-		_ = c.settle(c.reqCtx)
+		c.settleOutcome(c.reqCtx)
 		out.frames(sink.fail(ue))
 		return true
 	}
@@ -182,7 +182,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		c.estimateUsage()
 	}
 	final := sink.finish(c)
-	if err := c.settle(c.reqCtx); err != nil {
+	if settled, _ := c.chargeDelivered(c.reqCtx); !settled {
 		final = sink.fail(notRecordedStream)
 	}
 	out.frames(final)

@@ -111,8 +111,8 @@ func (c *call) answerComplete(w http.ResponseWriter, r *http.Request, answer []b
 		return fmt.Errorf("decorating the response: %w", err)
 	}
 	c.status = http.StatusOK
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
+	if apiErr := c.settleAnswer(r.Context()); apiErr != nil {
+		return apiErr
 	}
 	writeRawJSON(w, http.StatusOK, out)
 	return nil

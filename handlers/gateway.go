@@ -138,10 +138,18 @@ func (g *Gateway) Init() {
 	}
 	g.families = g.modelFamilies()
 	g.buildRoutes(g.routeTable())
+	// Settlements an earlier run journaled are applied now that a store is there.
+	g.ledger.ApplyJournal()
 }
 
 // ServeHTTP answers a request whose path, relative to the API's base path, is path.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string) {
+	g.serveAs(w, r, path, nil)
+}
+
+// serveAs answers r through the route table, for caller when it is given (Dispatch), else
+// for the key r authenticates with.
+func (g *Gateway) serveAs(w http.ResponseWriter, r *http.Request, path string, given *Caller) {
 	path = strings.TrimSuffix(path, "/")
 	methods, ok := g.routes[path]
 	if !ok {
@@ -171,10 +179,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 	}
 	var caller *Caller
 	if ep.auth != authNone {
-		c, apiErr := g.authenticate(r)
-		if apiErr != nil {
-			answerUnread(w, r, ep.surface, apiErr)
-			return
+		c := given
+		if c == nil {
+			var apiErr *APIError
+			if c, apiErr = g.authenticate(r); apiErr != nil {
+				answerUnread(w, r, ep.surface, apiErr)
+				return
+			}
 		}
 		switch {
 		case ep.auth == authManagement && c.Key.Kind != store.KeyManagement:

@@ -407,7 +407,7 @@ func (g *Gateway) imageGenerations(w http.ResponseWriter, r *http.Request, calle
 	if apiErr != nil {
 		return apiErr
 	}
-	defer func() { _ = c.settle(r.Context()) }()
+	defer c.settleOutcome(r.Context())
 	c.streamed = q.stream
 	return c.tryRoutes(r, q.stream, nil, func(ar *http.Request, rt Route) error {
 		fw, ok := forwarderFor(rt, providers.FormatOpenAIImages)
@@ -445,7 +445,7 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 	if apiErr != nil {
 		return apiErr
 	}
-	defer func() { _ = c.settle(r.Context()) }()
+	defer c.settleOutcome(r.Context())
 	c.streamed = q.stream
 	return c.tryRoutes(r, q.stream, nil, func(ar *http.Request, rt Route) error {
 		fw, ok := forwarderFor(rt, providers.FormatOpenAIImageEdits)

@@ -460,7 +460,7 @@ func TestLeaseAnswerNotDeliveredWhenItCannotBeRecorded(t *testing.T) {
 	ws, std, _ := a.workspace(100 * usdNanos)
 	cs.failLeaseSettle.Store(true)
 	status, v := a.do(http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	if status != 500 || v["error"].(map[string]any)["code"] == nil || cs.leaseSettles.Load() != 1 {
+	if status != 503 || v["error"].(map[string]any)["code"] != CodeStoreUnavailable || cs.leaseSettles.Load() != 1 {
 		t.Fatalf("%d %v", status, v)
 	}
 	if b, _ := a.s.GetBalance(context.Background(), ws); b.ReservedNanos != 0 || b.BalanceNanos != 100*usdNanos {

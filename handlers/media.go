@@ -260,6 +260,9 @@ type binaryAnswer struct {
 	// length is the body's length, or -1 when unknown.
 	length      int64
 	disposition string
+	// meter, when set, meters the call once the body ended whole, before its settlement
+	// (the usage an upstream reports at the end of its audio).
+	meter func()
 }
 
 // relayBinary writes a binary answer to the client as it arrives, each read flushed at once:
@@ -267,6 +270,11 @@ type binaryAnswer struct {
 // A failure before the first byte is the attempt's (another route may answer); after it,
 // the response is cut off (abortResponse), so that the client sees an incomplete body rather
 // than a short one that looks whole.
+//
+// The body's last byte is held back until the upstream's end is seen and the call is
+// settled: a charge neither recorded nor journaled cuts the response off, so the client
+// never keeps a whole answer that was never billed. Holding back one byte, not a read,
+// delays nothing the client could use.
 func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans binaryAnswer) error {
 	defer func() { _ = ans.body.Close() }()
 	p := mediaBufs.Get()
@@ -303,24 +311,43 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 	}
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// buf[:held+n] is what the client does not have yet; held bytes were kept back.
+	held := 0
 	for {
-		if _, werr := w.Write(buf[:n]); werr != nil {
-			c.streamDone()
-			c.clientGone()
-			return nil
+		unsent := held + n
+		if err == nil && unsent <= 1 {
+			held = unsent
+		} else {
+			send := unsent
+			switch {
+			case err == nil:
+				send-- // the last byte waits for the end
+			case err == io.EOF:
+				c.streamDone()
+				if ans.meter != nil {
+					ans.meter()
+				}
+				if _, kept := c.chargeDelivered(c.reqCtx); !kept {
+					c.abortResponse = true
+					return nil
+				}
+			}
+			if _, werr := w.Write(buf[:send]); werr != nil {
+				c.streamDone()
+				c.clientGone()
+				return nil
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				c.streamDone()
+				c.clientGone()
+				return nil
+			}
+			if err != nil {
+				break
+			}
+			buf[0], held = buf[send], 1
 		}
-		if ferr := rc.Flush(); ferr != nil {
-			c.streamDone()
-			c.clientGone()
-			return nil
-		}
-		if err != nil {
-			break
-		}
-		n, err = ans.body.Read(buf)
-		if n == 0 && err == nil {
-			continue
-		}
+		n, err = ans.body.Read(buf[held:])
 	}
 	c.streamDone()
 	if err != io.EOF {
@@ -397,7 +424,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			ue := openai.ParseError(rt.ProviderName, 0, nil, ev.Data, true)
 			c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream ended with an error: "+ue.Message
 			c.streamDone()
-			_ = c.settle(r.Context())
+			c.settleOutcome(r.Context())
 			out.event(ev.Name, ev.Data)
 			break
 		}
@@ -448,7 +475,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 // charge is recorded before the client learns of the failure, as a client that leaves on
 // reading it must not turn the record into its own cancellation.
 func (c *call) failStream(out *sseWriter, r *http.Request, msg string) {
-	_ = c.settle(r.Context())
+	c.settleOutcome(r.Context())
 	out.data(errorEventData(CodeUpstream, msg))
 }
 
@@ -467,7 +494,7 @@ func eventType(data []byte) string {
 // that could not be recorded ends the stream with an error event instead, as an answer
 // delivered is an answer billed. It reports whether the client is still there.
 func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, data []byte, usage usageEncoder) bool {
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		out.data(errorEventData(CodeGateway, notRecordedStream.Message))
 		return !out.failed
 	}

@@ -255,7 +255,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			c.relayCommit(out, &rt, began)
 			sink := &anthropicTailSink{blocks: blocks}
 			final := sink.finish(c)
-			if err := c.settle(r.Context()); err != nil {
+			if settled, _ := c.chargeDelivered(r.Context()); !settled {
 				final = sink.fail(notRecordedStream)
 			}
 			out.frames(final)
@@ -271,7 +271,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 	var last lastFrame
 	defer last.release()
 	final := last.decorate(c, heldDelta, "", anthropic.AppendUsage)
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		f := anthropic.ErrorFrame("api_error", notRecordedStream.Message)
 		out.event(f.Event, f.Data)
 		return nil

@@ -115,7 +115,7 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 	if apiErr != nil {
 		return apiErr
 	}
-	defer func() { _ = c.settle(r.Context()) }()
+	defer c.settleOutcome(r.Context())
 	c.meter(checks)
 	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
 		if fw, ok := forwarderFor(rt, providers.FormatOpenAIModerations); ok {

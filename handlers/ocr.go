@@ -348,7 +348,7 @@ func (g *Gateway) ocr(w http.ResponseWriter, r *http.Request, caller *Caller) er
 	if apiErr != nil {
 		return apiErr
 	}
-	defer func() { _ = c.settle(r.Context()) }()
+	defer c.settleOutcome(r.Context())
 	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
 		switch ocrKindOf(rt) {
 		case ocrForward:

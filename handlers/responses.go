@@ -225,7 +225,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 	}
 	c.relayCommit(out, &rt, began)
 	final := c.decorateFinal(terminal)
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		out.frames((&responsesTailSink{seq: lastSeq}).fail(notRecordedStream))
 		return nil
 	}

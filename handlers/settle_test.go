@@ -81,7 +81,7 @@ func answerNotDelivered(t *testing.T, a *adminGateway, key func() string) {
 				}
 				return
 			}
-			if rec.Code != 500 || strings.Contains(body, "secret answer") || !strings.Contains(body, "could not record") {
+			if rec.Code != 503 || strings.Contains(body, "secret answer") || !strings.Contains(body, "could not record") || !strings.Contains(body, CodeStoreUnavailable) {
 				t.Fatalf("%d %s", rec.Code, body)
 			}
 		})

@@ -170,7 +170,7 @@ func (g *Gateway) speech(w http.ResponseWriter, r *http.Request, caller *Caller)
 // endMedia settles a media call when its handler returns and cuts off a binary answer that
 // broke after its first bytes (see abortResponse).
 func (c *call) endMedia(r *http.Request) {
-	_ = c.settle(r.Context())
+	c.settleOutcome(r.Context())
 	if c.abortResponse {
 		panic(http.ErrAbortHandler)
 	}
@@ -213,11 +213,11 @@ func (c *call) speechForward(w http.ResponseWriter, r *http.Request, rt Route, f
 	case viaEvents:
 		audio := &speechEventAudio{body: resp.Body, rd: sse.NewReader(resp.Body, maxMediaEvent), provider: rt.ProviderName}
 		defer audio.rd.Release()
-		err := c.relayBinary(w, rt, began, binaryAnswer{body: audio, contentType: speechFormats[req.format], length: -1})
-		if audio.done {
-			req.meterTokens(c, audio.usage)
-		}
-		return err
+		return c.relayBinary(w, rt, began, binaryAnswer{body: audio, contentType: speechFormats[req.format], length: -1, meter: func() {
+			if audio.done {
+				req.meterTokens(c, audio.usage)
+			}
+		}})
 	}
 	ans := binaryAnswer{body: resp.Body, contentType: resp.Header.Get("Content-Type"), length: resp.ContentLength, disposition: resp.Header.Get("Content-Disposition")}
 	if ans.contentType == "" {
@@ -370,9 +370,7 @@ func (c *call) speechNeutral(w http.ResponseWriter, r *http.Request, rt Route, r
 		if ct == "" {
 			ct = speechFormats[req.format]
 		}
-		err := c.relayBinary(w, rt, began, binaryAnswer{body: resp.Body, contentType: ct, length: -1})
-		meter()
-		return err
+		return c.relayBinary(w, rt, began, binaryAnswer{body: resp.Body, contentType: ct, length: -1, meter: meter})
 	}
 	return c.speechEvents(w, r, rt, began, resp.Body, meter)
 }

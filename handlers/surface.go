@@ -104,8 +104,8 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 			return err
 		}
 		c.status = http.StatusOK
-		if err := c.settle(r.Context()); err != nil {
-			return notRecorded()
+		if apiErr := c.settleAnswer(r.Context()); apiErr != nil {
+			return apiErr
 		}
 		writeRawJSON(w, http.StatusOK, out)
 		return nil
@@ -190,7 +190,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 	}
 	commit()
 	final := sink.finish(c)
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		final = sink.fail(notRecordedStream)
 	}
 	out.frames(final)

@@ -196,7 +196,7 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	if apiErr != nil {
 		return apiErr
 	}
-	defer func() { _ = c.settle(r.Context()) }()
+	defer c.settleOutcome(r.Context())
 	c.streamed, c.capAtHold = t.stream, true
 	c.meter(t.usage(false))
 	return c.tryRoutes(r, t.stream, nil, func(ar *http.Request, rt Route) error {
@@ -278,8 +278,8 @@ func (t *transcriptionRequest) textOfJSON(c *call, data []byte) (string, bool) {
 // generation record (X-Generation-Id) has it.
 func (c *call) answerText(w http.ResponseWriter, r *http.Request, contentType string, data []byte) error {
 	c.status = http.StatusOK
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
+	if apiErr := c.settleAnswer(r.Context()); apiErr != nil {
+		return apiErr
 	}
 	h := w.Header()
 	h.Set("Content-Type", contentType)

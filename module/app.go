@@ -727,6 +727,9 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 			StoreTimeout:  time.Duration(a.StoreTimeout),
 			SettleTimeout: time.Duration(a.SettleTimeout),
 			Owner:         a.pooled.inst,
+			// Settlements of answers delivered while the store could not take them wait
+			// here for it, across restarts (billing/journal.go).
+			JournalDir: filepath.Join(caddy.AppDataDir(), "model_gateway", "settlements"),
 		},
 		Registry: a.registry, MaxBodyBytes: maxBody, StreamIdleTimeout: idle,
 		Catalog: a.catalog, CatalogIDs: a.catalogIDs,
