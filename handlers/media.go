@@ -271,10 +271,11 @@ type binaryAnswer struct {
 // the response is cut off (abortResponse), so that the client sees an incomplete body rather
 // than a short one that looks whole.
 //
-// The body's last byte is held back until the upstream's end is seen and the call is
-// settled: a charge neither recorded nor journaled cuts the response off, so the client
-// never keeps a whole answer that was never billed. Holding back one byte, not a read,
-// delays nothing the client could use.
+// The call is settled once the upstream's end is seen, before the response ends: a charge
+// neither recorded nor journaled cuts the response off, so the client never keeps a whole
+// answer that was never billed. A body of unknown length is written as it comes, its end
+// being the response's (the last chunk, never sent when cut off); a body of declared length
+// looks whole with its last byte, which is held back until the settlement.
 func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans binaryAnswer) error {
 	defer func() { _ = ans.body.Close() }()
 	p := mediaBufs.Get()
@@ -312,16 +313,19 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	// buf[:held+n] is what the client does not have yet; held bytes were kept back.
-	held := 0
+	held, holdBack := 0, 0
+	if ans.length >= 0 {
+		holdBack = 1
+	}
 	for {
 		unsent := held + n
-		if err == nil && unsent <= 1 {
+		if err == nil && unsent <= holdBack {
 			held = unsent
 		} else {
 			send := unsent
 			switch {
 			case err == nil:
-				send-- // the last byte waits for the end
+				send -= holdBack // the last byte waits for the end
 			case err == io.EOF:
 				c.streamDone()
 				if ans.meter != nil {
@@ -345,7 +349,9 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 			if err != nil {
 				break
 			}
-			buf[0], held = buf[send], 1
+			if held = holdBack; held > 0 {
+				buf[0] = buf[send]
+			}
 		}
 		n, err = ans.body.Read(buf[held:])
 	}
