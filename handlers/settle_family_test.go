@@ -225,3 +225,20 @@ func wholeSpeechAudio(t *testing.T) []byte {
 	}
 	return b
 }
+
+// An image route priced by the image alone charges at most what the request held: an
+// upstream that makes more images than asked is its own error, not the caller's to pay.
+func TestImageChargeIsCappedAtItsHold(t *testing.T) {
+	gen := &fakeImages{name: "gen", resp: providers.ImageResponse{Images: []providers.GeneratedImage{{B64JSON: "aW1hZ2Ux", MIMEType: "image/png"}, {B64JSON: "aW1hZ2Uy", MIMEType: "image/png"}}}}
+	a := newAdminGateway(t, []*Model{{Name: "img", Routes: []Route{{ProviderName: "gen", Provider: gen, UpstreamModel: "img-1",
+		Price: imagePrices(t, pricing.ImagePrice{Nanos: 40_000_000})}}}}, nil)
+	ws, std, _ := a.workspace(5 * usdNanos)
+	status, h, v := a.doHeader(http.MethodPost, "/images/generations", std, `{"model":"img","prompt":"a cat","n":1}`)
+	if status != http.StatusOK {
+		t.Fatalf("%d %v", status, v)
+	}
+	g, err := a.s.GetGeneration(context.Background(), ws, h.Get("X-Generation-Id"))
+	if err != nil || g.CostNanos != 40_000_000 {
+		t.Fatalf("generation %+v (%v), want the one image held charged", g, err)
+	}
+}

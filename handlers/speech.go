@@ -148,33 +148,27 @@ func (g *Gateway) speech(w http.ResponseWriter, r *http.Request, caller *Caller)
 		return apiErr
 	}
 	worst := req.usage(true)
-	c, apiErr := g.begin(w, r, caller, &speechCapability, req.model, len(body), req.meta, func(rt Route) (int64, error) {
-		_, total, err := rt.Price.Cost(worst)
-		return total, err
-	})
-	if apiErr != nil {
-		return apiErr
-	}
-	defer c.endMedia(r)
-	c.streamed = req.events
 	// The estimate stands until the upstream reports tokens; the characters are exact.
-	c.meter(req.usage(false))
-	return c.tryRoutes(r, true, nil, func(ar *http.Request, rt Route) error {
-		if fw, ok := forwarderFor(rt, providers.FormatOpenAISpeech); ok {
-			return c.speechForward(w, ar, rt, fw, body, req)
-		}
-		return c.speechNeutral(w, ar, rt, req)
+	est := req.usage(false)
+	return g.serveMedia(w, r, caller, &speechFamily, &mediaRequest{
+		model: req.model, promptBytes: len(body), meta: req.meta, relayed: true, streamed: req.events, metered: &est,
+		worst: func(rt Route) (int64, error) {
+			_, total, err := rt.Price.Cost(worst)
+			return total, err
+		},
+		attempt: func(c *call, ar *http.Request, rt Route) error {
+			if fw, ok := forwarderFor(rt, providers.FormatOpenAISpeech); ok {
+				return c.speechForward(w, ar, rt, fw, body, req)
+			}
+			return c.speechNeutral(w, ar, rt, req)
+		},
 	})
 }
 
-// endMedia settles a media call when its handler returns and cuts off a binary answer that
-// broke after its first bytes (see abortResponse).
-func (c *call) endMedia(r *http.Request) {
-	c.settleOutcome(r.Context())
-	if c.abortResponse {
-		panic(http.ErrAbortHandler)
-	}
-}
+// speechFamily caps a charge by characters at its hold: they are counted before the call.
+var speechFamily = mediaFamily{cp: &speechCapability, capAtHold: func(p pricing.Price) bool {
+	return pricedOnlyBy(p, false, pricing.DimInputCharacters)
+}}
 
 // pricesSpeechTokens tells whether a route bills speech by tokens, which only the upstream's
 // event stream reports (its binary answer carries no usage).
