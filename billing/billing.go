@@ -151,6 +151,16 @@ func (l *Ledger) Admit(ctx context.Context, r Request) (Hold, error) {
 	return l.reserveOwn(ctx, r, l.cfg.Owner.ID(), l.cfg.Now().Add(l.cfg.ReservationTTL))
 }
 
+// AdmitInto is Admit with the lease hold, when a lease admits r, written into lease
+// rather than allocated: a host that keeps its per-call state on the heap keeps the hold
+// of the hot path there. lease must be a zero LeaseHold that outlives the hold.
+func (l *Ledger) AdmitInto(ctx context.Context, r Request, lease *LeaseHold) (Hold, error) {
+	if l.admitLeaseInto(ctx, r, lease) {
+		return lease, nil
+	}
+	return l.reserveOwn(ctx, r, l.cfg.Owner.ID(), l.cfg.Now().Add(l.cfg.ReservationTTL))
+}
+
 // Unheld is the hold of a call that holds nothing (a free model): its settlement records
 // the generation and charges what it cost, which is nothing unless the host prices it.
 func (l *Ledger) Unheld() Hold { return &ReservationHold{l: l} }

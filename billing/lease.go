@@ -198,18 +198,27 @@ func (t *leaseTable) retire(l *lease) {
 // admitLease admits r from its key's lease, with the in-flight trace that lets a crash
 // before its settlement leave an interrupted record; nil when no lease admits it.
 func (lg *Ledger) admitLease(ctx context.Context, r Request) *LeaseHold {
-	l := lg.admitFromLease(ctx, r.WorkspaceID, r.KeyID, r.Most)
-	if l == nil {
+	h := new(LeaseHold)
+	if !lg.admitLeaseInto(ctx, r, h) {
 		return nil
 	}
-	h := &LeaseHold{lg: lg, lease: l, w: r.Most}
+	return h
+}
+
+// admitLeaseInto is admitLease into h, which the caller keeps.
+func (lg *Ledger) admitLeaseInto(ctx context.Context, r Request, h *LeaseHold) bool {
+	l := lg.admitFromLease(ctx, r.WorkspaceID, r.KeyID, r.Most)
+	if l == nil {
+		return false
+	}
+	h.lg, h.lease, h.w = lg, l, r.Most
 	// Nothing durable names the request until it settles: the trace lets a crash before
 	// then leave an interrupted record (store/interrupted.go).
 	h.inflight = lg.cfg.Store.BeginInFlight(store.InFlight{
 		GenerationID: r.GenerationID, WorkspaceID: r.WorkspaceID, KeyID: r.KeyID, Endpoint: r.Endpoint,
 		Model: r.Model, ReservationID: l.id, Owner: lg.cfg.Owner.ID(), StartedAt: r.Start,
 	})
-	return h
+	return true
 }
 
 // LeaseHold is a call admitted from a key's lease: its worst case w held on the lease.

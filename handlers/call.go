@@ -34,8 +34,10 @@ type call struct {
 	routes   []Route
 	start    time.Time
 	// hold is the credit the call holds (nil for a free model): its settlement ends it.
-	hold     billing.Hold
-	wantMeta bool
+	// leaseHold is its storage when a key lease admitted the call.
+	hold      billing.Hold
+	leaseHold billing.LeaseHold
+	wantMeta  bool
 	// promptBytes sizes the estimate of input tokens when the upstream never reports usage,
 	// unless prompt, the body of a text or embeddings request, is set: its text does.
 	promptBytes int

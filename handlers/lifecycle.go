@@ -183,10 +183,19 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 	}
 	// The credit comes from the request's admission: by default a key's lease, else a
 	// reservation of its own, both within StoreTimeout.
-	hold, err := g.admission(r.Context()).Admit(r.Context(), billing.Request{
+	req := billing.Request{
 		WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID, Most: most,
 		GenerationID: c.genID, Endpoint: cp.endpoint, Model: m.Name, Start: c.start,
-	})
+	}
+	var hold billing.Hold
+	var err error
+	if adm := g.admission(r.Context()); adm != billing.Admission(g.ledger) {
+		hold, err = adm.Admit(r.Context(), req)
+	} else {
+		// The default admission keeps a lease's hold in the call: no allocation of its own
+		// on the hot path.
+		hold, err = g.ledger.AdmitInto(r.Context(), req, &c.leaseHold)
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrInsufficientFunds) {
 			e := newError(http.StatusPaymentRequired, CodeInsufficientFunds, fmt.Sprintf(
