@@ -19,23 +19,23 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// call is one generation request in flight, from the reservation to the settlement. The
-// surface handlers fill in what happened; settle prices it, charges and records it.
+// call is one generation request in flight, from the reservation to the settlement. It is
+// the charge (billing.Charge: what billing knows of the call, free of HTTP) and the
+// exchange (the client's request, the attempt, the stream's state, the text failover's
+// fields). The surface handlers fill in what happened; settle prices it, charges and
+// records it.
 type call struct {
+	billing.Charge
+
 	g      *Gateway
 	caller *Caller
 	// reqCtx is the client's request context: it ends when the client leaves.
 	reqCtx context.Context
 	// att is the attempt in progress, with its timers.
-	att      *attemptState
-	endpoint string
-	genID    string
-	model    *Model
-	routes   []Route
-	start    time.Time
-	// hold is the credit the call holds (nil for a free model): its settlement ends it.
-	// leaseHold is its storage when a key lease admitted the call.
-	hold      billing.Hold
+	att    *attemptState
+	model  *Model
+	routes []Route
+	// leaseHold is the storage of the charge's Hold when a key lease admitted the call.
 	leaseHold billing.LeaseHold
 	wantMeta  bool
 	// promptBytes sizes the estimate of input tokens when the upstream never reports usage,
@@ -43,7 +43,6 @@ type call struct {
 	promptBytes int
 	prompt      []byte
 
-	attempts []store.Attempt
 	failures []failure
 	// skipped are the model's routes left out of the call, and why.
 	skipped []droppedRoute
@@ -65,11 +64,10 @@ type call struct {
 	usage      providers.Usage
 	usageKnown bool
 	// metered, when set, is the usage by dimension of a media call (characters, seconds,
-	// images, pages...): settle prices it instead of usage. most is the worst case the call
-	// was admitted for, which is what an answer whose usage turns out unpriceable is charged.
+	// images, pages...): settle prices it instead of usage. An answer whose usage turns out
+	// unpriceable is charged Most, the worst case the call was admitted for.
 	metered *pricing.Usage
-	most    int64
-	// capAtHold charges the metered usage at most most, the request's hold: its worst case
+	// capAtHold charges the metered usage at most Most, the request's hold: its worst case
 	// bounds what the upstream can charge (a transcription's, from the audio measured), so
 	// more is an upstream's error, not the caller's to pay from a wallet that others draw
 	// on. overHold is what it was priced beyond.
@@ -82,18 +80,9 @@ type call struct {
 	// after its first bytes, and the client must not take what it has for the whole.
 	abortResponse bool
 	chunks        int64
-	upstreamID    string
-	finish        string
 	stopSequence  string
 	// dropped lists request parameters the route's adapter could not honour.
 	dropped      []string
-	streamed     bool
-	cancelled    bool
-	status       int
-	errCode      string
-	errMessage   string
-	errOrigin    string
-	firstByte    time.Time
 	upstreamDone time.Time
 	// upstreamTime is the time spent waiting on providers, for the overhead figure.
 	upstreamTime time.Duration
@@ -134,7 +123,7 @@ func (c *call) recordAttempt(rt Route, began time.Time, err error) {
 			c.failures = append(c.failures, failure{route: rt, err: ue})
 		}
 	}
-	c.attempts = append(c.attempts, a)
+	c.Attempts = append(c.Attempts, a)
 	c.g.Metrics.attempt(c, rt.ProviderName, d, err != nil, a.Category)
 }
 
@@ -173,22 +162,22 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 		// tokens of a transcription): the lines are those its route prices.
 		lines = slices.DeleteFunc(lines, func(l store.CostLine) bool { return l.UnitPriceNanos == 0 })
 		c.overHold = 0
-		if c.capAtHold && total > c.most {
-			c.overHold, total = total-c.most, c.most
+		if c.capAtHold && total > c.Most {
+			c.overHold, total = total-c.Most, c.Most
 		}
 		return lines, total
 	}
 	if !c.unpricedLogged {
 		c.unpricedLogged = true
 		c.g.Logger.Error("the answer's usage has no price on its route; charged the worst case admitted",
-			zap.String("generation_id", c.genID), zap.String("provider", c.route.ProviderName), zapErr(err))
+			zap.String("generation_id", c.GenerationID), zap.String("provider", c.route.ProviderName), zapErr(err))
 	}
 	dim := pricing.DimRequest
 	var ue *pricing.UnpricedError
 	if errors.As(err, &ue) {
 		dim = ue.Dimension
 	}
-	return []store.CostLine{{Dimension: dim, Quantity: 1, UnitPriceNanos: c.most, Nanos: c.most}}, c.most
+	return []store.CostLine{{Dimension: dim, Quantity: 1, UnitPriceNanos: c.Most, Nanos: c.Most}}, c.Most
 }
 
 // estimateUsage fills usage from what was seen when the upstream never reported it
@@ -208,23 +197,12 @@ func (c *call) estimateUsage() {
 // generation is the call's record as it stands: what settle charges and records.
 func (c *call) generation() *store.Generation {
 	lines, total := c.cost()
-	end := c.g.Now()
-	gen := &store.Generation{
-		ID: c.genID, WorkspaceID: c.caller.Key.WorkspaceID, KeyID: c.caller.Key.ID, Endpoint: c.endpoint,
-		Model: c.model.Name, UpstreamID: c.upstreamID, Streamed: c.streamed, Cancelled: c.cancelled,
-		Status: c.status, FinishReason: c.finish, ErrorCode: c.errCode, ErrorMessage: c.errMessage, ErrorOrigin: c.errOrigin,
-		InputTokens: c.usage.Input, CacheReadTokens: c.usage.CacheRead, CacheWriteTokens: c.usage.CacheWrite,
-		OutputTokens: c.usage.Output, ReasoningTokens: c.usage.Reasoning,
-		CostNanos: total, CostLines: lines, Attempts: c.attempts,
-		EndToEndMs: end.Sub(c.start).Milliseconds(), CreatedAt: c.start,
-	}
 	if c.route != nil {
-		gen.Provider, gen.UpstreamModel = c.route.ProviderName, c.route.UpstreamModel
+		c.Provider, c.UpstreamModel = c.route.ProviderName, c.route.UpstreamModel
 	}
-	if !c.firstByte.IsZero() {
-		gen.LatencyMs = c.firstByte.Sub(c.start).Milliseconds()
-		gen.GenerationMs = end.Sub(c.firstByte).Milliseconds()
-	}
+	gen := c.Record(c.g.Now(), lines, total)
+	gen.InputTokens, gen.CacheReadTokens, gen.CacheWriteTokens = c.usage.Input, c.usage.CacheRead, c.usage.CacheWrite
+	gen.OutputTokens, gen.ReasoningTokens = c.usage.Output, c.usage.Reasoning
 	return gen
 }
 
@@ -237,17 +215,17 @@ func (c *call) settle(ctx context.Context) error {
 	}
 	c.settled = true
 	c.estimateUsage()
-	if c.failedOver && c.errMessage == "" {
-		c.errMessage = c.failoverNote()
+	if c.failedOver && c.ErrorMessage == "" {
+		c.ErrorMessage = c.failoverNote()
 	}
 	gen := c.generation()
 	lines, total := gen.CostLines, gen.CostNanos
 	// The settlement outlives the client: the hold settles without the request's
 	// cancellation, until SettleTimeout.
-	if c.hold == nil {
-		c.hold = c.g.ledger.Unheld()
+	if c.Hold == nil {
+		c.Hold = c.g.ledger.Unheld()
 	}
-	stored, err := c.hold.Settle(ctx, gen)
+	stored, err := c.Hold.Settle(ctx, gen)
 	c.g.Metrics.settled(c, lines, err)
 	if err == nil {
 		c.costNanos = total
@@ -256,15 +234,15 @@ func (c *call) settle(ctx context.Context) error {
 		c.g.Observer.Finished(c.reqCtx, Outcome{c})
 	}
 	if err != nil {
-		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.genID), zapErr(err))
+		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.GenerationID), zapErr(err))
 		return err
 	}
 	if stored.UnbilledNanos > 0 {
-		c.g.Logger.Warn("usage exceeded the wallet balance", zap.String("generation_id", c.genID), zap.Int64("unbilled_nanos", stored.UnbilledNanos))
+		c.g.Logger.Warn("usage exceeded the wallet balance", zap.String("generation_id", c.GenerationID), zap.Int64("unbilled_nanos", stored.UnbilledNanos))
 	}
 	if c.overHold > 0 {
-		c.g.Logger.Warn("usage exceeded what the request held; charged what it held", zap.String("generation_id", c.genID),
-			zap.Int64("held_nanos", c.most), zap.Int64("unbilled_nanos", c.overHold))
+		c.g.Logger.Warn("usage exceeded what the request held; charged what it held", zap.String("generation_id", c.GenerationID),
+			zap.Int64("held_nanos", c.Most), zap.Int64("unbilled_nanos", c.overHold))
 	}
 	c.g.Metrics.unbilled(c, stored.UnbilledNanos+c.overHold)
 	return nil
@@ -289,9 +267,9 @@ func (c *call) settleAnswer(ctx context.Context) *APIError {
 	if err == nil {
 		return nil
 	}
-	if rerr := c.hold.Release(ctx); rerr != nil {
+	if rerr := c.Hold.Release(ctx); rerr != nil {
 		c.g.Logger.Warn("releasing the hold of a withheld answer failed; it is released later or expires",
-			zap.String("generation_id", c.genID), zapErr(rerr))
+			zap.String("generation_id", c.GenerationID), zapErr(rerr))
 	}
 	return notRecorded(c.g.storeUnavailable("recording an answer's charge", err))
 }
@@ -306,13 +284,13 @@ func (c *call) chargeDelivered(ctx context.Context) (settled, kept bool) {
 		return true, true
 	}
 	gen := c.generation()
-	if jerr := c.hold.SettleLater(gen); jerr != nil {
+	if jerr := c.Hold.SettleLater(gen); jerr != nil {
 		c.g.Logger.Error("journaling a settlement failed; the charge of an answer delivered is not recorded",
-			zap.String("generation_id", c.genID), zap.Int64("cost_nanos", gen.CostNanos), zapErr(jerr))
+			zap.String("generation_id", c.GenerationID), zap.Int64("cost_nanos", gen.CostNanos), zapErr(jerr))
 		return false, false
 	}
 	c.g.Logger.Warn("the settlement of an answer delivered is journaled, to be applied once the store takes it",
-		zap.String("generation_id", c.genID), zap.Int64("cost_nanos", gen.CostNanos))
+		zap.String("generation_id", c.GenerationID), zap.Int64("cost_nanos", gen.CostNanos))
 	return false, true
 }
 
@@ -341,7 +319,7 @@ func (n costNumber) MarshalJSON() ([]byte, error) { return []byte(pricing.Format
 
 // failed notes that the request ended in an error the client received.
 func (c *call) failed(e *APIError) *APIError {
-	c.status, c.errCode, c.errMessage, c.errOrigin = e.Status, e.Code, e.Message, e.origin()
+	c.Status, c.ErrorCode, c.ErrorMessage, c.ErrorOrigin = e.Status, e.Code, e.Message, e.origin()
 	return e
 }
 
@@ -375,7 +353,7 @@ func (c *call) upstreamFailure(ue *providers.UpstreamError) *APIError {
 
 // allFailed answers when every route failed, with the spec's diagnostics.
 func (c *call) allFailed() *APIError {
-	if len(c.attempts) == 0 {
+	if len(c.Attempts) == 0 {
 		e := newError(http.StatusServiceUnavailable, CodeUpstream, fmt.Sprintf("every route of model %q is unavailable right now (circuit open after repeated failures); retry shortly", c.model.Name))
 		e.Origin, e.Type = "gateway", "system"
 		e.Extra = c.diagnostics()
@@ -400,7 +378,7 @@ func (c *call) allFailed() *APIError {
 	for _, f := range c.failures {
 		names = append(names, f.route.ProviderName)
 	}
-	e := newError(status, code, fmt.Sprintf("all %d provider attempt(s) for model %q failed (%s)", len(c.attempts), c.model.Name, strings.Join(names, ", ")))
+	e := newError(status, code, fmt.Sprintf("all %d provider attempt(s) for model %q failed (%s)", len(c.Attempts), c.model.Name, strings.Join(names, ", ")))
 	e.Origin = "upstream"
 	e.Type = "system"
 	e.Extra = c.diagnostics()
@@ -430,7 +408,7 @@ func (c *call) diagnostics() map[string]any {
 		})
 	}
 	d := map[string]any{
-		"attempt_count":    len(c.attempts),
+		"attempt_count":    len(c.Attempts),
 		"failed_providers": providersFailed,
 		"failed_statuses":  statuses,
 		"failure_sample":   sample,

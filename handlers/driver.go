@@ -53,7 +53,7 @@ func (g *Gateway) serveMedia(w http.ResponseWriter, r *http.Request, caller *Cal
 		return apiErr
 	}
 	defer c.endMedia(r)
-	c.streamed, c.prompt = q.streamed, q.prompt
+	c.Streamed, c.prompt = q.streamed, q.prompt
 	if q.metered != nil {
 		c.meter(*q.metered)
 	}

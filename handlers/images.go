@@ -564,7 +564,7 @@ func (c *call) meterImageAnswer(rt Route, q *imageRequest, obj []byte, images, p
 		// Priced by tokens and told none: the estimate, never nothing.
 		tokens = q.estimate(rt, images, partials)
 		c.g.Logger.Warn("the provider's images answer has no usage; the estimate is billed",
-			zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName))
+			zap.String("generation_id", c.GenerationID), zap.String("provider", rt.ProviderName))
 	}
 	size, quality := q.size, q.quality
 	if raw, _ := rawjson.Get(obj, "size"); raw != nil {
@@ -670,7 +670,7 @@ func (c *call) imagesNeutral(w http.ResponseWriter, r *http.Request, rt Route, q
 	if err := c.neutralDone(rt, began, err); err != nil {
 		return err
 	}
-	c.status = http.StatusOK
+	c.Status = http.StatusOK
 	var tokens pricing.Usage
 	if resp.UsageKnown {
 		tokens = pricing.Media(resp.Usage)
@@ -681,7 +681,7 @@ func (c *call) imagesNeutral(w http.ResponseWriter, r *http.Request, rt Route, q
 	if format == "" {
 		format = imageFormat(resp.Images[0].MIMEType)
 	}
-	created := c.start.Unix()
+	created := c.Start.Unix()
 	if q.stream {
 		return c.neutralImageEvents(w, r, q, resp, tokens, created, format, size, quality)
 	}

@@ -171,10 +171,14 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		}
 	}
 	c := &call{
-		g: g, caller: caller, endpoint: cp.endpoint, genID: ids.New("gen"), model: m, routes: routes, skipped: dropped,
-		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(), most: most,
+		Charge: billing.Charge{
+			GenerationID: ids.New("gen"), WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID,
+			Endpoint: cp.endpoint, Model: m.Name, Most: most, Start: g.Now(),
+		},
+		g: g, caller: caller, model: m, routes: routes, skipped: dropped,
+		wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(),
 	}
-	setGenerationID(w.Header(), c.genID)
+	setGenerationID(w.Header(), c.GenerationID)
 	if g.Observer != nil {
 		g.Observer.Began(r.Context(), Outcome{c})
 	}
@@ -185,7 +189,7 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 	// reservation of its own, both within StoreTimeout.
 	req := billing.Request{
 		WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID, Most: most,
-		GenerationID: c.genID, Endpoint: cp.endpoint, Model: m.Name, Start: c.start,
+		GenerationID: c.GenerationID, Endpoint: cp.endpoint, Model: m.Name, Start: c.Start,
 	}
 	var hold billing.Hold
 	var err error
@@ -209,7 +213,7 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		}
 		return nil, g.Metrics.refused(cp.endpoint, m.Name, g.storeUnavailable("reserving credit", err))
 	}
-	c.hold = hold
+	c.Hold = hold
 	return c, nil
 }
 
@@ -277,7 +281,7 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 			}
 			ue, ok := providers.AsUpstreamError(err)
 			if !ok {
-				g.Logger.Error("calling a provider failed", zap.String("endpoint", c.endpoint), zapErr(err))
+				g.Logger.Error("calling a provider failed", zap.String("endpoint", c.Endpoint), zapErr(err))
 				return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
 			}
 			if !ue.Fallbackable() {
@@ -295,13 +299,13 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 			}
 			if try >= rt.Policy.Retries || !retrySame(ue, rt.Policy) {
 				if ce := g.Logger.Check(zapcore.DebugLevel, "moving on to the next route"); ce != nil {
-					ce.Write(zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName), zapErr(ue))
+					ce.Write(zap.String("generation_id", c.GenerationID), zap.String("provider", rt.ProviderName), zapErr(ue))
 				}
 				break
 			}
 			g.Metrics.retry(rt.ProviderName)
 			if ce := g.Logger.Check(zapcore.DebugLevel, "retrying the route"); ce != nil {
-				ce.Write(zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName), zap.Int("try", try+1), zapErr(ue))
+				ce.Write(zap.String("generation_id", c.GenerationID), zap.String("provider", rt.ProviderName), zap.Int("try", try+1), zapErr(ue))
 			}
 			if !c.sleep(rt.Policy.backoff(try+1, ue.RetryAfter)) {
 				c.clientGone()

@@ -245,7 +245,7 @@ func (c *call) neutralDone(rt Route, began time.Time, err error) error {
 	if err != nil {
 		return err
 	}
-	c.firstByte = c.g.Now()
+	c.FirstByte = c.g.Now()
 	c.route = &rt
 	return nil
 }
@@ -299,9 +299,9 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 	c.gotToken()
 	c.recordAttempt(rt, began, nil)
 	c.route = &rt
-	c.status = http.StatusOK
-	c.firstByte = c.g.Now()
-	c.streaming = c.firstByte
+	c.Status = http.StatusOK
+	c.FirstByte = c.g.Now()
+	c.streaming = c.FirstByte
 	h := w.Header()
 	h.Set("Content-Type", ans.contentType)
 	if ans.length >= 0 {
@@ -361,7 +361,7 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 			c.clientGone()
 			return nil
 		}
-		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's answer broke off: "+err.Error()
+		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", "the provider's answer broke off: "+err.Error()
 		c.abortResponse = true
 	}
 	return nil
@@ -411,13 +411,13 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 		if !out.started {
 			c.gotToken()
 			c.relayCommit(out, &rt, began)
-			c.firstByte = c.g.Now()
+			c.FirstByte = c.g.Now()
 		}
 		typ := eventType(ev.Data)
 		if !final && slices.Contains(me.final, typ) {
 			final = true
 			if err := me.meter(c, ev.Data); err != nil {
-				c.g.Logger.Warn("the final event's usage could not be read; the estimate is billed", zap.String("generation_id", c.genID), zapErr(err))
+				c.g.Logger.Warn("the final event's usage could not be read; the estimate is billed", zap.String("generation_id", c.GenerationID), zapErr(err))
 			}
 			if !c.writeFinalEvent(out, r, ev.Name, ev.Data, me.usage) {
 				break
@@ -428,7 +428,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			// The upstream's own error ends its stream; it is recorded before it is relayed,
 			// as the client may leave on reading it.
 			ue := openai.ParseError(rt.ProviderName, 0, nil, ev.Data, true)
-			c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream ended with an error: "+ue.Message
+			c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", "the provider's stream ended with an error: "+ue.Message
 			c.streamDone()
 			c.settleOutcome(r.Context())
 			out.event(ev.Name, ev.Data)
@@ -463,16 +463,16 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 		return ue
 	}
 	switch {
-	case readErr != nil && c.errCode == "":
-		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream broke: "+readErr.Error()
-	case !final && c.errCode == "":
-		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream ended before its final event"
+	case readErr != nil && c.ErrorCode == "":
+		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", "the provider's stream broke: "+readErr.Error()
+	case !final && c.ErrorCode == "":
+		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", "the provider's stream ended before its final event"
 	default:
 		return nil
 	}
 	if !final {
 		// A stream no route can finish ends with an error event, never as if it were whole.
-		c.failStream(out, r, c.errMessage)
+		c.failStream(out, r, c.ErrorMessage)
 	}
 	return nil
 }

@@ -531,7 +531,7 @@ func (c *call) ocrChat(w http.ResponseWriter, r *http.Request, rt Route, q *ocrR
 	if err := c.neutralDone(rt, began, err); err != nil {
 		return err
 	}
-	c.upstreamID, c.finish = resp.ID, string(resp.FinishReason)
+	c.UpstreamID, c.FinishReason = resp.ID, string(resp.FinishReason)
 	u := pricing.Tokens(resp.Usage)
 	u.Pages = 1
 	c.meter(u)

@@ -275,8 +275,8 @@ func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.R
 // replaceLastAttempt corrects the record of an attempt whose error was the gateway's own
 // timer rather than what the adapter reported.
 func (c *call) replaceLastAttempt(rt Route, ue *providers.UpstreamError) {
-	if n := len(c.attempts); n > 0 && c.attempts[n-1].Provider == rt.ProviderName {
-		c.attempts[n-1].Status, c.attempts[n-1].Error, c.attempts[n-1].Category = 0, ue.Error(), string(ue.Category)
+	if n := len(c.Attempts); n > 0 && c.Attempts[n-1].Provider == rt.ProviderName {
+		c.Attempts[n-1].Status, c.Attempts[n-1].Error, c.Attempts[n-1].Category = 0, ue.Error(), string(ue.Category)
 		if m := len(c.failures); m > 0 && c.failures[m-1].route.ProviderName == rt.ProviderName {
 			c.failures[m-1].err = ue
 			return

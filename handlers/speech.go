@@ -385,7 +385,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 			if !out.started {
 				c.gotToken()
 				c.relayCommit(out, &rt, began)
-				c.firstByte = c.g.Now()
+				c.FirstByte = c.g.Now()
 			}
 			ev = append(ev[:0], `{"type":"speech.audio.delta","audio":"`...)
 			ev = base64.StdEncoding.AppendEncode(ev, buf[:n])
@@ -417,7 +417,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 				c.recordAttempt(rt, began, ue)
 				return ue
 			}
-			c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", ue.Error()
+			c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", ue.Error()
 			c.failStream(out, r, "the provider's audio broke off")
 			return nil
 		}

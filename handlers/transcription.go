@@ -253,7 +253,7 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 		}
 	}
 	c.recordAttempt(rt, began, nil)
-	c.firstByte = c.g.Now()
+	c.FirstByte = c.g.Now()
 	c.route = &rt
 	if ct == "" {
 		ct = plainTextType(t.format)
@@ -284,7 +284,7 @@ func (t *transcriptionRequest) textOfJSON(c *call, data []byte) (string, bool) {
 // answerText settles and writes a plain-text answer, which has no room for the cost: the
 // generation record (X-Generation-Id) has it.
 func (c *call) answerText(w http.ResponseWriter, r *http.Request, contentType string, data []byte) error {
-	c.status = http.StatusOK
+	c.Status = http.StatusOK
 	if apiErr := c.settleAnswer(r.Context()); apiErr != nil {
 		return apiErr
 	}
