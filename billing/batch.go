@@ -142,7 +142,9 @@ func (h *rowHold) SettleLater(g *store.Generation) error {
 }
 
 func (h *rowHold) Release(ctx context.Context) error {
-	if !h.once.end() {
+	// After a failed settlement the lease or budget already took the call's worst case
+	// back, or keeps it out for a settlement that may have landed: nothing to release.
+	if fresh, _ := h.once.end(); !fresh {
 		return nil
 	}
 	h.b.mu.Lock()

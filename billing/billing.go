@@ -271,8 +271,11 @@ func (h *ReservationHold) Settle(ctx context.Context, g *store.Generation) (stor
 	})
 }
 
+// Release drops the reservation, also after a settlement that failed (an answer withheld
+// because its charge could not be recorded): its reservation is then still there, or was
+// consumed by a settlement that landed unanswered, which the release then does not find.
 func (h *ReservationHold) Release(ctx context.Context) error {
-	if h.id == "" || !h.once.end() {
+	if fresh, failed := h.once.end(); h.id == "" || !fresh && !failed {
 		return nil
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.l.cfg.StoreTimeout)
@@ -298,10 +301,11 @@ func (h *ReservationHold) SettleLater(g *store.Generation) error {
 // It keeps the generation's id, not its record: a hold is made per call on the hot path, and
 // a repeated settlement, rare, reads the record back from the store.
 type settledOnce struct {
-	mu    sync.Mutex
-	ended bool
-	genID string
-	err   error
+	mu       sync.Mutex
+	ended    bool
+	released bool
+	genID    string
+	err      error
 }
 
 var errHoldEnded = errors.New("the hold was already settled or released")
@@ -326,13 +330,18 @@ func (o *settledOnce) do(l *Ledger, ctx context.Context, g *store.Generation, se
 	return stored, o.err
 }
 
-// end marks the hold ended by a release; false when it already was.
-func (o *settledOnce) end() bool {
+// end marks the hold ended by a release. fresh: nothing settled or released it before;
+// failed: a settlement failed before, and nothing released it since.
+func (o *settledOnce) end() (fresh, failed bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.released {
+		return false, false
+	}
+	o.released = true
 	if o.ended {
-		return false
+		return false, o.err != nil
 	}
 	o.ended = true
-	return true
+	return true, false
 }

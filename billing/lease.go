@@ -254,7 +254,9 @@ func (h *LeaseHold) SettleLater(g *store.Generation) error {
 // Release returns the call's worst case to the lease, dropping the lease when it was the
 // last call in flight on a retired one.
 func (h *LeaseHold) Release(ctx context.Context) error {
-	if !h.once.end() {
+	// After a failed settlement the lease or budget already took the call's worst case
+	// back, or keeps it out for a settlement that may have landed: nothing to release.
+	if fresh, _ := h.once.end(); !fresh {
 		return nil
 	}
 	lg, l := h.lg, h.lease

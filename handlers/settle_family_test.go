@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -138,12 +139,21 @@ var familyCalls = []familyCall{
 // answer not yet delivered is withheld (503 store_unavailable), charged nothing and its hold
 // released; an answer the client has (a stream, audio) has its charge journaled and
 // applied once the store is back, so it is billed exactly once.
+//
+// A 5 USD wallet's requests are admitted from a small credit lease; a wallet with little
+// more than the 1.00 USD preflight takes none, and each request reserves for itself.
 func TestSettlementFailurePerFamily(t *testing.T) {
+	for _, credits := range []int64{5 * usdNanos, MinPreflightNanos + 100_000_000} {
+		t.Run(fmt.Sprintf("wallet %d nanos", credits), func(t *testing.T) { settlementFailurePerFamily(t, credits) })
+	}
+}
+
+func settlementFailurePerFamily(t *testing.T, credits int64) {
 	a, s := familyGateway(t, true)
 	for _, fc := range familyCalls {
 		t.Run(fc.name, func(t *testing.T) {
 			ctx := context.Background()
-			ws, key, _ := a.workspace(5 * usdNanos)
+			ws, key, _ := a.workspace(credits)
 			s.down.Store(true)
 			w := fc.post(a, key)
 			body := w.Body.String()
@@ -160,7 +170,7 @@ func TestSettlementFailurePerFamily(t *testing.T) {
 				if n := a.g.ledger.JournalPending(); n != 0 {
 					t.Fatalf("%d settlements journaled for an answer withheld", n)
 				}
-				if b, _ := a.s.GetBalance(ctx, ws); b.BalanceNanos != 5*usdNanos || b.ReservedNanos != 0 {
+				if b, _ := a.s.GetBalance(ctx, ws); b.BalanceNanos != credits || b.ReservedNanos != 0 {
 					t.Fatalf("after a withheld answer: %+v, want nothing charged or held", b)
 				}
 				return
@@ -182,7 +192,7 @@ func TestSettlementFailurePerFamily(t *testing.T) {
 				return err == nil && a.g.ledger.JournalPending() == 0
 			})
 			b, _ := a.s.GetBalance(ctx, ws)
-			if gen.CostNanos <= 0 || b.BalanceNanos != 5*usdNanos-gen.CostNanos {
+			if gen.CostNanos <= 0 || b.BalanceNanos != credits-gen.CostNanos || b.ReservedNanos != 0 {
 				t.Fatalf("journaled charge applied: generation %+v, balance %+v", gen, b)
 			}
 		})
