@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -196,14 +197,15 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 		return neutral, err
 	}
 	c.prepareFailover(f.stream, decode)
-	return c.tryRoutes(r, f.stream, func(rt Route) *APIError {
+	return c.tryRoutes(r.Context(), f.stream, func(rt Route) *APIError {
 		if _, ok := forwarderFor(rt, ts.capability.format); !ok || ts.forward == nil {
 			if _, err := decode(); err != nil {
 				return validationFrom(err)
 			}
 		}
 		return nil
-	}, func(ar *http.Request, rt Route) error {
+	}, func(ctx context.Context, rt Route) error {
+		ar := requestIn(r, ctx)
 		if fw, ok := forwarderFor(rt, ts.capability.format); ok && ts.forward != nil {
 			return ts.forward(c, w, ar, rt, fw, body, f)
 		}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
 	"slices"
 
@@ -57,9 +58,9 @@ func (g *Gateway) serveMedia(w http.ResponseWriter, r *http.Request, caller *Cal
 	if q.metered != nil {
 		c.meter(*q.metered)
 	}
-	return c.tryRoutes(r, q.relayed, nil, func(ar *http.Request, rt Route) error {
+	return c.tryRoutes(r.Context(), q.relayed, nil, func(ctx context.Context, rt Route) error {
 		c.capAtHold = f.capAtHold != nil && f.capAtHold(c.priceOf(rt))
-		return q.attempt(c, ar, rt)
+		return q.attempt(c, requestIn(r, ctx), rt)
 	})
 }
 

@@ -239,8 +239,10 @@ func (g *Gateway) admission(ctx context.Context) billing.Admission {
 // answer when no later route does better. prepare, when set, readies a route before its
 // first attempt (a request decoded for translation); its error answers the request. attempt is the endpoint's one try: it writes the answer and
 // settles on success, and returns the upstream's failure (an *UpstreamError) or an *APIError
-// to answer with. The result is the error to answer with, nil once answered.
-func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIError, attempt func(ar *http.Request, rt Route) error) error {
+// to answer with. The result is the error to answer with, nil once answered. ctx is the
+// client's: once it ends ("the client left"), no route more is tried; each attempt gets
+// it, or a context of its own that ends with the attempt's timers.
+func (c *call) tryRoutes(ctx context.Context, stream bool, prepare func(Route) *APIError, attempt func(ctx context.Context, rt Route) error) error {
 	g := c.g
 	var tooLong, refused *providers.UpstreamError
 	var tooLongWindow int64
@@ -262,7 +264,7 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 		}
 		g.Metrics.routeTried(c, rt.ProviderName)
 		for try := 0; ; try++ {
-			err := c.attempt(r, rt, stream, func(ar *http.Request) error { return attempt(ar, rt) })
+			err := c.attempt(ctx, rt, stream, func(actx context.Context) error { return attempt(actx, rt) })
 			if err == nil {
 				// The answer was written whole (a client that left during it was noted by
 				// the relay); one that leaves after it cancelled nothing.
