@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -59,7 +60,7 @@ func newAdminGateway(t *testing.T, models []*Model, setup func(g *Gateway)) *adm
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{Store: s, Registry: reg}
+	g := &Gateway{Config: billing.Config{Store: s, JournalDir: filepath.Join(t.TempDir(), "settlements")}, Registry: reg}
 	if setup != nil {
 		setup(g)
 	}

@@ -13,39 +13,36 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// call is one generation request in flight, from the reservation to the settlement. The
-// surface handlers fill in what happened; settle prices it, charges and records it.
+// call is one generation request in flight, from the reservation to the settlement. It is
+// the charge (billing.Charge: what billing knows of the call, free of HTTP) and the
+// exchange (the client's request, the attempt, the stream's state, the text failover's
+// fields). The surface handlers fill in what happened; settle prices it, charges and
+// records it.
 type call struct {
+	billing.Charge
+
 	g      *Gateway
 	caller *Caller
 	// reqCtx is the client's request context: it ends when the client leaves.
 	reqCtx context.Context
 	// att is the attempt in progress, with its timers.
-	att         *attemptState
-	endpoint    string
-	genID       string
-	model       *Model
-	routes      []Route
-	start       time.Time
-	reservation string
-	// lease, when set, admitted the call instead of a reservation of its own; held is the
-	// worst case it holds on the lease.
-	lease *lease
-	held  int64
-	// inflight is the store's token for the trace of a request admitted from a lease.
-	inflight uint64
-	wantMeta bool
+	att    *attemptState
+	model  *Model
+	routes []Route
+	// leaseHold is the storage of the charge's Hold when a key lease admitted the call.
+	leaseHold billing.LeaseHold
+	wantMeta  bool
 	// promptBytes sizes the estimate of input tokens when the upstream never reports usage,
 	// unless prompt, the body of a text or embeddings request, is set: its text does.
 	promptBytes int
 	prompt      []byte
 
-	attempts []store.Attempt
 	failures []failure
 	// skipped are the model's routes left out of the call, and why.
 	skipped []droppedRoute
@@ -67,11 +64,10 @@ type call struct {
 	usage      providers.Usage
 	usageKnown bool
 	// metered, when set, is the usage by dimension of a media call (characters, seconds,
-	// images, pages...): settle prices it instead of usage. most is the worst case the call
-	// was admitted for, which is what an answer whose usage turns out unpriceable is charged.
+	// images, pages...): settle prices it instead of usage. An answer whose usage turns out
+	// unpriceable is charged Most, the worst case the call was admitted for.
 	metered *pricing.Usage
-	most    int64
-	// capAtHold charges the metered usage at most most, the request's hold: its worst case
+	// capAtHold charges the metered usage at most Most, the request's hold: its worst case
 	// bounds what the upstream can charge (a transcription's, from the audio measured), so
 	// more is an upstream's error, not the caller's to pay from a wallet that others draw
 	// on. overHold is what it was priced beyond.
@@ -84,18 +80,9 @@ type call struct {
 	// after its first bytes, and the client must not take what it has for the whole.
 	abortResponse bool
 	chunks        int64
-	upstreamID    string
-	finish        string
 	stopSequence  string
 	// dropped lists request parameters the route's adapter could not honour.
 	dropped      []string
-	streamed     bool
-	cancelled    bool
-	status       int
-	errCode      string
-	errMessage   string
-	errOrigin    string
-	firstByte    time.Time
 	upstreamDone time.Time
 	// upstreamTime is the time spent waiting on providers, for the overhead figure.
 	upstreamTime time.Duration
@@ -136,7 +123,7 @@ func (c *call) recordAttempt(rt Route, began time.Time, err error) {
 			c.failures = append(c.failures, failure{route: rt, err: ue})
 		}
 	}
-	c.attempts = append(c.attempts, a)
+	c.Attempts = append(c.Attempts, a)
 	c.g.Metrics.attempt(c, rt.ProviderName, d, err != nil, a.Category)
 }
 
@@ -177,26 +164,26 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 		// tokens of a transcription): the lines are those its route prices.
 		lines = slices.DeleteFunc(lines, func(l store.CostLine) bool { return l.UnitPriceNanos == 0 })
 		c.overHold = 0
-		if c.capAtHold && total > c.most {
-			c.overHold, total = total-c.most, c.most
+		if c.capAtHold && total > c.Most {
+			c.overHold, total = total-c.Most, c.Most
 		}
 		return lines, total
 	}
 	if !c.unpricedLogged {
 		c.unpricedLogged = true
 		c.g.Logger.Error("the answer's usage has no price on its route; charged the worst case admitted",
-			zap.String("generation_id", c.genID), zap.String("provider", c.route.ProviderName), zapErr(err))
+			zap.String("generation_id", c.GenerationID), zap.String("provider", c.route.ProviderName), zapErr(err))
 	}
 	dim := pricing.DimRequest
 	var ue *pricing.UnpricedError
 	if errors.As(err, &ue) {
 		dim = ue.Dimension
 	}
-	line := store.CostLine{Dimension: dim, Quantity: 1, UnitPriceNanos: c.most, Nanos: c.most}
+	line := store.CostLine{Dimension: dim, Quantity: 1, UnitPriceNanos: c.Most, Nanos: c.Most}
 	if ue != nil {
 		line.Key = ue.LineKey
 	}
-	return []store.CostLine{line}, c.most
+	return []store.CostLine{line}, c.Most
 }
 
 // estimateUsage fills usage from what was seen when the upstream never reported it
@@ -213,51 +200,41 @@ func (c *call) estimateUsage() {
 	c.usage = providers.Usage{Input: in, Output: c.chunks}
 }
 
+// generation is the call's record as it stands: what settle charges and records.
+func (c *call) generation() *store.Generation {
+	lines, total := c.cost()
+	if c.route != nil {
+		c.Provider, c.UpstreamModel = c.route.ProviderName, c.route.UpstreamModel
+	}
+	gen := c.Record(c.g.Now(), lines, total)
+	gen.InputTokens, gen.CacheReadTokens, gen.CacheWriteTokens = c.usage.Input, c.usage.CacheRead, c.usage.CacheWrite
+	gen.OutputTokens, gen.ReasoningTokens = c.usage.Output, c.usage.Reasoning
+	if c.metered != nil {
+		gen.RecordDimensions(c.metered)
+	}
+	return gen
+}
+
 // settle charges the wallet and records the generation, exactly once, even when the client
-// has gone: it runs on a context of its own.
+// has gone: the hold settles on a context of its own. Its callers are the outcomes'
+// (settleAnswer, chargeDelivered); settle itself decides nothing about delivery.
 func (c *call) settle(ctx context.Context) error {
 	if c.settled {
 		return nil
 	}
 	c.settled = true
 	c.estimateUsage()
-	if c.failedOver && c.errMessage == "" {
-		c.errMessage = c.failoverNote()
+	if c.failedOver && c.ErrorMessage == "" {
+		c.ErrorMessage = c.failoverNote()
 	}
-	lines, total := c.cost()
-	end := c.g.Now()
-	gen := &store.Generation{
-		ID: c.genID, WorkspaceID: c.caller.Key.WorkspaceID, KeyID: c.caller.Key.ID, Endpoint: c.endpoint,
-		Model: c.model.Name, UpstreamID: c.upstreamID, Streamed: c.streamed, Cancelled: c.cancelled,
-		Status: c.status, FinishReason: c.finish, ErrorCode: c.errCode, ErrorMessage: c.errMessage, ErrorOrigin: c.errOrigin,
-		InputTokens: c.usage.Input, CacheReadTokens: c.usage.CacheRead, CacheWriteTokens: c.usage.CacheWrite,
-		OutputTokens: c.usage.Output, ReasoningTokens: c.usage.Reasoning,
-		CostNanos: total, CostLines: lines, Attempts: c.attempts,
-		EndToEndMs: end.Sub(c.start).Milliseconds(), CreatedAt: c.start,
+	gen := c.generation()
+	lines, total := gen.CostLines, gen.CostNanos
+	// The settlement outlives the client: the hold settles without the request's
+	// cancellation, until SettleTimeout.
+	if c.Hold == nil {
+		c.Hold = c.g.ledger.Unheld()
 	}
-	if c.metered != nil {
-		gen.RecordDimensions(c.metered)
-	}
-	if c.route != nil {
-		gen.Provider, gen.UpstreamModel = c.route.ProviderName, c.route.UpstreamModel
-	}
-	if !c.firstByte.IsZero() {
-		gen.LatencyMs = c.firstByte.Sub(c.start).Milliseconds()
-		gen.GenerationMs = end.Sub(c.firstByte).Milliseconds()
-	}
-	// The settlement outlives the client: it runs without the request's cancellation,
-	// until SettleTimeout.
-	sctx, deadline := context.WithoutCancel(ctx), time.Now().Add(c.g.SettleTimeout)
-	var stored store.Generation
-	var err error
-	if c.lease != nil {
-		stored, err = c.g.settleLease(sctx, deadline, c.lease, c.held, gen)
-		c.g.Store.EndInFlight(c.inflight)
-	} else {
-		stored, err = c.g.settleRetrying(sctx, deadline, gen, func(ctx context.Context) (store.Generation, error) {
-			return c.g.Store.Settle(ctx, store.SettleParams{ReservationID: c.reservation, Generation: gen})
-		})
-	}
+	stored, err := c.Hold.Settle(ctx, gen)
 	c.g.Metrics.settled(c, lines, err)
 	if err == nil {
 		c.costNanos = total
@@ -266,27 +243,81 @@ func (c *call) settle(ctx context.Context) error {
 		c.g.Observer.Finished(c.reqCtx, Outcome{c})
 	}
 	if err != nil {
-		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.genID), zapErr(err))
+		c.g.Logger.Error("settling a generation failed", zap.String("generation_id", c.GenerationID), zapErr(err))
 		return err
 	}
 	if stored.UnbilledNanos > 0 {
-		c.g.Logger.Warn("usage exceeded the wallet balance", zap.String("generation_id", c.genID), zap.Int64("unbilled_nanos", stored.UnbilledNanos))
+		c.g.Logger.Warn("usage exceeded the wallet balance", zap.String("generation_id", c.GenerationID), zap.Int64("unbilled_nanos", stored.UnbilledNanos))
 	}
 	if c.overHold > 0 {
-		c.g.Logger.Warn("usage exceeded what the request held; charged what it held", zap.String("generation_id", c.genID),
-			zap.Int64("held_nanos", c.most), zap.Int64("unbilled_nanos", c.overHold))
+		c.g.Logger.Warn("usage exceeded what the request held; charged what it held", zap.String("generation_id", c.GenerationID),
+			zap.Int64("held_nanos", c.Most), zap.Int64("unbilled_nanos", c.overHold))
 	}
 	c.g.Metrics.unbilled(c, stored.UnbilledNanos+c.overHold)
 	return nil
 }
 
-// notRecorded is the answer withheld because its charge could not be recorded: an answer
-// delivered is an answer billed, so none is delivered unbilled.
-func notRecorded() *APIError {
-	return newError(http.StatusInternalServerError, CodeGateway, "the gateway could not record this answer's charge, so it was not delivered; retry the request")
+// The rule for charge and delivery, one function an outcome:
+//
+//   - settleAnswer: an answer not yet delivered (a JSON body, a transcript) is delivered
+//     only once its charge is recorded; otherwise it is withheld (503 store_unavailable)
+//     and the hold released, as the client never gets what the upstream made.
+//   - chargeDelivered: an answer the client has, whole or in part (a stream at its end, a
+//     binary answer's last bytes, a stream that broke), is billed whatever the store says
+//     now: a settlement the store cannot take is journaled and applied later.
+//   - settleOutcome: chargeDelivered for an outcome that has nothing more to tell the
+//     client (an error answered, a client gone); deferred by every family as the one
+//     settlement of whatever outcome did not settle itself.
+
+// settleAnswer settles an answer about to be delivered; a non-nil result is the answer to
+// give instead.
+func (c *call) settleAnswer(ctx context.Context) *APIError {
+	err := c.settle(ctx)
+	if err == nil {
+		return nil
+	}
+	if rerr := c.Hold.Release(ctx); rerr != nil {
+		c.g.Logger.Warn("releasing the hold of a withheld answer failed; it is released later or expires",
+			zap.String("generation_id", c.GenerationID), zapErr(rerr))
+	}
+	return notRecorded(c.g.storeUnavailable("recording an answer's charge", err))
 }
 
-// notRecordedStream is the in-band error that ends a stream whose charge could not be recorded.
+// chargeDelivered settles a call whose answer the client has. settled reports whether the
+// charge was recorded now; kept, whether it is recorded or journaled to be. A charge
+// neither recorded nor journaled is logged with its amount: the caller must not let an
+// answer look whole then.
+func (c *call) chargeDelivered(ctx context.Context) (settled, kept bool) {
+	err := c.settle(ctx)
+	if err == nil {
+		return true, true
+	}
+	gen := c.generation()
+	if jerr := c.Hold.SettleLater(gen); jerr != nil {
+		c.g.Logger.Error("journaling a settlement failed; the charge of an answer delivered is not recorded",
+			zap.String("generation_id", c.GenerationID), zap.Int64("cost_nanos", gen.CostNanos), zapErr(jerr))
+		return false, false
+	}
+	c.g.Logger.Warn("the settlement of an answer delivered is journaled, to be applied once the store takes it",
+		zap.String("generation_id", c.GenerationID), zap.Int64("cost_nanos", gen.CostNanos))
+	return false, true
+}
+
+// settleOutcome is chargeDelivered for an outcome with nothing more to tell the client.
+func (c *call) settleOutcome(ctx context.Context) {
+	c.chargeDelivered(ctx)
+}
+
+// notRecorded is the answer withheld because its charge could not be recorded, from the
+// store's 503 unavailable: an answer delivered is an answer billed, so none is delivered
+// unbilled.
+func notRecorded(e *APIError) *APIError {
+	e.Message = "the gateway could not record this answer's charge, so it was not delivered; retry the request"
+	return e
+}
+
+// notRecordedStream is the in-band error that ends a stream whose charge could not be
+// recorded at its end (it is journaled and applied later).
 var notRecordedStream = &providers.UpstreamError{Provider: "gateway", Category: providers.CategoryServerError,
 	Message: "the gateway could not record this answer's charge, so its end was not delivered"}
 
@@ -297,7 +328,7 @@ func (n costNumber) MarshalJSON() ([]byte, error) { return []byte(pricing.Format
 
 // failed notes that the request ended in an error the client received.
 func (c *call) failed(e *APIError) *APIError {
-	c.status, c.errCode, c.errMessage, c.errOrigin = e.Status, e.Code, e.Message, e.origin()
+	c.Status, c.ErrorCode, c.ErrorMessage, c.ErrorOrigin = e.Status, e.Code, e.Message, e.origin()
 	return e
 }
 
@@ -331,7 +362,7 @@ func (c *call) upstreamFailure(ue *providers.UpstreamError) *APIError {
 
 // allFailed answers when every route failed, with the spec's diagnostics.
 func (c *call) allFailed() *APIError {
-	if len(c.attempts) == 0 {
+	if len(c.Attempts) == 0 {
 		e := newError(http.StatusServiceUnavailable, CodeUpstream, fmt.Sprintf("every route of model %q is unavailable right now (circuit open after repeated failures); retry shortly", c.model.Name))
 		e.Origin, e.Type = "gateway", "system"
 		e.Extra = c.diagnostics()
@@ -356,7 +387,7 @@ func (c *call) allFailed() *APIError {
 	for _, f := range c.failures {
 		names = append(names, f.route.ProviderName)
 	}
-	e := newError(status, code, fmt.Sprintf("all %d provider attempt(s) for model %q failed (%s)", len(c.attempts), c.model.Name, strings.Join(names, ", ")))
+	e := newError(status, code, fmt.Sprintf("all %d provider attempt(s) for model %q failed (%s)", len(c.Attempts), c.model.Name, strings.Join(names, ", ")))
 	e.Origin = "upstream"
 	e.Type = "system"
 	e.Extra = c.diagnostics()
@@ -386,7 +417,7 @@ func (c *call) diagnostics() map[string]any {
 		})
 	}
 	d := map[string]any{
-		"attempt_count":    len(c.attempts),
+		"attempt_count":    len(c.Attempts),
 		"failed_providers": providersFailed,
 		"failed_statuses":  statuses,
 		"failure_sample":   sample,

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -183,8 +184,8 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 	if apiErr != nil {
 		return apiErr
 	}
-	defer func() { _ = c.settle(r.Context()) }()
-	c.streamed, c.prompt = f.stream, body
+	defer c.settleOutcome(r.Context())
+	c.Streamed, c.prompt = f.stream, body
 
 	var neutral *providers.Request
 	decode := func() (*providers.Request, error) {
@@ -196,14 +197,15 @@ func (g *Gateway) serveText(w http.ResponseWriter, r *http.Request, caller *Call
 		return neutral, err
 	}
 	c.prepareFailover(f.stream, decode)
-	return c.tryRoutes(r, f.stream, func(rt Route) *APIError {
+	return c.tryRoutes(r.Context(), f.stream, func(rt Route) *APIError {
 		if _, ok := forwarderFor(rt, ts.capability.format); !ok || ts.forward == nil {
 			if _, err := decode(); err != nil {
 				return validationFrom(err)
 			}
 		}
 		return nil
-	}, func(ar *http.Request, rt Route) error {
+	}, func(ctx context.Context, rt Route) error {
+		ar := requestIn(r, ctx)
 		if fw, ok := forwarderFor(rt, ts.capability.format); ok && ts.forward != nil {
 			return ts.forward(c, w, ar, rt, fw, body, f)
 		}
@@ -216,11 +218,11 @@ const CodeContextLengthExceeded = "context_length_exceeded"
 
 // clientGone notes that the client left before the answer was complete.
 func (c *call) clientGone() {
-	c.cancelled = true
-	if c.status == 0 {
-		c.status = 499
+	c.Cancelled = true
+	if c.Status == 0 {
+		c.Status = 499
 	}
-	c.errCode, c.errOrigin, c.errMessage = CodeClientClosedRequest, "user", "the client closed the connection"
+	c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeClientClosedRequest, "user", "the client closed the connection"
 }
 
 func validationFrom(err error) *APIError {
@@ -317,7 +319,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	rd := sse.NewReader(resp.Body, maxStreamEvent)
 	defer rd.Release()
 	out.holdFor(rd)
-	quotedID := rawjson.AppendStringLikeMarshal(nil, c.genID)
+	quotedID := rawjson.AppendStringLikeMarshal(nil, c.GenerationID)
 	var usageChunk []byte
 	done := false
 	var streamErr *providers.UpstreamError
@@ -332,8 +334,8 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 			done = true
 			break
 		}
-		if c.firstByte.IsZero() {
-			c.firstByte = c.g.Now()
+		if c.FirstByte.IsZero() {
+			c.FirstByte = c.g.Now()
 		}
 		chunkOK := chunk.Read(data)
 		if !chunkOK && !rawjson.Valid(data) {
@@ -359,11 +361,11 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 					continue
 				}
 			}
-			if c.upstreamID == "" && chunk.IDEnd > 0 {
-				c.upstreamID, _ = rawjson.String(data[chunk.IDStart:chunk.IDEnd])
+			if c.UpstreamID == "" && chunk.IDEnd > 0 {
+				c.UpstreamID, _ = rawjson.String(data[chunk.IDStart:chunk.IDEnd])
 			}
 			if fr := chunk.FinishReason(); fr != "" {
-				c.finish = fr
+				c.FinishReason = fr
 			}
 			if c.awaitingToken() && chunk.Answer() {
 				c.gotToken()
@@ -389,7 +391,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 		return relayResult(err)
 	}
 	if streamErr != nil {
-		sink := &chatSink{c: c, enc: openai.NewChunkEncoder(c.genID, rt.UpstreamModel, c.start.Unix()), includeUsage: f.includeUsage}
+		sink := &chatSink{c: c, enc: openai.NewChunkEncoder(c.GenerationID, rt.UpstreamModel, c.Start.Unix()), includeUsage: f.includeUsage}
 		defer sink.release()
 		return c.relayFailed(out, rt, began, streamErr, sink)
 	}
@@ -397,13 +399,13 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	var final []byte
 	if f.includeUsage || c.wantMeta {
 		if usageChunk == nil {
-			usageChunk = usageChunkFor(c.genID, rt.UpstreamModel, c.start.Unix(), c.usage)
+			usageChunk = usageChunkFor(c.GenerationID, rt.UpstreamModel, c.Start.Unix(), c.usage)
 		}
 		var last lastFrame
 		defer last.release()
 		final = last.decorate(c, usageChunk, "id", openai.AppendChatUsage)
 	}
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		out.data(chatErrorFrame(notRecordedStream))
 		return nil
 	}

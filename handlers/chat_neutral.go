@@ -14,12 +14,12 @@ type chatSurface struct {
 func (s chatSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	resp.Model = model
 	return c.appendAnswer(dst, "id", openai.AppendChatUsage, func(dst []byte, add providers.Additions) ([]byte, bool, error) {
-		return openai.AppendChatResponseWith(dst, resp, c.genID, c.start.Unix(), add)
+		return openai.AppendChatResponseWith(dst, resp, c.GenerationID, c.Start.Unix(), add)
 	})
 }
 
 func (s chatSurface) sink(c *call, model string) streamSink {
-	return &chatSink{c: c, enc: openai.NewChunkEncoder(c.genID, model, c.start.Unix()), includeUsage: s.includeUsage}
+	return &chatSink{c: c, enc: openai.NewChunkEncoder(c.GenerationID, model, c.Start.Unix()), includeUsage: s.includeUsage}
 }
 
 type chatSink struct {

@@ -153,28 +153,31 @@ func (g *Gateway) embeddings(w http.ResponseWriter, r *http.Request, caller *Cal
 	if apiErr != nil {
 		return apiErr
 	}
-	// The whole body's bytes as tokens is more than the inputs can be.
-	c, apiErr := g.begin(w, r, caller, &embeddingsCapability, req.model, len(body), req.meta, func(rt Route) (int64, error) {
-		return pricing.WorstCase(rt.Price, estimateTokens(len(body)), 0), nil
-	})
-	if apiErr != nil {
-		return apiErr
-	}
-	defer func() { _ = c.settle(r.Context()) }()
-	c.prompt = body
-	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
-		if fw, ok := forwarderFor(rt, providers.FormatOpenAIEmbeddings); ok {
-			up, err := upstreamBody(body, rt.UpstreamModel)
-			if err != nil {
-				return fmt.Errorf("rewriting the request: %w", err)
+	return g.serveMedia(w, r, caller, &embeddingsEndpoint, &mediaRequest{
+		model: req.model, promptBytes: len(body), prompt: body, meta: req.meta,
+		// The whole body's bytes as tokens is more than the inputs can be.
+		worst: func(rt Route) (int64, error) {
+			return pricing.WorstCase(rt.Price, estimateTokens(len(body)), 0), nil
+		},
+		attempt: func(c *call, ar *http.Request, rt Route) error {
+			if fw, ok := forwarderFor(rt, providers.FormatOpenAIEmbeddings); ok {
+				up, err := upstreamBody(body, rt.UpstreamModel)
+				if err != nil {
+					return fmt.Errorf("rewriting the request: %w", err)
+				}
+				wf := embeddingsWire
+				wf.adapt = func(answer []byte) ([]byte, error) { return encodeEmbeddings(answer, req.base64) }
+				return c.forward(w, ar, rt, fw, up, false, wf, nil)
 			}
-			wf := embeddingsWire
-			wf.adapt = func(answer []byte) ([]byte, error) { return encodeEmbeddings(answer, req.base64) }
-			return c.forward(w, ar, rt, fw, up, false, wf, nil)
-		}
-		return c.embedNeutral(w, ar, rt, req)
+			return c.embedNeutral(w, ar, rt, req)
+		},
 	})
 }
+
+// embeddingsEndpoint: an embedding is billed by the tokens its upstream reports, not by a
+// metered usage, so there is nothing to cap (the worst case, the body's bytes as tokens,
+// bounds them anyway).
+var embeddingsEndpoint = mediaEndpoint{cp: &embeddingsCapability}
 
 var embeddingsWire = wireFormat{format: providers.FormatOpenAIEmbeddings, parseUsage: openai.ParseChatUsage, appendUsage: appendPromptUsage, finish: noFinish}
 

@@ -33,7 +33,7 @@ func appendKey(b []byte, comma bool, key string) []byte {
 // keys in the sorted order encoding/json gives a map.
 func (c *call) appendMeta(b []byte) []byte {
 	now := c.g.Now()
-	b = store.AppendAttemptsJSON(appendKey(append(b, '{'), false, "attempts"), c.attempts)
+	b = store.AppendAttemptsJSON(appendKey(append(b, '{'), false, "attempts"), c.Attempts)
 	if len(c.dropped) > 0 {
 		b = appendKey(b, true, "dropped_parameters")
 		for i, d := range c.dropped {
@@ -46,13 +46,13 @@ func (c *call) appendMeta(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
-	b = strconv.AppendInt(appendKey(b, true, "end_to_end_ms"), now.Sub(c.start).Milliseconds(), 10)
-	b = strconv.AppendInt(appendKey(b, true, "gateway_overhead_ms"), max(0, (now.Sub(c.start)-c.upstreamTime).Milliseconds()), 10)
+	b = strconv.AppendInt(appendKey(b, true, "end_to_end_ms"), now.Sub(c.Start).Milliseconds(), 10)
+	b = strconv.AppendInt(appendKey(b, true, "gateway_overhead_ms"), max(0, (now.Sub(c.Start)-c.upstreamTime).Milliseconds()), 10)
 	var gen time.Duration
-	if !c.firstByte.IsZero() {
-		gen = now.Sub(c.firstByte)
+	if !c.FirstByte.IsZero() {
+		gen = now.Sub(c.FirstByte)
 		b = strconv.AppendInt(appendKey(b, true, "generation_ms"), gen.Milliseconds(), 10)
-		b = strconv.AppendInt(appendKey(b, true, "latency_ms"), c.firstByte.Sub(c.start).Milliseconds(), 10)
+		b = strconv.AppendInt(appendKey(b, true, "latency_ms"), c.FirstByte.Sub(c.Start).Milliseconds(), 10)
 	}
 	if c.route != nil {
 		b = rawjson.AppendStringLikeMarshal(appendKey(b, true, "provider"), c.route.ProviderName)
@@ -60,7 +60,7 @@ func (c *call) appendMeta(b []byte) []byte {
 	if c.skippedFrames > 0 {
 		b = strconv.AppendInt(appendKey(b, true, "skipped_frames"), int64(c.skippedFrames), 10)
 	}
-	if !c.firstByte.IsZero() {
+	if !c.FirstByte.IsZero() {
 		if secs := gen.Seconds(); secs > 0 {
 			b = appendJSONFloat(appendKey(b, true, "throughput_tps"), float64(c.usage.CompletionTokens())/secs)
 		}

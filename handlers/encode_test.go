@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -15,9 +16,9 @@ import (
 func (c *call) metaMap() map[string]any {
 	now := c.g.Now()
 	m := map[string]any{
-		"end_to_end_ms":       now.Sub(c.start).Milliseconds(),
-		"gateway_overhead_ms": max(0, (now.Sub(c.start) - c.upstreamTime).Milliseconds()),
-		"attempts":            c.attempts,
+		"end_to_end_ms":       now.Sub(c.Start).Milliseconds(),
+		"gateway_overhead_ms": max(0, (now.Sub(c.Start) - c.upstreamTime).Milliseconds()),
+		"attempts":            c.Attempts,
 	}
 	if len(c.dropped) > 0 {
 		m["dropped_parameters"] = c.dropped
@@ -29,9 +30,9 @@ func (c *call) metaMap() map[string]any {
 		m["provider"] = c.route.ProviderName
 		m["upstream_model"] = c.route.UpstreamModel
 	}
-	if !c.firstByte.IsZero() {
-		m["latency_ms"] = c.firstByte.Sub(c.start).Milliseconds()
-		gen := now.Sub(c.firstByte)
+	if !c.FirstByte.IsZero() {
+		m["latency_ms"] = c.FirstByte.Sub(c.Start).Milliseconds()
+		gen := now.Sub(c.FirstByte)
 		m["generation_ms"] = gen.Milliseconds()
 		if secs := gen.Seconds(); secs > 0 {
 			m["throughput_tps"] = float64(c.usage.CompletionTokens()) / secs
@@ -64,16 +65,16 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 func TestAppendMetaMatchesMap(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	now := start.Add(1234 * time.Millisecond)
-	g := &Gateway{Now: func() time.Time { return now }}
+	g := &Gateway{Config: billing.Config{Now: func() time.Time { return now }}}
 	rt := &Route{ProviderName: "open<ai>", UpstreamModel: "gpt-4o"}
 	calls := []*call{
-		{g: g, start: start},
-		{g: g, start: start, attempts: []store.Attempt{}},
-		{g: g, start: start, route: rt, upstreamTime: 800 * time.Millisecond, firstByte: start.Add(300 * time.Millisecond),
-			usage: providers.Usage{Output: 17, Reasoning: 3},
-			attempts: []store.Attempt{{Provider: "a", UpstreamModel: "m", Status: 500, DurationMs: 12, Error: "boom \"x\" <y>", Category: "server_error"},
+		{Charge: billing.Charge{Start: start}, g: g},
+		{Charge: billing.Charge{Start: start, Attempts: []store.Attempt{}}, g: g},
+		{Charge: billing.Charge{Start: start, FirstByte: start.Add(300 * time.Millisecond),
+			Attempts: []store.Attempt{{Provider: "a", UpstreamModel: "m", Status: 500, DurationMs: 12, Error: "boom \"x\" <y>", Category: "server_error"},
 				{Provider: "open<ai>", UpstreamModel: "gpt-4o", Status: 200, DurationMs: 800}}},
-		{g: g, start: start, route: rt, dropped: []string{"top_k", "seed"}, skippedFrames: 2, firstByte: now, upstreamTime: 2 * time.Second},
+			g: g, route: rt, upstreamTime: 800 * time.Millisecond, usage: providers.Usage{Output: 17, Reasoning: 3}},
+		{Charge: billing.Charge{Start: start, FirstByte: now}, g: g, route: rt, dropped: []string{"top_k", "seed"}, skippedFrames: 2, upstreamTime: 2 * time.Second},
 	}
 	for i, c := range calls {
 		want, err := json.Marshal(c.metaMap())

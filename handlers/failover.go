@@ -43,14 +43,14 @@ func (c *call) prepareFailover(stream bool, decode func() (*providers.Request, e
 // sink, or ends the stream with the surface's in-band error (never a clean end).
 func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.UpstreamError, sink streamSink) {
 	c.failures = append(c.failures, failure{route: broken, err: ue})
-	if n := len(c.attempts); n > 0 {
-		c.attempts[n-1].Error, c.attempts[n-1].Category = "stream broke after output began: "+ue.Error(), string(ue.Category)
+	if n := len(c.Attempts); n > 0 {
+		c.Attempts[n-1].Error, c.Attempts[n-1].Category = "stream broke after output began: "+ue.Error(), string(ue.Category)
 	}
 	if _, fixed := sink.(interface{ noContinue() }); !fixed && c.trackText && c.failover(out, broken, sink) {
 		return
 	}
-	c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", ue.Error()
-	_ = c.settle(c.reqCtx)
+	c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", ue.Error()
+	c.settleOutcome(c.reqCtx)
 	out.frames(sink.fail(ue))
 }
 
@@ -124,7 +124,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 			c.usage, c.usageKnown = usagePlus(c.carriedUsage, ev.Usage), true
 			continue
 		case providers.EventFinish:
-			c.finish, c.stopSequence = string(ev.FinishReason), ev.StopSequence
+			c.FinishReason, c.stopSequence = string(ev.FinishReason), ev.StopSequence
 		case providers.EventText:
 			if !added && endsWithSpace(c.delivered.String()) {
 				// Providers trim a prefill's trailing whitespace, then start the continuation
@@ -150,7 +150,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 			rt.breaker.release()
 			c.clientGone()
 			c.streamDone()
-			_ = c.settle(c.reqCtx)
+			c.settleOutcome(c.reqCtx)
 			return true
 		}
 	}
@@ -167,8 +167,8 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		}
 		rt.breaker.fail(c.g.Now(), rt.Policy, ue)
 		c.failures = append(c.failures, failure{route: rt, err: ue})
-		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
-		_ = c.settle(c.reqCtx)
+		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
+		c.settleOutcome(c.reqCtx)
 		out.frames(sink.fail(ue))
 		return true
 	}
@@ -182,7 +182,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		c.estimateUsage()
 	}
 	final := sink.finish(c)
-	if err := c.settle(c.reqCtx); err != nil {
+	if settled, _ := c.chargeDelivered(c.reqCtx); !settled {
 		final = sink.fail(notRecordedStream)
 	}
 	out.frames(final)

@@ -81,7 +81,7 @@ func (c *call) answerForwarded(w http.ResponseWriter, r *http.Request, rt Route,
 		return ue
 	}
 	c.recordAttempt(rt, began, nil)
-	c.firstByte = c.g.Now()
+	c.FirstByte = c.g.Now()
 	c.route = &rt
 	if wf.meter == nil {
 		if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
@@ -93,9 +93,9 @@ func (c *call) answerForwarded(w http.ResponseWriter, r *http.Request, rt Route,
 	// An answer without usage shows the estimate it is charged.
 	c.estimateUsage()
 	if raw, _ := rawjson.Get(data, "id"); raw != nil {
-		c.upstreamID, _ = rawjson.String(raw)
+		c.UpstreamID, _ = rawjson.String(raw)
 	}
-	c.finish = wf.finish(data)
+	c.FinishReason = wf.finish(data)
 	return c.answerComplete(w, r, data, wf.appendUsage)
 }
 
@@ -110,9 +110,9 @@ func (c *call) answerComplete(w http.ResponseWriter, r *http.Request, answer []b
 	if err != nil {
 		return fmt.Errorf("decorating the response: %w", err)
 	}
-	c.status = http.StatusOK
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
+	c.Status = http.StatusOK
+	if apiErr := c.settleAnswer(r.Context()); apiErr != nil {
+		return apiErr
 	}
 	writeRawJSON(w, http.StatusOK, out)
 	return nil

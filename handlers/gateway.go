@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/internal/readall"
@@ -29,7 +30,7 @@ const (
 	DefaultStreamIdleTimeout = 30 * time.Second
 	DefaultReservationTTL    = 2 * time.Hour
 	// MinPreflightNanos is the spec's 1.00 USD credit check before every paid request.
-	MinPreflightNanos = store.NanosPerUSD
+	MinPreflightNanos = billing.MinPreflightNanos
 	// DefaultStoreTimeout bounds each store call a request waits for before its upstream
 	// call; DefaultSettleTimeout bounds a settlement, retried meanwhile.
 	DefaultStoreTimeout  = 2 * time.Second
@@ -38,17 +39,17 @@ const (
 
 // Gateway serves the API. Build it with its exported fields set, then call Init once.
 type Gateway struct {
-	Store    store.Store
+	// Config is what billing needs: the store, logger, clock, reservation TTL, lease
+	// linger, store and settlement timeouts and the instance owning reservations. Its
+	// StoreTimeout also bounds the key's lookup: past it the request is answered 503
+	// store_unavailable, and nothing is sent upstream; past SettleTimeout an answered
+	// request's answer is withheld, uncharged.
+	billing.Config
 	Registry *Registry
-	Logger   *zap.Logger
 	// MaxBodyBytes limits request bodies; larger ones get 413.
 	MaxBodyBytes int64
 	// StreamIdleTimeout ends an upstream stream that sends nothing for this long.
 	StreamIdleTimeout time.Duration
-	// ReservationTTL is how long a reservation lives if its request never settles (a crash).
-	ReservationTTL time.Duration
-	// Now is the clock; tests inject their own.
-	Now func() time.Time
 	// KeyCacheTTL is how long a key read from the store is trusted; negative turns the cache
 	// off. Default: DefaultKeyCacheTTL.
 	KeyCacheTTL time.Duration
@@ -66,23 +67,6 @@ type Gateway struct {
 	// DisableCreditTopUp makes POST /credits answer 403: set it where wallets hold money
 	// paid to the operator, so that only the operator adds credit.
 	DisableCreditTopUp bool
-	// LeaseLinger keeps a key's credit lease open this long after its last request
-	// settled, so that the key's next request is admitted without a store write; 0 drops
-	// a lease with its last request in flight (lease.go).
-	LeaseLinger time.Duration
-	// StoreTimeout bounds each store call a request waits for before its upstream call
-	// (the key's lookup, the credit reservation and the balance read it may need): past
-	// it the request is answered 503 store_unavailable, and nothing is sent upstream.
-	// Default: DefaultStoreTimeout.
-	StoreTimeout time.Duration
-	// SettleTimeout bounds the settlement of an answered request, tried again meanwhile
-	// while the store cannot be reached; past it the answer is withheld, uncharged.
-	// Default: DefaultSettleTimeout.
-	SettleTimeout time.Duration
-	// Owner is the gateway instance whose heartbeat keeps this Gateway's reservations
-	// (store.Instance): they name it as their owner, and credit leases admit only while it
-	// holds. nil: reservations have no owner, and only their expiry frees them after a crash.
-	Owner *store.Instance
 	// Metrics, when set, counts requests, usage and upstream behaviour for Prometheus
 	// (NewMetrics); nil counts nothing.
 	Metrics *Metrics
@@ -90,13 +74,12 @@ type Gateway struct {
 	// settled; nil: nobody.
 	Observer Observer
 
-	// ready caches GET /health's look at the store (info.go); unsure holds reservations
-	// whose Reserve failed without an answer (lease.go).
-	ready  readiness
-	unsure unsureReservations
+	// ready caches GET /health's look at the store (info.go).
+	ready readiness
 
-	// leases are the credit leases of this Gateway (lease.go); Close releases them.
-	leases *leaseTable
+	// ledger admits and settles credit: key leases, reservations; Close releases its
+	// leases.
+	ledger *billing.Ledger
 	// families are the endpoint families each model serves (discovery.go).
 	families map[*Model][]string
 
@@ -141,7 +124,7 @@ func (g *Gateway) Init() {
 	if g.SettleTimeout <= 0 {
 		g.SettleTimeout = DefaultSettleTimeout
 	}
-	g.leases = newLeaseTable()
+	g.ledger = billing.NewLedger(&g.Config)
 	g.keys = &keyCache{ttl: g.KeyCacheTTL, m: map[string]cachedKey{}}
 	if g.Logger == nil {
 		g.Logger = zap.NewNop()
@@ -151,10 +134,18 @@ func (g *Gateway) Init() {
 	}
 	g.families = g.modelFamilies()
 	g.buildRoutes(routeTable)
+	// Settlements an earlier run journaled are applied now that a store is there.
+	g.ledger.ApplyJournal()
 }
 
 // ServeHTTP answers a request whose path, relative to the API's base path, is path.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string) {
+	g.serveAs(w, r, path, nil)
+}
+
+// serveAs answers r through the route table, for caller when it is given (Dispatch), else
+// for the key r authenticates with.
+func (g *Gateway) serveAs(w http.ResponseWriter, r *http.Request, path string, given *Caller) {
 	path = strings.TrimSuffix(path, "/")
 	methods, ok := g.routes[path]
 	if !ok {
@@ -182,7 +173,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, path string)
 		answerUnread(w, r, SurfaceOpenAI, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed on "+path))
 		return
 	}
-	caller, apiErr := g.authorise(r, ep.perm)
+	var caller *Caller
+	var apiErr *APIError
+	if given != nil {
+		// Dispatched in process: the caller was authenticated by whoever dispatches.
+		caller, apiErr = given, ep.perm.admits(given)
+	} else {
+		caller, apiErr = g.authorise(r, ep.perm)
+	}
 	if apiErr != nil {
 		answerUnread(w, r, ep.surface, apiErr)
 		return
@@ -315,3 +313,14 @@ func (g *Gateway) storeUnavailable(what string, err error) *APIError {
 }
 
 func zapErr(err error) zap.Field { return zap.Error(err) }
+
+// Close releases every credit lease of the Gateway: those with nothing in flight now, the
+// others when their last request settles. Requests after Close reserve for themselves.
+// Call it when the Gateway is retired (a config reload, a shutdown) so that no hold
+// outlives it.
+func (g *Gateway) Close() error {
+	if g.ledger == nil {
+		return nil
+	}
+	return g.ledger.Close()
+}

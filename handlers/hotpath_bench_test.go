@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -105,7 +106,7 @@ func benchGateway(b testing.TB, provider providers.Provider) (*Gateway, string) 
 		b.Fatal(err)
 	}
 	// As the module configures it by default: leases linger between requests.
-	g := &Gateway{Store: s, Registry: reg, LeaseLinger: 2 * time.Second}
+	g := &Gateway{Config: billing.Config{Store: s, LeaseLinger: 2 * time.Second}, Registry: reg}
 	g.Init()
 	b.Cleanup(func() { _ = g.Close() })
 	ws := ids.New("ws")

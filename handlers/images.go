@@ -403,26 +403,33 @@ func (g *Gateway) imageGenerations(w http.ResponseWriter, r *http.Request, calle
 	if apiErr != nil {
 		return apiErr
 	}
-	c, apiErr := g.begin(w, r, caller, &imageGenerationsCapability, q.model, len(q.prompt), q.meta, q.worst)
-	if apiErr != nil {
-		return apiErr
-	}
-	defer func() { _ = c.settle(r.Context()) }()
-	c.streamed = q.stream
-	return c.tryRoutes(r, q.stream, nil, func(ar *http.Request, rt Route) error {
-		fw, ok := forwarderFor(rt, providers.FormatOpenAIImages)
-		if !ok {
-			return c.imagesNeutral(w, ar, rt, q, nil)
-		}
-		up, err := upstreamBody(body, rt.UpstreamModel)
-		if err != nil {
-			return fmt.Errorf("rewriting the request: %w", err)
-		}
-		return c.forward(w, ar, rt, fw, up, q.stream, imagesWire(rt, q, providers.FormatOpenAIImages), func(began time.Time, resp *providers.RawResponse) error {
-			return c.relayEvents(w, ar, rt, began, resp, imageEvents(rt, q))
-		})
+	return g.serveMedia(w, r, caller, &imageGenerationsEndpoint, &mediaRequest{
+		model: q.model, promptBytes: len(q.prompt), meta: q.meta, relayed: q.stream, streamed: q.stream, worst: q.worst,
+		attempt: func(c *call, ar *http.Request, rt Route) error {
+			fw, ok := forwarderFor(rt, providers.FormatOpenAIImages)
+			if !ok {
+				return c.imagesNeutral(w, ar, rt, q, nil)
+			}
+			up, err := upstreamBody(body, rt.UpstreamModel)
+			if err != nil {
+				return fmt.Errorf("rewriting the request: %w", err)
+			}
+			return c.forward(w, ar, rt, fw, up, q.stream, imagesWire(rt, q, providers.FormatOpenAIImages), func(began time.Time, resp *providers.RawResponse) error {
+				return c.relayEvents(w, ar, rt, began, resp, imageEvents(rt, q))
+			})
+		},
 	})
 }
+
+// The image families cap a charge at the hold on routes priced by the image alone: the
+// worst case is n images at the dearest price the request may get. Image tokens are
+// reported after the call, and bounded by nothing the gateway knows before.
+var (
+	imageGenerationsEndpoint = mediaEndpoint{cp: &imageGenerationsCapability, capAtHold: perImageOnly}
+	imageEditsEndpoint       = mediaEndpoint{cp: &imageEditsCapability, capAtHold: perImageOnly}
+)
+
+func perImageOnly(p pricing.Price) bool { return pricedOnlyBy(p, true) }
 
 // imageEdits serves POST /images/edits.
 func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Caller) error {
@@ -441,33 +448,31 @@ func (g *Gateway) imageEdits(w http.ResponseWriter, r *http.Request, caller *Cal
 	if apiErr != nil {
 		return apiErr
 	}
-	c, apiErr := g.beginFitting(w, r, caller, &imageEditsCapability, q.model, len(q.prompt), q.meta, g.uploadFit(form.Size(), DefaultImageUpload), q.worst)
-	if apiErr != nil {
-		return apiErr
-	}
-	defer func() { _ = c.settle(r.Context()) }()
-	c.streamed = q.stream
-	return c.tryRoutes(r, q.stream, nil, func(ar *http.Request, rt Route) error {
-		fw, ok := forwarderFor(rt, providers.FormatOpenAIImageEdits)
-		if !ok {
-			return c.imagesNeutral(w, ar, rt, q, form)
-		}
-		began := c.g.Now()
-		// Pictures go on under the name the client gave (a lone `image` stays one, as
-		// servers that read a single picture want); several go on as image[], the list
-		// OpenAI reads whatever the client called them.
-		var opt upload.BodyOptions
-		if len(q.images) > 1 {
-			opt.Lists = []string{"image"}
-		}
-		resp, err := c.forwardForm(ar, rt, fw, form, providers.FormatOpenAIImageEdits, q.stream, opt)
-		if err != nil {
-			return err
-		}
-		if q.stream {
-			return c.relayEvents(w, ar, rt, began, resp, imageEvents(rt, q))
-		}
-		return c.answerForwarded(w, ar, rt, began, resp, imagesWire(rt, q, providers.FormatOpenAIImageEdits))
+	return g.serveMedia(w, r, caller, &imageEditsEndpoint, &mediaRequest{
+		model: q.model, promptBytes: len(q.prompt), meta: q.meta, relayed: q.stream, streamed: q.stream,
+		fit: g.uploadFit(form.Size(), DefaultImageUpload), worst: q.worst,
+		attempt: func(c *call, ar *http.Request, rt Route) error {
+			fw, ok := forwarderFor(rt, providers.FormatOpenAIImageEdits)
+			if !ok {
+				return c.imagesNeutral(w, ar, rt, q, form)
+			}
+			began := c.g.Now()
+			// Pictures go on under the name the client gave (a lone `image` stays one, as
+			// servers that read a single picture want); several go on as image[], the list
+			// OpenAI reads whatever the client called them.
+			var opt upload.BodyOptions
+			if len(q.images) > 1 {
+				opt.Lists = []string{"image"}
+			}
+			resp, err := c.forwardForm(ar, rt, fw, form, providers.FormatOpenAIImageEdits, q.stream, opt)
+			if err != nil {
+				return err
+			}
+			if q.stream {
+				return c.relayEvents(w, ar, rt, began, resp, imageEvents(rt, q))
+			}
+			return c.answerForwarded(w, ar, rt, began, resp, imagesWire(rt, q, providers.FormatOpenAIImageEdits))
+		},
 	})
 }
 
@@ -559,7 +564,7 @@ func (c *call) meterImageAnswer(rt Route, q *imageRequest, obj []byte, images, p
 		// Priced by tokens and told none: the estimate, never nothing.
 		tokens = q.estimate(rt, images, partials)
 		c.g.Logger.Warn("the provider's images answer has no usage; the estimate is billed",
-			zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName))
+			zap.String("generation_id", c.GenerationID), zap.String("provider", rt.ProviderName))
 	}
 	size, quality := q.size, q.quality
 	if raw, _ := rawjson.Get(obj, "size"); raw != nil {
@@ -665,7 +670,7 @@ func (c *call) imagesNeutral(w http.ResponseWriter, r *http.Request, rt Route, q
 	if err := c.neutralDone(rt, began, err); err != nil {
 		return err
 	}
-	c.status = http.StatusOK
+	c.Status = http.StatusOK
 	var tokens pricing.Usage
 	if resp.UsageKnown {
 		tokens = resp.Usage
@@ -676,7 +681,7 @@ func (c *call) imagesNeutral(w http.ResponseWriter, r *http.Request, rt Route, q
 	if format == "" {
 		format = imageFormat(resp.Images[0].MIMEType)
 	}
-	created := c.start.Unix()
+	created := c.Start.Unix()
 	if q.stream {
 		return c.neutralImageEvents(w, r, q, resp, tokens, created, format, size, quality)
 	}

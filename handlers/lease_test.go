@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/providers/mock"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -77,16 +78,22 @@ func leaseGateway(t *testing.T) (*adminGateway, *countingStore) {
 
 // leasedHolds sums remaining + in-flight W of the Gateway's leases that still exist.
 func leasedHolds(g *Gateway) (sum int64, leases int) {
-	g.leases.mu.Lock()
-	defer g.leases.mu.Unlock()
-	for l := range g.leases.all {
-		if !l.gone {
-			sum += l.remaining + l.inflightNanos
-			leases++
-		}
-	}
-	return sum, leases
+	st := g.ledger.LeaseStats()
+	return st.HeldNanos, st.Leases
 }
+
+// admitLease admits a request of worst case w from the key's lease; nil when no lease
+// admits it.
+func admitLease(g *Gateway, ctx context.Context, ws, kid string, w int64) billing.Hold {
+	h, err := g.ledger.KeyLease().Admit(ctx, billing.Request{WorkspaceID: ws, KeyID: kid, Most: w, Model: "m", Start: time.Now()})
+	if err != nil {
+		return nil
+	}
+	return h
+}
+
+// leaseOf is the reservation of the lease h was admitted from.
+func leaseOf(h billing.Hold) string { return h.(*billing.LeaseHold).ReservationID() }
 
 // The invariant of lease.go, under many concurrent requests of several keys: whenever no
 // store call is under way, what the store holds for a key is exactly the remaining credit
@@ -123,7 +130,7 @@ func leaseInvariantUnderConcurrency(t *testing.T, linger time.Duration) {
 			for i := 0; i < 60; i++ {
 				worst := int64(1+rng.IntN(50)) * 1_000_000 // 0.001 to 0.05 USD
 				gate.RLock()
-				l := a.g.admitLease(ctx, ws, kid, worst)
+				l := admitLease(a.g, ctx, ws, kid, worst)
 				gate.RUnlock()
 				if l == nil {
 					t.Error("a rich wallet got no lease")
@@ -133,7 +140,7 @@ func leaseInvariantUnderConcurrency(t *testing.T, linger time.Duration) {
 				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
 				cost := rng.Int64N(worst * 3 / 2) // sometimes above the worst case
 				gate.RLock()
-				g, err := a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l, worst, &store.Generation{WorkspaceID: ws, KeyID: kid, Model: "m", Status: 200, CostNanos: cost})
+				g, err := l.Settle(ctx, &store.Generation{WorkspaceID: ws, KeyID: kid, Model: "m", Status: 200, CostNanos: cost})
 				charged.Add(g.CostNanos) // inside the gate: the checker sees both or neither
 				gate.RUnlock()
 				if err != nil {
@@ -157,9 +164,7 @@ func leaseInvariantUnderConcurrency(t *testing.T, linger time.Duration) {
 			gate.Lock()
 			// A renewal under way has a Reserve the leases do not show yet; none starts
 			// while the gate is held (only admissions start them).
-			a.g.leases.mu.Lock()
-			renewing := len(a.g.leases.acquiring) > 0
-			a.g.leases.mu.Unlock()
+			renewing := a.g.ledger.LeaseStats().Acquiring > 0
 			if renewing {
 				skipped++
 				gate.Unlock()
@@ -220,7 +225,7 @@ func TestLeaseWalletNeverOverspent(t *testing.T) {
 		for _, linger := range []time.Duration{0, time.Minute} {
 			t.Run(fmt.Sprintf("%d USD, linger %v", initial/usdNanos, linger), func(t *testing.T) {
 				cs := drainWallet(t, initial, linger)
-				if initial < leaseMinAvailableNanos && cs.smallLeases.Load() == 0 {
+				if initial < billing.LeaseMinAvailableNanos && cs.smallLeases.Load() == 0 {
 					t.Fatal("a small wallet drained without a small-wallet lease")
 				}
 			})
@@ -319,11 +324,7 @@ func TestLeaseSmallWallet(t *testing.T) {
 
 	// The lease, once retired, is followed by another sized from the balance, without asking
 	// for a full one first.
-	a.g.leases.mu.Lock()
-	for l := range a.g.leases.all {
-		a.g.leases.retire(l)
-	}
-	a.g.leases.mu.Unlock()
+	a.g.ledger.RetireLeases()
 	reserves := cs.reserves.Load()
 	a.mustDo(200, http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if got := cs.reserves.Load() - reserves; got != 1 || cs.settles.Load() != 0 {
@@ -335,15 +336,9 @@ func TestLeaseSmallWallet(t *testing.T) {
 	if _, err := a.s.AddCredits(context.Background(), ws, 100*usdNanos, "top-up"); err != nil {
 		t.Fatal(err)
 	}
-	a.g.leases.mu.Lock()
-	for l := range a.g.leases.all {
-		a.g.leases.retire(l)
-	}
-	a.g.leases.mu.Unlock()
+	a.g.ledger.RetireLeases()
 	a.mustDo(200, http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	a.g.leases.mu.Lock()
-	small := len(a.g.leases.small)
-	a.g.leases.mu.Unlock()
+	small := a.g.ledger.LeaseStats().SmallKeys
 	if small != 0 {
 		t.Fatal("a topped-up wallet is still taken for a small one")
 	}
@@ -380,40 +375,40 @@ func TestLeasesReleasedOnClose(t *testing.T) {
 	gen := func() *store.Generation {
 		return &store.Generation{WorkspaceID: ws, KeyID: kid, Model: "m", Status: 200, CostNanos: 1_000_000}
 	}
-	l1 := a.g.admitLease(ctx, ws, kid, 10_000_000)
-	l2 := a.g.admitLease(ctx, ws, kid, 10_000_000)
-	if l1 == nil || l1 != l2 {
+	l1 := admitLease(a.g, ctx, ws, kid, 10_000_000)
+	l2 := admitLease(a.g, ctx, ws, kid, 10_000_000)
+	if l1 == nil || l2 == nil || leaseOf(l1) != leaseOf(l2) {
 		t.Fatal("two requests did not share a lease")
 	}
-	if _, err := a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l2, 10_000_000, gen()); err != nil {
+	if _, err := l2.Settle(ctx, gen()); err != nil {
 		t.Fatal(err)
 	}
 	// The last settlement fails and so does the release after it: the lease is left idle
 	// and held, for the janitor or Close.
 	cs.failRelease.Store(true)
 	cs.failLeaseSettle.Store(true)
-	if _, err := a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l1, 10_000_000, gen()); err == nil {
+	if _, err := l1.Settle(ctx, gen()); err == nil {
 		t.Fatal("settlement did not fail")
 	}
 	cs.failLeaseSettle.Store(false)
 	// Another key's lease with a request still in flight at Close.
 	std2 := a.key(ws, store.KeyStandard, 0, "")
 	kid2 := kidOf(t, std2)
-	l3 := a.g.admitLease(ctx, ws, kid2, 10_000_000)
-	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != 2*leaseTarget(10_000_000)-1_000_000 {
+	l3 := admitLease(a.g, ctx, ws, kid2, 10_000_000)
+	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != 2*billing.LeaseSize(10_000_000)-1_000_000 {
 		t.Fatalf("before Close: %+v", b)
 	}
 	cs.failRelease.Store(false)
 	if err := a.g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != leaseTarget(10_000_000) {
+	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != billing.LeaseSize(10_000_000) {
 		t.Fatalf("after Close, one lease in flight: %+v", b)
 	}
-	if a.g.admitLease(ctx, ws, kid2, 10_000_000) != nil {
+	if admitLease(a.g, ctx, ws, kid2, 10_000_000) != nil {
 		t.Fatal("a closed Gateway took a lease")
 	}
-	if _, err := a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l3, 10_000_000, gen()); err != nil {
+	if _, err := l3.Settle(ctx, gen()); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := a.s.GetBalance(ctx, ws); b.ReservedNanos != 0 || b.BalanceNanos != 100*usdNanos-2_000_000 {
@@ -433,10 +428,10 @@ func TestLeaseJanitorReleasesAndStops(t *testing.T) {
 	ws, std, _ := a.workspace(100 * usdNanos)
 	kid := kidOf(t, std)
 	ctx := context.Background()
-	l := a.g.admitLease(ctx, ws, kid, 10_000_000)
+	l := admitLease(a.g, ctx, ws, kid, 10_000_000)
 	cs.failRelease.Store(true)
 	cs.failLeaseSettle.Store(true)
-	_, _ = a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l, 10_000_000, &store.Generation{WorkspaceID: ws, KeyID: kid, Status: 200})
+	_, _ = l.Settle(ctx, &store.Generation{WorkspaceID: ws, KeyID: kid, Status: 200})
 	cs.failRelease.Store(false)
 	cs.failLeaseSettle.Store(false)
 	waitLeasesDropped(t, a, ws)
@@ -448,9 +443,7 @@ func waitLeasesDropped(t *testing.T, a *adminGateway, ws string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		b, _ := a.s.GetBalance(context.Background(), ws)
-		a.g.leases.mu.Lock()
-		running := a.g.leases.janitor
-		a.g.leases.mu.Unlock()
+		running := a.g.ledger.LeaseStats().JanitorRunning
 		if b.ReservedNanos == 0 && !running {
 			return
 		}
@@ -467,7 +460,7 @@ func TestLeaseAnswerNotDeliveredWhenItCannotBeRecorded(t *testing.T) {
 	ws, std, _ := a.workspace(100 * usdNanos)
 	cs.failLeaseSettle.Store(true)
 	status, v := a.do(http.MethodPost, "/chat/completions", std, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
-	if status != 500 || v["error"].(map[string]any)["code"] == nil || cs.leaseSettles.Load() != 1 {
+	if status != 503 || v["error"].(map[string]any)["code"] != CodeStoreUnavailable || cs.leaseSettles.Load() != 1 {
 		t.Fatalf("%d %v", status, v)
 	}
 	if b, _ := a.s.GetBalance(context.Background(), ws); b.ReservedNanos != 0 || b.BalanceNanos != 100*usdNanos {
@@ -497,7 +490,7 @@ func TestTwoInstancesShareOneWalletWithLeases(t *testing.T) {
 			t.Fatal(err)
 		}
 		cs := &countingStore{Store: s}
-		g := &Gateway{Store: cs, Registry: reg}
+		g := &Gateway{Config: billing.Config{Store: cs}, Registry: reg}
 		g.Init()
 		t.Cleanup(func() { _ = g.Close() })
 		gws, counts = append(gws, g), append(counts, cs)
@@ -601,20 +594,6 @@ func TestLeaseLingers(t *testing.T) {
 	}
 }
 
-func TestLeaseTarget(t *testing.T) {
-	for _, tc := range []struct{ w, want int64 }{
-		{0, 0},
-		{50_000, usdNanos},              // a cheap request: the 1 USD floor
-		{100_000_000, 64 * 100_000_000}, // 0.10 USD: 64 of them
-		{200_000_000, 10 * usdNanos},    // capped at 10 USD
-		{10 * usdNanos, 0},              // no lease would admit more than the request
-	} {
-		if got := leaseTarget(tc.w); got != tc.want {
-			t.Errorf("leaseTarget(%d) = %d, want %d", tc.w, got, tc.want)
-		}
-	}
-}
-
 // gatedStore holds every Reserve after the first until gate is closed, telling entered.
 type gatedStore struct {
 	*countingStore
@@ -702,12 +681,7 @@ func TestLeaseRenewedAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 		held, leases := leasedHolds(a.g)
-		a.g.leases.mu.Lock()
-		var amount int64
-		for _, l := range a.g.leases.cur { // one key
-			amount = l.amount
-		}
-		a.g.leases.mu.Unlock()
+		amount := a.g.ledger.LeaseStats().CurrentNanos // one key
 		// Nothing in flight: the old lease's rest is released, the new one holds its amount.
 		if cs.reserves.Load() == 2 && leases == 1 && amount > 0 && held == amount && b.ReservedNanos == held {
 			break
@@ -789,15 +763,11 @@ func TestLeaseRenewalFailureBacksOff(t *testing.T) {
 			t.Fatalf("request %d: %d %v", i, status, v)
 		}
 	}
-	waitFor(t, func() bool {
-		a.g.leases.mu.Lock()
-		defer a.g.leases.mu.Unlock()
-		return len(a.g.leases.acquiring) == 0
-	})
+	waitFor(t, func() bool { return a.g.ledger.LeaseStats().Acquiring == 0 })
 	if got := cs.reserves.Load(); got != 2 {
 		t.Fatalf("%d Reserves, want the lease's and one failed renewal", got)
 	}
-	now.Add(int64(leaseRefusalBackoff))
+	now.Add(int64(billing.LeaseRefusalBackoff))
 	a.mustDo(200, http.MethodPost, "/chat/completions", std, leaseChat)
 	waitFor(t, func() bool { return cs.reserves.Load() == 3 })
 }
@@ -825,7 +795,7 @@ func TestLeaseRenewedAheadOfItsAge(t *testing.T) {
 	// Steps shorter than the janitor's idle limit, each with a request, until the age at
 	// which the lease is due; a dozen requests leave it far above a quarter.
 	const step = 5 * time.Second
-	for age := step; age < leaseMaxAge-leaseRenewAhead; age += step {
+	for age := step; age < billing.LeaseMaxAge-billing.LeaseRenewAhead; age += step {
 		now.Add(int64(step))
 		chatNotWaiting(t, a, std, fmt.Sprintf("a request at %v", age))
 	}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -169,41 +171,35 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		}
 	}
 	c := &call{
-		g: g, caller: caller, endpoint: cp.endpoint, genID: ids.New("gen"), model: m, routes: routes, skipped: dropped,
-		start: g.Now(), wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(), most: most,
+		Charge: billing.Charge{
+			GenerationID: ids.New("gen"), WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID,
+			Endpoint: cp.endpoint, Model: m.Name, Most: most, Start: g.Now(),
+		},
+		g: g, caller: caller, model: m, routes: routes, skipped: dropped,
+		wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(),
 	}
-	setGenerationID(w.Header(), c.genID)
+	setGenerationID(w.Header(), c.GenerationID)
 	if g.Observer != nil {
 		g.Observer.Began(r.Context(), Outcome{c})
 	}
 	if m.Free() {
 		return c, nil
 	}
-	// The credit comes from a lease or a reservation of its own, both within StoreTimeout.
-	if l := g.admitLease(r.Context(), caller.Key.WorkspaceID, caller.Key.ID, most); l != nil {
-		c.lease, c.held = l, most
-		// Nothing durable names the request until it settles: the trace lets a crash
-		// before then leave an interrupted record (store/interrupted.go).
-		c.inflight = g.Store.BeginInFlight(store.InFlight{
-			GenerationID: c.genID, WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID, Endpoint: cp.endpoint,
-			Model: m.Name, ReservationID: l.id, Owner: g.Owner.ID(), StartedAt: c.start,
-		})
-		return c, nil
+	// The credit comes from the request's admission: by default a key's lease, else a
+	// reservation of its own, both within StoreTimeout.
+	req := billing.Request{
+		WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID, Most: most,
+		GenerationID: c.GenerationID, Endpoint: cp.endpoint, Model: m.Name, Start: c.Start,
 	}
-	sctx, cancel := g.storeContext(r.Context())
-	defer cancel()
-	res, err := g.reserve(sctx, store.ReserveParams{
-		ID:                ids.New("res"),
-		WorkspaceID:       caller.Key.WorkspaceID,
-		KeyID:             caller.Key.ID,
-		Owner:             g.Owner.ID(),
-		AmountNanos:       most,
-		MinAvailableNanos: MinPreflightNanos,
-		ExpiresAt:         c.start.Add(g.ReservationTTL),
-		GenerationID:      c.genID,
-		Endpoint:          cp.endpoint,
-		Model:             m.Name,
-	})
+	var hold billing.Hold
+	var err error
+	if adm := g.admission(r.Context()); adm != billing.Admission(g.ledger) {
+		hold, err = adm.Admit(r.Context(), req)
+	} else {
+		// The default admission keeps a lease's hold in the call: no allocation of its own
+		// on the hot path.
+		hold, err = g.ledger.AdmitInto(r.Context(), req, &c.leaseHold)
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrInsufficientFunds) {
 			e := newError(http.StatusPaymentRequired, CodeInsufficientFunds, fmt.Sprintf(
@@ -217,8 +213,21 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		}
 		return nil, g.Metrics.refused(cp.endpoint, m.Name, g.storeUnavailable("reserving credit", err))
 	}
-	c.reservation = res.ID
+	c.Hold = hold
 	return c, nil
+}
+
+// admissionKey carries, in a request's context, the admission its credit comes from when
+// it is not the Gateway's default (Dispatch: a batch row drawing on its batch's budget).
+type admissionKey struct{}
+
+// admission is where the credit of the request of ctx comes from: the admission Dispatch
+// gave it, else the Gateway's ledger (a key lease, else a reservation of its own).
+func (g *Gateway) admission(ctx context.Context) billing.Admission {
+	if a, ok := ctx.Value(admissionKey{}).(billing.Admission); ok {
+		return a
+	}
+	return g.ledger
 }
 
 // tryRoutes works the call's routes in order until one answers: a route whose circuit is
@@ -230,8 +239,10 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 // answer when no later route does better. prepare, when set, readies a route before its
 // first attempt (a request decoded for translation); its error answers the request. attempt is the endpoint's one try: it writes the answer and
 // settles on success, and returns the upstream's failure (an *UpstreamError) or an *APIError
-// to answer with. The result is the error to answer with, nil once answered.
-func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIError, attempt func(ar *http.Request, rt Route) error) error {
+// to answer with. The result is the error to answer with, nil once answered. ctx is the
+// client's: once it ends ("the client left"), no route more is tried; each attempt gets
+// it, or a context of its own that ends with the attempt's timers.
+func (c *call) tryRoutes(ctx context.Context, stream bool, prepare func(Route) *APIError, attempt func(ctx context.Context, rt Route) error) error {
 	g := c.g
 	var tooLong, refused *providers.UpstreamError
 	var tooLongWindow int64
@@ -253,7 +264,7 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 		}
 		g.Metrics.routeTried(c, rt.ProviderName)
 		for try := 0; ; try++ {
-			err := c.attempt(r, rt, stream, func(ar *http.Request) error { return attempt(ar, rt) })
+			err := c.attempt(ctx, rt, stream, func(actx context.Context) error { return attempt(actx, rt) })
 			if err == nil {
 				// The answer was written whole (a client that left during it was noted by
 				// the relay); one that leaves after it cancelled nothing.
@@ -272,7 +283,7 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 			}
 			ue, ok := providers.AsUpstreamError(err)
 			if !ok {
-				g.Logger.Error("calling a provider failed", zap.String("endpoint", c.endpoint), zapErr(err))
+				g.Logger.Error("calling a provider failed", zap.String("endpoint", c.Endpoint), zapErr(err))
 				return c.failed(newError(http.StatusInternalServerError, CodeGateway, "the gateway failed to call the provider"))
 			}
 			if !ue.Fallbackable() {
@@ -290,13 +301,13 @@ func (c *call) tryRoutes(r *http.Request, stream bool, prepare func(Route) *APIE
 			}
 			if try >= rt.Policy.Retries || !retrySame(ue, rt.Policy) {
 				if ce := g.Logger.Check(zapcore.DebugLevel, "moving on to the next route"); ce != nil {
-					ce.Write(zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName), zapErr(ue))
+					ce.Write(zap.String("generation_id", c.GenerationID), zap.String("provider", rt.ProviderName), zapErr(ue))
 				}
 				break
 			}
 			g.Metrics.retry(rt.ProviderName)
 			if ce := g.Logger.Check(zapcore.DebugLevel, "retrying the route"); ce != nil {
-				ce.Write(zap.String("generation_id", c.genID), zap.String("provider", rt.ProviderName), zap.Int("try", try+1), zapErr(ue))
+				ce.Write(zap.String("generation_id", c.GenerationID), zap.String("provider", rt.ProviderName), zap.Int("try", try+1), zapErr(ue))
 			}
 			if !c.sleep(rt.Policy.backoff(try+1, ue.RetryAfter)) {
 				c.clientGone()

@@ -245,7 +245,7 @@ func (c *call) neutralDone(rt Route, began time.Time, err error) error {
 	if err != nil {
 		return err
 	}
-	c.firstByte = c.g.Now()
+	c.FirstByte = c.g.Now()
 	c.route = &rt
 	return nil
 }
@@ -260,6 +260,9 @@ type binaryAnswer struct {
 	// length is the body's length, or -1 when unknown.
 	length      int64
 	disposition string
+	// meter, when set, meters the call once the body ended whole, before its settlement
+	// (the usage an upstream reports at the end of its audio).
+	meter func()
 }
 
 // relayBinary writes a binary answer to the client as it arrives, each read flushed at once:
@@ -267,6 +270,12 @@ type binaryAnswer struct {
 // A failure before the first byte is the attempt's (another route may answer); after it,
 // the response is cut off (abortResponse), so that the client sees an incomplete body rather
 // than a short one that looks whole.
+//
+// The call is settled once the upstream's end is seen, before the response ends: a charge
+// neither recorded nor journaled cuts the response off, so the client never keeps a whole
+// answer that was never billed. A body of unknown length is written as it comes, its end
+// being the response's (the last chunk, never sent when cut off); a body of declared length
+// looks whole with its last byte, which is held back until the settlement.
 func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans binaryAnswer) error {
 	defer func() { _ = ans.body.Close() }()
 	p := mediaBufs.Get()
@@ -290,9 +299,9 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 	c.gotToken()
 	c.recordAttempt(rt, began, nil)
 	c.route = &rt
-	c.status = http.StatusOK
-	c.firstByte = c.g.Now()
-	c.streaming = c.firstByte
+	c.Status = http.StatusOK
+	c.FirstByte = c.g.Now()
+	c.streaming = c.FirstByte
 	h := w.Header()
 	h.Set("Content-Type", ans.contentType)
 	if ans.length >= 0 {
@@ -303,24 +312,48 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 	}
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// buf[:held+n] is what the client does not have yet; held bytes were kept back.
+	held, holdBack := 0, 0
+	if ans.length >= 0 {
+		holdBack = 1
+	}
 	for {
-		if _, werr := w.Write(buf[:n]); werr != nil {
-			c.streamDone()
-			c.clientGone()
-			return nil
+		unsent := held + n
+		if err == nil && unsent <= holdBack {
+			held = unsent
+		} else {
+			send := unsent
+			switch {
+			case err == nil:
+				send -= holdBack // the last byte waits for the end
+			case err == io.EOF:
+				c.streamDone()
+				if ans.meter != nil {
+					ans.meter()
+				}
+				if _, kept := c.chargeDelivered(c.reqCtx); !kept {
+					c.abortResponse = true
+					return nil
+				}
+			}
+			if _, werr := w.Write(buf[:send]); werr != nil {
+				c.streamDone()
+				c.clientGone()
+				return nil
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				c.streamDone()
+				c.clientGone()
+				return nil
+			}
+			if err != nil {
+				break
+			}
+			if held = holdBack; held > 0 {
+				buf[0] = buf[send]
+			}
 		}
-		if ferr := rc.Flush(); ferr != nil {
-			c.streamDone()
-			c.clientGone()
-			return nil
-		}
-		if err != nil {
-			break
-		}
-		n, err = ans.body.Read(buf)
-		if n == 0 && err == nil {
-			continue
-		}
+		n, err = ans.body.Read(buf[held:])
 	}
 	c.streamDone()
 	if err != io.EOF {
@@ -328,7 +361,7 @@ func (c *call) relayBinary(w http.ResponseWriter, rt Route, began time.Time, ans
 			c.clientGone()
 			return nil
 		}
-		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's answer broke off: "+err.Error()
+		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", "the provider's answer broke off: "+err.Error()
 		c.abortResponse = true
 	}
 	return nil
@@ -378,13 +411,13 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 		if !out.started {
 			c.gotToken()
 			c.relayCommit(out, &rt, began)
-			c.firstByte = c.g.Now()
+			c.FirstByte = c.g.Now()
 		}
 		typ := eventType(ev.Data)
 		if !final && slices.Contains(me.final, typ) {
 			final = true
 			if err := me.meter(c, ev.Data); err != nil {
-				c.g.Logger.Warn("the final event's usage could not be read; the estimate is billed", zap.String("generation_id", c.genID), zapErr(err))
+				c.g.Logger.Warn("the final event's usage could not be read; the estimate is billed", zap.String("generation_id", c.GenerationID), zapErr(err))
 			}
 			if !c.writeFinalEvent(out, r, ev.Name, ev.Data, me.usage) {
 				break
@@ -395,9 +428,9 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 			// The upstream's own error ends its stream; it is recorded before it is relayed,
 			// as the client may leave on reading it.
 			ue := openai.ParseError(rt.ProviderName, 0, nil, ev.Data, true)
-			c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream ended with an error: "+ue.Message
+			c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", "the provider's stream ended with an error: "+ue.Message
 			c.streamDone()
-			_ = c.settle(r.Context())
+			c.settleOutcome(r.Context())
 			out.event(ev.Name, ev.Data)
 			break
 		}
@@ -430,16 +463,16 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 		return ue
 	}
 	switch {
-	case readErr != nil && c.errCode == "":
-		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream broke: "+readErr.Error()
-	case !final && c.errCode == "":
-		c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", "the provider's stream ended before its final event"
+	case readErr != nil && c.ErrorCode == "":
+		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", "the provider's stream broke: "+readErr.Error()
+	case !final && c.ErrorCode == "":
+		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", "the provider's stream ended before its final event"
 	default:
 		return nil
 	}
 	if !final {
 		// A stream no route can finish ends with an error event, never as if it were whole.
-		c.failStream(out, r, c.errMessage)
+		c.failStream(out, r, c.ErrorMessage)
 	}
 	return nil
 }
@@ -448,7 +481,7 @@ func (c *call) relayEvents(w http.ResponseWriter, r *http.Request, rt Route, beg
 // charge is recorded before the client learns of the failure, as a client that leaves on
 // reading it must not turn the record into its own cancellation.
 func (c *call) failStream(out *sseWriter, r *http.Request, msg string) {
-	_ = c.settle(r.Context())
+	c.settleOutcome(r.Context())
 	out.data(errorEventData(CodeUpstream, msg))
 }
 
@@ -467,7 +500,7 @@ func eventType(data []byte) string {
 // that could not be recorded ends the stream with an error event instead, as an answer
 // delivered is an answer billed. It reports whether the client is still there.
 func (c *call) writeFinalEvent(out *sseWriter, r *http.Request, name string, data []byte, usage usageEncoder) bool {
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		out.data(errorEventData(CodeGateway, notRecordedStream.Message))
 		return !out.failed
 	}

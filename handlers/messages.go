@@ -31,12 +31,12 @@ type anthropicSurface struct{}
 
 func (anthropicSurface) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	return c.appendAnswer(dst, "", anthropic.AppendUsage, func(dst []byte, add providers.Additions) ([]byte, bool, error) {
-		return anthropic.AppendResponseWith(dst, resp, c.genID, model, add)
+		return anthropic.AppendResponseWith(dst, resp, c.GenerationID, model, add)
 	})
 }
 
 func (anthropicSurface) sink(c *call, model string) streamSink {
-	return &anthropicSink{enc: anthropic.NewStreamEncoder(c.genID, model)}
+	return &anthropicSink{enc: anthropic.NewStreamEncoder(c.GenerationID, model)}
 }
 
 type anthropicSink struct {
@@ -74,7 +74,7 @@ func (s *anthropicSink) event(ev providers.Event) []frame {
 }
 
 func (s *anthropicSink) finish(c *call) []frame {
-	frames := appendAnthropic(s.frames[:0], s.enc.Finish(providers.FinishReason(c.finish), c.stopSequence, c.usage))
+	frames := appendAnthropic(s.frames[:0], s.enc.Finish(providers.FinishReason(c.FinishReason), c.stopSequence, c.usage))
 	for i, f := range frames {
 		if f.event == "message_delta" {
 			frames[i].data = s.last.decorate(c, f.data, "", anthropic.AppendUsage)
@@ -180,8 +180,8 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		if len(data) == 0 {
 			continue
 		}
-		if c.firstByte.IsZero() {
-			c.firstByte = c.g.Now()
+		if c.FirstByte.IsZero() {
+			c.FirstByte = c.g.Now()
 		}
 		if !rawjson.Valid(data) {
 			c.skippedFrames++
@@ -203,7 +203,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		case "message_start":
 			if msg, _ := rawjson.Get(data, "message"); msg != nil {
 				if raw, _ := rawjson.Get(msg, "id"); raw != nil {
-					c.upstreamID, _ = rawjson.String(raw)
+					c.UpstreamID, _ = rawjson.String(raw)
 				}
 				if u, _ := rawjson.Get(msg, "usage"); !rawjson.IsNull(u) {
 					mergeUsage(u)
@@ -217,7 +217,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			if d, _ := rawjson.Get(data, "delta"); d != nil {
 				if sr, _ := rawjson.Get(d, "stop_reason"); !rawjson.IsNull(sr) {
 					s, _ := rawjson.String(sr)
-					c.finish = string(anthropic.FinishReason(s))
+					c.FinishReason = string(anthropic.FinishReason(s))
 				}
 			}
 			heldDelta = append(heldDelta[:0], data...)
@@ -255,7 +255,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 			c.relayCommit(out, &rt, began)
 			sink := &anthropicTailSink{blocks: blocks}
 			final := sink.finish(c)
-			if err := c.settle(r.Context()); err != nil {
+			if settled, _ := c.chargeDelivered(r.Context()); !settled {
 				final = sink.fail(notRecordedStream)
 			}
 			out.frames(final)
@@ -271,7 +271,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 	var last lastFrame
 	defer last.release()
 	final := last.decorate(c, heldDelta, "", anthropic.AppendUsage)
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		f := anthropic.ErrorFrame("api_error", notRecordedStream.Message)
 		out.event(f.Event, f.Data)
 		return nil
@@ -343,8 +343,8 @@ func (s *anthropicTailSink) finish(c *call) []frame {
 		frames = append(frames, frame{event: "content_block_stop", data: []byte(fmt.Sprintf(`{"type":"content_block_stop","index":%d}`, s.blocks.index))})
 		s.blocks.open = false
 	}
-	stop := anthropic.StopReason(providers.FinishReason(c.finish), c.stopSequence)
-	if c.finish == "" {
+	stop := anthropic.StopReason(providers.FinishReason(c.FinishReason), c.stopSequence)
+	if c.FinishReason == "" {
 		stop = "end_turn"
 	}
 	stopJSON, _ := json.Marshal(stop)

@@ -175,7 +175,7 @@ func (m *Metrics) attempt(c *call, provider string, d time.Duration, failed bool
 		if category == "" {
 			category = "other"
 		}
-		m.errors.WithLabelValues(c.endpoint, c.model.Name, provider, category).Inc()
+		m.errors.WithLabelValues(c.Endpoint, c.model.Name, provider, category).Inc()
 	}
 }
 
@@ -188,7 +188,7 @@ func (m *Metrics) retry(provider string) {
 
 // routeTried counts a fallback when c tries a route after an earlier one failed.
 func (m *Metrics) routeTried(c *call, provider string) {
-	if m != nil && len(c.attempts) > 0 {
+	if m != nil && len(c.Attempts) > 0 {
 		m.fallbacks.WithLabelValues(provider).Inc()
 	}
 }
@@ -199,16 +199,16 @@ func (m *Metrics) settled(c *call, lines []store.CostLine, err error) {
 	if m == nil {
 		return
 	}
-	provider, status := "", c.status
+	provider, status := "", c.Status
 	if c.route != nil {
 		provider = c.route.ProviderName
 	}
 	if err != nil {
 		status = http.StatusInternalServerError
 	}
-	m.requests.WithLabelValues(c.endpoint, c.model.Name, provider, statusCode(status)).Inc()
-	if c.streamed && c.route != nil && !c.firstByte.IsZero() {
-		m.firstToken.WithLabelValues(provider).Observe(c.firstByte.Sub(c.start).Seconds())
+	m.requests.WithLabelValues(c.Endpoint, c.model.Name, provider, statusCode(status)).Inc()
+	if c.Streamed && c.route != nil && !c.FirstByte.IsZero() {
+		m.firstToken.WithLabelValues(provider).Observe(c.FirstByte.Sub(c.Start).Seconds())
 	}
 	if err != nil {
 		return

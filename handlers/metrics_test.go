@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -149,8 +150,8 @@ func TestMetricsAllocateNothingPerRequest(t *testing.T) {
 	rt := Route{ProviderName: "good", breaker: new(breaker)}
 	rt.breaker.reportTo(m.breakerOpen.WithLabelValues("good"))
 	p := Policy{BreakerThreshold: 1, BreakerCooldown: time.Second}
-	c := &call{endpoint: "/chat/completions", model: &Model{Name: "m"}, route: &rt, status: http.StatusOK,
-		streamed: true, start: t0, firstByte: t0.Add(300 * time.Millisecond), attempts: make([]store.Attempt, 1)}
+	c := &call{Charge: billing.Charge{Endpoint: "/chat/completions", Status: http.StatusOK, Streamed: true, Start: t0,
+		FirstByte: t0.Add(300 * time.Millisecond), Attempts: make([]store.Attempt, 1)}, model: &Model{Name: "m"}, route: &rt}
 	lines := []store.CostLine{{Dimension: "input", Quantity: 12, Nanos: 12_000}, {Dimension: "output", Quantity: 10, Nanos: 20_000}}
 	refusal := newError(http.StatusPaymentRequired, CodeInsufficientFunds, "no credit")
 	count := func() {

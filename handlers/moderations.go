@@ -108,26 +108,27 @@ func (g *Gateway) moderations(w http.ResponseWriter, r *http.Request, caller *Ca
 	// Each input is a check, billed as one request (capability.meters): a route's price per
 	// request is not dodged by sending many inputs at once. Moderation reports no usage.
 	checks := pricing.Usage{Requests: int64(len(inputs))}
-	c, apiErr := g.begin(w, r, caller, &moderationsCapability, model, len(body), meta, func(rt Route) (int64, error) {
-		_, total, err := rt.Price.Cost(checks)
-		return total, err
-	})
-	if apiErr != nil {
-		return apiErr
-	}
-	defer func() { _ = c.settle(r.Context()) }()
-	c.meter(checks)
-	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
-		if fw, ok := forwarderFor(rt, providers.FormatOpenAIModerations); ok {
-			up, err := upstreamBody(body, rt.UpstreamModel)
-			if err != nil {
-				return fmt.Errorf("rewriting the request: %w", err)
+	return g.serveMedia(w, r, caller, &moderationsEndpoint, &mediaRequest{
+		model: model, promptBytes: len(body), meta: meta, metered: &checks,
+		worst: func(rt Route) (int64, error) {
+			_, total, err := rt.Price.Cost(checks)
+			return total, err
+		},
+		attempt: func(c *call, ar *http.Request, rt Route) error {
+			if fw, ok := forwarderFor(rt, providers.FormatOpenAIModerations); ok {
+				up, err := upstreamBody(body, rt.UpstreamModel)
+				if err != nil {
+					return fmt.Errorf("rewriting the request: %w", err)
+				}
+				return c.forward(w, ar, rt, fw, up, false, moderationsWire, nil)
 			}
-			return c.forward(w, ar, rt, fw, up, false, moderationsWire, nil)
-		}
-		return c.moderateNeutral(w, ar, rt, inputs)
+			return c.moderateNeutral(w, ar, rt, inputs)
+		},
 	})
 }
+
+// moderationsEndpoint: the checks are counted before the call, so their worst case is exact.
+var moderationsEndpoint = mediaEndpoint{cp: &moderationsCapability, capAtHold: always}
 
 // moderationsWire: a moderation answer carries no usage; the gateway adds one with its cost.
 var moderationsWire = wireFormat{format: providers.FormatOpenAIModerations, parseUsage: openai.ParseChatUsage, appendUsage: appendPromptUsage, finish: noFinish}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers/mock"
@@ -75,7 +76,7 @@ func TestTwoInstancesShareOneWallet(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := &Gateway{Store: s, Registry: reg}
+		g := &Gateway{Config: billing.Config{Store: s}, Registry: reg}
 		g.Init()
 		gws = append(gws, g)
 	}

@@ -344,26 +344,29 @@ func (g *Gateway) ocr(w http.ResponseWriter, r *http.Request, caller *Caller) er
 	if apiErr != nil {
 		return apiErr
 	}
-	c, apiErr := g.beginFitting(w, r, caller, &ocrCapability, q.model, len(body), q.meta, q.fit(int64(len(body)), g.MaxBodyBytes), q.worst)
-	if apiErr != nil {
-		return apiErr
-	}
-	defer func() { _ = c.settle(r.Context()) }()
-	return c.tryRoutes(r, false, nil, func(ar *http.Request, rt Route) error {
-		switch ocrKindOf(rt) {
-		case ocrForward:
-			fw, _ := forwarderFor(rt, providers.FormatMistralOCR)
-			up, err := q.upstreamBody(body, rt.UpstreamModel)
-			if err != nil {
-				return fmt.Errorf("rewriting the request: %w", err)
+	return g.serveMedia(w, r, caller, &ocrEndpoint, &mediaRequest{
+		model: q.model, promptBytes: len(body), meta: q.meta, fit: q.fit(int64(len(body)), g.MaxBodyBytes), worst: q.worst,
+		attempt: func(c *call, ar *http.Request, rt Route) error {
+			switch ocrKindOf(rt) {
+			case ocrForward:
+				fw, _ := forwarderFor(rt, providers.FormatMistralOCR)
+				up, err := q.upstreamBody(body, rt.UpstreamModel)
+				if err != nil {
+					return fmt.Errorf("rewriting the request: %w", err)
+				}
+				return c.forward(w, ar, rt, fw, up, false, ocrWire(q), nil)
+			case ocrReader:
+				return c.ocrReader(w, ar, rt, q)
 			}
-			return c.forward(w, ar, rt, fw, up, false, ocrWire(q), nil)
-		case ocrReader:
-			return c.ocrReader(w, ar, rt, q)
-		}
-		return c.ocrChat(w, ar, rt, q)
+			return c.ocrChat(w, ar, rt, q)
+		},
 	})
 }
+
+// ocrEndpoint caps a charge at the hold on routes priced by the page alone: the worst case
+// is the most pages the request may read. A chat model's tokens are bounded by nothing the
+// gateway knows before the call.
+var ocrEndpoint = mediaEndpoint{cp: &ocrCapability, capAtHold: func(p pricing.Price) bool { return pricedOnlyBy(p, false, pricing.DimPage) }}
 
 // fit keeps the routes that can read the document and take a body of size (def when they
 // set no max_upload). With none left, a document no route reads is refused as such before a
@@ -528,7 +531,7 @@ func (c *call) ocrChat(w http.ResponseWriter, r *http.Request, rt Route, q *ocrR
 	if err := c.neutralDone(rt, began, err); err != nil {
 		return err
 	}
-	c.upstreamID, c.finish = resp.ID, string(resp.FinishReason)
+	c.UpstreamID, c.FinishReason = resp.ID, string(resp.FinishReason)
 	u := resp.Usage.Metered()
 	u.Pages = 1
 	c.meter(u)

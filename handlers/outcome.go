@@ -19,13 +19,13 @@ type Observer interface {
 type Outcome struct{ c *call }
 
 // GenerationID names the request's generation record.
-func (o Outcome) GenerationID() string { return o.c.genID }
+func (o Outcome) GenerationID() string { return o.c.GenerationID }
 
 // WorkspaceID is the workspace of the key that sent the request.
 func (o Outcome) WorkspaceID() string { return o.c.caller.Key.WorkspaceID }
 
 // Endpoint is the API path served ("/chat/completions").
-func (o Outcome) Endpoint() string { return o.c.endpoint }
+func (o Outcome) Endpoint() string { return o.c.Endpoint }
 
 // Model is the public model name the request asked for.
 func (o Outcome) Model() string { return o.c.model.Name }
@@ -39,7 +39,7 @@ func (o Outcome) Provider() string {
 }
 
 // Status is the HTTP status of the answer, 0 until it is known.
-func (o Outcome) Status() int { return o.c.status }
+func (o Outcome) Status() int { return o.c.Status }
 
 // CostNanos is what the request was charged in nanodollars: 0 until it is settled, and
 // when its settlement failed (its answer was then withheld).

@@ -238,15 +238,15 @@ func (c *call) timeoutCause(ctx context.Context, rt Route) *providers.UpstreamEr
 }
 
 // attempt runs one try of a route under the policy's timers. When a timer applies, fn gets
-// a request whose context ends with the attempt; otherwise it gets r itself.
-func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.Request) error) error {
+// a context that ends with the attempt; otherwise it gets ctx itself.
+func (c *call) attempt(ctx context.Context, rt Route, stream bool, fn func(ctx context.Context) error) error {
 	p := rt.Policy
 	if !stream || (p.HeaderTimeout <= 0 && p.FirstTokenTimeout <= 0) {
-		// No timer can cut this attempt short: it runs on the client's context as it is,
-		// without a context, a request copy and timers of its own.
-		return fn(r)
+		// No timer can cut this attempt short: it runs on the caller's context as it is,
+		// without a context and timers of its own.
+		return fn(ctx)
 	}
-	ctx, cancel := context.WithCancelCause(c.reqCtx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a := &attemptState{cancel: cancel, policy: p, stream: stream}
 	if stream && p.HeaderTimeout > 0 {
@@ -262,7 +262,7 @@ func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.R
 		}
 		c.att = nil
 	}()
-	err := fn(r.WithContext(ctx))
+	err := fn(ctx)
 	if err != nil && !c.gone() {
 		if ue := c.timeoutCause(ctx, rt); ue != nil {
 			c.replaceLastAttempt(rt, ue)
@@ -275,8 +275,8 @@ func (c *call) attempt(r *http.Request, rt Route, stream bool, fn func(r *http.R
 // replaceLastAttempt corrects the record of an attempt whose error was the gateway's own
 // timer rather than what the adapter reported.
 func (c *call) replaceLastAttempt(rt Route, ue *providers.UpstreamError) {
-	if n := len(c.attempts); n > 0 && c.attempts[n-1].Provider == rt.ProviderName {
-		c.attempts[n-1].Status, c.attempts[n-1].Error, c.attempts[n-1].Category = 0, ue.Error(), string(ue.Category)
+	if n := len(c.Attempts); n > 0 && c.Attempts[n-1].Provider == rt.ProviderName {
+		c.Attempts[n-1].Status, c.Attempts[n-1].Error, c.Attempts[n-1].Category = 0, ue.Error(), string(ue.Category)
 		if m := len(c.failures); m > 0 && c.failures[m-1].route.ProviderName == rt.ProviderName {
 			c.failures[m-1].err = ue
 			return
@@ -311,4 +311,13 @@ func (c *call) sleep(d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// requestIn is r to be sent within ctx: r itself when ctx is r's (no copy on the path
+// without timers), else a copy of r on ctx.
+func requestIn(r *http.Request, ctx context.Context) *http.Request {
+	if ctx == r.Context() {
+		return r
+	}
+	return r.WithContext(ctx)
 }

@@ -48,12 +48,12 @@ type responsesEncoder struct{}
 
 func (responsesEncoder) response(dst []byte, c *call, resp *providers.Response, model string) ([]byte, error) {
 	return c.appendAnswer(dst, "", openai.AppendResponsesUsage, func(dst []byte, add providers.Additions) ([]byte, bool, error) {
-		return openai.AppendResponsesResponseWith(dst, resp, c.genID, c.start.Unix(), model, add), true, nil
+		return openai.AppendResponsesResponseWith(dst, resp, c.GenerationID, c.Start.Unix(), model, add), true, nil
 	})
 }
 
 func (responsesEncoder) sink(c *call, model string) streamSink {
-	return &responsesSink{enc: openai.NewResponsesStreamEncoder(c.genID, model, c.start.Unix())}
+	return &responsesSink{enc: openai.NewResponsesStreamEncoder(c.GenerationID, model, c.Start.Unix())}
 }
 
 type responsesSink struct {
@@ -73,7 +73,7 @@ func (s *responsesSink) start() []frame { return fromResponses(s.enc.Start()) }
 func (s *responsesSink) event(ev providers.Event) []frame { return fromResponses(s.enc.Encode(ev)) }
 
 func (s *responsesSink) finish(c *call) []frame {
-	frames := fromResponses(s.enc.Finish(providers.FinishReason(c.finish), c.usage))
+	frames := fromResponses(s.enc.Finish(providers.FinishReason(c.FinishReason), c.usage))
 	if n := len(frames); n > 0 {
 		frames[n-1].data = c.decorateFinal(frames[n-1].data)
 	}
@@ -161,8 +161,8 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		if len(data) == 0 || string(data) == "[DONE]" {
 			continue
 		}
-		if c.firstByte.IsZero() {
-			c.firstByte = c.g.Now()
+		if c.FirstByte.IsZero() {
+			c.FirstByte = c.g.Now()
 		}
 		var ef eventFields // empty for valid JSON that is not an object
 		if ef.read(data) != nil && !rawjson.Valid(data) {
@@ -182,9 +182,9 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 		case "error", "response.failed":
 			streamErr = responsesStreamError(rt.ProviderName, data)
 		case "response.created", "response.in_progress", "response.queued":
-			if raw, _ := rawjson.Get(data, "response"); raw != nil && c.upstreamID == "" {
+			if raw, _ := rawjson.Get(data, "response"); raw != nil && c.UpstreamID == "" {
 				if id, _ := rawjson.Get(raw, "id"); id != nil {
-					c.upstreamID, _ = rawjson.String(id)
+					c.UpstreamID, _ = rawjson.String(id)
 				}
 			}
 			data = c.setID(data, "response", "id")
@@ -195,7 +195,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 						c.usage, c.usageKnown = usage, true
 					}
 				}
-				c.finish = responsesFinish(raw)
+				c.FinishReason = responsesFinish(raw)
 			}
 			// The format's last event: the relay ends here, without waiting for the body's
 			// end, so that what came with it leaves with it.
@@ -225,7 +225,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 	}
 	c.relayCommit(out, &rt, began)
 	final := c.decorateFinal(terminal)
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		out.frames((&responsesTailSink{seq: lastSeq}).fail(notRecordedStream))
 		return nil
 	}

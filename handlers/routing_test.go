@@ -110,15 +110,8 @@ func (f *holdWatch) GenerateImages(ctx context.Context, req *providers.ImageRequ
 
 // inflightHolds sums the worst cases of the requests in flight on g's credit leases.
 func inflightHolds(g *Gateway) (sum int64, leases int) {
-	g.leases.mu.Lock()
-	defer g.leases.mu.Unlock()
-	for l := range g.leases.all {
-		if !l.gone {
-			sum += l.inflightNanos
-			leases++
-		}
-	}
-	return sum, leases
+	st := g.ledger.LeaseStats()
+	return st.InFlightNanos, st.Leases
 }
 
 // TestHoldLeavesOutRoutesTooSmallForTheUpload: a dear route whose max_upload the edit

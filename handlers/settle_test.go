@@ -45,7 +45,7 @@ func TestAnswerNotDeliveredWhenItCannotBeRecorded(t *testing.T) {
 	if f.lease.Load() == 0 || f.exact.Load() != 0 {
 		t.Fatalf("5 USD wallet: %d lease and %d exact settlements, want leases only", f.lease.Load(), f.exact.Load())
 	}
-	// A failed settlement keeps its reservation (until it expires): a fresh wallet each.
+	// A fresh wallet each, too small for a credit lease.
 	answerNotDelivered(t, a, func() string {
 		_, k, _ := a.workspace(MinPreflightNanos + 20_000_000)
 		return k
@@ -81,7 +81,7 @@ func answerNotDelivered(t *testing.T, a *adminGateway, key func() string) {
 				}
 				return
 			}
-			if rec.Code != 500 || strings.Contains(body, "secret answer") || !strings.Contains(body, "could not record") {
+			if rec.Code != 503 || strings.Contains(body, "secret answer") || !strings.Contains(body, "could not record") || !strings.Contains(body, CodeStoreUnavailable) {
 				t.Fatalf("%d %s", rec.Code, body)
 			}
 		})

@@ -148,33 +148,27 @@ func (g *Gateway) speech(w http.ResponseWriter, r *http.Request, caller *Caller)
 		return apiErr
 	}
 	worst := req.usage(true)
-	c, apiErr := g.begin(w, r, caller, &speechCapability, req.model, len(body), req.meta, func(rt Route) (int64, error) {
-		_, total, err := rt.Price.Cost(worst)
-		return total, err
-	})
-	if apiErr != nil {
-		return apiErr
-	}
-	defer c.endMedia(r)
-	c.streamed = req.events
 	// The estimate stands until the upstream reports tokens; the characters are exact.
-	c.meter(req.usage(false))
-	return c.tryRoutes(r, true, nil, func(ar *http.Request, rt Route) error {
-		if fw, ok := forwarderFor(rt, providers.FormatOpenAISpeech); ok {
-			return c.speechForward(w, ar, rt, fw, body, req)
-		}
-		return c.speechNeutral(w, ar, rt, req)
+	est := req.usage(false)
+	return g.serveMedia(w, r, caller, &speechEndpoint, &mediaRequest{
+		model: req.model, promptBytes: len(body), meta: req.meta, relayed: true, streamed: req.events, metered: &est,
+		worst: func(rt Route) (int64, error) {
+			_, total, err := rt.Price.Cost(worst)
+			return total, err
+		},
+		attempt: func(c *call, ar *http.Request, rt Route) error {
+			if fw, ok := forwarderFor(rt, providers.FormatOpenAISpeech); ok {
+				return c.speechForward(w, ar, rt, fw, body, req)
+			}
+			return c.speechNeutral(w, ar, rt, req)
+		},
 	})
 }
 
-// endMedia settles a media call when its handler returns and cuts off a binary answer that
-// broke after its first bytes (see abortResponse).
-func (c *call) endMedia(r *http.Request) {
-	_ = c.settle(r.Context())
-	if c.abortResponse {
-		panic(http.ErrAbortHandler)
-	}
-}
+// speechEndpoint caps a charge by characters at its hold: they are counted before the call.
+var speechEndpoint = mediaEndpoint{cp: &speechCapability, capAtHold: func(p pricing.Price) bool {
+	return pricedOnlyBy(p, false, pricing.DimInputCharacters)
+}}
 
 // pricesSpeechTokens tells whether a route bills speech by tokens, which only the upstream's
 // event stream reports (its binary answer carries no usage).
@@ -213,11 +207,11 @@ func (c *call) speechForward(w http.ResponseWriter, r *http.Request, rt Route, f
 	case viaEvents:
 		audio := &speechEventAudio{body: resp.Body, rd: sse.NewReader(resp.Body, maxMediaEvent), provider: rt.ProviderName}
 		defer audio.rd.Release()
-		err := c.relayBinary(w, rt, began, binaryAnswer{body: audio, contentType: speechFormats[req.format], length: -1})
-		if audio.done {
-			req.meterTokens(c, audio.usage)
-		}
-		return err
+		return c.relayBinary(w, rt, began, binaryAnswer{body: audio, contentType: speechFormats[req.format], length: -1, meter: func() {
+			if audio.done {
+				req.meterTokens(c, audio.usage)
+			}
+		}})
 	}
 	ans := binaryAnswer{body: resp.Body, contentType: resp.Header.Get("Content-Type"), length: resp.ContentLength, disposition: resp.Header.Get("Content-Disposition")}
 	if ans.contentType == "" {
@@ -369,9 +363,7 @@ func (c *call) speechNeutral(w http.ResponseWriter, r *http.Request, rt Route, r
 		if ct == "" {
 			ct = speechFormats[req.format]
 		}
-		err := c.relayBinary(w, rt, began, binaryAnswer{body: resp.Body, contentType: ct, length: -1})
-		meter()
-		return err
+		return c.relayBinary(w, rt, began, binaryAnswer{body: resp.Body, contentType: ct, length: -1, meter: meter})
 	}
 	return c.speechEvents(w, r, rt, began, resp.Body, meter)
 }
@@ -392,7 +384,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 			if !out.started {
 				c.gotToken()
 				c.relayCommit(out, &rt, began)
-				c.firstByte = c.g.Now()
+				c.FirstByte = c.g.Now()
 			}
 			ev = append(ev[:0], `{"type":"speech.audio.delta","audio":"`...)
 			ev = base64.StdEncoding.AppendEncode(ev, buf[:n])
@@ -424,7 +416,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 				c.recordAttempt(rt, began, ue)
 				return ue
 			}
-			c.errCode, c.errOrigin, c.errMessage = CodeUpstream, "upstream", ue.Error()
+			c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", ue.Error()
 			c.failStream(out, r, "the provider's audio broke off")
 			return nil
 		}

@@ -290,7 +290,7 @@ func TestSettlementRetriedWithinItsBound(t *testing.T) {
 			began := time.Now()
 			status, v := a.do(http.MethodPost, "/chat/completions", key, chatM)
 			d := time.Since(began)
-			if status != 500 || !strings.Contains(fmt.Sprint(v), "could not record") {
+			if status != 503 || v["error"].(map[string]any)["code"] != CodeStoreUnavailable || !strings.Contains(fmt.Sprint(v), "could not record") {
 				t.Fatalf("%d %v", status, v)
 			}
 			if d < 1200*time.Millisecond || d > 4*time.Second {

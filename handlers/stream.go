@@ -233,7 +233,7 @@ func (c *call) relayCommit(out *sseWriter, rt *Route, began time.Time) {
 	if !out.started {
 		c.recordAttempt(*rt, began, nil)
 		c.route = rt
-		c.status = http.StatusOK
+		c.Status = http.StatusOK
 		c.streaming = c.g.Now()
 	}
 }

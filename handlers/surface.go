@@ -92,10 +92,10 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 		if err != nil {
 			return err
 		}
-		c.firstByte = c.g.Now()
+		c.FirstByte = c.g.Now()
 		c.route = &rt
 		c.usage, c.usageKnown = resp.Usage, true
-		c.upstreamID, c.finish = resp.ID, string(resp.FinishReason)
+		c.UpstreamID, c.FinishReason = resp.ID, string(resp.FinishReason)
 		// Built in a buffer reused across requests: nothing keeps it once written.
 		buf := answerBufs.Get()
 		out, err := s.response((*buf)[:0], c, resp, rt.UpstreamModel)
@@ -103,9 +103,9 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 		if err != nil {
 			return err
 		}
-		c.status = http.StatusOK
-		if err := c.settle(r.Context()); err != nil {
-			return notRecorded()
+		c.Status = http.StatusOK
+		if apiErr := c.settleAnswer(r.Context()); apiErr != nil {
+			return apiErr
 		}
 		writeRawJSON(w, http.StatusOK, out)
 		return nil
@@ -140,15 +140,15 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 	}
 	for st.Next() {
 		ev := st.Current()
-		if c.firstByte.IsZero() {
-			c.firstByte = c.g.Now()
+		if c.FirstByte.IsZero() {
+			c.FirstByte = c.g.Now()
 		}
 		switch ev.Type {
 		case providers.EventUsage:
 			c.usage, c.usageKnown = ev.Usage, true
 			continue
 		case providers.EventFinish:
-			c.finish = string(ev.FinishReason)
+			c.FinishReason = string(ev.FinishReason)
 			c.stopSequence = ev.StopSequence
 		case providers.EventText, providers.EventToolCall, providers.EventReasoning:
 			c.chunks++
@@ -190,7 +190,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 	}
 	commit()
 	final := sink.finish(c)
-	if err := c.settle(r.Context()); err != nil {
+	if settled, _ := c.chargeDelivered(r.Context()); !settled {
 		final = sink.fail(notRecordedStream)
 	}
 	out.frames(final)
@@ -276,7 +276,7 @@ func (c *call) appendDecorated(dst, obj []byte, idKey, usageKey string, fallback
 	}
 	usageEnd := len(b)
 	if idKey != "" {
-		b = rawjson.AppendStringLikeMarshal(b, c.genID)
+		b = rawjson.AppendStringLikeMarshal(b, c.GenerationID)
 	}
 	idEnd := len(b)
 	if c.wantMeta {
@@ -333,7 +333,7 @@ func (c *call) appendAnswer(dst []byte, idKey string, fallback usageEncoder, enc
 
 // setID replaces a string field (the answer's id) with the generation id.
 func (c *call) setID(obj []byte, path ...string) []byte {
-	quoted := rawjson.AppendStringLikeMarshal(nil, c.genID)
+	quoted := rawjson.AppendStringLikeMarshal(nil, c.GenerationID)
 	if len(path) == 1 {
 		if out, err := rawjson.Set(obj, path[0], quoted); err == nil {
 			return out

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -19,7 +20,7 @@ import (
 // surface's format, with its cost; one that has usage keeps its own, and the fallback is not
 // even encoded.
 func TestDecoratedUsageFallback(t *testing.T) {
-	c := &call{genID: "gen_1", usage: providers.Usage{Input: 12, Output: 7}}
+	c := &call{Charge: billing.Charge{GenerationID: "gen_1"}, usage: providers.Usage{Input: 12, Output: 7}}
 	encoded := 0
 	enc := func(b []byte, u providers.Usage) []byte {
 		encoded++
@@ -56,7 +57,7 @@ func TestDecoratedUsageFallback(t *testing.T) {
 // the costed usage and the id in a pooled buffer and the cost figures on the stack. Each in
 // a buffer of its own, that was five allocations per answer.
 func TestAppendDecoratedAllocatesNothing(t *testing.T) {
-	c := &call{genID: "gen_1", usage: providers.Usage{Input: 12, Output: 7}}
+	c := &call{Charge: billing.Charge{GenerationID: "gen_1"}, usage: providers.Usage{Input: 12, Output: 7}}
 	obj := []byte(`{"id":"up_1","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}`)
 	dst := make([]byte, 0, 4096)
 	allocs := testing.AllocsPerRun(200, func() {
@@ -93,20 +94,20 @@ func TestAnswerAdditionsMatchDecoration(t *testing.T) {
 		enc   neutralSurface
 	}{
 		"chat": {"id", openai.AppendChatUsage, func(c *call, r *providers.Response) ([]byte, error) {
-			return openai.AppendChatResponse(nil, r, c.genID, c.start.Unix())
+			return openai.AppendChatResponse(nil, r, c.GenerationID, c.Start.Unix())
 		}, chatSurface{}},
 		"messages": {"", anthropic.AppendUsage, func(c *call, r *providers.Response) ([]byte, error) {
-			return anthropic.AppendResponse(nil, r, c.genID, "bench-an")
+			return anthropic.AppendResponse(nil, r, c.GenerationID, "bench-an")
 		}, anthropicSurface{}},
 		"responses": {"", openai.AppendResponsesUsage, func(c *call, r *providers.Response) ([]byte, error) {
-			return openai.EncodeResponsesResponse(r, c.genID, c.start.Unix(), "bench-an")
+			return openai.EncodeResponsesResponse(r, c.GenerationID, c.Start.Unix(), "bench-an")
 		}, responsesEncoder{}},
 	}
 	for sname, sf := range surfaces {
 		for rname, resp := range resps {
 			for _, meta := range []bool{false, true} {
-				c := &call{g: g, genID: "gen_1", start: clock.Add(-1500 * time.Millisecond), route: rt, model: &Model{Name: "bench-an"},
-					usage: resp.Usage, wantMeta: meta, firstByte: clock.Add(-time.Second), attempts: []store.Attempt{{Provider: "an", Status: 200}}}
+				c := &call{Charge: billing.Charge{GenerationID: "gen_1", Start: clock.Add(-1500 * time.Millisecond), FirstByte: clock.Add(-time.Second),
+					Attempts: []store.Attempt{{Provider: "an", Status: 200}}}, g: g, route: rt, model: &Model{Name: "bench-an"}, usage: resp.Usage, wantMeta: meta}
 				r := resp
 				got, err := sf.enc.response([]byte("prefix"), c, &r, "bench-an")
 				if err != nil {
@@ -147,7 +148,7 @@ func pricedRoute() (time.Time, *Gateway, *Route) {
 	var price pricing.Price
 	price.Input, _ = pricing.ParseUSD("3.00")
 	price.Output, _ = pricing.ParseUSD("15.00")
-	return clock, &Gateway{Now: func() time.Time { return clock }}, &Route{ProviderName: "an", UpstreamModel: "up-model", Price: price}
+	return clock, &Gateway{Config: billing.Config{Now: func() time.Time { return clock }}}, &Route{ProviderName: "an", UpstreamModel: "up-model", Price: price}
 }
 
 // TestStreamSinksDecorateTheirLastFrame: the chat and messages sinks end a stream with the
@@ -196,9 +197,9 @@ func TestStreamSinksDecorateTheirLastFrame(t *testing.T) {
 	}
 	for name, sf := range surfaces {
 		for _, meta := range []bool{false, true, false} {
-			c := &call{g: g, genID: "gen_1", start: clock.Add(-1500 * time.Millisecond), route: rt, model: &Model{Name: "m"},
-				usage: usage, wantMeta: meta, finish: string(providers.FinishStop), firstByte: clock.Add(-time.Second),
-				attempts: []store.Attempt{{Provider: "an", Status: 200}}}
+			c := &call{Charge: billing.Charge{GenerationID: "gen_1", Start: clock.Add(-1500 * time.Millisecond), FinishReason: string(providers.FinishStop),
+				FirstByte: clock.Add(-time.Second), Attempts: []store.Attempt{{Provider: "an", Status: 200}}}, g: g, route: rt, model: &Model{Name: "m"},
+				usage: usage, wantMeta: meta}
 			want, err := c.appendDecorated(nil, sf.plain(), sf.idKey, "usage", sf.usage)
 			if err != nil {
 				t.Fatal(err)

@@ -155,19 +155,20 @@ func forgedAudio(why error) *APIError {
 
 // transcriptions serves POST /audio/transcriptions.
 func (g *Gateway) transcriptions(w http.ResponseWriter, r *http.Request, caller *Caller) error {
-	return g.transcribe(w, r, caller, &transcriptionsCapability, false)
+	return g.transcribe(w, r, caller, &transcriptionEndpoint, false)
 }
 
 // translations serves POST /audio/translations.
 func (g *Gateway) translations(w http.ResponseWriter, r *http.Request, caller *Caller) error {
-	return g.transcribe(w, r, caller, &translationsCapability, true)
+	return g.transcribe(w, r, caller, &translationEndpoint, true)
 }
 
 // transcribe serves a transcription or translation. The upload is spooled whole (its
 // duration is measured from it, and it can be sent again to another route), billed on the
 // input seconds the upstream reports (usage.seconds, else duration), else on the gateway's
 // measurement, or on tokens for routes priced by token.
-func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Caller, cp *capability, translate bool) error {
+func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Caller, f *mediaEndpoint, translate bool) error {
+	cp := f.cp
 	form, apiErr := g.readForm(r, cp, DefaultAudioUpload)
 	if apiErr != nil {
 		return apiErr
@@ -182,30 +183,36 @@ func (g *Gateway) transcribe(w http.ResponseWriter, r *http.Request, caller *Cal
 	}
 	t.measure(form)
 	worst := t.usage(true)
-	c, apiErr := g.beginFitting(w, r, caller, cp, t.model, int(form.Size()), t.meta, g.uploadFit(form.Size(), DefaultAudioUpload), func(rt Route) (int64, error) {
-		perSecond := rt.Price.PerUnit(pricing.DimInputAudioSeconds) > 0
-		if perSecond && errors.Is(t.probeErr, audioprobe.ErrRefused) {
-			return 0, forgedAudio(t.probeErr)
-		}
-		if t.duration == 0 && t.plainText() && perSecond {
-			return 0, unmeasurable(t.probeErr)
-		}
-		_, total, err := rt.Price.Cost(worst)
-		return total, err
-	})
-	if apiErr != nil {
-		return apiErr
-	}
-	defer func() { _ = c.settle(r.Context()) }()
-	c.streamed, c.capAtHold = t.stream, true
-	c.meter(t.usage(false))
-	return c.tryRoutes(r, t.stream, nil, func(ar *http.Request, rt Route) error {
-		if fw, ok := forwarderFor(rt, cp.format); ok {
-			return c.transcriptionForward(w, ar, rt, fw, form, t, cp.format)
-		}
-		return c.transcriptionNeutral(w, ar, rt, form, t)
+	est := t.usage(false)
+	return g.serveMedia(w, r, caller, f, &mediaRequest{
+		model: t.model, promptBytes: int(form.Size()), meta: t.meta, relayed: t.stream, streamed: t.stream, metered: &est,
+		fit: g.uploadFit(form.Size(), DefaultAudioUpload),
+		worst: func(rt Route) (int64, error) {
+			perSecond := rt.Price.PerUnit(pricing.DimInputAudioSeconds) > 0
+			if perSecond && errors.Is(t.probeErr, audioprobe.ErrRefused) {
+				return 0, forgedAudio(t.probeErr)
+			}
+			if t.duration == 0 && t.plainText() && perSecond {
+				return 0, unmeasurable(t.probeErr)
+			}
+			_, total, err := rt.Price.Cost(worst)
+			return total, err
+		},
+		attempt: func(c *call, ar *http.Request, rt Route) error {
+			if fw, ok := forwarderFor(rt, cp.format); ok {
+				return c.transcriptionForward(w, ar, rt, fw, form, t, cp.format)
+			}
+			return c.transcriptionNeutral(w, ar, rt, form, t)
+		},
 	})
 }
+
+// The families of transcription and translation cap their charge at the hold: the worst
+// case is sized from the audio measured, which bounds what an upstream can bill.
+var (
+	transcriptionEndpoint = mediaEndpoint{cp: &transcriptionsCapability, capAtHold: always}
+	translationEndpoint   = mediaEndpoint{cp: &translationsCapability, capAtHold: always}
+)
 
 // transcriptionForward sends the upload to an OpenAI-wire upstream and relays its answer:
 // events, JSON decorated with the cost, or plain text.
@@ -246,7 +253,7 @@ func (c *call) transcriptionForward(w http.ResponseWriter, r *http.Request, rt R
 		}
 	}
 	c.recordAttempt(rt, began, nil)
-	c.firstByte = c.g.Now()
+	c.FirstByte = c.g.Now()
 	c.route = &rt
 	if ct == "" {
 		ct = plainTextType(t.format)
@@ -277,9 +284,9 @@ func (t *transcriptionRequest) textOfJSON(c *call, data []byte) (string, bool) {
 // answerText settles and writes a plain-text answer, which has no room for the cost: the
 // generation record (X-Generation-Id) has it.
 func (c *call) answerText(w http.ResponseWriter, r *http.Request, contentType string, data []byte) error {
-	c.status = http.StatusOK
-	if err := c.settle(r.Context()); err != nil {
-		return notRecorded()
+	c.Status = http.StatusOK
+	if apiErr := c.settleAnswer(r.Context()); apiErr != nil {
+		return apiErr
 	}
 	h := w.Header()
 	h.Set("Content-Type", contentType)

@@ -1,10 +1,8 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,17 +45,8 @@ func TestTranscriptionChargeIsCappedAtItsHold(t *testing.T) {
 	a.g.Metrics = m
 	ws, std, _ := a.workspace(5 * usdNanos)
 
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	_ = mw.WriteField("model", "whisper")
-	fw, _ := mw.CreateFormFile("file", "talk.mp3")
-	_, _ = fw.Write(file.Data)
-	_ = mw.Close()
-	r := httptest.NewRequest(http.MethodPost, "http://gw/v1/audio/transcriptions", &body)
-	r.Header.Set("Authorization", "Bearer "+std)
-	r.Header.Set("Content-Type", mw.FormDataContentType())
 	w := httptest.NewRecorder()
-	a.g.ServeHTTP(w, r, "/audio/transcriptions")
+	a.g.ServeHTTP(w, postAudio(std, "whisper", file.Data), "/audio/transcriptions")
 	if w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body.String())
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
@@ -731,15 +732,20 @@ func (a *App) Cleanup() error {
 // gateway builds the request handler of one model_gateway handler instance.
 func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *handlers.Gateway {
 	g := &handlers.Gateway{
-		Store: a.store, Registry: a.registry, Logger: logger, MaxBodyBytes: maxBody,
-		StreamIdleTimeout: idle, ReservationTTL: time.Duration(a.ReservationTTL),
+		Config: billing.Config{
+			Store: a.store, Logger: logger, ReservationTTL: time.Duration(a.ReservationTTL),
+			LeaseLinger:   DefaultCreditLeaseLinger,
+			StoreTimeout:  time.Duration(a.StoreTimeout),
+			SettleTimeout: time.Duration(a.SettleTimeout),
+			Owner:         a.pooled.inst,
+			// Settlements of answers delivered while the store could not take them wait
+			// here for it, across restarts (billing/journal.go).
+			JournalDir: filepath.Join(caddy.AppDataDir(), "model_gateway", "settlements"),
+		},
+		Registry: a.registry, MaxBodyBytes: maxBody, StreamIdleTimeout: idle,
 		Catalog: a.catalog, CatalogIDs: a.catalogIDs,
 		DisableCreditTopUp: a.CreditTopUp != nil && !*a.CreditTopUp,
 		UploadDir:          a.uploadDir,
-		LeaseLinger:        DefaultCreditLeaseLinger,
-		StoreTimeout:       time.Duration(a.StoreTimeout),
-		SettleTimeout:      time.Duration(a.SettleTimeout),
-		Owner:              a.pooled.inst,
 		Metrics:            a.metrics,
 	}
 	if a.CreditLeaseLinger != nil {

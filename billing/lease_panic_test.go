@@ -1,7 +1,8 @@
-package handlers
+package billing
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,20 +18,18 @@ import (
 // A panic in the lease janitor is logged with its stack and the janitor runs again: it
 // alone drops idle leases, and Close waits for it.
 func TestLeaseJanitorSurvivesAPanic(t *testing.T) {
-	a, _ := leaseGateway(t)
+	f := newFixture(t, 100*usd)
 	core, logs := observer.New(zapcore.ErrorLevel)
-	a.g.Logger = zap.New(core)
+	f.cfg.Logger = zap.New(core)
 	var armed atomic.Bool
-	clock := a.g.Now
-	a.g.Now = func() time.Time {
+	f.cfg.Now = func() time.Time {
 		if armed.CompareAndSwap(true, false) {
 			panic("clock bug")
 		}
-		return clock()
+		return time.Now()
 	}
-	ws, std, _ := a.workspace(100 * usdNanos)
-	if a.g.admitLease(context.Background(), ws, kidOf(t, std), 10_000_000) == nil {
-		t.Fatal("no lease was taken")
+	if _, err := f.lg.KeyLease().Admit(context.Background(), f.request("gen_janitor", 10_000_000)); err != nil {
+		t.Fatal(err)
 	}
 	// The next reader of the clock is the janitor's sweep.
 	armed.Store(true)
@@ -46,24 +45,22 @@ func TestLeaseJanitorSurvivesAPanic(t *testing.T) {
 		t.Fatalf("the log has no stack down to the janitor: %v", entry.ContextMap())
 	}
 	closed := make(chan error, 1)
-	go func() { closed <- a.g.Close() }()
+	go func() { closed <- f.lg.Close() }()
 	select {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close waits for a janitor that died")
 	}
-	a.g.leases.mu.Lock()
-	running := a.g.leases.janitor
-	a.g.leases.mu.Unlock()
-	if running {
+	if f.lg.LeaseStats().JanitorRunning {
 		t.Fatal("the janitor still counts as running after Close")
 	}
 }
 
-// panickyRelease is a store whose next release panics.
+// panickyRelease is a store whose next release panics and whose lease settlements fail
+// while failSettle is set.
 type panickyRelease struct {
 	store.Store
-	armed atomic.Bool
+	armed, failSettle atomic.Bool
 }
 
 func (s *panickyRelease) ReleaseReservation(ctx context.Context, id string) (int64, error) {
@@ -73,23 +70,39 @@ func (s *panickyRelease) ReleaseReservation(ctx context.Context, id string) (int
 	return s.Store.ReleaseReservation(ctx, id)
 }
 
+func (s *panickyRelease) SettleLease(ctx context.Context, p store.SettleLeaseParams) (store.Generation, error) {
+	if s.failSettle.Load() {
+		return store.Generation{}, errors.New("settlement refused")
+	}
+	return s.Store.SettleLease(ctx, p)
+}
+
 // A lease whose release panicked is released again by the janitor, as after a store
 // error: it does not stay held until the process stops.
 func TestLeaseReleaseThatPanicsIsRetried(t *testing.T) {
-	a, cs := leaseGateway(t)
-	ps := &panickyRelease{Store: cs}
-	a.g.Store = ps
-	ws, std, _ := a.workspace(100 * usdNanos)
-	kid := kidOf(t, std)
+	f := newFixture(t, 100*usd)
+	ps := &panickyRelease{Store: f.s}
+	f.cfg.Store = ps
 	ctx := context.Background()
-	l := a.g.admitLease(ctx, ws, kid, 10_000_000)
+	h, err := f.lg.KeyLease().Admit(ctx, f.request("gen_release", 10_000_000))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A settlement that fails drops the lease with a release of its own.
-	cs.failLeaseSettle.Store(true)
+	ps.failSettle.Store(true)
 	ps.armed.Store(true)
-	_, _ = a.g.settleLease(ctx, time.Now().Add(a.g.SettleTimeout), l, 10_000_000, &store.Generation{WorkspaceID: ws, KeyID: kid, Status: 200})
-	cs.failLeaseSettle.Store(false)
+	if _, err := h.Settle(ctx, f.gen("gen_release", 10_000_000)); err == nil {
+		t.Fatal("the failing settlement succeeded")
+	}
+	ps.failSettle.Store(false)
 	if ps.armed.Load() {
 		t.Fatal("the lease's release was not tried")
 	}
-	waitLeasesDropped(t, a, ws)
+	deadline := time.Now().Add(10 * time.Second)
+	for f.balance(t).ReservedNanos != 0 || f.lg.LeaseStats().JanitorRunning {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease not dropped: held %+v, janitor running %v", f.balance(t), f.lg.LeaseStats().JanitorRunning)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

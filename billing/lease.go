@@ -1,4 +1,4 @@
-package handlers
+package billing
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // A paid request used to make two durable writes: Reserve of its worst case W before the
 // upstream call and Settle after. A lease turns the first into an in-memory step: one
 // store reservation of L nanos (with the key's id, so the key's spending limit counts all
-// of it), held by one Gateway for one (workspace, key), from which requests are admitted
+// of it), held by one Ledger for one (workspace, key), from which requests are admitted
 // under a mutex: a request of worst case W is admitted if lease.remaining >= W, and then
 // remaining -= W. Its settlement (SettleLease) charges the cost C, records the generation
 // and shrinks the reservation by min(C, W) in one transaction; in memory the request's
@@ -65,14 +65,14 @@ import (
 // last request drops the reservation in the same transaction (SettleLease with Release),
 // or, when two settlements race to be last, one extra ReleaseReservation does (or, for a
 // lease replaced by one taken ahead with nothing in flight, leaseTaken). The key's current
-// lease is dropped the same way when Gateway.LeaseLinger is 0; otherwise it stays open
+// lease is dropped the same way when Config.LeaseLinger is 0; otherwise it stays open
 // until no request was admitted from it for LeaseLinger (the janitor retires and drops
 // it), so that a key sending one request at a time does not take a lease, one store write
 // in its latency, for every request. So a gateway quiet for LeaseLinger (plus a janitor
 // tick) holds no leases and GET /credits shows reserved_nanos exactly as before: only
 // requests in flight hold credit, plus (while requests of the key are in flight or
 // within LeaseLinger of the last one) the unused rest of their leases:
-// at most leaseMaxNanos per lease, one admitting lease per key and Gateway plus retired
+// at most leaseMaxNanos per lease, one admitting lease per key and Ledger plus retired
 // ones still draining. A janitor goroutine retries releases that failed and retires leases
 // idle for leaseIdle; Close releases everything.
 //
@@ -90,7 +90,7 @@ import (
 // 64 requests: a request of a small model at 64 output tokens has a worst case of a few
 // hundred-thousandths of a dollar, and a lease of 64 of them lasted milliseconds under load.
 //
-// Crash: a lease's reservation, like a request's own, names the Gateway's Owner, whose
+// Crash: a lease's reservation, like a request's own, names the Ledger's Owner, whose
 // heartbeat keeps it: once the process is dead, another instance (or the gateway
 // restarted) releases it within the owner's instance timeout (store.Instance). A lease
 // admits only while its owner Holds, one heartbeat before others may take the owner for
@@ -112,6 +112,14 @@ const (
 	leaseRenewAhead = 10 * time.Second
 )
 
+// The lease sizes and ages above, for callers that reason about leases (tests, diagnostics).
+const (
+	LeaseMinAvailableNanos = leaseMinAvailableNanos
+	LeaseMaxAge            = leaseMaxAge
+	LeaseRenewAhead        = leaseRenewAhead
+	LeaseRefusalBackoff    = leaseRefusalBackoff
+)
+
 type leaseKey struct{ workspace, key string }
 
 // lease is one store reservation admitting requests of one key. Its fields are guarded by
@@ -127,7 +135,7 @@ type lease struct {
 	inflightNanos int64
 	created       time.Time
 	lastAdmit     time.Time
-	// gen is the generation of the Gateway's Owner the reservation was taken in: one taken
+	// gen is the generation of the Ledger's Owner the reservation was taken in: one taken
 	// in an earlier generation was released when the owner was taken for dead.
 	gen uint64
 	// renewAfter: a renewal ahead failed; the next one waits until then (renewDue).
@@ -137,7 +145,7 @@ type lease struct {
 	retired, releasing, gone bool
 }
 
-// leaseTable holds a Gateway's leases.
+// leaseTable holds a Ledger's leases.
 type leaseTable struct {
 	mu        sync.Mutex
 	cur       map[leaseKey]*lease
@@ -165,6 +173,9 @@ func newLeaseTable() *leaseTable {
 	}
 }
 
+// LeaseSize is the size of the lease a call of worst case w takes; 0 when it takes none.
+func LeaseSize(w int64) int64 { return leaseTarget(w) }
+
 // leaseTarget is the size of a lease taken by a request of worst case w; 0 when a lease
 // would not admit more than the request itself.
 func leaseTarget(w int64) int64 {
@@ -185,24 +196,107 @@ func (t *leaseTable) retire(l *lease) {
 	}
 }
 
-// admitLease admits a request of worst case w from the key's lease, taking a new lease if
-// needed. nil means no lease: the request reserves for itself.
+// admitLease admits r from its key's lease, with the in-flight trace that lets a crash
+// before its settlement leave an interrupted record; nil when no lease admits it.
+func (lg *Ledger) admitLease(ctx context.Context, r Request) *LeaseHold {
+	h := new(LeaseHold)
+	if !lg.admitLeaseInto(ctx, r, h) {
+		return nil
+	}
+	return h
+}
+
+// admitLeaseInto is admitLease into h, which the caller keeps.
+func (lg *Ledger) admitLeaseInto(ctx context.Context, r Request, h *LeaseHold) bool {
+	l := lg.admitFromLease(ctx, r.WorkspaceID, r.KeyID, r.Most)
+	if l == nil {
+		return false
+	}
+	h.lg, h.lease, h.w = lg, l, r.Most
+	// Nothing durable names the request until it settles: the trace lets a crash before
+	// then leave an interrupted record (store/interrupted.go).
+	h.inflight = lg.cfg.Store.BeginInFlight(store.InFlight{
+		GenerationID: r.GenerationID, WorkspaceID: r.WorkspaceID, KeyID: r.KeyID, Endpoint: r.Endpoint,
+		Model: r.Model, ReservationID: l.id, Owner: lg.cfg.Owner.ID(), StartedAt: r.Start,
+	})
+	return true
+}
+
+// LeaseHold is a call admitted from a key's lease: its worst case w held on the lease.
+type LeaseHold struct {
+	lg    *Ledger
+	lease *lease
+	w     int64
+	// inflight is the store's token for the call's trace.
+	inflight uint64
+	once     settledOnce
+}
+
+// ReservationID is the lease's reservation, shared by every call the lease admits.
+func (h *LeaseHold) ReservationID() string { return h.lease.id }
+
+func (h *LeaseHold) Most() int64 { return h.w }
+
+func (h *LeaseHold) Settle(ctx context.Context, g *store.Generation) (store.Generation, error) {
+	return h.once.do(h.lg, ctx, g, func() (store.Generation, error) {
+		sctx, deadline := context.WithoutCancel(ctx), time.Now().Add(h.lg.cfg.SettleTimeout)
+		stored, err := h.lg.settleLease(sctx, deadline, h.lease, h.w, g)
+		h.lg.cfg.Store.EndInFlight(h.inflight)
+		return stored, err
+	})
+}
+
+// SettleLater journals the call's settlement against the lease's reservation. The lease
+// itself, whose settlement failed, no longer admits (settleLease).
+func (h *LeaseHold) SettleLater(g *store.Generation) error {
+	return h.lg.settleLater(journalEntry{ReservationID: h.lease.id, Lease: true, HeldNanos: h.w, Generation: *g})
+}
+
+// Release returns the call's worst case to the lease, dropping the lease when it was the
+// last call in flight on a retired one.
+func (h *LeaseHold) Release(ctx context.Context) error {
+	// After a failed settlement the lease or budget already took the call's worst case
+	// back, or keeps it out for a settlement that may have landed: nothing to release.
+	if fresh, _ := h.once.end(); !fresh {
+		return nil
+	}
+	lg, l := h.lg, h.lease
+	t := lg.leases
+	t.mu.Lock()
+	l.unsettled--
+	l.inflightNanos -= h.w
+	l.remaining += h.w
+	drop := l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || lg.cfg.LeaseLinger <= 0)
+	if drop {
+		t.retire(l)
+		l.releasing = true
+	}
+	t.mu.Unlock()
+	if drop {
+		lg.releaseLease(ctx, l)
+	}
+	lg.cfg.Store.EndInFlight(h.inflight)
+	return nil
+}
+
+// admitFromLease admits a request of worst case w from the key's lease, taking a new lease
+// if needed. nil means no lease: the request reserves for itself.
 //
 // ctx is the request's: the store calls of taking a lease are bounded by StoreTimeout here,
 // so that a request admitted from memory, the common case, makes no timer.
-func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w int64) *lease {
+func (lg *Ledger) admitFromLease(ctx context.Context, workspaceID, keyID string, w int64) *lease {
 	target := leaseTarget(w)
 	if target <= w {
 		return nil
 	}
-	t := g.leases
+	t := lg.leases
 	k := leaseKey{workspaceID, keyID}
 	for {
-		now := g.Now()
+		now := lg.cfg.Now()
 		// An owner that may have been taken for dead (no heartbeat recorded lately) may
 		// have lost its leases' reservations to another instance's sweep: none admits, and
 		// requests reserve for themselves until the heartbeat is recorded again.
-		gen, holds := g.Owner.Holds()
+		gen, holds := lg.cfg.Owner.Holds()
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
@@ -214,8 +308,8 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 				l.unsettled++
 				l.inflightNanos += w
 				l.lastAdmit = now
-				if g.renewDue(l, now) {
-					g.renewLease(k, w, target, now, gen)
+				if lg.renewDue(l, now) {
+					lg.renewLease(k, w, target, now, gen)
 				}
 				t.mu.Unlock()
 				return l
@@ -240,9 +334,9 @@ func (g *Gateway) admitLease(ctx context.Context, workspaceID, keyID string, w i
 		ch, knownSmall := t.startAcquiring(k, now)
 		t.mu.Unlock()
 
-		sctx, cancel := g.storeContext(ctx)
-		res, small, err := g.takeLease(sctx, workspaceID, keyID, w, target, now, knownSmall)
-		l := g.leaseTaken(sctx, k, ch, w, now, gen, res, small, err)
+		sctx, cancel := lg.storeContext(ctx)
+		res, small, err := lg.takeLease(sctx, workspaceID, keyID, w, target, now, knownSmall)
+		l := lg.leaseTaken(sctx, k, ch, w, now, gen, res, small, err)
 		cancel()
 		return l
 	}
@@ -274,10 +368,10 @@ func (t *leaseTable) startAcquiring(k leaseKey, now time.Time) (ch chan struct{}
 
 // leaseTaken installs the lease takeLease returned as key k's current one, admitting w
 // from it (0 for a lease taken ahead), and ends the acquisition ch; nil when there is none
-// (the store refused it, or the Gateway closed meanwhile). gen is the Owner's generation
+// (the store refused it, or the Ledger closed meanwhile). gen is the Owner's generation
 // when the lease was asked for.
-func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, w int64, now time.Time, gen uint64, res store.Reservation, small bool, err error) *lease {
-	t := g.leases
+func (lg *Ledger) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, w int64, now time.Time, gen uint64, res store.Reservation, small bool, err error) *lease {
+	t := lg.leases
 	t.mu.Lock()
 	delete(t.acquiring, k)
 	close(ch)
@@ -296,18 +390,18 @@ func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, 
 			// meanwhile; the current lease admits on, and a request that finds it short
 			// takes the next one itself.
 			if cur := t.cur[k]; cur != nil {
-				cur.renewAfter = g.Now().Add(leaseRefusalBackoff)
+				cur.renewAfter = lg.cfg.Now().Add(leaseRefusalBackoff)
 			}
-			g.Logger.Warn("renewing a credit lease failed", zapErr(err))
+			lg.cfg.Logger.Warn("renewing a credit lease failed", zap.Error(err))
 		case ctx.Err() == nil:
-			g.Logger.Warn("taking a credit lease failed; reserving per request", zapErr(err))
+			lg.cfg.Logger.Warn("taking a credit lease failed; reserving per request", zap.Error(err))
 		}
 		t.mu.Unlock()
 		return nil
 	}
 	if t.closed {
 		t.mu.Unlock()
-		g.releaseLeaseReservation(res.ID)
+		lg.releaseLeaseReservation(res.ID)
 		return nil
 	}
 	l := &lease{id: res.ID, k: k, amount: res.AmountNanos, remaining: res.AmountNanos - w, created: now, lastAdmit: now, gen: gen}
@@ -329,11 +423,11 @@ func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, 
 	if !t.janitor {
 		t.janitor = true
 		t.janitorDone = make(chan struct{})
-		background.Loop{Name: "credit lease janitor", Report: g.reportPanic, Done: t.janitorDone}.Go(g.leaseJanitor)
+		background.Loop{Name: "credit lease janitor", Report: lg.reportPanic, Done: t.janitorDone}.Go(lg.leaseJanitor)
 	}
 	t.mu.Unlock()
 	if drop != nil {
-		g.releaseLease(ctx, drop)
+		lg.releaseLease(ctx, drop)
 	}
 	return l
 }
@@ -362,19 +456,19 @@ func (g *Gateway) leaseTaken(ctx context.Context, k leaseKey, ch chan struct{}, 
 
 // renewDue reports whether the key's current lease l, which just admitted a request, is to
 // be renewed ahead. Callers hold t.mu.
-func (g *Gateway) renewDue(l *lease, now time.Time) bool {
-	if g.LeaseLinger <= 0 || l.remaining >= l.amount/4 && now.Sub(l.created) < leaseMaxAge-leaseRenewAhead {
+func (lg *Ledger) renewDue(l *lease, now time.Time) bool {
+	if lg.cfg.LeaseLinger <= 0 || l.remaining >= l.amount/4 && now.Sub(l.created) < leaseMaxAge-leaseRenewAhead {
 		return false
 	}
-	t := g.leases
+	t := lg.leases
 	return t.acquiring[l.k] == nil && !now.Before(l.renewAfter) && !t.refusedAt(l.k, now)
 }
 
 // renewLease starts taking key k's next lease in the background, for requests of worst
 // case w (the request that found the lease due), in the Owner's generation gen. Callers
 // hold t.mu.
-func (g *Gateway) renewLease(k leaseKey, w, target int64, now time.Time, gen uint64) {
-	t := g.leases
+func (lg *Ledger) renewLease(k leaseKey, w, target int64, now time.Time, gen uint64) {
+	t := lg.leases
 	ch, knownSmall := t.startAcquiring(k, now)
 	t.renewals.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), leaseStoreTimeout)
@@ -383,11 +477,11 @@ func (g *Gateway) renewLease(k leaseKey, w, target int64, now time.Time, gen uin
 		var small bool
 		var err error
 		// The key's requests wait on ch until leaseTaken: a panic is taken as a failure.
-		if p := background.Call("credit lease renewal", func() { res, small, err = g.takeLease(ctx, k.workspace, k.key, w, target, now, knownSmall) }); p != nil {
-			g.reportPanic(p)
+		if p := background.Call("credit lease renewal", func() { res, small, err = lg.takeLease(ctx, k.workspace, k.key, w, target, now, knownSmall) }); p != nil {
+			lg.reportPanic(p)
 			err = p
 		}
-		g.leaseTaken(ctx, k, ch, 0, now, gen, res, small, err)
+		lg.leaseTaken(ctx, k, ch, 0, now, gen, res, small, err)
 	})
 }
 
@@ -397,21 +491,21 @@ func (g *Gateway) renewLease(k leaseKey, w, target int64, now time.Time, gen uin
 // preflight still holds after it, and only if it admits at least one more request of the
 // same size. The reservation's amount is the lease's. small reports that the wallet was too
 // small for a full lease; knownSmall skips asking for one.
-func (g *Gateway) takeLease(ctx context.Context, workspaceID, keyID string, w, target int64, now time.Time, knownSmall bool) (store.Reservation, bool, error) {
+func (lg *Ledger) takeLease(ctx context.Context, workspaceID, keyID string, w, target int64, now time.Time, knownSmall bool) (store.Reservation, bool, error) {
 	params := store.ReserveParams{
-		ID: ids.New("res"), WorkspaceID: workspaceID, KeyID: keyID, Owner: g.Owner.ID(),
+		ID: ids.New("res"), WorkspaceID: workspaceID, KeyID: keyID, Owner: lg.cfg.Owner.ID(),
 		AmountNanos: target, MinAvailableNanos: max(MinPreflightNanos, leaseMinAvailableNanos),
-		ExpiresAt: now.Add(leaseMaxAge + g.ReservationTTL),
+		ExpiresAt: now.Add(leaseMaxAge + lg.cfg.ReservationTTL),
 	}
 	refused := errSmallWallet
 	if !knownSmall {
-		res, err := g.reserve(ctx, params)
+		res, err := lg.reserve(ctx, params)
 		if !errors.Is(err, store.ErrInsufficientFunds) {
 			return res, false, err
 		}
 		refused = err
 	}
-	b, err := g.Store.GetBalance(ctx, workspaceID)
+	b, err := lg.cfg.Store.GetBalance(ctx, workspaceID)
 	if err != nil {
 		return store.Reservation{}, true, err
 	}
@@ -422,7 +516,7 @@ func (g *Gateway) takeLease(ctx context.Context, workspaceID, keyID string, w, t
 		return store.Reservation{}, small, refused
 	}
 	params.ID, params.AmountNanos, params.MinAvailableNanos = ids.New("res"), l, l+MinPreflightNanos
-	res, err := g.reserve(ctx, params)
+	res, err := lg.reserve(ctx, params)
 	return res, small, err
 }
 
@@ -445,20 +539,20 @@ func smallLeaseSize(available, w, target int64) int64 {
 
 // settleLease settles a request of worst case w admitted from l, and drops the lease when
 // it was the last request in flight on a retired or drained lease.
-func (g *Gateway) settleLease(ctx context.Context, deadline time.Time, l *lease, w int64, gen *store.Generation) (store.Generation, error) {
-	t := g.leases
+func (lg *Ledger) settleLease(ctx context.Context, deadline time.Time, l *lease, w int64, gen *store.Generation) (store.Generation, error) {
+	t := lg.leases
 	t.mu.Lock()
 	// The last request in flight drops the lease with its own settlement (unless the lease
 	// lingers): no request can be admitted in between, the lease is retired first.
-	release := l.unsettled == 1 && (l.retired || g.LeaseLinger <= 0)
+	release := l.unsettled == 1 && (l.retired || lg.cfg.LeaseLinger <= 0)
 	if release {
 		t.retire(l)
 		l.releasing = true
 	}
 	t.mu.Unlock()
 
-	stored, err := g.settleRetrying(ctx, deadline, gen, func(ctx context.Context) (store.Generation, error) {
-		return g.Store.SettleLease(ctx, store.SettleLeaseParams{ReservationID: l.id, HeldNanos: w, Generation: gen, Release: release})
+	stored, err := lg.settleRetrying(ctx, deadline, gen, func(ctx context.Context) (store.Generation, error) {
+		return lg.cfg.Store.SettleLease(ctx, store.SettleLeaseParams{ReservationID: l.id, HeldNanos: w, Generation: gen, Release: release})
 	})
 
 	t.mu.Lock()
@@ -478,7 +572,7 @@ func (g *Gateway) settleLease(ctx context.Context, deadline time.Time, l *lease,
 	default:
 		l.remaining += w - min(stored.CostNanos, w)
 	}
-	drop := l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || g.LeaseLinger <= 0)
+	drop := l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || lg.cfg.LeaseLinger <= 0)
 	if drop {
 		// Two settlements raced to be last: neither dropped it.
 		t.retire(l)
@@ -487,29 +581,29 @@ func (g *Gateway) settleLease(ctx context.Context, deadline time.Time, l *lease,
 	t.wakeJanitorIfEmpty()
 	t.mu.Unlock()
 	if drop {
-		g.releaseLease(ctx, l)
+		lg.releaseLease(ctx, l)
 	}
 	return stored, err
 }
 
 // releaseLease drops l's reservation; l is marked releasing by the caller and has no
 // request in flight.
-func (g *Gateway) releaseLease(ctx context.Context, l *lease) {
+func (lg *Ledger) releaseLease(ctx context.Context, l *lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseStoreTimeout)
 	defer cancel()
 	// A panic (a backend's bug) is a failure like any other: l must not stay releasing,
 	// which nothing would ever release, with its credit held until the process stops.
 	var err error
-	if p := background.Call("releasing a credit lease", func() { _, err = g.Store.ReleaseReservation(rctx, l.id) }); p != nil {
+	if p := background.Call("releasing a credit lease", func() { _, err = lg.cfg.Store.ReleaseReservation(rctx, l.id) }); p != nil {
 		err = p
 	}
-	t := g.leases
+	t := lg.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l.releasing = false
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		// The janitor tries again; the sweeper frees it at the latest when it expires.
-		g.Logger.Warn("releasing a credit lease failed", zap.String("reservation_id", l.id), zapErr(err))
+		lg.cfg.Logger.Warn("releasing a credit lease failed", zap.String("reservation_id", l.id), zap.Error(err))
 		return
 	}
 	l.remaining = 0
@@ -518,11 +612,11 @@ func (g *Gateway) releaseLease(ctx context.Context, l *lease) {
 	t.wakeJanitorIfEmpty()
 }
 
-func (g *Gateway) releaseLeaseReservation(id string) {
+func (lg *Ledger) releaseLeaseReservation(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), leaseStoreTimeout)
 	defer cancel()
-	if _, err := g.Store.ReleaseReservation(ctx, id); err != nil {
-		g.Logger.Warn("releasing a credit lease failed", zap.String("reservation_id", id), zapErr(err))
+	if _, err := lg.cfg.Store.ReleaseReservation(ctx, id); err != nil {
+		lg.cfg.Logger.Warn("releasing a credit lease failed", zap.String("reservation_id", id), zap.Error(err))
 	}
 }
 
@@ -547,12 +641,12 @@ func (t *leaseTable) wakeJanitor() {
 // release has not happened (a store error); it returns once no lease is left. It runs
 // again after a panic (a background.Loop): leases would otherwise never be dropped, so
 // it takes t.mu only in sweepLeases, which releases it in a defer.
-func (g *Gateway) leaseJanitor() {
-	t := g.leases
+func (lg *Ledger) leaseJanitor() {
+	t := lg.leases
 	idle, interval := leaseIdle, leaseJanitorInterval
-	if g.LeaseLinger > 0 {
-		idle = min(idle, g.LeaseLinger)
-		interval = min(interval, max(g.LeaseLinger/2, 10*time.Millisecond))
+	if lg.cfg.LeaseLinger > 0 {
+		idle = min(idle, lg.cfg.LeaseLinger)
+		interval = min(interval, max(lg.cfg.LeaseLinger/2, 10*time.Millisecond))
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -561,20 +655,20 @@ func (g *Gateway) leaseJanitor() {
 		case <-tick.C:
 		case <-t.wake:
 		}
-		drop, ended := g.sweepLeases(g.Now(), idle)
+		drop, ended := lg.sweepLeases(lg.cfg.Now(), idle)
 		if ended {
 			return
 		}
 		for _, l := range drop {
-			g.releaseLease(context.Background(), l)
+			lg.releaseLease(context.Background(), l)
 		}
 	}
 }
 
 // sweepLeases retires the leases idle since idle before now and returns those to release;
 // ended reports that no lease is left, and the janitor is to return.
-func (g *Gateway) sweepLeases(now time.Time, idle time.Duration) (drop []*lease, ended bool) {
-	t := g.leases
+func (lg *Ledger) sweepLeases(now time.Time, idle time.Duration) (drop []*lease, ended bool) {
+	t := lg.leases
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.all) == 0 || t.closed {
@@ -586,7 +680,7 @@ func (g *Gateway) sweepLeases(now time.Time, idle time.Duration) (drop []*lease,
 			t.retire(l)
 		}
 		// A lingering lease is current, not retired: it stays until idle.
-		if l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || g.LeaseLinger <= 0) {
+		if l.unsettled == 0 && !l.gone && !l.releasing && (l.retired || lg.cfg.LeaseLinger <= 0) {
 			t.retire(l)
 			l.releasing = true
 			drop = append(drop, l)
@@ -600,17 +694,17 @@ func (g *Gateway) sweepLeases(now time.Time, idle time.Duration) (drop []*lease,
 	return drop, false
 }
 
-// reportPanic logs a panic recovered from one of the Gateway's background goroutines;
+// reportPanic logs a panic recovered from one of the Ledger's background goroutines;
 // zap.Error logs a *background.Panic's stack as errorVerbose.
-func (g *Gateway) reportPanic(err error) {
-	g.Logger.Error("background goroutine panicked", zapErr(err))
+func (lg *Ledger) reportPanic(err error) {
+	lg.cfg.Logger.Error("background goroutine panicked", zap.Error(err))
 }
 
-// Close releases every lease of the Gateway: those with nothing in flight now, the others
+// Close releases every lease of the Ledger: those with nothing in flight now, the others
 // when their last request settles. Requests after Close reserve for themselves. Call it
-// when the Gateway is retired (a config reload, a shutdown) so that no hold outlives it.
-func (g *Gateway) Close() error {
-	t := g.leases
+// when the Ledger is retired (a config reload, a shutdown) so that no hold outlives it.
+func (lg *Ledger) Close() error {
+	t := lg.leases
 	if t == nil {
 		return nil
 	}
@@ -630,180 +724,59 @@ func (g *Gateway) Close() error {
 	// A renewal finishing now finds the table closed and releases what it took.
 	t.renewals.Wait()
 	for _, l := range drop {
-		g.releaseLease(context.Background(), l)
+		lg.releaseLease(context.Background(), l)
 	}
 	if done != nil {
 		<-done
 	}
-	g.unsure.close()
+	lg.unsure.close()
+	lg.closeJournal()
 	return nil
 }
 
-// Settlement retries.
-//
-// A settlement comes after the upstream answered: giving up on it withholds an answer
-// already paid for upstream. So while the store cannot be reached (store.ErrUnavailable,
-// or a try that outlived StoreTimeout, given up for a new connection), it is tried again,
-// backing off from settleRetry to settleRetryMax, until SettleTimeout. A try that failed so
-// may have been applied all the same (its commit reached the server, the answer did not come
-// back): the store answers the next with the generation as stored (settlement is
-// idempotent by generation id, store.Wallet.Settle). Nothing is charged twice.
-const (
-	settleRetry    = 50 * time.Millisecond
-	settleRetryMax = time.Second
-)
-
-// settleRetrying runs settle, one settlement of gen, until it succeeds, fails for good,
-// ctx ends or deadline passes. gen is read before the first try only (the store owns it
-// from then on). Each try is bounded by StoreTimeout or what is left until deadline,
-// whichever is shorter: the deadline is a time rather than a context of its own, so that a
-// settlement the store acknowledges at once (a journaled one) makes one timer, not two.
-func (g *Gateway) settleRetrying(ctx context.Context, deadline time.Time, gen *store.Generation, settle func(ctx context.Context) (store.Generation, error)) (store.Generation, error) {
-	id := gen.ID
-	unsure := false
-	var err error
-	for wait := settleRetry; ; wait = min(2*wait, settleRetryMax) {
-		left := time.Until(deadline)
-		if left <= 0 {
-			if err == nil {
-				err = context.DeadlineExceeded
-			}
-			return store.Generation{}, err
-		}
-		tctx, cancel := context.WithTimeout(ctx, min(g.StoreTimeout, left))
-		var stored store.Generation
-		stored, err = settle(tctx)
-		cancel()
-		if err == nil {
-			return stored, nil
-		}
-		if !maybeApplied(err) || ctx.Err() != nil {
-			return store.Generation{}, err
-		}
-		if !unsure {
-			g.Logger.Warn("settling a generation failed; trying again", zap.String("generation_id", id), zapErr(err))
-		}
-		unsure = true
-		select {
-		case <-ctx.Done():
-			return store.Generation{}, err
-		case <-time.After(min(wait, time.Until(deadline))):
-		}
-	}
+// LeaseStats is a snapshot of the Ledger's leases, for tests and diagnostics.
+type LeaseStats struct {
+	// Leases counts the leases whose reservation still exists; HeldNanos sums what they
+	// hold (their remaining credit and the worst cases of their calls in flight).
+	Leases    int
+	HeldNanos int64
+	// InFlightNanos sums the worst cases of their calls in flight.
+	InFlightNanos int64
+	// CurrentNanos sums the amounts of the leases currently admitting.
+	CurrentNanos int64
+	// Acquiring counts the keys whose next lease is being taken; SmallKeys those whose
+	// wallet is known to be too small for a full lease.
+	Acquiring, SmallKeys int
+	// JanitorRunning tells whether the janitor goroutine runs.
+	JanitorRunning bool
 }
 
-// maybeApplied tells a store call that failed without the store's answer (it may or may
-// not have been applied) from one the store refused.
-func maybeApplied(err error) bool {
-	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+// LeaseStats returns a snapshot of the Ledger's leases.
+func (lg *Ledger) LeaseStats() LeaseStats {
+	t := lg.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := LeaseStats{Acquiring: len(t.acquiring), SmallKeys: len(t.small), JanitorRunning: t.janitor}
+	for l := range t.all {
+		if !l.gone {
+			s.Leases++
+			s.HeldNanos += l.remaining + l.inflightNanos
+			s.InFlightNanos += l.inflightNanos
+		}
+	}
+	for _, l := range t.cur {
+		s.CurrentNanos += l.amount
+	}
+	return s
 }
 
-// Reservations whose Reserve failed without an answer.
-//
-// A Reserve given up after StoreTimeout, or whose connection was lost, may have committed
-// all the same: nothing would use or release that hold, which its owner would keep until
-// its expiry, hours later. The gateway makes reservation ids, so it releases such a hold
-// in the background, trying every unsureRetry until the store answers (or the reservation
-// expires). Beyond unsureMax ids waiting, during a long outage, the rest wait for their
-// expiry, or for their owner's clean stop (store.Instance), which releases them.
-const (
-	unsureRetry = time.Second
-	unsureMax   = 10_000
-)
-
-type unsureReservations struct {
-	mu     sync.Mutex
-	ids    map[string]time.Time // reservation id → its expiry
-	closed bool
-	// stop ends the worker, which closes done once it returned; nil when none runs.
-	stop, done chan struct{}
-}
-
-// reserve is Store.Reserve, with a hold that may have been taken unbeknown released later.
-func (g *Gateway) reserve(ctx context.Context, p store.ReserveParams) (store.Reservation, error) {
-	res, err := g.Store.Reserve(ctx, p)
-	if err != nil && maybeApplied(err) {
-		g.releaseUnsure(p.ID, p.ExpiresAt)
-	}
-	return res, err
-}
-
-func (g *Gateway) releaseUnsure(id string, expires time.Time) {
-	u := &g.unsure
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.closed || len(u.ids) >= unsureMax {
-		return
-	}
-	if u.ids == nil {
-		u.ids = map[string]time.Time{}
-	}
-	u.ids[id] = expires
-	if u.stop == nil {
-		u.stop, u.done = make(chan struct{}), make(chan struct{})
-		stop := u.stop
-		background.Loop{Name: "unsure reservation release", Report: g.reportPanic, Stop: stop, Done: u.done}.Go(func() { g.releaseUnsureLoop(stop) })
-	}
-}
-
-// releaseUnsureLoop releases the unsure reservations until none is left or stop is
-// closed. It runs again after a panic (a background.Loop), and takes u.mu only around map
-// operations, never across a store call.
-func (g *Gateway) releaseUnsureLoop(stop chan struct{}) {
-	u := &g.unsure
-	tick := time.NewTicker(unsureRetry)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-		}
-		u.mu.Lock()
-		pending := make([]string, 0, len(u.ids))
-		for id := range u.ids {
-			pending = append(pending, id)
-		}
-		u.mu.Unlock()
-		for _, id := range pending {
-			ctx, cancel := g.storeContext(context.Background())
-			_, err := g.Store.ReleaseReservation(ctx, id)
-			cancel()
-			if maybeApplied(err) {
-				break // the store is still away: the next round tries again
-			}
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				g.Logger.Warn("releasing a reservation whose Reserve failed", zap.String("reservation_id", id), zapErr(err))
-			}
-			u.mu.Lock()
-			delete(u.ids, id)
-			u.mu.Unlock()
-		}
-		now := time.Now()
-		u.mu.Lock()
-		for id, expires := range u.ids {
-			if now.After(expires) {
-				delete(u.ids, id)
-			}
-		}
-		if len(u.ids) == 0 {
-			u.stop = nil
-			u.mu.Unlock()
-			return
-		}
-		u.mu.Unlock()
-	}
-}
-
-// close stops the worker: what it still holds is the Owner's, released when it stops.
-func (u *unsureReservations) close() {
-	u.mu.Lock()
-	u.closed = true
-	stop, done := u.stop, u.done
-	u.stop = nil
-	u.mu.Unlock()
-	if stop != nil {
-		close(stop)
-		<-done
+// RetireLeases stops every lease admitting: the next call of each key takes a new one.
+// The retired leases keep serving their calls in flight.
+func (lg *Ledger) RetireLeases() {
+	t := lg.leases
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for l := range t.all {
+		t.retire(l)
 	}
 }

@@ -1,0 +1,61 @@
+package billing
+
+import (
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// Charge is a metered call as billing sees it, free of HTTP: who it is for, what it may
+// cost, where it went, what happened and what it is to record. A job keeps its Charge in its
+// row between polls (it is JSON, its hold excepted: a job keeps its durable hold's
+// reservation id and re-opens it with ResumeDurable); the handlers' per-request state embeds
+// it beside the exchange (writer, request, stream state).
+type Charge struct {
+	GenerationID string `json:"generation_id"`
+	WorkspaceID  string `json:"workspace_id"`
+	KeyID        string `json:"key_id"`
+	Endpoint     string `json:"endpoint"`
+	Model        string `json:"model"`
+	// Most is the worst case the call was admitted for: what its hold holds, and what an
+	// answer whose usage turns out unpriceable is charged.
+	Most int64 `json:"most_nanos"`
+	// Hold is the credit the call holds; nil for a call that holds nothing (a free model).
+	Hold Hold `json:"-"`
+	// Provider and UpstreamModel name the route that answered ("" until one did).
+	Provider      string `json:"provider,omitempty"`
+	UpstreamModel string `json:"upstream_model,omitempty"`
+	// Attempts are the upstream calls made, in order.
+	Attempts []store.Attempt `json:"attempts,omitempty"`
+
+	// What the answer was.
+	UpstreamID   string    `json:"upstream_id,omitempty"`
+	FinishReason string    `json:"finish_reason,omitempty"`
+	Streamed     bool      `json:"streamed,omitempty"`
+	Cancelled    bool      `json:"cancelled,omitempty"`
+	Status       int       `json:"status,omitempty"`
+	ErrorCode    string    `json:"error_code,omitempty"`
+	ErrorMessage string    `json:"error_message,omitempty"`
+	ErrorOrigin  string    `json:"error_origin,omitempty"`
+	Start        time.Time `json:"start"`
+	// FirstByte is when the answer's first byte reached the client (zero: none did).
+	FirstByte time.Time `json:"first_byte,omitzero"`
+}
+
+// Record is the generation record of the charge as it stands at end, priced at total by
+// lines; its token counts are the caller's to fill.
+func (ch *Charge) Record(end time.Time, lines []store.CostLine, total int64) *store.Generation {
+	g := &store.Generation{
+		ID: ch.GenerationID, WorkspaceID: ch.WorkspaceID, KeyID: ch.KeyID, Endpoint: ch.Endpoint,
+		Model: ch.Model, Provider: ch.Provider, UpstreamModel: ch.UpstreamModel, UpstreamID: ch.UpstreamID,
+		Streamed: ch.Streamed, Cancelled: ch.Cancelled, Status: ch.Status, FinishReason: ch.FinishReason,
+		ErrorCode: ch.ErrorCode, ErrorMessage: ch.ErrorMessage, ErrorOrigin: ch.ErrorOrigin,
+		CostNanos: total, CostLines: lines, Attempts: ch.Attempts,
+		EndToEndMs: end.Sub(ch.Start).Milliseconds(), CreatedAt: ch.Start,
+	}
+	if !ch.FirstByte.IsZero() {
+		g.LatencyMs = ch.FirstByte.Sub(ch.Start).Milliseconds()
+		g.GenerationMs = end.Sub(ch.FirstByte).Milliseconds()
+	}
+	return g
+}
