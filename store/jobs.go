@@ -76,8 +76,10 @@ type Job struct {
 	Progress  int
 	// Usage is the usage by dimension, as JSON.
 	Usage json.RawMessage
-	// ReservationID is the job's hold.
+	// ReservationID is the job's hold, and HeldNanos what it holds: the job's worst case,
+	// which a usage that cannot be priced is charged.
 	ReservationID string
+	HeldNanos     int64
 	// Webhook is the webhook configuration, and Delivery the state of its deliveries.
 	Webhook  json.RawMessage
 	Delivery json.RawMessage
@@ -97,7 +99,7 @@ type Job struct {
 // it is in the struct.
 type JobField struct {
 	Column string
-	// Addr returns the field's address in j: a *string, *int, *json.RawMessage or
+	// Addr returns the field's address in j: a *string, *int, *int64, *json.RawMessage or
 	// *time.Time. Backends convert by that type: a zero time and a nil JSON are NULL.
 	Addr func(j *Job) any
 }
@@ -118,6 +120,7 @@ var JobFields = [...]JobField{
 	{"progress", func(j *Job) any { return &j.Progress }},
 	{"usage", func(j *Job) any { return &j.Usage }},
 	{"reservation_id", func(j *Job) any { return &j.ReservationID }},
+	{"held_nanos", func(j *Job) any { return &j.HeldNanos }},
 	{"webhook", func(j *Job) any { return &j.Webhook }},
 	{"delivery", func(j *Job) any { return &j.Delivery }},
 	{"request", func(j *Job) any { return &j.Request }},

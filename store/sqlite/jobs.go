@@ -26,6 +26,8 @@ func jobValue(field any) any {
 		return *p
 	case *int:
 		return *p
+	case *int64:
+		return *p
 	case *json.RawMessage:
 		if *p == nil {
 			return nil

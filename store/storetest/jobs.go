@@ -53,7 +53,7 @@ func testJob(ws, id string, created time.Time) store.Job {
 	return store.Job{
 		ID: id, WorkspaceID: ws, Kind: "test_kind", KeyID: "key_1", Model: "acme/video-1",
 		Provider: "acme", UpstreamModel: "video-1-2025", NativeID: "", Status: "queued", Lifecycle: "submitted",
-		Progress: 0, Usage: json.RawMessage(`{"video_seconds": 8, "resolution": "720p"}`), ReservationID: "res_1",
+		Progress: 0, Usage: json.RawMessage(`{"video_seconds": 8, "resolution": "720p"}`), ReservationID: "res_1", HeldNanos: 4_000_000_000,
 		Webhook:  json.RawMessage(`{"url":"https://example.com/hook","events":["video.completed"]}`),
 		Delivery: nil, Request: json.RawMessage(`{"prompt":"a cat","seconds":8}`), Result: nil,
 		CreatedAt: created, ExpiresAt: created.Add(24 * time.Hour),

@@ -24,6 +24,7 @@ CREATE TABLE jobs (
 	progress       INTEGER NOT NULL,
 	usage          JSONB,
 	reservation_id TEXT NOT NULL,
+	held_nanos     BIGINT NOT NULL,
 	webhook        JSONB,
 	delivery       JSONB,
 	request        JSONB,

@@ -24,6 +24,7 @@ CREATE TABLE jobs (
 	progress       INTEGER NOT NULL,
 	usage          TEXT,
 	reservation_id TEXT NOT NULL,
+	held_nanos     INTEGER NOT NULL,
 	webhook        TEXT,
 	delivery       TEXT,
 	request        TEXT,
