@@ -1,0 +1,64 @@
+package module
+
+import (
+	"context"
+	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/billing"
+	"github.com/modelgateway/caddy-modelgateway/handlers"
+	"github.com/modelgateway/caddy-modelgateway/internal/workers"
+	"github.com/modelgateway/caddy-modelgateway/jobs"
+)
+
+func init() {
+	backgroundWorkers = append(backgroundWorkers, worker{Name: "jobs", Run: runJobs})
+}
+
+// runJobs polls the jobs of every registered kind (jobs.Engine) until the store handle
+// ends. Its holds are durable (owned by no instance), so its ledger needs no owner; its
+// prices and routes are the newest started configuration's, read at each poll.
+func runJobs(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
+	cur := rt.Current()
+	log := rt.Logger()
+	owner := "worker"
+	if cur.Owner != nil {
+		owner = cur.Owner.ID()
+	}
+	ledger := billing.NewLedger(&billing.Config{
+		Store: rt.Store(), Logger: log, Now: time.Now,
+		ReservationTTL: orDuration(cur.ReservationTTL, handlers.DefaultReservationTTL),
+		StoreTimeout:   orDuration(cur.StoreTimeout, handlers.DefaultStoreTimeout),
+		SettleTimeout:  orDuration(cur.SettleTimeout, handlers.DefaultSettleTimeout),
+	})
+	defer func() { _ = ledger.Close() }()
+	e := &jobs.Engine{
+		Store: rt.Store(), Ledger: ledger, Logger: log, Owner: owner,
+		Env: func() jobs.Env { return jobsEnv(rt.Current()) },
+	}
+	return e.Run(ctx)
+}
+
+// jobsEnv is what a job's poll may use of configuration c: its routes by provider and
+// upstream model.
+func jobsEnv(c *appRuntime) jobs.Env {
+	return jobs.Env{Route: func(provider, upstreamModel string) (jobs.Route, bool) {
+		if c == nil || c.Registry == nil {
+			return jobs.Route{}, false
+		}
+		for _, m := range c.Registry.Models() {
+			for _, rt := range m.Routes {
+				if rt.ProviderName == provider && rt.UpstreamModel == upstreamModel {
+					return jobs.Route{Upstream: rt.Provider, Price: rt.Price}, true
+				}
+			}
+		}
+		return jobs.Route{}, false
+	}}
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
