@@ -3,6 +3,7 @@ package billing
 import (
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -28,6 +29,21 @@ type Charge struct {
 	// Attempts are the upstream calls made, in order.
 	Attempts []store.Attempt `json:"attempts,omitempty"`
 
+	// Usage is what the call consumed, by dimension: as the upstream reported it, or as
+	// estimated when it reported none. A text call's is its tokens (providers.Usage's
+	// Metered); a failed-over stream's counts what its broken attempts consumed too.
+	Usage meter.Usage `json:"usage,omitzero"`
+	// UsageKnown: Usage is what the upstream reported or the gateway measured, not yet to
+	// be estimated from what was seen.
+	UsageKnown bool `json:"usage_known,omitempty"`
+	// Metered: the call is priced by every dimension of its Usage (the characters, seconds,
+	// images, pages or checks of a media call), not by its tokens alone.
+	Metered bool `json:"metered,omitempty"`
+	// Carried is what the broken attempts of a stream continued on another route consumed
+	// and cost, priced at their own routes: the route that ends the stream is charged only
+	// the rest. nil until a stream fails over (it stays off the hot path's allocation).
+	Carried *Carried `json:"carried,omitempty"`
+
 	// What the answer was.
 	UpstreamID   string    `json:"upstream_id,omitempty"`
 	FinishReason string    `json:"finish_reason,omitempty"`
@@ -40,6 +56,13 @@ type Charge struct {
 	Start        time.Time `json:"start"`
 	// FirstByte is when the answer's first byte reached the client (zero: none did).
 	FirstByte time.Time `json:"first_byte,omitzero"`
+}
+
+// Carried is what the broken attempts of a failed-over stream consumed and what they cost.
+type Carried struct {
+	Usage meter.Usage      `json:"usage,omitzero"`
+	Lines []store.CostLine `json:"lines,omitempty"`
+	Nanos int64            `json:"nanos,omitempty"`
 }
 
 // Record is the generation record of the charge as it stands at end, priced at total by

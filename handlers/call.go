@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/billing"
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -53,20 +54,12 @@ type call struct {
 	trackText     bool
 	delivered     strings.Builder
 	skippedFrames int
-	// carried is what earlier, broken attempts of a failed-over stream consumed.
-	carriedUsage providers.Usage
-	carriedLines []store.CostLine
-	carriedNanos int64
-	failedOver   bool
+	failedOver    bool
 
-	// What the answer was: the route that produced it and its usage.
-	route      *Route
-	usage      providers.Usage
-	usageKnown bool
-	// metered, when set, is the usage by dimension of a media call (characters, seconds,
-	// images, pages...): settle prices it instead of usage. An answer whose usage turns out
+	// route is the route that produced the answer. The charge's Usage is what it consumed:
+	// a media call's (Metered) is priced by every dimension, and one whose usage turns out
 	// unpriceable is charged Most, the worst case the call was admitted for.
-	metered *pricing.Usage
+	route *Route
 	// capAtHold charges the metered usage at most Most, the request's hold: its worst case
 	// bounds what the upstream can charge (a transcription's, from the audio measured), so
 	// more is an upstream's error, not the caller's to pay from a wallet that others draw
@@ -132,14 +125,14 @@ func (c *call) cost() ([]store.CostLine, int64) {
 	if c.route == nil {
 		return nil, 0
 	}
-	if c.metered != nil {
+	if c.Metered {
 		return c.meteredCost()
 	}
 	// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
-	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage).Metered(), c.priceOf(*c.route))
-	if c.carriedLines != nil {
-		lines = append(append([]store.CostLine{}, c.carriedLines...), lines...)
-		total += c.carriedNanos
+	lines, total := pricing.Cost(usageMinus(c.tokens(), c.carriedTokens()).Metered(), c.priceOf(*c.route))
+	if c.Carried != nil && c.Carried.Lines != nil {
+		lines = append(append([]store.CostLine{}, c.Carried.Lines...), lines...)
+		total += c.Carried.Nanos
 	}
 	return lines, total
 }
@@ -148,9 +141,26 @@ func (c *call) cost() ([]store.CostLine, int64) {
 // generation's fields of its dimensions (store.Generation.RecordDimensions). Its tokens
 // are the record's token counts, audio and image tokens with the text's.
 func (c *call) meter(u pricing.Usage) {
-	c.metered = &u
-	c.usage = providers.Usage{Input: u.Input + u.InputAudioTokens + u.ImageInputTokens, CacheRead: u.CachedInput, Output: u.Output + u.OutputAudioTokens + u.ImageOutputTokens, Reasoning: u.Reasoning}
-	c.usageKnown = true
+	c.Usage, c.Metered, c.UsageKnown = u, true, true
+}
+
+// reportTokens sets the token counts an upstream reported. The other dimensions of a
+// metered usage stay (a moderation's checks, counted before the call, are what it is
+// priced by); audio and image tokens are in a text surface's counts, so they go.
+func (c *call) reportTokens(u providers.Usage) {
+	c.Usage.Input, c.Usage.CachedInput, c.Usage.CacheWrite, c.Usage.Output, c.Usage.Reasoning = u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning
+	c.Usage.InputAudioTokens, c.Usage.OutputAudioTokens, c.Usage.ImageInputTokens, c.Usage.ImageOutputTokens = 0, 0, 0, 0
+	c.UsageKnown = true
+}
+
+// tokens is the call's usage as a text surface reports it, in tokens.
+func (c *call) tokens() providers.Usage { return tokenCounts(&c.Usage) }
+
+// tokenCounts is u in a text surface's token counts: audio and image tokens with the
+// text's. A text call's usage (providers.Usage's Metered) comes back as it was.
+func tokenCounts(u *meter.Usage) providers.Usage {
+	return providers.Usage{Input: u.Input + u.InputAudioTokens + u.ImageInputTokens, CacheRead: u.CachedInput, CacheWrite: u.CacheWrite,
+		Output: u.Output + u.OutputAudioTokens + u.ImageOutputTokens, Reasoning: u.Reasoning}
 }
 
 // meteredCost prices the metered usage. A usage the route cannot price after all (the
@@ -158,7 +168,7 @@ func (c *call) meter(u pricing.Usage) {
 // the call was admitted for, never nothing.
 func (c *call) meteredCost() ([]store.CostLine, int64) {
 	p := c.priceOf(*c.route)
-	lines, total, err := p.Cost(*c.metered)
+	lines, total, err := p.Cost(c.Usage)
 	if err == nil {
 		// A media call meters every dimension its answer may be billed by (seconds and
 		// tokens of a transcription): the lines are those its route prices.
@@ -190,14 +200,14 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 // (a cut stream, a client that left): the prompt by its text, or its size, the output by
 // its chunks.
 func (c *call) estimateUsage() {
-	if c.usageKnown || c.route == nil {
+	if c.UsageKnown || c.route == nil {
 		return
 	}
 	in := (int64(c.promptBytes) + 3) / 4
 	if c.prompt != nil {
 		in = estimatePromptTokens(c.prompt)
 	}
-	c.usage = providers.Usage{Input: in, Output: c.chunks}
+	c.Usage = meter.Usage{Input: in, Output: c.chunks}
 }
 
 // generation is the call's record as it stands: what settle charges and records.
@@ -207,10 +217,11 @@ func (c *call) generation() *store.Generation {
 		c.Provider, c.UpstreamModel = c.route.ProviderName, c.route.UpstreamModel
 	}
 	gen := c.Record(c.g.Now(), lines, total)
-	gen.InputTokens, gen.CacheReadTokens, gen.CacheWriteTokens = c.usage.Input, c.usage.CacheRead, c.usage.CacheWrite
-	gen.OutputTokens, gen.ReasoningTokens = c.usage.Output, c.usage.Reasoning
-	if c.metered != nil {
-		gen.RecordDimensions(c.metered)
+	t := c.tokens()
+	gen.InputTokens, gen.CacheReadTokens, gen.CacheWriteTokens = t.Input, t.CacheRead, t.CacheWrite
+	gen.OutputTokens, gen.ReasoningTokens = t.Output, t.Reasoning
+	if c.Metered {
+		gen.RecordDimensions(&c.Usage)
 	}
 	return gen
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -101,11 +102,22 @@ func (c *call) carry() {
 	if c.route == nil {
 		return
 	}
-	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage).Metered(), c.priceOf(*c.route))
-	c.carriedLines = append(c.carriedLines, lines...)
-	c.carriedNanos += total
-	c.carriedUsage = c.usage
-	c.usageKnown = false
+	lines, total := pricing.Cost(usageMinus(c.tokens(), c.carriedTokens()).Metered(), c.priceOf(*c.route))
+	if c.Carried == nil {
+		c.Carried = &billing.Carried{}
+	}
+	c.Carried.Lines = append(c.Carried.Lines, lines...)
+	c.Carried.Nanos += total
+	c.Carried.Usage = c.Usage
+	c.UsageKnown = false
+}
+
+// carriedTokens is what the broken attempts of a failed-over stream consumed, in tokens.
+func (c *call) carriedTokens() providers.Usage {
+	if c.Carried == nil {
+		return providers.Usage{}
+	}
+	return tokenCounts(&c.Carried.Usage)
 }
 
 // priceOf is what the call is charged on rt: billedPrice, which POST /pricing/calculate
@@ -121,7 +133,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		ev := st.Current()
 		switch ev.Type {
 		case providers.EventUsage:
-			c.usage, c.usageKnown = usagePlus(c.carriedUsage, ev.Usage), true
+			c.reportTokens(usagePlus(c.carriedTokens(), ev.Usage))
 			continue
 		case providers.EventFinish:
 			c.FinishReason, c.stopSequence = string(ev.FinishReason), ev.StopSequence
@@ -178,7 +190,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 	}
 	rt.breaker.record(c.g.Now(), rt.Policy, true)
 	c.failedOver = true
-	if !c.usageKnown {
+	if !c.UsageKnown {
 		c.estimateUsage()
 	}
 	final := sink.finish(c)
