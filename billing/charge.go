@@ -28,6 +28,9 @@ type Charge struct {
 	UpstreamModel string `json:"upstream_model,omitempty"`
 	// Attempts are the upstream calls made, in order.
 	Attempts []store.Attempt `json:"attempts,omitempty"`
+	// Failures are the upstream errors of the attempts that failed, in order: what a
+	// client is told when every route failed.
+	Failures []Failure `json:"failures,omitempty"`
 
 	// Usage is what the call consumed, by dimension: as the upstream reported it, or as
 	// estimated when it reported none. A text call's is its tokens (providers.Usage's
@@ -56,6 +59,35 @@ type Charge struct {
 	Start        time.Time `json:"start"`
 	// FirstByte is when the answer's first byte reached the client (zero: none did).
 	FirstByte time.Time `json:"first_byte,omitzero"`
+}
+
+// RouteName names a route of a model: the provider it calls and the model it asks for
+// there. The route itself (its adapter, breaker and policy) is the handlers', and is not
+// kept.
+type RouteName struct {
+	Provider      string `json:"provider"`
+	UpstreamModel string `json:"upstream_model,omitempty"`
+}
+
+// Failure is one failed attempt: the route it was made on and the upstream's error, as
+// far as a client is told of it.
+type Failure struct {
+	RouteName
+	// Category is the error's neutral classification (providers.Category).
+	Category string `json:"category"`
+	// Status is the upstream's HTTP status, 0 when no response arrived.
+	Status int `json:"status,omitempty"`
+	// Code, Message and Param are the upstream's; Message is the transport's error, or the
+	// status, when the upstream said nothing.
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	Param   string `json:"param,omitempty"`
+	// Retryable tells whether another attempt may succeed; RetryAfter is the upstream's
+	// Retry-After (nanoseconds in JSON).
+	Retryable  bool          `json:"retryable,omitempty"`
+	RetryAfter time.Duration `json:"retry_after_ns,omitempty"`
+	// PayloadPreview is a short preview of the upstream's body.
+	PayloadPreview string `json:"payload_preview,omitempty"`
 }
 
 // Carried is what the broken attempts of a failed-over stream consumed and what they cost.

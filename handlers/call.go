@@ -44,7 +44,9 @@ type call struct {
 	promptBytes int
 	prompt      []byte
 
-	failures []failure
+	// lastFailure is the error of the charge's last Failure, which tryRoutes tells apart
+	// by identity.
+	lastFailure *providers.UpstreamError
 	// skipped are the model's routes left out of the call, and why.
 	skipped []droppedRoute
 
@@ -87,9 +89,19 @@ type call struct {
 	costNanos int64
 }
 
-type failure struct {
-	route Route
-	err   *providers.UpstreamError
+// addFailure notes a failed attempt on rt.
+func (c *call) addFailure(rt Route, ue *providers.UpstreamError) {
+	c.Failures = append(c.Failures, failureOf(rt, ue))
+	c.lastFailure = ue
+}
+
+// failureOf is the charge's record of ue on rt.
+func failureOf(rt Route, ue *providers.UpstreamError) billing.Failure {
+	return billing.Failure{
+		RouteName: billing.RouteName{Provider: rt.ProviderName, UpstreamModel: rt.UpstreamModel},
+		Category:  string(ue.Category), Status: ue.Status, Code: ue.Code, Message: upstreamMessage(ue), Param: ue.Param,
+		Retryable: ue.Retryable, RetryAfter: ue.RetryAfter, PayloadPreview: ue.Payload,
+	}
 }
 
 // estimateTokens is a deliberately high guess of the tokens in n bytes of request: no
@@ -113,7 +125,7 @@ func (c *call) recordAttempt(rt Route, began time.Time, err error) {
 		if ue, ok := providers.AsUpstreamError(err); ok {
 			a.Status = ue.Status
 			a.Category = string(ue.Category)
-			c.failures = append(c.failures, failure{route: rt, err: ue})
+			c.addFailure(rt, ue)
 		}
 	}
 	c.Attempts = append(c.Attempts, a)
@@ -381,22 +393,22 @@ func (c *call) allFailed() *APIError {
 		return c.failed(e)
 	}
 	status, code := http.StatusBadGateway, CodeUpstream
-	allLimited := len(c.failures) > 0
-	for _, f := range c.failures {
-		if f.err.Category != providers.CategoryRateLimited {
+	allLimited := len(c.Failures) > 0
+	for _, f := range c.Failures {
+		if f.Category != string(providers.CategoryRateLimited) {
 			allLimited = false
 		}
 	}
 	var retryAfter time.Duration
 	if allLimited {
 		status, code = http.StatusTooManyRequests, CodeRateLimited
-		for _, f := range c.failures {
-			retryAfter = max(retryAfter, f.err.RetryAfter)
+		for _, f := range c.Failures {
+			retryAfter = max(retryAfter, f.RetryAfter)
 		}
 	}
-	names := make([]string, 0, len(c.failures))
-	for _, f := range c.failures {
-		names = append(names, f.route.ProviderName)
+	names := make([]string, 0, len(c.Failures))
+	for _, f := range c.Failures {
+		names = append(names, f.Provider)
 	}
 	e := newError(status, code, fmt.Sprintf("all %d provider attempt(s) for model %q failed (%s)", len(c.Attempts), c.model.Name, strings.Join(names, ", ")))
 	e.Origin = "upstream"
@@ -410,21 +422,21 @@ func (c *call) allFailed() *APIError {
 
 // diagnostics builds the spec's failure fields from the attempts made.
 func (c *call) diagnostics() map[string]any {
-	providersFailed := make([]string, 0, len(c.failures))
-	statuses := make([]int, 0, len(c.failures))
-	sample := make([]map[string]any, 0, len(c.failures))
-	for _, f := range c.failures {
-		providersFailed = append(providersFailed, f.route.ProviderName)
-		statuses = append(statuses, f.err.Status)
+	providersFailed := make([]string, 0, len(c.Failures))
+	statuses := make([]int, 0, len(c.Failures))
+	sample := make([]map[string]any, 0, len(c.Failures))
+	for _, f := range c.Failures {
+		providersFailed = append(providersFailed, f.Provider)
+		statuses = append(statuses, f.Status)
 		var status any
-		if f.err.Status != 0 {
-			status = f.err.Status
+		if f.Status != 0 {
+			status = f.Status
 		}
 		sample = append(sample, map[string]any{
-			"provider": f.route.ProviderName, "type": string(f.err.Category),
-			"upstream_error_code": nullable(f.err.Code), "upstream_error_message": nullable(upstreamMessage(f.err)),
-			"upstream_error_description": nil, "upstream_error_param": nullable(f.err.Param),
-			"upstream_payload_preview": nullable(f.err.Payload), "status": status, "retryable": f.err.Retryable,
+			"provider": f.Provider, "type": f.Category,
+			"upstream_error_code": nullable(f.Code), "upstream_error_message": nullable(f.Message),
+			"upstream_error_description": nil, "upstream_error_param": nullable(f.Param),
+			"upstream_payload_preview": nullable(f.PayloadPreview), "status": status, "retryable": f.Retryable,
 		})
 	}
 	d := map[string]any{
@@ -433,17 +445,17 @@ func (c *call) diagnostics() map[string]any {
 		"failed_statuses":  statuses,
 		"failure_sample":   sample,
 	}
-	if n := len(c.failures); n > 0 {
-		last := c.failures[n-1]
+	if n := len(c.Failures); n > 0 {
+		last := c.Failures[n-1]
 		d["upstream_error"] = map[string]any{
-			"code": nullable(last.err.Code), "message": nullable(upstreamMessage(last.err)),
-			"description": nil, "param": nullable(last.err.Param),
+			"code": nullable(last.Code), "message": nullable(last.Message),
+			"description": nil, "param": nullable(last.Param),
 		}
 		// The spec's categories describe provider-side failures; a request the provider refused
 		// as invalid is the caller's to fix and carries no category.
-		if last.err.Category != providers.CategoryInvalidRequest {
+		if last.Category != string(providers.CategoryInvalidRequest) {
 			d["provider_failure_diagnostics"] = map[string]any{
-				"category": string(last.err.Category), "hint": categoryHints[last.err.Category], "provider": last.route.ProviderName,
+				"category": last.Category, "hint": categoryHints[providers.Category(last.Category)], "provider": last.Provider,
 			}
 		}
 	}

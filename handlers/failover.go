@@ -43,7 +43,7 @@ func (c *call) prepareFailover(stream bool, decode func() (*providers.Request, e
 // it continues on the next route that accepts a prefill, sending only the remainder through
 // sink, or ends the stream with the surface's in-band error (never a clean end).
 func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.UpstreamError, sink streamSink) {
-	c.failures = append(c.failures, failure{route: broken, err: ue})
+	c.addFailure(broken, ue)
 	if n := len(c.Attempts); n > 0 {
 		c.Attempts[n-1].Error, c.Attempts[n-1].Category = "stream broke after output began: "+ue.Error(), string(ue.Category)
 	}
@@ -178,7 +178,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 			return false
 		}
 		rt.breaker.fail(c.g.Now(), rt.Policy, ue)
-		c.failures = append(c.failures, failure{route: rt, err: ue})
+		c.addFailure(rt, ue)
 		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
 		c.settleOutcome(c.reqCtx)
 		out.frames(sink.fail(ue))
@@ -203,9 +203,9 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 
 // failoverNote describes a failed-over answer for the generation record.
 func (c *call) failoverNote() string {
-	names := make([]string, 0, len(c.failures))
-	for _, f := range c.failures {
-		names = append(names, f.route.ProviderName)
+	names := make([]string, 0, len(c.Failures))
+	for _, f := range c.Failures {
+		names = append(names, f.Provider)
 	}
 	return "continued after a broken stream on " + strings.Join(names, ", ")
 }

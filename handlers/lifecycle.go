@@ -316,8 +316,8 @@ func (c *call) tryRoutes(ctx context.Context, stream bool, prepare func(Route) *
 		}
 	}
 	// When the last route refused the request as the caller's to change, that is the answer.
-	if n := len(c.failures); n > 0 {
-		if last := c.failures[n-1].err; last == tooLong || last == refused {
+	if len(c.Failures) > 0 {
+		if last := c.lastFailure; last == tooLong || last == refused {
 			return c.upstreamFailure(last)
 		}
 	}
