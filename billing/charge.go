@@ -8,10 +8,11 @@ import (
 )
 
 // Charge is a metered call as billing sees it, free of HTTP: who it is for, what it may
-// cost, where it went, what happened and what it is to record. A job keeps its Charge in its
-// row between polls (it is JSON, its hold excepted: a job keeps its durable hold's
-// reservation id and re-opens it with ResumeDurable); the handlers' per-request state embeds
-// it beside the exchange (writer, request, stream state).
+// cost, where it may go and went, what it consumed, what failed and what it is to record.
+// A job keeps its Charge in its row between polls (it is JSON, its hold excepted: a job
+// keeps its durable hold's reservation id and re-opens it with ResumeDurable); the
+// handlers' per-request state embeds it beside the exchange (writer, request, stream
+// state).
 type Charge struct {
 	GenerationID string `json:"generation_id"`
 	WorkspaceID  string `json:"workspace_id"`
@@ -21,6 +22,8 @@ type Charge struct {
 	// Most is the worst case the call was admitted for: what its hold holds, and what an
 	// answer whose usage turns out unpriceable is charged.
 	Most int64 `json:"most_nanos"`
+	// Routes are the routes the call may take, in the order they are tried.
+	Routes []RouteName `json:"routes,omitempty"`
 	// Hold is the credit the call holds; nil for a call that holds nothing (a free model).
 	Hold Hold `json:"-"`
 	// Provider and UpstreamModel name the route that answered ("" until one did).
@@ -44,7 +47,7 @@ type Charge struct {
 	Metered bool `json:"metered,omitempty"`
 	// Carried is what the broken attempts of a stream continued on another route consumed
 	// and cost, priced at their own routes: the route that ends the stream is charged only
-	// the rest. nil until a stream fails over (it stays off the hot path's allocation).
+	// the rest. nil unless a stream failed over, so that other calls stay small.
 	Carried *Carried `json:"carried,omitempty"`
 
 	// What the answer was.

@@ -18,7 +18,11 @@ func TestChargeRoundTripAndRecord(t *testing.T) {
 		GenerationID: "gen_1", WorkspaceID: "ws_1", KeyID: "key_1", Endpoint: "/videos", Model: "veo", Most: 42,
 		Provider: "google", UpstreamModel: "veo-3", Attempts: []store.Attempt{{Provider: "google", Status: 200, DurationMs: 9}},
 		UpstreamID: "op_1", FinishReason: "completed", Status: 200, Start: start, FirstByte: start.Add(2 * time.Second),
-		Hold: &ReservationHold{id: "res_1"},
+		Hold:   &ReservationHold{id: "res_1"},
+		Routes: []RouteName{{Provider: "openai", UpstreamModel: "sora-2"}, {Provider: "google", UpstreamModel: "veo-3"}},
+		Failures: []Failure{{RouteName: RouteName{Provider: "openai", UpstreamModel: "sora-2"}, Category: "rate_limited", Status: 429,
+			Code: "rate_limit_exceeded", Message: "slow down", Param: "model", Retryable: true, RetryAfter: 1500 * time.Millisecond,
+			PayloadPreview: `{"error":{}}`}},
 		// Every dimension set, so that none is lost on the way: a usage read back is priced
 		// as the one written.
 		Usage: meter.Usage{Input: 1, CachedInput: 2, CacheWrite: 3, Output: 4, Reasoning: 5, InputAudioTokens: 6, OutputAudioTokens: 7,

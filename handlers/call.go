@@ -33,9 +33,13 @@ type call struct {
 	// reqCtx is the client's request context: it ends when the client leaves.
 	reqCtx context.Context
 	// att is the attempt in progress, with its timers.
-	att    *attemptState
-	model  *Model
+	att   *attemptState
+	model *Model
+	// routes are the charge's Routes, with what makes them callable.
 	routes []Route
+	// routeNames is the storage of the charge's Routes for a model of a few routes: no
+	// allocation of its own on the hot path.
+	routeNames [4]billing.RouteName
 	// leaseHold is the storage of the charge's Hold when a key lease admitted the call.
 	leaseHold billing.LeaseHold
 	wantMeta  bool
