@@ -108,3 +108,37 @@ func TestChargeKeepsRoutesAndFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedOverChargeReadBack: a failed-over stream's charge read back from JSON is priced
+// as the call was: what the broken attempt consumed at its route's prices, the rest at the
+// prices of the route that ended the stream.
+func TestFailedOverChargeReadBack(t *testing.T) {
+	broken, cont := route("broken", "x", "1", "2"), route("cont", "c", "3", "4")
+	m := &Model{Name: "m", Routes: []Route{broken, cont}}
+	c := &call{model: m, route: &broken}
+	c.reportTokens(providers.Usage{Input: 1000, Output: 10})
+	c.carry()
+	c.route = &cont
+	// The continuation reports its own usage; the call's counts the broken attempt's too.
+	c.reportTokens(usagePlus(c.carriedTokens(), providers.Usage{Input: 1020, Output: 7}))
+	lines, total := c.cost()
+	// 1000 and 10 tokens at 1 and 2 USD a million, then 1020 and 7 at 3 and 4.
+	if want := int64(1000*1000 + 10*2000 + 1020*3000 + 7*4000); total != want || len(lines) != 4 {
+		t.Fatalf("cost %d %+v, want %d in 4 lines", total, lines, want)
+	}
+	if got := c.tokens(); got != (providers.Usage{Input: 2020, Output: 17}) {
+		t.Fatalf("tokens %+v", got)
+	}
+
+	row, err := json.Marshal(c.Charge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := &call{model: m, route: &cont}
+	if err := json.Unmarshal(row, &back.Charge); err != nil {
+		t.Fatal(err)
+	}
+	if gotLines, gotTotal := back.cost(); gotTotal != total || !reflect.DeepEqual(gotLines, lines) {
+		t.Fatalf("read back: cost %d %+v, want %d %+v", gotTotal, gotLines, total, lines)
+	}
+}
