@@ -38,9 +38,11 @@
 //     uncharged generation.
 //   - The Ledger reads its Config at every use rather than copying it, because the host's
 //     settings are that Config (the Gateway embeds it) and may be set after the Ledger is.
-//   - The charge (charge.go) names the route taken by provider and upstream model, not the
-//     candidate routes: a route is the handlers' (its adapter, breaker and policy), and a
-//     job is pinned to the route that created it.
+//   - The charge (charge.go) names its candidate routes and the route taken by provider
+//     and upstream model (RouteName), and keeps its failures as records of their own
+//     (Failure), not the routes and errors themselves: a route is the handlers' (its
+//     adapter, breaker and policy), an upstream error may wrap a transport's, and neither
+//     goes into a job row. A job is pinned to the route that created it.
 //   - AdmitInto is the default admission with the lease hold kept in the caller's storage:
 //     the hot path makes no allocation for its hold, as it made none before holds existed.
 package billing

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/billing"
+	"github.com/modelgateway/caddy-modelgateway/internal/meter"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -32,9 +33,13 @@ type call struct {
 	// reqCtx is the client's request context: it ends when the client leaves.
 	reqCtx context.Context
 	// att is the attempt in progress, with its timers.
-	att    *attemptState
-	model  *Model
+	att   *attemptState
+	model *Model
+	// routes are the charge's Routes, with what makes them callable.
 	routes []Route
+	// routeNames is the storage of the charge's Routes for a model of a few routes: no
+	// allocation of its own on the hot path.
+	routeNames [4]billing.RouteName
 	// leaseHold is the storage of the charge's Hold when a key lease admitted the call.
 	leaseHold billing.LeaseHold
 	wantMeta  bool
@@ -43,7 +48,9 @@ type call struct {
 	promptBytes int
 	prompt      []byte
 
-	failures []failure
+	// lastFailure is the error of the charge's last Failure, which tryRoutes tells apart
+	// by identity.
+	lastFailure *providers.UpstreamError
 	// skipped are the model's routes left out of the call, and why.
 	skipped []droppedRoute
 
@@ -53,20 +60,12 @@ type call struct {
 	trackText     bool
 	delivered     strings.Builder
 	skippedFrames int
-	// carried is what earlier, broken attempts of a failed-over stream consumed.
-	carriedUsage providers.Usage
-	carriedLines []store.CostLine
-	carriedNanos int64
-	failedOver   bool
+	failedOver    bool
 
-	// What the answer was: the route that produced it and its usage.
-	route      *Route
-	usage      providers.Usage
-	usageKnown bool
-	// metered, when set, is the usage by dimension of a media call (characters, seconds,
-	// images, pages...): settle prices it instead of usage. An answer whose usage turns out
+	// route is the route that produced the answer. The charge's Usage is what it consumed:
+	// a media call's (Metered) is priced by every dimension, and one whose usage turns out
 	// unpriceable is charged Most, the worst case the call was admitted for.
-	metered *pricing.Usage
+	route *Route
 	// capAtHold charges the metered usage at most Most, the request's hold: its worst case
 	// bounds what the upstream can charge (a transcription's, from the audio measured), so
 	// more is an upstream's error, not the caller's to pay from a wallet that others draw
@@ -94,9 +93,19 @@ type call struct {
 	costNanos int64
 }
 
-type failure struct {
-	route Route
-	err   *providers.UpstreamError
+// addFailure notes a failed attempt on rt.
+func (c *call) addFailure(rt Route, ue *providers.UpstreamError) {
+	c.Failures = append(c.Failures, failureOf(rt, ue))
+	c.lastFailure = ue
+}
+
+// failureOf is the charge's record of ue on rt.
+func failureOf(rt Route, ue *providers.UpstreamError) billing.Failure {
+	return billing.Failure{
+		RouteName: billing.RouteName{Provider: rt.ProviderName, UpstreamModel: rt.UpstreamModel},
+		Category:  string(ue.Category), Status: ue.Status, Code: ue.Code, Message: upstreamMessage(ue), Param: ue.Param,
+		Retryable: ue.Retryable, RetryAfter: ue.RetryAfter, PayloadPreview: ue.Payload,
+	}
 }
 
 // estimateTokens is a deliberately high guess of the tokens in n bytes of request: no
@@ -120,7 +129,7 @@ func (c *call) recordAttempt(rt Route, began time.Time, err error) {
 		if ue, ok := providers.AsUpstreamError(err); ok {
 			a.Status = ue.Status
 			a.Category = string(ue.Category)
-			c.failures = append(c.failures, failure{route: rt, err: ue})
+			c.addFailure(rt, ue)
 		}
 	}
 	c.Attempts = append(c.Attempts, a)
@@ -132,14 +141,14 @@ func (c *call) cost() ([]store.CostLine, int64) {
 	if c.route == nil {
 		return nil, 0
 	}
-	if c.metered != nil {
+	if c.Metered {
 		return c.meteredCost()
 	}
 	// A ":free" model reserved nothing and is charged nothing, whatever its routes cost.
-	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage).Metered(), c.priceOf(*c.route))
-	if c.carriedLines != nil {
-		lines = append(append([]store.CostLine{}, c.carriedLines...), lines...)
-		total += c.carriedNanos
+	lines, total := pricing.Cost(usageMinus(c.tokens(), c.carriedTokens()).Metered(), c.priceOf(*c.route))
+	if c.Carried != nil && c.Carried.Lines != nil {
+		lines = append(append([]store.CostLine{}, c.Carried.Lines...), lines...)
+		total += c.Carried.Nanos
 	}
 	return lines, total
 }
@@ -148,9 +157,26 @@ func (c *call) cost() ([]store.CostLine, int64) {
 // generation's fields of its dimensions (store.Generation.RecordDimensions). Its tokens
 // are the record's token counts, audio and image tokens with the text's.
 func (c *call) meter(u pricing.Usage) {
-	c.metered = &u
-	c.usage = providers.Usage{Input: u.Input + u.InputAudioTokens + u.ImageInputTokens, CacheRead: u.CachedInput, Output: u.Output + u.OutputAudioTokens + u.ImageOutputTokens, Reasoning: u.Reasoning}
-	c.usageKnown = true
+	c.Usage, c.Metered, c.UsageKnown = u, true, true
+}
+
+// reportTokens sets the token counts an upstream reported. The other dimensions of a
+// metered usage stay (a moderation's checks, counted before the call, are what it is
+// priced by); audio and image tokens are in a text surface's counts, so they go.
+func (c *call) reportTokens(u providers.Usage) {
+	c.Usage.Input, c.Usage.CachedInput, c.Usage.CacheWrite, c.Usage.Output, c.Usage.Reasoning = u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning
+	c.Usage.InputAudioTokens, c.Usage.OutputAudioTokens, c.Usage.ImageInputTokens, c.Usage.ImageOutputTokens = 0, 0, 0, 0
+	c.UsageKnown = true
+}
+
+// tokens is the call's usage as a text surface reports it, in tokens.
+func (c *call) tokens() providers.Usage { return tokenCounts(&c.Usage) }
+
+// tokenCounts is u in a text surface's token counts: audio and image tokens with the
+// text's. A text call's usage (providers.Usage's Metered) comes back as it was.
+func tokenCounts(u *meter.Usage) providers.Usage {
+	return providers.Usage{Input: u.Input + u.InputAudioTokens + u.ImageInputTokens, CacheRead: u.CachedInput, CacheWrite: u.CacheWrite,
+		Output: u.Output + u.OutputAudioTokens + u.ImageOutputTokens, Reasoning: u.Reasoning}
 }
 
 // meteredCost prices the metered usage. A usage the route cannot price after all (the
@@ -158,7 +184,7 @@ func (c *call) meter(u pricing.Usage) {
 // the call was admitted for, never nothing.
 func (c *call) meteredCost() ([]store.CostLine, int64) {
 	p := c.priceOf(*c.route)
-	lines, total, err := p.Cost(*c.metered)
+	lines, total, err := p.Cost(c.Usage)
 	if err == nil {
 		// A media call meters every dimension its answer may be billed by (seconds and
 		// tokens of a transcription): the lines are those its route prices.
@@ -190,14 +216,14 @@ func (c *call) meteredCost() ([]store.CostLine, int64) {
 // (a cut stream, a client that left): the prompt by its text, or its size, the output by
 // its chunks.
 func (c *call) estimateUsage() {
-	if c.usageKnown || c.route == nil {
+	if c.UsageKnown || c.route == nil {
 		return
 	}
 	in := (int64(c.promptBytes) + 3) / 4
 	if c.prompt != nil {
 		in = estimatePromptTokens(c.prompt)
 	}
-	c.usage = providers.Usage{Input: in, Output: c.chunks}
+	c.Usage = meter.Usage{Input: in, Output: c.chunks}
 }
 
 // generation is the call's record as it stands: what settle charges and records.
@@ -207,10 +233,11 @@ func (c *call) generation() *store.Generation {
 		c.Provider, c.UpstreamModel = c.route.ProviderName, c.route.UpstreamModel
 	}
 	gen := c.Record(c.g.Now(), lines, total)
-	gen.InputTokens, gen.CacheReadTokens, gen.CacheWriteTokens = c.usage.Input, c.usage.CacheRead, c.usage.CacheWrite
-	gen.OutputTokens, gen.ReasoningTokens = c.usage.Output, c.usage.Reasoning
-	if c.metered != nil {
-		gen.RecordDimensions(c.metered)
+	t := c.tokens()
+	gen.InputTokens, gen.CacheReadTokens, gen.CacheWriteTokens = t.Input, t.CacheRead, t.CacheWrite
+	gen.OutputTokens, gen.ReasoningTokens = t.Output, t.Reasoning
+	if c.Metered {
+		gen.RecordDimensions(&c.Usage)
 	}
 	return gen
 }
@@ -370,22 +397,22 @@ func (c *call) allFailed() *APIError {
 		return c.failed(e)
 	}
 	status, code := http.StatusBadGateway, CodeUpstream
-	allLimited := len(c.failures) > 0
-	for _, f := range c.failures {
-		if f.err.Category != providers.CategoryRateLimited {
+	allLimited := len(c.Failures) > 0
+	for _, f := range c.Failures {
+		if f.Category != string(providers.CategoryRateLimited) {
 			allLimited = false
 		}
 	}
 	var retryAfter time.Duration
 	if allLimited {
 		status, code = http.StatusTooManyRequests, CodeRateLimited
-		for _, f := range c.failures {
-			retryAfter = max(retryAfter, f.err.RetryAfter)
+		for _, f := range c.Failures {
+			retryAfter = max(retryAfter, f.RetryAfter)
 		}
 	}
-	names := make([]string, 0, len(c.failures))
-	for _, f := range c.failures {
-		names = append(names, f.route.ProviderName)
+	names := make([]string, 0, len(c.Failures))
+	for _, f := range c.Failures {
+		names = append(names, f.Provider)
 	}
 	e := newError(status, code, fmt.Sprintf("all %d provider attempt(s) for model %q failed (%s)", len(c.Attempts), c.model.Name, strings.Join(names, ", ")))
 	e.Origin = "upstream"
@@ -399,21 +426,21 @@ func (c *call) allFailed() *APIError {
 
 // diagnostics builds the spec's failure fields from the attempts made.
 func (c *call) diagnostics() map[string]any {
-	providersFailed := make([]string, 0, len(c.failures))
-	statuses := make([]int, 0, len(c.failures))
-	sample := make([]map[string]any, 0, len(c.failures))
-	for _, f := range c.failures {
-		providersFailed = append(providersFailed, f.route.ProviderName)
-		statuses = append(statuses, f.err.Status)
+	providersFailed := make([]string, 0, len(c.Failures))
+	statuses := make([]int, 0, len(c.Failures))
+	sample := make([]map[string]any, 0, len(c.Failures))
+	for _, f := range c.Failures {
+		providersFailed = append(providersFailed, f.Provider)
+		statuses = append(statuses, f.Status)
 		var status any
-		if f.err.Status != 0 {
-			status = f.err.Status
+		if f.Status != 0 {
+			status = f.Status
 		}
 		sample = append(sample, map[string]any{
-			"provider": f.route.ProviderName, "type": string(f.err.Category),
-			"upstream_error_code": nullable(f.err.Code), "upstream_error_message": nullable(upstreamMessage(f.err)),
-			"upstream_error_description": nil, "upstream_error_param": nullable(f.err.Param),
-			"upstream_payload_preview": nullable(f.err.Payload), "status": status, "retryable": f.err.Retryable,
+			"provider": f.Provider, "type": f.Category,
+			"upstream_error_code": nullable(f.Code), "upstream_error_message": nullable(f.Message),
+			"upstream_error_description": nil, "upstream_error_param": nullable(f.Param),
+			"upstream_payload_preview": nullable(f.PayloadPreview), "status": status, "retryable": f.Retryable,
 		})
 	}
 	d := map[string]any{
@@ -422,17 +449,17 @@ func (c *call) diagnostics() map[string]any {
 		"failed_statuses":  statuses,
 		"failure_sample":   sample,
 	}
-	if n := len(c.failures); n > 0 {
-		last := c.failures[n-1]
+	if n := len(c.Failures); n > 0 {
+		last := c.Failures[n-1]
 		d["upstream_error"] = map[string]any{
-			"code": nullable(last.err.Code), "message": nullable(upstreamMessage(last.err)),
-			"description": nil, "param": nullable(last.err.Param),
+			"code": nullable(last.Code), "message": nullable(last.Message),
+			"description": nil, "param": nullable(last.Param),
 		}
 		// The spec's categories describe provider-side failures; a request the provider refused
 		// as invalid is the caller's to fix and carries no category.
-		if last.err.Category != providers.CategoryInvalidRequest {
+		if last.Category != string(providers.CategoryInvalidRequest) {
 			d["provider_failure_diagnostics"] = map[string]any{
-				"category": string(last.err.Category), "hint": categoryHints[last.err.Category], "provider": last.route.ProviderName,
+				"category": last.Category, "hint": categoryHints[providers.Category(last.Category)], "provider": last.Provider,
 			}
 		}
 	}

@@ -354,7 +354,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 			}
 			if raw := chunk.UsageValue(); raw != nil {
 				if u, err := openai.ParseChatUsage(raw); err == nil {
-					c.usage, c.usageKnown = u, true
+					c.reportTokens(u)
 				}
 				if len(chunk.Choices) == 0 {
 					usageChunk = append(usageChunk[:0], data...)
@@ -399,7 +399,7 @@ func (c *call) chatForwardStream(w http.ResponseWriter, r *http.Request, rt Rout
 	var final []byte
 	if f.includeUsage || c.wantMeta {
 		if usageChunk == nil {
-			usageChunk = usageChunkFor(c.GenerationID, rt.UpstreamModel, c.Start.Unix(), c.usage)
+			usageChunk = usageChunkFor(c.GenerationID, rt.UpstreamModel, c.Start.Unix(), c.tokens())
 		}
 		var last lastFrame
 		defer last.release()

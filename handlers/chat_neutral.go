@@ -46,7 +46,7 @@ func (s *chatSink) event(ev providers.Event) []frame {
 func (s *chatSink) finish(c *call) []frame {
 	frames := s.frames[:0]
 	if s.includeUsage || c.wantMeta {
-		if chunk, ok := s.enc.Encode(providers.Event{Type: providers.EventUsage, Usage: c.usage}); ok {
+		if chunk, ok := s.enc.Encode(providers.Event{Type: providers.EventUsage, Usage: c.tokens()}); ok {
 			frames = append(frames, frame{data: s.last.decorate(c, chunk, "id", openai.AppendChatUsage)})
 		}
 	}

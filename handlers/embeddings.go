@@ -213,13 +213,13 @@ func (c *call) embedNeutral(w http.ResponseWriter, r *http.Request, rt Route, re
 		return err
 	}
 	if resp.UsageKnown {
-		c.usage, c.usageKnown = resp.Usage, true
+		c.reportTokens(resp.Usage)
 	}
 	c.estimateUsage()
 	b = append(b, `,"model":`...)
 	b = rawjson.AppendStringLikeMarshal(b, rt.UpstreamModel)
 	b = append(b, `,"usage":`...)
-	b = append(appendPromptUsage(b, c.usage), '}')
+	b = append(appendPromptUsage(b, c.tokens()), '}')
 	return c.answerComplete(w, r, b, appendPromptUsage)
 }
 

@@ -62,7 +62,7 @@ func (c *call) appendMeta(b []byte) []byte {
 	}
 	if !c.FirstByte.IsZero() {
 		if secs := gen.Seconds(); secs > 0 {
-			b = appendJSONFloat(appendKey(b, true, "throughput_tps"), float64(c.usage.CompletionTokens())/secs)
+			b = appendJSONFloat(appendKey(b, true, "throughput_tps"), float64(c.tokens().CompletionTokens())/secs)
 		}
 	}
 	if c.route != nil {

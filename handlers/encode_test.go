@@ -35,7 +35,7 @@ func (c *call) metaMap() map[string]any {
 		gen := now.Sub(c.FirstByte)
 		m["generation_ms"] = gen.Milliseconds()
 		if secs := gen.Seconds(); secs > 0 {
-			m["throughput_tps"] = float64(c.usage.CompletionTokens()) / secs
+			m["throughput_tps"] = float64(c.tokens().CompletionTokens()) / secs
 		}
 	}
 	return m
@@ -72,8 +72,8 @@ func TestAppendMetaMatchesMap(t *testing.T) {
 		{Charge: billing.Charge{Start: start, Attempts: []store.Attempt{}}, g: g},
 		{Charge: billing.Charge{Start: start, FirstByte: start.Add(300 * time.Millisecond),
 			Attempts: []store.Attempt{{Provider: "a", UpstreamModel: "m", Status: 500, DurationMs: 12, Error: "boom \"x\" <y>", Category: "server_error"},
-				{Provider: "open<ai>", UpstreamModel: "gpt-4o", Status: 200, DurationMs: 800}}},
-			g: g, route: rt, upstreamTime: 800 * time.Millisecond, usage: providers.Usage{Output: 17, Reasoning: 3}},
+				{Provider: "open<ai>", UpstreamModel: "gpt-4o", Status: 200, DurationMs: 800}}, Usage: providers.Usage{Output: 17, Reasoning: 3}.Metered()},
+			g: g, route: rt, upstreamTime: 800 * time.Millisecond},
 		{Charge: billing.Charge{Start: start, FirstByte: now}, g: g, route: rt, dropped: []string{"top_k", "seed"}, skippedFrames: 2, upstreamTime: 2 * time.Second},
 	}
 	for i, c := range calls {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -42,7 +43,7 @@ func (c *call) prepareFailover(stream bool, decode func() (*providers.Request, e
 // it continues on the next route that accepts a prefill, sending only the remainder through
 // sink, or ends the stream with the surface's in-band error (never a clean end).
 func (c *call) midStreamFailure(out *sseWriter, broken Route, ue *providers.UpstreamError, sink streamSink) {
-	c.failures = append(c.failures, failure{route: broken, err: ue})
+	c.addFailure(broken, ue)
 	if n := len(c.Attempts); n > 0 {
 		c.Attempts[n-1].Error, c.Attempts[n-1].Category = "stream broke after output began: "+ue.Error(), string(ue.Category)
 	}
@@ -101,11 +102,22 @@ func (c *call) carry() {
 	if c.route == nil {
 		return
 	}
-	lines, total := pricing.Cost(usageMinus(c.usage, c.carriedUsage).Metered(), c.priceOf(*c.route))
-	c.carriedLines = append(c.carriedLines, lines...)
-	c.carriedNanos += total
-	c.carriedUsage = c.usage
-	c.usageKnown = false
+	lines, total := pricing.Cost(usageMinus(c.tokens(), c.carriedTokens()).Metered(), c.priceOf(*c.route))
+	if c.Carried == nil {
+		c.Carried = &billing.Carried{}
+	}
+	c.Carried.Lines = append(c.Carried.Lines, lines...)
+	c.Carried.Nanos += total
+	c.Carried.Usage = c.Usage
+	c.UsageKnown = false
+}
+
+// carriedTokens is what the broken attempts of a failed-over stream consumed, in tokens.
+func (c *call) carriedTokens() providers.Usage {
+	if c.Carried == nil {
+		return providers.Usage{}
+	}
+	return tokenCounts(&c.Carried.Usage)
 }
 
 // priceOf is what the call is charged on rt: billedPrice, which POST /pricing/calculate
@@ -121,7 +133,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 		ev := st.Current()
 		switch ev.Type {
 		case providers.EventUsage:
-			c.usage, c.usageKnown = usagePlus(c.carriedUsage, ev.Usage), true
+			c.reportTokens(usagePlus(c.carriedTokens(), ev.Usage))
 			continue
 		case providers.EventFinish:
 			c.FinishReason, c.stopSequence = string(ev.FinishReason), ev.StopSequence
@@ -166,7 +178,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 			return false
 		}
 		rt.breaker.fail(c.g.Now(), rt.Policy, ue)
-		c.failures = append(c.failures, failure{route: rt, err: ue})
+		c.addFailure(rt, ue)
 		c.ErrorCode, c.ErrorOrigin, c.ErrorMessage = CodeUpstream, "upstream", fmt.Sprintf("the continuation on %s broke too: %v", rt.ProviderName, ue)
 		c.settleOutcome(c.reqCtx)
 		out.frames(sink.fail(ue))
@@ -178,7 +190,7 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 	}
 	rt.breaker.record(c.g.Now(), rt.Policy, true)
 	c.failedOver = true
-	if !c.usageKnown {
+	if !c.UsageKnown {
 		c.estimateUsage()
 	}
 	final := sink.finish(c)
@@ -191,9 +203,9 @@ func (c *call) relayContinuation(out *sseWriter, rt Route, began time.Time, st p
 
 // failoverNote describes a failed-over answer for the generation record.
 func (c *call) failoverNote() string {
-	names := make([]string, 0, len(c.failures))
-	for _, f := range c.failures {
-		names = append(names, f.route.ProviderName)
+	names := make([]string, 0, len(c.Failures))
+	for _, f := range c.Failures {
+		names = append(names, f.Provider)
 	}
 	return "continued after a broken stream on " + strings.Join(names, ", ")
 }

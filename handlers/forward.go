@@ -86,7 +86,7 @@ func (c *call) answerForwarded(w http.ResponseWriter, r *http.Request, rt Route,
 	if wf.meter == nil {
 		if raw, _ := rawjson.Get(data, "usage"); !rawjson.IsNull(raw) {
 			if u, err := wf.parseUsage(raw); err == nil {
-				c.usage, c.usageKnown = u, true
+				c.reportTokens(u)
 			}
 		}
 	}

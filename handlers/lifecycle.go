@@ -178,6 +178,10 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		g: g, caller: caller, model: m, routes: routes, skipped: dropped,
 		wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(),
 	}
+	c.Routes = c.routeNames[:0]
+	for _, rt := range routes {
+		c.Routes = append(c.Routes, billing.RouteName{Provider: rt.ProviderName, UpstreamModel: rt.UpstreamModel})
+	}
 	setGenerationID(w.Header(), c.GenerationID)
 	if g.Observer != nil {
 		g.Observer.Began(r.Context(), Outcome{c})
@@ -316,8 +320,8 @@ func (c *call) tryRoutes(ctx context.Context, stream bool, prepare func(Route) *
 		}
 	}
 	// When the last route refused the request as the caller's to change, that is the answer.
-	if n := len(c.failures); n > 0 {
-		if last := c.failures[n-1].err; last == tooLong || last == refused {
+	if len(c.Failures) > 0 {
+		if last := c.lastFailure; last == tooLong || last == refused {
 			return c.upstreamFailure(last)
 		}
 	}

@@ -74,7 +74,7 @@ func (s *anthropicSink) event(ev providers.Event) []frame {
 }
 
 func (s *anthropicSink) finish(c *call) []frame {
-	frames := appendAnthropic(s.frames[:0], s.enc.Finish(providers.FinishReason(c.FinishReason), c.stopSequence, c.usage))
+	frames := appendAnthropic(s.frames[:0], s.enc.Finish(providers.FinishReason(c.FinishReason), c.stopSequence, c.tokens()))
 	for i, f := range frames {
 		if f.event == "message_delta" {
 			frames[i].data = s.last.decorate(c, f.data, "", anthropic.AppendUsage)
@@ -170,7 +170,7 @@ func (c *call) messagesForwardStream(w http.ResponseWriter, r *http.Request, rt 
 		}
 		merged, _ := json.Marshal(usage)
 		if u, err := anthropic.ParseUsage(merged); err == nil {
-			c.usage, c.usageKnown = u, true
+			c.reportTokens(u)
 		}
 	}
 	for rd.Next() {

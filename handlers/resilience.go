@@ -277,11 +277,11 @@ func (c *call) attempt(ctx context.Context, rt Route, stream bool, fn func(ctx c
 func (c *call) replaceLastAttempt(rt Route, ue *providers.UpstreamError) {
 	if n := len(c.Attempts); n > 0 && c.Attempts[n-1].Provider == rt.ProviderName {
 		c.Attempts[n-1].Status, c.Attempts[n-1].Error, c.Attempts[n-1].Category = 0, ue.Error(), string(ue.Category)
-		if m := len(c.failures); m > 0 && c.failures[m-1].route.ProviderName == rt.ProviderName {
-			c.failures[m-1].err = ue
+		if m := len(c.Failures); m > 0 && c.Failures[m-1].Provider == rt.ProviderName {
+			c.Failures[m-1], c.lastFailure = failureOf(rt, ue), ue
 			return
 		}
-		c.failures = append(c.failures, failure{route: rt, err: ue})
+		c.addFailure(rt, ue)
 		return
 	}
 	c.recordAttempt(rt, c.g.Now(), ue)

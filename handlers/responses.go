@@ -73,7 +73,7 @@ func (s *responsesSink) start() []frame { return fromResponses(s.enc.Start()) }
 func (s *responsesSink) event(ev providers.Event) []frame { return fromResponses(s.enc.Encode(ev)) }
 
 func (s *responsesSink) finish(c *call) []frame {
-	frames := fromResponses(s.enc.Finish(providers.FinishReason(c.FinishReason), c.usage))
+	frames := fromResponses(s.enc.Finish(providers.FinishReason(c.FinishReason), c.tokens()))
 	if n := len(frames); n > 0 {
 		frames[n-1].data = c.decorateFinal(frames[n-1].data)
 	}
@@ -192,7 +192,7 @@ func (c *call) responsesForwardStream(w http.ResponseWriter, r *http.Request, rt
 			if raw, _ := rawjson.Get(data, "response"); raw != nil {
 				if u, _ := rawjson.Get(raw, "usage"); !rawjson.IsNull(u) {
 					if usage, err := openai.ParseResponsesUsage(u); err == nil {
-						c.usage, c.usageKnown = usage, true
+						c.reportTokens(usage)
 					}
 				}
 				c.FinishReason = responsesFinish(raw)

@@ -426,7 +426,7 @@ func (c *call) speechEvents(w http.ResponseWriter, r *http.Request, rt Route, be
 			return ue
 		}
 		meter()
-		u := c.usage
+		u := c.tokens()
 		done := appendTokenUsage(append(ev[:0], `{"type":"speech.audio.done","usage":`...), u)
 		c.writeFinalEvent(out, r, "", append(done, '}'), nil)
 		return nil

@@ -94,7 +94,7 @@ func (c *call) neutral(w http.ResponseWriter, r *http.Request, rt Route, req *pr
 		}
 		c.FirstByte = c.g.Now()
 		c.route = &rt
-		c.usage, c.usageKnown = resp.Usage, true
+		c.reportTokens(resp.Usage)
 		c.UpstreamID, c.FinishReason = resp.ID, string(resp.FinishReason)
 		// Built in a buffer reused across requests: nothing keeps it once written.
 		buf := answerBufs.Get()
@@ -145,7 +145,7 @@ func (c *call) neutralStream(w http.ResponseWriter, r *http.Request, rt Route, b
 		}
 		switch ev.Type {
 		case providers.EventUsage:
-			c.usage, c.usageKnown = ev.Usage, true
+			c.reportTokens(ev.Usage)
 			continue
 		case providers.EventFinish:
 			c.FinishReason = string(ev.FinishReason)
@@ -251,7 +251,7 @@ func (c *call) appendCostedUsage(dst, obj []byte, key string, fallback usageEnco
 		return nil, err
 	}
 	if rawjson.IsNull(usage) {
-		usage = fallback(nil, c.usage)
+		usage = fallback(nil, c.tokens())
 	}
 	lines, total := c.cost()
 	// The values live on the stack: they are copied into dst and dropped.

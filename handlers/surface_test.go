@@ -20,7 +20,7 @@ import (
 // surface's format, with its cost; one that has usage keeps its own, and the fallback is not
 // even encoded.
 func TestDecoratedUsageFallback(t *testing.T) {
-	c := &call{Charge: billing.Charge{GenerationID: "gen_1"}, usage: providers.Usage{Input: 12, Output: 7}}
+	c := &call{Charge: billing.Charge{GenerationID: "gen_1", Usage: providers.Usage{Input: 12, Output: 7}.Metered()}}
 	encoded := 0
 	enc := func(b []byte, u providers.Usage) []byte {
 		encoded++
@@ -57,7 +57,7 @@ func TestDecoratedUsageFallback(t *testing.T) {
 // the costed usage and the id in a pooled buffer and the cost figures on the stack. Each in
 // a buffer of its own, that was five allocations per answer.
 func TestAppendDecoratedAllocatesNothing(t *testing.T) {
-	c := &call{Charge: billing.Charge{GenerationID: "gen_1"}, usage: providers.Usage{Input: 12, Output: 7}}
+	c := &call{Charge: billing.Charge{GenerationID: "gen_1", Usage: providers.Usage{Input: 12, Output: 7}.Metered()}}
 	obj := []byte(`{"id":"up_1","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}}`)
 	dst := make([]byte, 0, 4096)
 	allocs := testing.AllocsPerRun(200, func() {
@@ -107,7 +107,7 @@ func TestAnswerAdditionsMatchDecoration(t *testing.T) {
 		for rname, resp := range resps {
 			for _, meta := range []bool{false, true} {
 				c := &call{Charge: billing.Charge{GenerationID: "gen_1", Start: clock.Add(-1500 * time.Millisecond), FirstByte: clock.Add(-time.Second),
-					Attempts: []store.Attempt{{Provider: "an", Status: 200}}}, g: g, route: rt, model: &Model{Name: "bench-an"}, usage: resp.Usage, wantMeta: meta}
+					Attempts: []store.Attempt{{Provider: "an", Status: 200}}, Usage: resp.Usage.Metered()}, g: g, route: rt, model: &Model{Name: "bench-an"}, wantMeta: meta}
 				r := resp
 				got, err := sf.enc.response([]byte("prefix"), c, &r, "bench-an")
 				if err != nil {
@@ -198,8 +198,8 @@ func TestStreamSinksDecorateTheirLastFrame(t *testing.T) {
 	for name, sf := range surfaces {
 		for _, meta := range []bool{false, true, false} {
 			c := &call{Charge: billing.Charge{GenerationID: "gen_1", Start: clock.Add(-1500 * time.Millisecond), FinishReason: string(providers.FinishStop),
-				FirstByte: clock.Add(-time.Second), Attempts: []store.Attempt{{Provider: "an", Status: 200}}}, g: g, route: rt, model: &Model{Name: "m"},
-				usage: usage, wantMeta: meta}
+				FirstByte: clock.Add(-time.Second), Attempts: []store.Attempt{{Provider: "an", Status: 200}}, Usage: usage.Metered()}, g: g, route: rt, model: &Model{Name: "m"},
+				wantMeta: meta}
 			want, err := c.appendDecorated(nil, sf.plain(), sf.idKey, "usage", sf.usage)
 			if err != nil {
 				t.Fatal(err)

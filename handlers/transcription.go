@@ -415,9 +415,9 @@ func nonFiniteAt(b []byte) int {
 
 // appendTranscriptionUsage writes the usage of an answer that has none: the seconds billed.
 func (c *call) appendTranscriptionUsage(b []byte, u providers.Usage) []byte {
-	if c.metered != nil && (c.metered.InputAudio > 0 || u.Total() == 0) {
+	if c.Metered && (c.Usage.InputAudio > 0 || u.Total() == 0) {
 		b = append(b, `{"type":"duration","seconds":`...)
-		b = strconv.AppendFloat(b, math.Ceil(c.metered.InputAudio.Seconds()), 'f', -1, 64)
+		b = strconv.AppendFloat(b, math.Ceil(c.Usage.InputAudio.Seconds()), 'f', -1, 64)
 		return append(b, '}')
 	}
 	b = appendTokenCounts(append(b, `{"type":"tokens",`...), u)

@@ -15,36 +15,38 @@ const NanosPerUSD int64 = 1_000_000_000
 // once: Input leaves out cached reads, cache writes, audio and image tokens; Output leaves
 // out reasoning, audio and image tokens. A keyed dimension's quantity comes with its key:
 // the size and quality of the images (the caller resolves "auto" or a missing value to
-// the model's default), the resolution of the video.
+// the model's default), the resolution of the video. It is kept as JSON (a charge, a job
+// row), every dimension by its name.
 type Usage struct {
-	Input       int64
-	CachedInput int64
-	CacheWrite  int64
-	Output      int64
-	Reasoning   int64
+	Input       int64 `json:"input_tokens,omitempty"`
+	CachedInput int64 `json:"cached_input_tokens,omitempty"`
+	CacheWrite  int64 `json:"cache_write_tokens,omitempty"`
+	Output      int64 `json:"output_tokens,omitempty"`
+	Reasoning   int64 `json:"reasoning_tokens,omitempty"`
 
-	InputAudioTokens  int64
-	OutputAudioTokens int64
-	ImageInputTokens  int64
-	ImageOutputTokens int64
-	InputCharacters   int64
+	InputAudioTokens  int64 `json:"input_audio_tokens,omitempty"`
+	OutputAudioTokens int64 `json:"output_audio_tokens,omitempty"`
+	ImageInputTokens  int64 `json:"image_input_tokens,omitempty"`
+	ImageOutputTokens int64 `json:"image_output_tokens,omitempty"`
+	InputCharacters   int64 `json:"input_characters,omitempty"`
 
-	// InputAudio and OutputAudio are billed per started second.
-	InputAudio  time.Duration
-	OutputAudio time.Duration
+	// InputAudio and OutputAudio are billed per started second. In JSON they are counted
+	// in nanoseconds, so that a usage read back is priced as the one written.
+	InputAudio  time.Duration `json:"input_audio_ns,omitempty"`
+	OutputAudio time.Duration `json:"output_audio_ns,omitempty"`
 
-	Images       int64
-	ImageSize    string
-	ImageQuality string
+	Images       int64  `json:"images,omitempty"`
+	ImageSize    string `json:"image_size,omitempty"`
+	ImageQuality string `json:"image_quality,omitempty"`
 
-	Pages int64
+	Pages int64 `json:"pages,omitempty"`
 
-	// OutputVideo is billed per started second.
-	OutputVideo     time.Duration
-	VideoResolution string
+	// OutputVideo is billed per started second (nanoseconds in JSON).
+	OutputVideo     time.Duration `json:"output_video_ns,omitempty"`
+	VideoResolution string        `json:"video_resolution,omitempty"`
 
 	// Requests is how many requests the call stands for; 0 counts as one.
-	Requests int64
+	Requests int64 `json:"requests,omitempty"`
 }
 
 // ImageKey is the key of the usage's images in a cost line: size and quality as
