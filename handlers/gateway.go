@@ -174,18 +174,21 @@ func (g *Gateway) serveAs(w http.ResponseWriter, r *http.Request, path string, g
 		return
 	}
 	var caller *Caller
-	var apiErr *APIError
+	var refused *APIError
 	if given != nil {
 		// Dispatched in process: the caller was authenticated by whoever dispatches.
-		caller, apiErr = given, ep.perm.admits(given)
+		caller, refused = given, ep.perm.admits(given)
 	} else {
-		caller, apiErr = g.authorise(r, ep.perm)
+		caller, refused = g.authorise(r, ep.perm)
 	}
-	if apiErr != nil {
-		answerUnread(w, r, ep.surface, apiErr)
+	if refused != nil {
+		answerUnread(w, r, ep.surface, refused)
 		return
 	}
 	if err := ep.serve(g, w, r, caller); err != nil {
+		// Declared here, not above: errors.As takes its address, which would move it to
+		// the heap on every request, not only on a failed one.
+		var apiErr *APIError
 		switch {
 		case errors.As(err, &apiErr):
 		case errors.Is(err, store.ErrUnavailable):

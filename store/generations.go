@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +104,32 @@ func (g *Generation) RecordDimensions(u *meter.Usage) {
 	g.InputAudioMs, g.OutputAudioMs = u.InputAudio.Milliseconds(), u.OutputAudio.Milliseconds()
 	g.OutputVideoMs = u.OutputVideo.Milliseconds()
 }
+
+// HasDimensions reports whether g records usage in a dimension that is not tokens
+// (RecordDimensions): no text call does.
+func (g *Generation) HasDimensions() bool {
+	return g.InputCharacters != 0 || g.Images != 0 || g.Pages != 0 || g.InputAudioMs != 0 || g.OutputAudioMs != 0 || g.OutputVideoMs != 0
+}
+
+// dimensionColumns are the columns of the fields RecordDimensions sets, which both
+// backends' tables default to 0.
+var dimensionColumns = []string{"input_characters", "images", "pages", "input_audio_ms", "output_audio_ms", "output_video_ms"}
+
+// TokenOnlyFields are GenerationFields without the dimension columns, and TokenOnlyColumns
+// their column list: what a backend may insert for generations none of which HasDimensions,
+// leaving those columns to their default, so that a text call's record binds six values
+// fewer on the hot path.
+var TokenOnlyFields, TokenOnlyColumns = func() ([]GenerationField, string) {
+	var fields []GenerationField
+	var cols []string
+	for _, f := range GenerationFields {
+		if !slices.Contains(dimensionColumns, f.Column) {
+			fields = append(fields, f)
+			cols = append(cols, f.Column)
+		}
+	}
+	return fields, strings.Join(cols, ", ")
+}()
 
 // GenerationField is one stored field of a Generation: its column in the backends'
 // generations table, and where it is in the struct.

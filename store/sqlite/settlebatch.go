@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -277,18 +278,29 @@ func queryIn(ctx context.Context, tx *sql.Tx, prefix string, ids []string, scan 
 	return nil
 }
 
+// Inserts of generations: every column, or, for a chunk of text calls (no usage in a
+// dimension other than tokens), all but those dimensions', which default to 0.
+var (
+	insertGenerationsPrefix          = `INSERT INTO generations (` + store.GenerationColumns + `) VALUES `
+	insertTokenOnlyGenerationsPrefix = `INSERT INTO generations (` + store.TokenOnlyColumns + `) VALUES `
+)
+
 func insertGenerations(raw *rawExec, conn *sql.Conn, ops []*writeOp) error {
 	var scratch []byte
 	for chunk := range chunksOf(ops, raw.rows()) {
+		fields, prefix := store.GenerationFields[:], insertGenerationsPrefix
+		if !slices.ContainsFunc(chunk, func(o *writeOp) bool { return o.settle.g.HasDimensions() }) {
+			fields, prefix = store.TokenOnlyFields, insertTokenOnlyGenerationsPrefix
+		}
 		args := raw.start()
 		for _, o := range chunk {
-			for _, f := range store.GenerationFields {
+			for _, f := range fields {
 				var v driver.Value
 				v, scratch = generationValue(f.Addr(o.settle.g), scratch)
 				args = arg(args, v)
 			}
 		}
-		if err := raw.exec(conn, insertStatement(`INSERT INTO generations (`+store.GenerationColumns+`) VALUES `, len(store.GenerationFields), len(chunk)), args); err != nil {
+		if err := raw.exec(conn, insertStatement(prefix, len(fields), len(chunk)), args); err != nil {
 			return fmt.Errorf("inserting generations: %w", err)
 		}
 	}
