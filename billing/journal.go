@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -149,21 +149,14 @@ func (lg *Ledger) startJournal() {
 	}
 	j.running = true
 	j.done = make(chan struct{})
-	go lg.journalLoop(j.stop, j.done)
+	stop := j.stop
+	background.Loop{Name: "settlement journal", Report: lg.reportPanic, Stop: stop, Done: j.done}.Go(func() { lg.journalLoop(stop) })
 }
 
 // journalLoop applies the journal's entries until none is left, backing off while the
-// store refuses them.
-func (lg *Ledger) journalLoop(stop, done chan struct{}) {
-	defer close(done)
-	defer func() {
-		if v := recover(); v != nil {
-			lg.cfg.Logger.Error("applying the settlement journal panicked", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
-			lg.journal.mu.Lock()
-			lg.journal.running = false
-			lg.journal.mu.Unlock()
-		}
-	}()
+// store refuses them. It runs again after a panic (a background.Loop): the entries stay
+// on disk, and are applied by the next run.
+func (lg *Ledger) journalLoop(stop chan struct{}) {
 	wait := journalRetry
 	for {
 		select {
