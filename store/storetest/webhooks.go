@@ -242,19 +242,19 @@ func SecretsSealedAtRest(t *testing.T, s store.Store, contains func(t *testing.T
 	if _, err := s.RotateWebhookSecret(ctx, ws, "we_sealed", seal(rotatedSecret), time.Now().Add(time.Hour)); err != nil {
 		t.Fatalf("RotateWebhookSecret: %v", err)
 	}
-	got := getEndpoint(t, s, ws, "we_sealed")
-	for plain, sealed := range map[string][]byte{string(secret): got.PreviousSecret, string(rotatedSecret): got.Secret} {
-		opened, err := sealer.Open(sealed, []byte("we_sealed"))
-		if err != nil || !bytes.Equal(opened, []byte(plain)) {
-			t.Fatalf("a secret read back does not open to what was sealed: %v", err)
-		}
-	}
 	if !contains(t, visible) {
 		t.Fatal("the storage scan does not find the endpoint's name: it sees nothing")
 	}
 	for _, marker := range [][]byte{secret, rotatedSecret, []byte("SECRET-MARKER"), []byte("ROTATED-MARKER")} {
 		if contains(t, marker) {
 			t.Fatalf("the storage holds %q in the clear", marker)
+		}
+	}
+	got := getEndpoint(t, s, ws, "we_sealed")
+	for plain, sealed := range map[string][]byte{string(secret): got.PreviousSecret, string(rotatedSecret): got.Secret} {
+		opened, err := sealer.Open(sealed, []byte("we_sealed"))
+		if err != nil || !bytes.Equal(opened, []byte(plain)) {
+			t.Fatalf("a secret read back does not open to what was sealed: %v", err)
 		}
 	}
 }
