@@ -25,6 +25,15 @@ func newLazyStore(open func(ctx context.Context) (store.Store, error)) *lazyStor
 }
 
 // get returns the open store, opening it first if need be.
+func (l *lazyStore) RecordWebhookOutcome(ctx context.Context, a1 string, a2 string, a3 store.WebhookOutcome) (store.WebhookEndpoint, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.WebhookEndpoint
+		return zero, err
+	}
+	return s.RecordWebhookOutcome(ctx, a1, a2, a3)
+}
+
 func (l *lazyStore) get(ctx context.Context) (store.Store, error) {
 	if s := l.s.Load(); s != nil {
 		return *s, nil

@@ -31,6 +31,33 @@ type WebhookEndpoints interface {
 	// secret until now the previous one, kept until previousUntil (a previous one of an
 	// earlier rotation is dropped), and returns the endpoint as rotated.
 	RotateWebhookSecret(ctx context.Context, workspaceID, id string, sealed []byte, previousUntil time.Time) (WebhookEndpoint, error)
+	// RecordWebhookOutcome counts a delivery to an endpoint of the workspace: one that
+	// was delivered clears its consecutive failures, one that failed for good adds one, and
+	// the failure that brings an active endpoint to o.DisableAfter of them disables it with
+	// o.Reason (stamping UpdatedAt). It returns the endpoint as counted.
+	RecordWebhookOutcome(ctx context.Context, workspaceID, id string, o WebhookOutcome) (WebhookEndpoint, error)
+}
+
+// WebhookOutcome is the end of a delivery to a webhook endpoint, as RecordWebhookOutcome
+// counts it.
+type WebhookOutcome struct {
+	Delivered bool
+	// DisableAfter is the number of consecutive failures that disables the endpoint; 0
+	// never disables it.
+	DisableAfter int
+	// Reason is the disabled reason to record when this outcome disables it.
+	Reason string
+}
+
+// Validate checks an outcome.
+func (o WebhookOutcome) Validate() error {
+	switch {
+	case o.DisableAfter < 0:
+		return errors.New("webhook outcome: negative failure threshold")
+	case o.DisableAfter > 0 && !o.Delivered && o.Reason == "":
+		return errors.New("webhook outcome: a failure that may disable the endpoint gives no reason")
+	}
+	return nil
 }
 
 // Statuses of a webhook endpoint.

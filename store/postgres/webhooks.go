@@ -164,3 +164,19 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, workspaceID, id string,
 		WHERE workspace_id = $4 AND id = $5 RETURNING `+webhookColumns,
 		[]any{s.stamp(previousUntil), sealed, s.stamp(time.Time{}), workspaceID, id})
 }
+
+// RecordWebhookOutcome counts a delivery to an endpoint, in one statement: SET reads the
+// row as it was, so the failure count and the test for disabling agree.
+func (s *Store) RecordWebhookOutcome(ctx context.Context, workspaceID, id string, o store.WebhookOutcome) (store.WebhookEndpoint, error) {
+	if err := o.Validate(); err != nil {
+		return store.WebhookEndpoint{}, err
+	}
+	const disables = `(NOT $1 AND $2 > 0 AND status = 'active' AND consecutive_failures + 1 >= $2)`
+	return s.writeWebhook(ctx, id, "counting a delivery to", `UPDATE webhook_endpoints SET
+		status = CASE WHEN `+disables+` THEN 'disabled' ELSE status END,
+		disabled_reason = CASE WHEN `+disables+` THEN $3 ELSE disabled_reason END,
+		updated_at = CASE WHEN `+disables+` THEN $4 ELSE updated_at END,
+		consecutive_failures = CASE WHEN $1 THEN 0 ELSE consecutive_failures + 1 END
+		WHERE workspace_id = $5 AND id = $6 RETURNING `+webhookColumns,
+		[]any{o.Delivered, o.DisableAfter, o.Reason, s.stamp(time.Time{}), workspaceID, id})
+}

@@ -104,6 +104,7 @@ func Run(t *testing.T, open Opener) {
 		{"Deliveries", testDeliveries},
 		{"WebhookEndpoints", testWebhookEndpoints},
 		{"WebhookRotation", testWebhookRotation},
+		{"WebhookOutcomes", testWebhookOutcomes},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {

@@ -258,3 +258,53 @@ func SecretsSealedAtRest(t *testing.T, s store.Store, contains func(t *testing.T
 		}
 	}
 }
+
+// testWebhookOutcomes: failures count up until a delivery succeeds, and the one that
+// reaches the threshold disables the endpoint, visibly and once.
+func testWebhookOutcomes(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	ws, other := newWorkspace(t, s, 0), newWorkspace(t, s, 0)
+	want := createEndpoint(t, s, testEndpoint(ws, "we_1"))
+	record := func(o store.WebhookOutcome) store.WebhookEndpoint {
+		t.Helper()
+		got, err := s.RecordWebhookOutcome(ctx, ws, "we_1", o)
+		if err != nil {
+			t.Fatalf("RecordWebhookOutcome(%+v): %v", o, err)
+		}
+		return got
+	}
+	failure := store.WebhookOutcome{DisableAfter: 3, Reason: "3 deliveries failed in a row"}
+	c.Set(c.Now().Add(time.Minute))
+	record(failure)
+	want.ConsecutiveFailures = 2
+	sameEndpoint(t, "after two failures", record(failure), want)
+	want.ConsecutiveFailures = 0
+	sameEndpoint(t, "after a delivery", record(store.WebhookOutcome{Delivered: true, DisableAfter: 3}), want)
+
+	record(failure)
+	record(failure)
+	c.Set(c.Now().Add(time.Minute))
+	want.ConsecutiveFailures, want.Status, want.DisabledReason, want.UpdatedAt = 3, store.WebhookDisabled, failure.Reason, c.Now()
+	sameEndpoint(t, "at the threshold", record(failure), want)
+	sameEndpoint(t, "at the threshold, read back", getEndpoint(t, s, ws, "we_1"), want)
+	c.Set(c.Now().Add(time.Minute))
+	want.ConsecutiveFailures = 4
+	sameEndpoint(t, "disabled, failing again", record(store.WebhookOutcome{DisableAfter: 3, Reason: "other"}), want)
+
+	// Made active again, it starts counting afresh.
+	active := store.WebhookActive
+	got, err := s.UpdateWebhookEndpoint(ctx, ws, "we_1", store.WebhookEndpointUpdate{Status: &active})
+	if err != nil {
+		t.Fatalf("UpdateWebhookEndpoint: %v", err)
+	}
+	want.ConsecutiveFailures, want.Status, want.DisabledReason, want.UpdatedAt = 0, store.WebhookActive, "", c.Now()
+	sameEndpoint(t, "made active again", got, want)
+	want.ConsecutiveFailures = 1
+	sameEndpoint(t, "a failure that never disables", record(store.WebhookOutcome{}), want)
+
+	_, err = s.RecordWebhookOutcome(ctx, other, "we_1", failure)
+	wantErr(t, "RecordWebhookOutcome from another workspace", err, store.ErrNotFound)
+	_, err = s.RecordWebhookOutcome(ctx, ws, "we_1", store.WebhookOutcome{DisableAfter: 1})
+	wantErrAny(t, "RecordWebhookOutcome that may disable with no reason", err)
+	sameEndpoint(t, "after refused outcomes", getEndpoint(t, s, ws, "we_1"), want)
+}
