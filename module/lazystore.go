@@ -25,6 +25,15 @@ func newLazyStore(open func(ctx context.Context) (store.Store, error)) *lazyStor
 }
 
 // get returns the open store, opening it first if need be.
+func (l *lazyStore) RecordWebhookOutcome(ctx context.Context, a1 string, a2 string, a3 store.WebhookOutcome) (store.WebhookEndpoint, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.WebhookEndpoint
+		return zero, err
+	}
+	return s.RecordWebhookOutcome(ctx, a1, a2, a3)
+}
+
 func (l *lazyStore) get(ctx context.Context) (store.Store, error) {
 	if s := l.s.Load(); s != nil {
 		return *s, nil
@@ -122,12 +131,29 @@ func (l *lazyStore) CreateKey(ctx context.Context, a1 store.Key) error {
 	return s.CreateKey(ctx, a1)
 }
 
+func (l *lazyStore) CreateWebhookEndpoint(ctx context.Context, a1 store.WebhookEndpoint) (store.WebhookEndpoint, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.WebhookEndpoint
+		return zero, err
+	}
+	return s.CreateWebhookEndpoint(ctx, a1)
+}
+
 func (l *lazyStore) CreateWorkspace(ctx context.Context, a1 store.Workspace) error {
 	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
 	return s.CreateWorkspace(ctx, a1)
+}
+
+func (l *lazyStore) DeleteWebhookEndpoint(ctx context.Context, a1 string, a2 string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.DeleteWebhookEndpoint(ctx, a1, a2)
 }
 
 func (l *lazyStore) Enqueue(ctx context.Context, a1 store.EnqueueParams) error {
@@ -192,6 +218,15 @@ func (l *lazyStore) GetKey(ctx context.Context, a1 string) (store.Key, error) {
 	return s.GetKey(ctx, a1)
 }
 
+func (l *lazyStore) GetWebhookEndpoint(ctx context.Context, a1 string, a2 string) (store.WebhookEndpoint, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.WebhookEndpoint
+		return zero, err
+	}
+	return s.GetWebhookEndpoint(ctx, a1, a2)
+}
+
 func (l *lazyStore) GetWorkspace(ctx context.Context, a1 string) (store.Workspace, error) {
 	s, err := l.get(ctx)
 	if err != nil {
@@ -252,6 +287,15 @@ func (l *lazyStore) ListKeys(ctx context.Context, a1 string, a2 store.Page) ([]s
 		return zero, err
 	}
 	return s.ListKeys(ctx, a1, a2)
+}
+
+func (l *lazyStore) ListWebhookEndpoints(ctx context.Context, a1 string, a2 store.Page) ([]store.WebhookEndpoint, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero []store.WebhookEndpoint
+		return zero, err
+	}
+	return s.ListWebhookEndpoints(ctx, a1, a2)
 }
 
 func (l *lazyStore) ListWorkspaces(ctx context.Context, a1 store.Page) ([]store.Workspace, error) {
@@ -372,6 +416,15 @@ func (l *lazyStore) RevokeKey(ctx context.Context, a1 string, a2 time.Time) erro
 	return s.RevokeKey(ctx, a1, a2)
 }
 
+func (l *lazyStore) RotateWebhookSecret(ctx context.Context, a1 string, a2 string, a3 []byte, a4 time.Time) (store.WebhookEndpoint, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.WebhookEndpoint
+		return zero, err
+	}
+	return s.RotateWebhookSecret(ctx, a1, a2, a3, a4)
+}
+
 func (l *lazyStore) Settle(ctx context.Context, a1 store.SettleParams) (store.Generation, error) {
 	s, err := l.get(ctx)
 	if err != nil {
@@ -397,6 +450,15 @@ func (l *lazyStore) UpdateKey(ctx context.Context, a1 string, a2 string, a3 stor
 		return zero, err
 	}
 	return s.UpdateKey(ctx, a1, a2, a3)
+}
+
+func (l *lazyStore) UpdateWebhookEndpoint(ctx context.Context, a1 string, a2 string, a3 store.WebhookEndpointUpdate) (store.WebhookEndpoint, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.WebhookEndpoint
+		return zero, err
+	}
+	return s.UpdateWebhookEndpoint(ctx, a1, a2, a3)
 }
 
 func (l *lazyStore) Watch(ctx context.Context) (<-chan store.JobChange, error) {

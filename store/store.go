@@ -13,10 +13,12 @@
 //     tells every instance that a job changed.
 //   - Deliveries (deliveries.go): the outbox of the events jobs make, written with them,
 //     and the attempts at delivering each.
+//   - WebhookEndpoints (webhooks.go): where a workspace's events go, with their signing
+//     secrets kept sealed.
 //
-// The roles to come have their place beside these, a file and an interface each: files,
-// webhook endpoints and notification destinations. Store is the composition of every role; code that needs one role takes
-// that role.
+// The roles to come have their place beside these, a file and an interface each: files
+// and notification destinations. Store is the composition of every role; code that needs
+// one role takes that role.
 //
 // What is the same for every backend (validating inputs, the spending-limit and charge
 // arithmetic, page sizes, the fields of a generation) is written here, once, as plain
@@ -65,6 +67,7 @@ type Store interface {
 	Claims
 	Jobs
 	Deliveries
+	WebhookEndpoints
 
 	// Ping checks that the database can be reached and read, within ctx.
 	Ping(ctx context.Context) error

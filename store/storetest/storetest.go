@@ -78,6 +78,7 @@ func Run(t *testing.T, open Opener) {
 		{"JobPages", testJobPages},
 		{"Watch", testWatchSameStore},
 		{"AdvanceRace", testAdvanceRace},
+		{"WebhookPages", testWebhookPages},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,6 +102,9 @@ func Run(t *testing.T, open Opener) {
 		{"Jobs", testJobs},
 		{"AdvanceJob", testAdvanceJob},
 		{"Deliveries", testDeliveries},
+		{"WebhookEndpoints", testWebhookEndpoints},
+		{"WebhookRotation", testWebhookRotation},
+		{"WebhookOutcomes", testWebhookOutcomes},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
