@@ -40,7 +40,8 @@ type fsHeader struct {
 	SHA256      string `json:"sha256"`
 }
 
-// NewFS returns a blob store in the directory root, creating it if needed.
+// NewFS returns a blob store in the directory root. It touches no file: the first Put
+// creates the directory (so that `caddy validate` creates nothing).
 func NewFS(root string) (*FS, error) {
 	if root == "" {
 		return nil, errors.New("blob store directory: none given")
@@ -48,9 +49,6 @@ func NewFS(root string) (*FS, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("blob store directory %q: %w", root, err)
-	}
-	if err := os.MkdirAll(abs, 0o750); err != nil {
-		return nil, fmt.Errorf("blob store directory: %w", err)
 	}
 	return &FS{root: abs}, nil
 }
