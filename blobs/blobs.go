@@ -130,6 +130,12 @@ func checkPut(key string, size int64, contentType string) (string, error) {
 	if len(contentType) > MaxContentTypeLength {
 		return "", fmt.Errorf("blob %q: content type longer than %d bytes", key, MaxContentTypeLength)
 	}
+	for i := 0; i < len(contentType); i++ {
+		// It travels as an HTTP header (S3, and to the clients that download the blob).
+		if c := contentType[i]; c < ' ' || c > '~' {
+			return "", fmt.Errorf("blob %q: content type with a byte that is not printable ASCII (%#x)", key, c)
+		}
+	}
 	return contentType, nil
 }
 

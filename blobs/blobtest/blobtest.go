@@ -327,6 +327,14 @@ func testUnknownAndEmpty(t *testing.T, s blobs.Store) {
 			t.Errorf("read %d bytes of an empty blob (info size %d)", len(got), info.Size)
 		}
 	}
+	for _, contentType := range []string{"text/plain\r\nX-Injected: 1", strings.Repeat("a", blobs.MaxContentTypeLength+1), "audio/\xff"} {
+		if _, err := s.Put(ctx, "u/typed", bytes.NewReader(b), 3, contentType); err == nil {
+			t.Errorf("Put with content type %q succeeded", contentType)
+		}
+	}
+	if _, err := s.Stat(ctx, "u/typed"); !errors.Is(err, blobs.ErrNotFound) {
+		t.Errorf("a Put with a refused content type stored a blob: Stat %v", err)
+	}
 	ctxDone, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := s.Put(ctxDone, "u/cancelled", bytes.NewReader(b), 3, ""); err == nil {
