@@ -2,6 +2,7 @@ package module
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/billing"
+	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
@@ -87,6 +89,11 @@ type App struct {
 	// On SQLite, a process that is gone is known at once (the restarted gateway frees its
 	// previous run's holds as it starts). Default: 45s.
 	InstanceTimeout caddy.Duration `json:"instance_timeout,omitempty"`
+	// BlobStoreRaw is where large results are kept (music audio, uploaded files, batch
+	// output files): the module model_gateway.blobs.<backend>, {"backend": "file", "root":
+	// ...} or {"backend": "s3", "endpoint": ..., "bucket": ...}. Default: the file backend
+	// in Caddy's data directory (model_gateway/blobs).
+	BlobStoreRaw json.RawMessage `json:"blob_store,omitempty" caddy:"namespace=model_gateway.blobs inline_key=backend"`
 
 	catalog    *catalog.Catalog
 	uploadDir  string
@@ -98,6 +105,7 @@ type App struct {
 	providers  map[string]providers.Provider
 	logger     *zap.Logger
 	metrics    *handlers.Metrics
+	blobs      blobs.Store
 	// withdrawBreakers takes this configuration's circuit breakers off the process's
 	// breaker_open gauge.
 	withdrawBreakers func()
@@ -374,6 +382,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if a.uploadDir, err = checkUploadDir(repl.ReplaceKnown(a.UploadDir, "")); err != nil {
+		return err
+	}
+	if err := a.provisionBlobStore(ctx); err != nil {
 		return err
 	}
 	a.storeKey = driver + ":" + target + ":" + a.Store.Durability

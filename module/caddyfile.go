@@ -1,6 +1,7 @@
 package module
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -49,6 +50,16 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			catalog_file <path>
 //			upload_dir <path>
 //			credit_top_up on|off
+//			blob_store file [<directory>]
+//			blob_store s3 {
+//				endpoint <host[:port]>
+//				bucket <name>
+//				region <region>
+//				access_key_id <id>
+//				secret_access_key <secret>
+//				use_tls on|off
+//				path_style on|off
+//			}
 //
 //			provider <name> {
 //				type openai|anthropic|gemini|elevenlabs|mistral|mock|<type of a provider module>
@@ -196,6 +207,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			default:
 				return d.Errf("credit_top_up: want on or off, got %q", v)
 			}
+		case "blob_store":
+			if a.BlobStoreRaw != nil {
+				return d.Err("blob_store already specified")
+			}
+			raw, err := parseBlobStore(d)
+			if err != nil {
+				return err
+			}
+			a.BlobStoreRaw = raw
 		case "provider":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -237,6 +257,121 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+// parseBlobStore reads a blob_store line (d is on blob_store): its backend's module reads
+// the tokens from the backend's name on, with its block.
+func parseBlobStore(d *caddyfile.Dispenser) (json.RawMessage, error) {
+	if !d.NextArg() {
+		return nil, d.Errf("blob_store needs a backend (%s)", blobBackends())
+	}
+	backend := d.Val()
+	if err := checkBlobBackend(backend); err != nil {
+		return nil, d.Err(err.Error())
+	}
+	info, _ := caddy.GetModule(BlobsNamespace + "." + backend)
+	mod := info.New()
+	seg := d.NextSegment()
+	if unm, ok := mod.(caddyfile.Unmarshaler); ok {
+		if err := unm.UnmarshalCaddyfile(caddyfile.NewDispenser(seg)); err != nil {
+			return nil, err
+		}
+	} else if len(seg) > 1 {
+		return nil, d.Errf("blob store backend %s takes no options", backend)
+	}
+	var warnings []caddyconfig.Warning
+	raw := caddyconfig.JSONModuleObject(mod, "backend", backend, &warnings)
+	if len(warnings) > 0 {
+		return nil, d.Errf("blob store backend %s: encoding its options: %s", backend, warnings[0].Message)
+	}
+	return raw, nil
+}
+
+// UnmarshalCaddyfile reads the file blob store's line:
+//
+//	blob_store file [<directory>]
+func (f *FileBlobStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the backend's name
+	if d.NextArg() {
+		f.Root = d.Val()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(0) {
+		return d.Errf("unrecognized subdirective %q: blob_store file takes only a directory", d.Val())
+	}
+	return nil
+}
+
+// UnmarshalCaddyfile reads the s3 blob store's block:
+//
+//	blob_store s3 {
+//		endpoint <host[:port]>
+//		bucket <name>
+//		region <region>
+//		access_key_id <id>
+//		secret_access_key <secret>
+//		use_tls on|off
+//		path_style on|off
+//	}
+//
+// endpoint and bucket are required. Credentials are best given as {env.NAME}.
+func (s *S3BlobStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the backend's name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		if seen[opt] {
+			return d.Errf("%s already specified", opt)
+		}
+		seen[opt] = true
+		switch opt {
+		case "endpoint", "bucket", "region", "access_key_id", "secret_access_key":
+			field := map[string]*string{"endpoint": &s.Endpoint, "bucket": &s.Bucket, "region": &s.Region,
+				"access_key_id": &s.AccessKeyID, "secret_access_key": &s.SecretAccessKey}[opt]
+			if err := parseString(d, field); err != nil {
+				return err
+			}
+		case "use_tls":
+			on, err := parseOnOff(d)
+			if err != nil {
+				return err
+			}
+			s.UseTLS = &on
+		case "path_style":
+			on, err := parseOnOff(d)
+			if err != nil {
+				return err
+			}
+			s.PathStyle = on
+		default:
+			return d.Errf("unrecognized subdirective %q", opt)
+		}
+	}
+	if s.Endpoint == "" || s.Bucket == "" {
+		return d.Err("blob_store s3 needs an endpoint and a bucket")
+	}
+	return nil
+}
+
+// parseOnOff reads an option whose value is on or off.
+func parseOnOff(d *caddyfile.Dispenser) (bool, error) {
+	opt := d.Val()
+	var v string
+	if err := parseString(d, &v); err != nil {
+		return false, err
+	}
+	switch v {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, d.Errf("%s: want on or off, got %q", opt, v)
 }
 
 // parseProvider reads a provider block (d is on the provider's name). The gateway keeps
@@ -818,6 +953,8 @@ var (
 	_ caddyfile.Unmarshaler = (*MistralProvider)(nil)
 	_ caddyfile.Unmarshaler = (*ElevenLabsProvider)(nil)
 	_ caddyfile.Unmarshaler = (*MockProvider)(nil)
+	_ caddyfile.Unmarshaler = (*FileBlobStore)(nil)
+	_ caddyfile.Unmarshaler = (*S3BlobStore)(nil)
 )
 
 // parseResilience reads one resilience option (the current token names it).

@@ -20,12 +20,7 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestAppCaddyfile(t *testing.T) {
-	tests := []struct {
-		name    string
-		input   string
-		want    string
-		wantErr string
-	}{
+	tests := []caddyfileCase{
 		{
 			name:  "full",
 			input: "model_gateway {\n store postgres {env.DATABASE_URL}\n reservation_ttl 1h\n provider oa {\n type openai\n base_url https://api.groq.com/openai/v1\n api_key {env.KEY}\n organization org-1\n project proj-1\n header X-Extra yes\n timeout 2m\n stream_idle_timeout 10s\n transport http {\n  dial_timeout 5s\n  response_header_timeout 30s\n }\n }\n provider m {\n type mock\n latency 5ms\n chunks 3\n chunk_interval 1ms\n text \"hi there\"\n }\n model gpt {\n owned_by openai\n route oa gpt-4o {\n  input 2.50\n  cached_input 1.25\n  output 10\n  max_output_tokens 16384\n }\n route m\n }\n}",
@@ -101,25 +96,7 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "bad chunks", input: "model_gateway {\n provider x {\n type mock\n chunks -2\n }\n}", wantErr: "positive whole number"},
 		{name: "route args", input: "model_gateway {\n model x {\n route a b c\n }\n}", wantErr: "wrong argument count"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			app := new(App)
-			err := app.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := string(caddyconfig.JSON(app, nil))
-			if got != tc.want {
-				t.Fatalf("got  %s\nwant %s", got, tc.want)
-			}
-		})
-	}
+	runCaddyfileCases(t, tests, func() caddyfile.Unmarshaler { return new(App) })
 }
 
 // TestAppValidate: an instance may not be taken for dead for one late heartbeat.
@@ -145,12 +122,7 @@ func TestAppValidate(t *testing.T) {
 }
 
 func TestHandlerCaddyfile(t *testing.T) {
-	tests := []struct {
-		name    string
-		input   string
-		want    string
-		wantErr string
-	}{
+	tests := []caddyfileCase{
 		{name: "empty", input: "model_gateway", want: `{}`},
 		{name: "options", input: "model_gateway {\n base_path /api/v1\n max_body_size 2MB\n stream_idle_timeout 45s\n}", want: `{"base_path":"/api/v1","max_body_size":2000000,"stream_idle_timeout":45000000000}`},
 		{name: "args refused", input: "model_gateway /v1", wantErr: "wrong argument count"},
@@ -162,24 +134,7 @@ func TestHandlerCaddyfile(t *testing.T) {
 		{name: "duplicate", input: "model_gateway {\n base_path /a\n base_path /b\n}", wantErr: "already specified"},
 		{name: "unknown", input: "model_gateway {\n upstream x\n}", wantErr: `unrecognized subdirective "upstream"`},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			h := new(Handler)
-			err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := string(caddyconfig.JSON(h, nil)); got != tc.want {
-				t.Fatalf("got %s want %s", got, tc.want)
-			}
-		})
-	}
+	runCaddyfileCases(t, tests, func() caddyfile.Unmarshaler { return new(Handler) })
 }
 
 // TestCaddyfileExampleGolden keeps Caddyfile.example and its JSON in step: run with -update
@@ -259,6 +214,38 @@ func TestPriceConfigResolve(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := tc.pc.resolve(); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// caddyfileCase is a Caddyfile parse test: the input, and the JSON it makes or the
+// error it is refused with.
+type caddyfileCase struct {
+	name    string
+	input   string
+	want    string
+	wantErr string
+}
+
+// runCaddyfileCases parses each case's input with a new unmarshaler.
+func runCaddyfileCases(t *testing.T, tests []caddyfileCase, newUnmarshaler func() caddyfile.Unmarshaler) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnmarshaler()
+			err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(caddyconfig.JSON(u, nil)); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
 		})
 	}

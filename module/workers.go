@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/workers"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -25,8 +26,8 @@ type workerPool = workers.Pool[*appRuntime]
 
 // appRuntime is what the workers see of a started configuration (workers.Runtime.Current):
 // the pieces a request's handlers.Gateway is built from, without the HTTP server's. The
-// pieces that the job families need next (blob store, URL signer, outbound client for
-// webhooks) are added here as their configuration appears.
+// pieces that the job families need next (URL signer, outbound client for webhooks) are
+// added here as their configuration appears.
 type appRuntime struct {
 	// Logger is the app's.
 	Logger *zap.Logger
@@ -41,6 +42,8 @@ type appRuntime struct {
 	// ReservationTTL, StoreTimeout and SettleTimeout are the app's settings (zero: the
 	// handlers' defaults).
 	ReservationTTL, StoreTimeout, SettleTimeout time.Duration
+	// Blobs is the app's blob store, where the job families keep what they produce.
+	Blobs blobs.Store
 }
 
 // runtime is the app's configuration as the workers see it.
@@ -48,6 +51,6 @@ func (a *App) runtime() *appRuntime {
 	return &appRuntime{
 		Logger: a.logger, Registry: a.registry, Providers: a.providers, Metrics: a.metrics, Owner: a.pooled.inst,
 		ReservationTTL: time.Duration(a.ReservationTTL), StoreTimeout: time.Duration(a.StoreTimeout),
-		SettleTimeout: time.Duration(a.SettleTimeout),
+		SettleTimeout: time.Duration(a.SettleTimeout), Blobs: a.blobs,
 	}
 }
