@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/billing"
+	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/internal/readall"
@@ -67,6 +68,12 @@ type Gateway struct {
 	// DisableCreditTopUp makes POST /credits answer 403: set it where wallets hold money
 	// paid to the operator, so that only the operator adds credit.
 	DisableCreditTopUp bool
+	// WebhookSealer seals webhook signing secrets at rest under the operator's key; nil
+	// turns the webhook endpoint routes off (503 not_configured, saying how to set a key).
+	WebhookSealer *delivery.Sealer
+	// WebhookClient checks the URLs of webhook receivers; nil admits public https
+	// receivers only (delivery.NewClient's defaults).
+	WebhookClient *delivery.Client
 	// Metrics, when set, counts requests, usage and upstream behaviour for Prometheus
 	// (NewMetrics); nil counts nothing.
 	Metrics *Metrics

@@ -129,7 +129,12 @@ var routeTable = func() []apiRoute {
 		{get, "/credits", permManagement("credits", read), oa, none, storeBounded((*Gateway).getCredits)},
 		{post, "/credits", permManagement("credits", write), oa, none, (*Gateway).topUpCredits},
 		{get, "/activity", permManagement("activity", read), oa, none, storeBounded((*Gateway).activity)},
-		{post, "/webhook-endpoints/{id}/rotate-secret", permManagement("webhooks", write), oa, none, nil},
+		{post, "/webhook-endpoints", permManagement("webhooks", write), oa, none, webhooksOn((*Gateway).createWebhookEndpoint)},
+		{get, "/webhook-endpoints", permManagement("webhooks", read), oa, none, webhooksOn(storeBounded((*Gateway).listWebhookEndpoints))},
+		{get, "/webhook-endpoints/{id}", permManagement("webhooks", read), oa, none, webhooksOn(storeBounded((*Gateway).getWebhookEndpoint))},
+		{patch, "/webhook-endpoints/{id}", permManagement("webhooks", write), oa, none, webhooksOn((*Gateway).updateWebhookEndpoint)},
+		{del, "/webhook-endpoints/{id}", permManagement("webhooks", remove), oa, none, webhooksOn((*Gateway).deleteWebhookEndpoint)},
+		{post, "/webhook-endpoints/{id}/rotate-secret", permManagement("webhooks", write), oa, none, webhooksOn((*Gateway).rotateWebhookSecret)},
 		{post, "/notifications/destinations/{id}/test", permManagement("settings", write), oa, none, nil},
 		{del, "/notifications/destinations/{id}", permManagement("settings", remove), oa, none, nil},
 	}

@@ -117,7 +117,7 @@ func keyNeeded(path string) keyRequirement {
 	case slices.Contains(anyKeyPaths, path):
 		return anyKey
 	}
-	for _, area := range []string{"/keys", "/workspaces", "/credits", "/activity", "/webhook-endpoints/", "/notifications/"} {
+	for _, area := range []string{"/keys", "/workspaces", "/credits", "/activity", "/webhook-endpoints", "/notifications/"} {
 		if path == area || strings.HasPrefix(path, strings.TrimSuffix(area, "/")+"/") {
 			return managementKey
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/blobs"
+	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
@@ -58,6 +59,11 @@ type App struct {
 	// the embedded catalogue of the discovery routes: an entry with a known id replaces
 	// the fields it sets, any other entry is added. Placeholders are resolved. Default: none.
 	CatalogFile string `json:"catalog_file,omitempty"`
+	// SecretKey encrypts webhook signing secrets at rest (AES-256-GCM): 32 random bytes in
+	// base64 (openssl rand -base64 32). Placeholders are resolved, so that
+	// {env.GATEWAY_SECRET_KEY} keeps it out of the file. Default: none, and the webhook
+	// endpoint routes answer 503 until one is set.
+	SecretKey string `json:"secret_key,omitempty"`
 	// UploadDir is the directory where uploads (transcribed audio, images to edit) are
 	// spooled while their request lasts, unlinked as soon as made; it must hold the uploads
 	// in flight at once. Placeholders are resolved. Default: the system's temporary
@@ -96,6 +102,7 @@ type App struct {
 	BlobStoreRaw json.RawMessage `json:"blob_store,omitempty" caddy:"namespace=model_gateway.blobs inline_key=backend"`
 
 	catalog    *catalog.Catalog
+	sealer     *delivery.Sealer
 	uploadDir  string
 	catalogIDs map[string]string
 	store      store.Store
@@ -385,6 +392,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := a.provisionBlobStore(ctx); err != nil {
+		return err
+	}
+	if err := a.provisionWebhooks(repl); err != nil {
 		return err
 	}
 	a.storeKey = driver + ":" + target + ":" + a.Store.Durability
@@ -680,6 +690,7 @@ func (a *App) Start() error {
 	_ = p.inst.Start(context.Background())
 	p.workers.Run(backgroundWorkers...)
 	a.logReady()
+	a.logWebhooks()
 	return nil
 }
 
@@ -758,6 +769,7 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 		DisableCreditTopUp: a.CreditTopUp != nil && !*a.CreditTopUp,
 		UploadDir:          a.uploadDir,
 		Metrics:            a.metrics,
+		WebhookSealer:      a.sealer,
 	}
 	if a.CreditLeaseLinger != nil {
 		g.LeaseLinger = time.Duration(*a.CreditLeaseLinger)

@@ -192,6 +192,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parseString(d, &a.UploadDir); err != nil {
 				return err
 			}
+		case "secret_key":
+			if a.SecretKey != "" {
+				return d.Err("secret_key already specified")
+			}
+			if err := parseString(d, &a.SecretKey); err != nil {
+				return err
+			}
 		case "credit_top_up":
 			if a.CreditTopUp != nil {
 				return d.Err("credit_top_up already specified")

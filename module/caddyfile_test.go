@@ -34,6 +34,8 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "model endpoints empty", input: "model_gateway {\n model m {\n endpoints\n route p\n }\n}", wantErr: "wrong argument count"},
 		{name: "upload_dir", input: "model_gateway {\n upload_dir /var/spool/gateway\n}", want: `{"upload_dir":"/var/spool/gateway"}`},
 		{name: "duplicate upload_dir", input: "model_gateway {\n upload_dir a\n upload_dir b\n}", wantErr: "upload_dir already specified"},
+		{name: "secret_key", input: "model_gateway {\n secret_key {env.GATEWAY_SECRET_KEY}\n}", want: `{"secret_key":"{env.GATEWAY_SECRET_KEY}"}`},
+		{name: "duplicate secret_key", input: "model_gateway {\n secret_key a\n secret_key b\n}", wantErr: "secret_key already specified"},
 		{name: "duplicate catalog", input: "model_gateway {\n model m {\n catalog a\n catalog b\n route p\n }\n}", wantErr: "catalog already specified"},
 		{name: "unknown subdirective", input: "model_gateway {\n bogus\n}", wantErr: `unrecognized subdirective "bogus"`},
 		{name: "lease linger", input: "model_gateway {\n credit_lease_linger 0\n}", want: `{"credit_lease_linger":0}`},

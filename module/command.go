@@ -34,6 +34,7 @@ file that "caddy run" uses (--config, default ./Caddyfile).
   caddy gateway bootstrap [--name demo] [--credits 10]
   caddy gateway workspace create --name <name>
   caddy gateway workspace list
+  caddy gateway workspace async --workspace <id> --enable|--disable
   caddy gateway key create --workspace <id> [--name <name>] [--management]
   caddy gateway key list --workspace <id>
   caddy gateway key revoke <key id>
@@ -155,7 +156,7 @@ func bootstrapCommand() *cobra.Command {
 }
 
 func workspaceCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "workspace", Short: "Creates and lists workspaces"}
+	cmd := &cobra.Command{Use: "workspace", Short: "Creates and lists workspaces, and sets their async access"}
 	create := &cobra.Command{Use: "create", Short: "Creates a workspace", Args: cobra.NoArgs}
 	name := create.Flags().String("name", "", "Workspace name (required)")
 	create.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -188,7 +189,7 @@ func workspaceCommand() *cobra.Command {
 			return tw.Flush()
 		})
 	}
-	cmd.AddCommand(create, list)
+	cmd.AddCommand(create, list, workspaceAsyncCommand())
 	return cmd
 }
 

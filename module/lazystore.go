@@ -148,10 +148,10 @@ func (l *lazyStore) CreateWorkspace(ctx context.Context, a1 store.Workspace) err
 	return s.CreateWorkspace(ctx, a1)
 }
 
-func (l *lazyStore) DeleteWebhookEndpoint(ctx context.Context, a1 string, a2 string) error {
+func (l *lazyStore) DeleteWebhookEndpoint(ctx context.Context, a1 string, a2 string) (store.WebhookEndpoint, error) {
 	s, err := l.get(ctx)
 	if err != nil {
-		return err
+		return store.WebhookEndpoint{}, err
 	}
 	return s.DeleteWebhookEndpoint(ctx, a1, a2)
 }
@@ -441,6 +441,14 @@ func (l *lazyStore) SettleLease(ctx context.Context, a1 store.SettleLeaseParams)
 		return zero, err
 	}
 	return s.SettleLease(ctx, a1)
+}
+
+func (l *lazyStore) SetWorkspaceAsyncAccess(ctx context.Context, a1 string, a2 bool) (store.Workspace, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.Workspace{}, err
+	}
+	return s.SetWorkspaceAsyncAccess(ctx, a1, a2)
 }
 
 func (l *lazyStore) UpdateKey(ctx context.Context, a1 string, a2 string, a3 store.KeyUpdate) (store.Key, error) {

@@ -65,23 +65,16 @@ http://127.0.0.1:%d {
 }
 `, loggedGlobals(processLog, "format json"), db, freePort(t)))
 	t.Cleanup(func() { _ = caddy.Stop() })
-	if err := caddy.Stop(); err != nil {
-		t.Fatal(err)
-	}
-
-	f, err := os.Open(processLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var ready []map[string]any
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		var line map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &line); err == nil && line["msg"] == "gateway ready" {
+	decoded, text := stoppedLogLines(t, processLog)
+	for _, line := range decoded {
+		if line["msg"] == "gateway ready" {
 			ready = append(ready, line)
 		}
-		if strings.Contains(sc.Text(), "sk-set") {
-			t.Errorf("a credential in the log: %s", sc.Text())
+	}
+	for _, line := range text {
+		if strings.Contains(line, "sk-set") {
+			t.Errorf("a credential in the log: %s", line)
 		}
 	}
 	if len(ready) != 1 {
@@ -96,6 +89,28 @@ http://127.0.0.1:%d {
 		!slices.Equal(missing, []string{"bare", "unset"}) {
 		t.Fatalf("start line %v", got)
 	}
+}
+
+// stoppedLogLines stops Caddy and returns the lines of its process log at path, as text
+// and, for those that are JSON objects, decoded.
+func stoppedLogLines(t *testing.T, path string) (decoded []map[string]any, text []string) {
+	t.Helper()
+	if err := caddy.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		text = append(text, sc.Text())
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err == nil {
+			decoded = append(decoded, line)
+		}
+	}
+	return decoded, text
 }
 
 // The store's location in the log is SQLite's file, or PostgreSQL's host, port and

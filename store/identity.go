@@ -19,6 +19,10 @@ type Identity interface {
 	// ListChildWorkspaces returns a page of the workspaces created by parentID, oldest
 	// first (page.go).
 	ListChildWorkspaces(ctx context.Context, parentID string, p Page) ([]Workspace, error)
+	// SetWorkspaceAsyncAccess turns the workspace's access to async APIs on or off and
+	// returns it as stored; ErrNotFound if it does not exist. Only the operator calls it
+	// (the caddy gateway CLI): no API key can change its own workspace's access.
+	SetWorkspaceAsyncAccess(ctx context.Context, id string, enabled bool) (Workspace, error)
 
 	// CreateKey stores a key of an existing workspace (ErrNotFound otherwise); ErrConflict
 	// if the id is taken.
@@ -42,6 +46,9 @@ type Workspace struct {
 	// empty for workspaces the operator created.
 	ParentID  string
 	CreatedAt time.Time
+	// AsyncAccess is the workspace's access to async APIs, which rotating a webhook
+	// secret requires; off until the operator turns it on.
+	AsyncAccess bool
 }
 
 // ValidateWorkspace checks a workspace to create; backends refuse one that fails it.

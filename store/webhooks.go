@@ -25,8 +25,11 @@ type WebhookEndpoints interface {
 	// UpdateWebhookEndpoint applies u to an endpoint of the workspace and returns it as
 	// updated. Making an endpoint active again clears its failures and disabled reason.
 	UpdateWebhookEndpoint(ctx context.Context, workspaceID, id string, u WebhookEndpointUpdate) (WebhookEndpoint, error)
-	// DeleteWebhookEndpoint removes an endpoint of the workspace.
-	DeleteWebhookEndpoint(ctx context.Context, workspaceID, id string) error
+	// DeleteWebhookEndpoint deletes an endpoint of the workspace and returns it as deleted:
+	// status WebhookDeleted, DeletedAt stamped. The row is kept (deliveries and audits may
+	// name it), but every other method then treats it as missing (ErrNotFound), and lists
+	// leave it out.
+	DeleteWebhookEndpoint(ctx context.Context, workspaceID, id string) (WebhookEndpoint, error)
 	// RotateWebhookSecret, in one transaction, makes sealed the endpoint's secret and its
 	// secret until now the previous one, kept until previousUntil (a previous one of an
 	// earlier rotation is dropped), and returns the endpoint as rotated.
@@ -64,6 +67,8 @@ func (o WebhookOutcome) Validate() error {
 const (
 	WebhookActive   = "active"
 	WebhookDisabled = "disabled"
+	// WebhookDeleted is the status DeleteWebhookEndpoint sets; no create or update sets it.
+	WebhookDeleted = "deleted"
 )
 
 // Limits of a webhook endpoint's fields.
@@ -93,6 +98,8 @@ type WebhookEndpoint struct {
 	CreatedBy string
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// DeletedAt is when DeleteWebhookEndpoint deleted it, zero before.
+	DeletedAt time.Time
 	// ConsecutiveFailures counts the deliveries that failed since the last that did not;
 	// DisabledReason tells why the gateway disabled the endpoint, empty when it did not.
 	ConsecutiveFailures int

@@ -58,7 +58,26 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, e
 	return ws, nil
 }
 
-const workspaceColumns = `id, name, COALESCE(parent_id, ''), created_at`
+const workspaceColumns = `id, name, COALESCE(parent_id, ''), created_at, async_access`
+
+// SetWorkspaceAsyncAccess turns the workspace's access to async APIs on or off.
+func (s *Store) SetWorkspaceAsyncAccess(ctx context.Context, id string, enabled bool) (store.Workspace, error) {
+	var ws store.Workspace
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		got, err := scanWorkspace(tx.QueryRow(ctx, `UPDATE workspaces SET async_access = $1 WHERE id = $2 RETURNING `+workspaceColumns, enabled, id))
+		if err == nil {
+			ws = got
+		}
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Workspace{}, fmt.Errorf("workspace %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Workspace{}, fmt.Errorf("setting the async access of workspace %q: %w", id, err)
+	}
+	return ws, nil
+}
 
 // ListWorkspaces returns a page of every workspace, oldest first.
 func (s *Store) ListWorkspaces(ctx context.Context, p store.Page) ([]store.Workspace, error) {
@@ -85,7 +104,7 @@ func (s *Store) listWorkspaces(ctx context.Context, where string, args []any, p 
 
 func scanWorkspace(row pgx.Row) (store.Workspace, error) {
 	var ws store.Workspace
-	if err := row.Scan(&ws.ID, &ws.Name, &ws.ParentID, &ws.CreatedAt); err != nil {
+	if err := row.Scan(&ws.ID, &ws.Name, &ws.ParentID, &ws.CreatedAt, &ws.AsyncAccess); err != nil {
 		return store.Workspace{}, err
 	}
 	ws.CreatedAt = utc(ws.CreatedAt)

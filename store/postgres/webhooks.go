@@ -16,14 +16,14 @@ import (
 // caller sealed them.
 
 const webhookColumns = `id, workspace_id, name, url, events, status, secret, previous_secret, previous_until,
-	created_by, created_at, updated_at, consecutive_failures, disabled_reason`
+	created_by, created_at, updated_at, consecutive_failures, disabled_reason, deleted_at`
 
 // scanWebhook reads a row of webhookColumns, dropping a previous secret expired at now.
 func scanWebhook(row pgx.Row, now time.Time) (store.WebhookEndpoint, error) {
 	var e store.WebhookEndpoint
-	var until *time.Time
+	var until, deleted *time.Time
 	if err := row.Scan(&e.ID, &e.WorkspaceID, &e.Name, &e.URL, &e.Events, &e.Status, &e.Secret, &e.PreviousSecret, &until,
-		&e.CreatedBy, &e.CreatedAt, &e.UpdatedAt, &e.ConsecutiveFailures, &e.DisabledReason); err != nil {
+		&e.CreatedBy, &e.CreatedAt, &e.UpdatedAt, &e.ConsecutiveFailures, &e.DisabledReason, &deleted); err != nil {
 		return store.WebhookEndpoint{}, err
 	}
 	if e.Events == nil {
@@ -32,6 +32,9 @@ func scanWebhook(row pgx.Row, now time.Time) (store.WebhookEndpoint, error) {
 	e.CreatedAt, e.UpdatedAt = utc(e.CreatedAt), utc(e.UpdatedAt)
 	if until != nil {
 		e.PreviousUntil = utc(*until)
+	}
+	if deleted != nil {
+		e.DeletedAt = utc(*deleted)
 	}
 	return store.ExpirePrevious(e, now), nil
 }
@@ -59,7 +62,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e store.WebhookEndpoi
 	}
 	err = s.tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+webhookColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, NULL, $8, $9, $10, 0, '')`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, NULL, $8, $9, $10, 0, '', NULL)`,
 			e.ID, e.WorkspaceID, e.Name, e.URL, e.Events, e.Status, e.Secret, e.CreatedBy, e.CreatedAt, e.UpdatedAt)
 		return jobWriteError(err)
 	})
@@ -75,7 +78,7 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, workspaceID, id string) 
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
 		var err error
 		e, err = s.scanWebhookNow(conn.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhook_endpoints
-			WHERE workspace_id = $1 AND id = $2`, workspaceID, id))
+			WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL`, workspaceID, id))
 		return err
 	})
 	return e, webhookError(id, "getting", err)
@@ -86,7 +89,7 @@ func (s *Store) ListWebhookEndpoints(ctx context.Context, workspaceID string, p 
 	var out []store.WebhookEndpoint
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
 		var err error
-		out, err = readPage(ctx, conn, "webhook_endpoints", webhookColumns, `workspace_id = $1`, []any{workspaceID}, p, s.scanWebhookNow)
+		out, err = readPage(ctx, conn, "webhook_endpoints", webhookColumns, `workspace_id = $1 AND deleted_at IS NULL`, []any{workspaceID}, p, s.scanWebhookNow)
 		return err
 	})
 	if err != nil {
@@ -122,7 +125,7 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, workspaceID, id strin
 		}
 	}
 	n := len(args)
-	stmt += ` WHERE workspace_id = $` + strconv.Itoa(n+1) + ` AND id = $` + strconv.Itoa(n+2) + ` RETURNING ` + webhookColumns
+	stmt += ` WHERE workspace_id = $` + strconv.Itoa(n+1) + ` AND id = $` + strconv.Itoa(n+2) + ` AND deleted_at IS NULL RETURNING ` + webhookColumns
 	return s.writeWebhook(ctx, id, "updating", stmt, append(args, workspaceID, id))
 }
 
@@ -139,18 +142,12 @@ func (s *Store) writeWebhook(ctx context.Context, id, doing, stmt string, args [
 	return e, webhookError(id, doing, err)
 }
 
-// DeleteWebhookEndpoint removes an endpoint of the workspace.
-func (s *Store) DeleteWebhookEndpoint(ctx context.Context, workspaceID, id string) error {
-	var deleted bool
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2`, workspaceID, id)
-		deleted = err == nil && tag.RowsAffected() > 0
-		return err
-	})
-	if err == nil && !deleted {
-		err = pgx.ErrNoRows
-	}
-	return webhookError(id, "deleting", err)
+// DeleteWebhookEndpoint marks an endpoint of the workspace deleted, keeping its row.
+func (s *Store) DeleteWebhookEndpoint(ctx context.Context, workspaceID, id string) (store.WebhookEndpoint, error) {
+	now := s.stamp(time.Time{})
+	return s.writeWebhook(ctx, id, "deleting", `UPDATE webhook_endpoints SET status = $1, deleted_at = $2, updated_at = $2
+		WHERE workspace_id = $3 AND id = $4 AND deleted_at IS NULL RETURNING `+webhookColumns,
+		[]any{store.WebhookDeleted, now, workspaceID, id})
 }
 
 // RotateWebhookSecret makes sealed the endpoint's secret, its secret until now the
@@ -161,7 +158,7 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, workspaceID, id string,
 	}
 	return s.writeWebhook(ctx, id, "rotating the secret of", `UPDATE webhook_endpoints
 		SET previous_secret = secret, previous_until = $1, secret = $2, updated_at = $3
-		WHERE workspace_id = $4 AND id = $5 RETURNING `+webhookColumns,
+		WHERE workspace_id = $4 AND id = $5 AND deleted_at IS NULL RETURNING `+webhookColumns,
 		[]any{s.stamp(previousUntil), sealed, s.stamp(time.Time{}), workspaceID, id})
 }
 
@@ -177,6 +174,6 @@ func (s *Store) RecordWebhookOutcome(ctx context.Context, workspaceID, id string
 		disabled_reason = CASE WHEN `+disables+` THEN $3 ELSE disabled_reason END,
 		updated_at = CASE WHEN `+disables+` THEN $4 ELSE updated_at END,
 		consecutive_failures = CASE WHEN $1 THEN 0 ELSE consecutive_failures + 1 END
-		WHERE workspace_id = $5 AND id = $6 RETURNING `+webhookColumns,
+		WHERE workspace_id = $5 AND id = $6 AND deleted_at IS NULL RETURNING `+webhookColumns,
 		[]any{o.Delivered, o.DisableAfter, o.Reason, s.stamp(time.Time{}), workspaceID, id})
 }

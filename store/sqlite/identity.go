@@ -53,7 +53,24 @@ func (s *Store) GetWorkspace(ctx context.Context, id string) (store.Workspace, e
 	return ws, nil
 }
 
-const workspaceColumns = `id, name, COALESCE(parent_id, ''), created_at`
+const workspaceColumns = `id, name, COALESCE(parent_id, ''), created_at, async_access`
+
+// SetWorkspaceAsyncAccess turns the workspace's access to async APIs on or off.
+func (s *Store) SetWorkspaceAsyncAccess(ctx context.Context, id string, enabled bool) (store.Workspace, error) {
+	var ws store.Workspace
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		ws, err = scanWorkspace(tx.QueryRowContext(ctx, `UPDATE workspaces SET async_access = ? WHERE id = ? RETURNING `+workspaceColumns, enabled, id))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Workspace{}, fmt.Errorf("workspace %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Workspace{}, fmt.Errorf("setting the async access of workspace %q: %w", id, markUnavailable(err))
+	}
+	return ws, nil
+}
 
 // ListWorkspaces returns a page of every workspace, oldest first.
 func (s *Store) ListWorkspaces(ctx context.Context, p store.Page) ([]store.Workspace, error) {
@@ -76,7 +93,7 @@ func (s *Store) listWorkspaces(ctx context.Context, where string, args []any, p 
 func scanWorkspace(row scanner) (store.Workspace, error) {
 	var ws store.Workspace
 	var created int64
-	if err := row.Scan(&ws.ID, &ws.Name, &ws.ParentID, &created); err != nil {
+	if err := row.Scan(&ws.ID, &ws.Name, &ws.ParentID, &created, &ws.AsyncAccess); err != nil {
 		return store.Workspace{}, err
 	}
 	ws.CreatedAt = fromMillis(created)

@@ -15,16 +15,16 @@ import (
 // caller sealed them, times as Unix milliseconds.
 
 const webhookColumns = `id, workspace_id, name, url, events, status, secret, previous_secret, previous_until,
-	created_by, created_at, updated_at, consecutive_failures, disabled_reason`
+	created_by, created_at, updated_at, consecutive_failures, disabled_reason, deleted_at`
 
 // scanWebhook reads a row of webhookColumns, dropping a previous secret expired at now.
 func scanWebhook(row scanner, now time.Time) (store.WebhookEndpoint, error) {
 	var e store.WebhookEndpoint
 	var events string
-	var until sql.NullInt64
+	var until, deleted sql.NullInt64
 	var created, updated int64
 	if err := row.Scan(&e.ID, &e.WorkspaceID, &e.Name, &e.URL, &events, &e.Status, &e.Secret, &e.PreviousSecret, &until,
-		&e.CreatedBy, &created, &updated, &e.ConsecutiveFailures, &e.DisabledReason); err != nil {
+		&e.CreatedBy, &created, &updated, &e.ConsecutiveFailures, &e.DisabledReason, &deleted); err != nil {
 		return store.WebhookEndpoint{}, err
 	}
 	if err := json.Unmarshal([]byte(events), &e.Events); err != nil || e.Events == nil {
@@ -33,6 +33,9 @@ func scanWebhook(row scanner, now time.Time) (store.WebhookEndpoint, error) {
 	e.CreatedAt, e.UpdatedAt = fromMillis(created), fromMillis(updated)
 	if until.Valid {
 		e.PreviousUntil = fromMillis(until.Int64)
+	}
+	if deleted.Valid {
+		e.DeletedAt = fromMillis(deleted.Int64)
 	}
 	return store.ExpirePrevious(e, now), nil
 }
@@ -53,7 +56,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e store.WebhookEndpoi
 	}
 	err = s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO webhook_endpoints (`+webhookColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, 0, '')`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, 0, '', NULL)`,
 			e.ID, e.WorkspaceID, e.Name, e.URL, string(events), e.Status, e.Secret, e.CreatedBy, millis(e.CreatedAt), millis(e.UpdatedAt))
 		return jobWriteError(err)
 	})
@@ -66,7 +69,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e store.WebhookEndpoi
 // GetWebhookEndpoint returns an endpoint of the workspace.
 func (s *Store) GetWebhookEndpoint(ctx context.Context, workspaceID, id string) (store.WebhookEndpoint, error) {
 	e, err := s.scanWebhookNow(s.r.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhook_endpoints
-		WHERE workspace_id = ? AND id = ?`, workspaceID, id))
+		WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL`, workspaceID, id))
 	return e, webhookReadError(id, "getting", err)
 }
 
@@ -83,7 +86,7 @@ func webhookReadError(id, doing string, err error) error {
 
 // ListWebhookEndpoints returns a page of the workspace's endpoints, oldest first.
 func (s *Store) ListWebhookEndpoints(ctx context.Context, workspaceID string, p store.Page) ([]store.WebhookEndpoint, error) {
-	out, err := readPage(ctx, s.r, "webhook_endpoints", webhookColumns, `workspace_id = ?`, []any{workspaceID}, p, s.scanWebhookNow)
+	out, err := readPage(ctx, s.r, "webhook_endpoints", webhookColumns, `workspace_id = ? AND deleted_at IS NULL`, []any{workspaceID}, p, s.scanWebhookNow)
 	if err != nil {
 		return nil, fmt.Errorf("listing webhook endpoints: %w", markUnavailable(err))
 	}
@@ -120,7 +123,7 @@ func (s *Store) UpdateWebhookEndpoint(ctx context.Context, workspaceID, id strin
 			stmt += `, consecutive_failures = 0, disabled_reason = ''`
 		}
 	}
-	stmt += ` WHERE workspace_id = ? AND id = ? RETURNING ` + webhookColumns
+	stmt += ` WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL RETURNING ` + webhookColumns
 	args = append(args, workspaceID, id)
 	return s.writeWebhook(ctx, id, "updating", stmt, args)
 }
@@ -136,21 +139,12 @@ func (s *Store) writeWebhook(ctx context.Context, id, doing, stmt string, args [
 	return e, webhookReadError(id, doing, err)
 }
 
-// DeleteWebhookEndpoint removes an endpoint of the workspace.
-func (s *Store) DeleteWebhookEndpoint(ctx context.Context, workspaceID, id string) error {
-	var n int64
-	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM webhook_endpoints WHERE workspace_id = ? AND id = ?`, workspaceID, id)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	if err == nil && n == 0 {
-		err = sql.ErrNoRows
-	}
-	return webhookReadError(id, "deleting", err)
+// DeleteWebhookEndpoint marks an endpoint of the workspace deleted, keeping its row.
+func (s *Store) DeleteWebhookEndpoint(ctx context.Context, workspaceID, id string) (store.WebhookEndpoint, error) {
+	now := millis(s.stamp(time.Time{}))
+	return s.writeWebhook(ctx, id, "deleting", `UPDATE webhook_endpoints SET status = ?, deleted_at = ?, updated_at = ?
+		WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL RETURNING `+webhookColumns,
+		[]any{store.WebhookDeleted, now, now, workspaceID, id})
 }
 
 // RotateWebhookSecret makes sealed the endpoint's secret, its secret until now the
@@ -161,7 +155,7 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, workspaceID, id string,
 	}
 	return s.writeWebhook(ctx, id, "rotating the secret of", `UPDATE webhook_endpoints
 		SET previous_secret = secret, previous_until = ?, secret = ?, updated_at = ?
-		WHERE workspace_id = ? AND id = ? RETURNING `+webhookColumns,
+		WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL RETURNING `+webhookColumns,
 		[]any{millis(s.stamp(previousUntil)), sealed, millis(s.stamp(time.Time{})), workspaceID, id})
 }
 
@@ -177,6 +171,6 @@ func (s *Store) RecordWebhookOutcome(ctx context.Context, workspaceID, id string
 		disabled_reason = CASE WHEN `+disables+` THEN ?3 ELSE disabled_reason END,
 		updated_at = CASE WHEN `+disables+` THEN ?4 ELSE updated_at END,
 		consecutive_failures = CASE WHEN ?1 THEN 0 ELSE consecutive_failures + 1 END
-		WHERE workspace_id = ?5 AND id = ?6 RETURNING `+webhookColumns,
+		WHERE workspace_id = ?5 AND id = ?6 AND deleted_at IS NULL RETURNING `+webhookColumns,
 		[]any{o.Delivered, o.DisableAfter, o.Reason, millis(s.stamp(time.Time{})), workspaceID, id})
 }

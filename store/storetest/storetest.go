@@ -79,6 +79,7 @@ func Run(t *testing.T, open Opener) {
 		{"Watch", testWatchSameStore},
 		{"AdvanceRace", testAdvanceRace},
 		{"WebhookPages", testWebhookPages},
+		{"WorkspaceAsyncAccess", testWorkspaceAsyncAccess},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -93,7 +93,8 @@ func testWebhookEndpoints(t *testing.T, s store.Store, c *Clock) {
 	wantErr(t, "UpdateWebhookEndpoint from another workspace", err, store.ErrNotFound)
 	_, err = s.RotateWebhookSecret(ctx, other, "we_1", []byte("other"), created.Add(time.Hour))
 	wantErr(t, "RotateWebhookSecret from another workspace", err, store.ErrNotFound)
-	wantErr(t, "DeleteWebhookEndpoint from another workspace", s.DeleteWebhookEndpoint(ctx, other, "we_1"), store.ErrNotFound)
+	_, err = s.DeleteWebhookEndpoint(ctx, other, "we_1")
+	wantErr(t, "DeleteWebhookEndpoint from another workspace", err, store.ErrNotFound)
 	sameEndpoint(t, "after another workspace's tries", getEndpoint(t, s, ws, "we_1"), want)
 
 	// Update replaces what it sets, and only that.
@@ -122,15 +123,67 @@ func testWebhookEndpoints(t *testing.T, s store.Store, c *Clock) {
 	_, err = s.UpdateWebhookEndpoint(ctx, ws, "we_missing", store.WebhookEndpointUpdate{Name: &name})
 	wantErr(t, "UpdateWebhookEndpoint of a missing endpoint", err, store.ErrNotFound)
 
-	// Delete removes it, once.
+	// Delete marks it deleted, once; from then on it is missing to every other method and
+	// to the list.
 	createEndpoint(t, s, testEndpoint(ws, "we_2"))
-	if err := s.DeleteWebhookEndpoint(ctx, ws, "we_1"); err != nil {
+	c.Set(created.Add(2 * time.Minute))
+	before := getEndpoint(t, s, ws, "we_1")
+	got, err = s.DeleteWebhookEndpoint(ctx, ws, "we_1")
+	if err != nil {
 		t.Fatalf("DeleteWebhookEndpoint: %v", err)
 	}
+	wantDeleted := before
+	wantDeleted.Status, wantDeleted.DeletedAt, wantDeleted.UpdatedAt = store.WebhookDeleted, c.Now(), c.Now()
+	sameEndpoint(t, "deleted", got, wantDeleted)
 	_, err = s.GetWebhookEndpoint(ctx, ws, "we_1")
 	wantErr(t, "GetWebhookEndpoint of a deleted endpoint", err, store.ErrNotFound)
-	wantErr(t, "DeleteWebhookEndpoint again", s.DeleteWebhookEndpoint(ctx, ws, "we_1"), store.ErrNotFound)
+	_, err = s.DeleteWebhookEndpoint(ctx, ws, "we_1")
+	wantErr(t, "DeleteWebhookEndpoint again", err, store.ErrNotFound)
+	_, err = s.UpdateWebhookEndpoint(ctx, ws, "we_1", store.WebhookEndpointUpdate{Name: &name})
+	wantErr(t, "UpdateWebhookEndpoint of a deleted endpoint", err, store.ErrNotFound)
+	_, err = s.RotateWebhookSecret(ctx, ws, "we_1", []byte("new"), c.Now().Add(time.Hour))
+	wantErr(t, "RotateWebhookSecret of a deleted endpoint", err, store.ErrNotFound)
+	_, err = s.RecordWebhookOutcome(ctx, ws, "we_1", store.WebhookOutcome{Delivered: true})
+	wantErr(t, "RecordWebhookOutcome of a deleted endpoint", err, store.ErrNotFound)
+	list, err := s.ListWebhookEndpoints(ctx, ws, store.Page{Limit: 10})
+	if err != nil || len(list) != 1 || list[0].ID != "we_2" {
+		t.Fatalf("ListWebhookEndpoints after a delete: %v, %d endpoints (want only we_2)", err, len(list))
+	}
 	getEndpoint(t, s, ws, "we_2")
+	_, err = s.CreateWebhookEndpoint(ctx, testEndpoint(ws, "we_1"))
+	wantErr(t, "CreateWebhookEndpoint of a deleted endpoint's id", err, store.ErrConflict)
+}
+
+// testWorkspaceAsyncAccess: a workspace starts without async access, and the setting
+// turns it on and off, for that workspace alone.
+func testWorkspaceAsyncAccess(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	ws, other := newWorkspace(t, s, 0), newWorkspace(t, s, 0)
+	read := func(id string) store.Workspace {
+		t.Helper()
+		got, err := s.GetWorkspace(ctx, id)
+		if err != nil {
+			t.Fatalf("GetWorkspace: %v", err)
+		}
+		return got
+	}
+	if read(ws).AsyncAccess {
+		t.Fatal("a new workspace has async access")
+	}
+	for _, enabled := range []bool{true, true, false, true} {
+		got, err := s.SetWorkspaceAsyncAccess(ctx, ws, enabled)
+		if err != nil {
+			t.Fatalf("SetWorkspaceAsyncAccess(%v): %v", enabled, err)
+		}
+		if got.ID != ws || got.AsyncAccess != enabled || read(ws).AsyncAccess != enabled {
+			t.Fatalf("SetWorkspaceAsyncAccess(%v) returned %+v, reads back %v", enabled, got, read(ws).AsyncAccess)
+		}
+		if read(other).AsyncAccess {
+			t.Fatal("turning on one workspace's async access turned on another's")
+		}
+	}
+	_, err := s.SetWorkspaceAsyncAccess(ctx, "ws_missing", true)
+	wantErr(t, "SetWorkspaceAsyncAccess of a missing workspace", err, store.ErrNotFound)
 }
 
 // testWebhookRotation: a rotation keeps the previous secret beside the new one until its
