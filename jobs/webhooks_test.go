@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -59,5 +61,55 @@ func TestWebhookEvents(t *testing.T) {
 		if evs := hook(j, "completed"); len(evs) != 0 {
 			t.Fatalf("webhook %q made %+v", w, evs)
 		}
+	}
+}
+
+// TestEngineEnqueuesWebhookEvents: the engine's changes of a job with a webhook fill the
+// outbox, each event telling of the job as the change left it.
+func TestEngineEnqueuesWebhookEvents(t *testing.T) {
+	f := newFixture(t)
+	f.e.Events = WebhookEvents(zap.NewNop(), nil)
+	id := ids.New("video")
+	testKind.mu.Lock()
+	testKind.script[id] = []step{running, finished}
+	testKind.mu.Unlock()
+	_, err := f.e.Submit(context.Background(), Submission{
+		Job: store.Job{ID: id, WorkspaceID: f.ws, Kind: "enginetest", KeyID: f.kd, Model: "video", Provider: "up",
+			UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(time.Hour),
+			Webhook: json.RawMessage(`{"endpoint_id":"we_1","events":["enginetest.status_changed","enginetest.completed"]}`)},
+		Most: usd, Endpoint: "/videos",
+		Start: func(context.Context) (string, Report, error) {
+			return "native", Report{Status: StatusQueued, PollAfter: time.Millisecond}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f.pollDue() > 0 {
+	}
+	items, err := f.s.Claim(context.Background(), store.ClaimParams{Queue: store.DeliveryQueue, Owner: "t", Lease: time.Minute, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]EventData{}
+	for _, it := range items {
+		d, err := store.DeliveryOf(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev Event
+		if err := json.Unmarshal(d.Payload, &ev); err != nil || ev.ID != d.ID || ev.Type != d.EventType || d.Target != "we_1" || d.JobID != id {
+			t.Fatalf("delivery %+v: event %+v, %v", d, ev, err)
+		}
+		got[ev.Type] = ev.Data
+	}
+	if len(got) != 2 {
+		t.Fatalf("events %+v, want status_changed and completed (progress is filtered out)", got)
+	}
+	if d := got["enginetest.status_changed"]; d.Status != StatusInProgress || d.Progress != 40 || d.CompletedAt != nil {
+		t.Fatalf("status_changed tells of %+v, want the job in progress at 40%%", d)
+	}
+	if d := got["enginetest.completed"]; d.Status != StatusCompleted || d.Progress != 100 || d.CompletedAt == nil {
+		t.Fatalf("completed tells of %+v, want the job completed", d)
 	}
 }
