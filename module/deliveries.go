@@ -17,7 +17,7 @@ func init() {
 
 // sealerCheck is how often the deliveries worker looks whether a reload changed the secret
 // key: a new key must open the secrets from then on, and no key stops the sending.
-const sealerCheck = 5 * time.Second
+var sealerCheck = 5 * time.Second
 
 // runDeliveries sends the webhook outbox (delivery.Sender) until the store handle ends,
 // with the secret key of the newest started configuration. Without a key no secret can be
