@@ -345,7 +345,9 @@ func (s *Sender) record(ctx context.Context, log *zap.Logger, it store.ClaimedIt
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
 		log.Error("counting a delivery's outcome on its endpoint failed", zap.Error(err))
-	case !o.attempt.Delivered && ep.Status == store.WebhookDisabled && ep.ConsecutiveFailures == outcome.DisableAfter:
+	case !o.attempt.Delivered && ep.Status == store.WebhookDisabled:
+		// Send found it active: this outcome disabled it (or a user did meanwhile, which the
+		// reason tells).
 		log.Warn("webhook endpoint disabled", zap.String("reason", ep.DisabledReason),
 			zap.Int("consecutive_failures", ep.ConsecutiveFailures))
 	}
