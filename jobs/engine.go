@@ -45,7 +45,7 @@ type Engine struct {
 	// MaxAttempts is how many failed polls in a row end a job as failed.
 	MaxAttempts int
 	// Events, when set, makes the events a change of job j to phase enqueues for delivery
-	// (webhooks), in the transaction that makes the change.
+	// (webhooks), in the transaction that makes the change; j is the job as changed.
 	Events func(j store.Job, phase string) []store.Event
 
 	wakeOnce sync.Once
@@ -308,11 +308,14 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 	u := store.JobUpdate{Status: &rep.Status, Progress: &rep.Progress, Lifecycle: ptr(LifecyclePolling)}
 	var events []store.Event
 	if e.Events != nil {
+		// The events tell of the job as this poll leaves it.
+		changed := j
+		changed.Status, changed.Progress, changed.Lifecycle = rep.Status, rep.Progress, LifecyclePolling
 		if rep.Status != j.Status {
-			events = append(events, e.Events(j, "status_changed")...)
+			events = append(events, e.Events(changed, "status_changed")...)
 		}
 		if rep.Progress != j.Progress {
-			events = append(events, e.Events(j, "progress")...)
+			events = append(events, e.Events(changed, "progress")...)
 		}
 	}
 	if err := e.Store.AdvanceJob(ctx, it.Claim, u, events, e.now().Add(e.pace(rep.PollAfter))); err != nil {
@@ -363,7 +366,13 @@ func (e *Engine) end(ctx context.Context, log *zap.Logger, it store.ClaimedItem,
 	}
 	var events []store.Event
 	if e.Events != nil && rep.Status != j.Status {
-		events = e.Events(j, phaseOf(rep.Status))
+		changed := j
+		changed.Status, changed.Lifecycle, changed.CompletedAt = rep.Status, lifecycle, now
+		if u.Progress != nil {
+			changed.Progress = *u.Progress
+		}
+		changed.ErrorCode, changed.ErrorMessage = rep.ErrorCode, rep.ErrorMessage
+		events = e.Events(changed, phaseOf(rep.Status))
 	}
 	if err := e.Store.AdvanceJob(ctx, it.Claim, u, events, time.Time{}); err != nil {
 		e.advanceFailed(ctx, log, it, err)

@@ -33,7 +33,8 @@ func runJobs(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 	defer func() { _ = ledger.Close() }()
 	e := &jobs.Engine{
 		Store: rt.Store(), Ledger: ledger, Logger: log, Owner: owner,
-		Env: func() jobs.Env { return jobsEnv(rt.Current()) },
+		Env:    func() jobs.Env { return jobsEnv(rt.Current()) },
+		Events: jobs.WebhookEvents(log, time.Now),
 	}
 	return e.Run(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/blobs"
+	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/workers"
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -44,6 +45,9 @@ type appRuntime struct {
 	ReservationTTL, StoreTimeout, SettleTimeout time.Duration
 	// Blobs is the app's blob store, where the job families keep what they produce.
 	Blobs blobs.Store
+	// Sealer opens the webhook endpoints' signing secrets (the app's secret key); nil when
+	// no key is configured, and then no webhook is delivered.
+	Sealer *delivery.Sealer
 }
 
 // runtime is the app's configuration as the workers see it.

@@ -1,0 +1,380 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// DefaultSchedule is the wait before each retry of a delivery that failed in a way worth
+// retrying (DESIGN.md): the first attempt is at once, then +1 m, +5 m, +30 m and +2 h,
+// five attempts in all.
+var DefaultSchedule = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour}
+
+// Defaults of the Sender's settings.
+const (
+	// DefaultDisableAfter is how many deliveries in a row that failed for good disable an
+	// endpoint: with the default schedule, about a day of an endpoint failing every event.
+	DefaultDisableAfter = 5
+	// DefaultMaxRetryAfter bounds how long a receiver's Retry-After may put a retry off: no
+	// longer than the schedule's longest wait, so that a receiver cannot park an event for days.
+	DefaultMaxRetryAfter = 2 * time.Hour
+	// DefaultLease is how long a claimed delivery is held: more than a call's timeout, so
+	// that a sender records its attempt while it still holds the claim.
+	DefaultLease       = 2 * time.Minute
+	DefaultIdle        = time.Second
+	DefaultConcurrency = 8
+	// DefaultGroupCap is how many deliveries to one endpoint are in flight at once, across
+	// every sender: one slow endpoint never takes every sender.
+	DefaultGroupCap = 2
+	// DefaultJitter is the part of a retry's wait that is random (up to a fifth either way),
+	// so that the deliveries that failed together, when an endpoint went down, do not all
+	// come back together.
+	DefaultJitter = 0.2
+)
+
+// Reasons recorded when an endpoint is disabled.
+const (
+	ReasonConsecutiveFailures = "consecutive_failures"
+	ReasonGone                = "endpoint_gone"
+)
+
+// Sender delivers the events of the outbox (store.DeliveryQueue) to the webhook endpoints
+// they name: it claims due deliveries, signs each with the endpoint's secrets, posts it
+// through the guarded Client and records the attempt with its retry, at least once and
+// across restarts (a sender that dies leaves its claims to run out, and another takes them).
+type Sender struct {
+	Store  store.Store
+	Sealer *Sealer
+	Client *Client
+	Logger *zap.Logger
+	// Owner names this process's claims (its instance id).
+	Owner string
+	Now   func() time.Time
+
+	// Schedule is the wait before each retry; DefaultSchedule when nil. A delivery gets
+	// len(Schedule)+1 attempts.
+	Schedule []time.Duration
+	// Jitter is the random part of a retry's wait, as a fraction (0.2: up to 20% either
+	// way); negative for none, DefaultJitter when zero.
+	Jitter float64
+	// MaxRetryAfter bounds a receiver's Retry-After; DefaultMaxRetryAfter when zero.
+	MaxRetryAfter time.Duration
+	// DisableAfter is how many deliveries to an endpoint failing in a row disable it;
+	// DefaultDisableAfter when zero.
+	DisableAfter int
+	// Lease, Idle, Concurrency and GroupCap pace the claims; zero takes the defaults.
+	Lease       time.Duration
+	Idle        time.Duration
+	Concurrency int
+	GroupCap    int
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func (s *Sender) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Sender) schedule() []time.Duration {
+	if s.Schedule == nil {
+		return DefaultSchedule
+	}
+	return s.Schedule
+}
+
+// MaxAttempts is how many attempts a delivery gets before it is given up.
+func (s *Sender) MaxAttempts() int { return len(s.schedule()) + 1 }
+
+// Run sends due deliveries until ctx ends. Its error (the store cannot be reached to
+// claim) is for the worker runtime, which runs it again after a backoff.
+func (s *Sender) Run(ctx context.Context) error {
+	sem := make(chan struct{}, orDefault(s.Concurrency, DefaultConcurrency))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		free := cap(sem) - len(sem)
+		var items []store.ClaimedItem
+		if free > 0 {
+			var err error
+			items, err = s.Store.Claim(ctx, store.ClaimParams{
+				Queue: store.DeliveryQueue, Owner: s.Owner, Lease: orDefault(s.Lease, DefaultLease),
+				Limit: free, GroupCap: orDefault(s.GroupCap, DefaultGroupCap),
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("claiming deliveries: %w", err)
+			}
+		}
+		for _, it := range items {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				// A panic in the call itself is the attempt's (Send retries it); one of the
+				// sender's own is logged here, and the claim's lease running out sends again.
+				if p := background.Call("sending delivery "+it.ID, func() { s.Send(ctx, it) }); p != nil {
+					s.Logger.Error("sending a delivery panicked; its lease running out sends it again", zap.Error(p))
+				}
+			}()
+		}
+		if len(items) > 0 {
+			continue
+		}
+		if !background.Sleep(orDefault(s.Idle, DefaultIdle), ctx.Done()) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// outcome is how one attempt ended, as Send decides what follows it.
+type outcome struct {
+	attempt store.DeliveryAttempt
+	// retry is set when the failure is worth another attempt; retryAfter is the receiver's
+	// Retry-After, zero when it gave none.
+	retry      bool
+	retryAfter time.Duration
+	// gone is set when the receiver said the endpoint is gone for good (410).
+	gone bool
+}
+
+// Send makes one attempt at a claimed delivery and records it with what follows:
+// delivered, retried later, or given up.
+func (s *Sender) Send(ctx context.Context, it store.ClaimedItem) {
+	log := s.Logger.With(zap.String("delivery_id", it.ID), zap.Int("attempt", it.Attempt))
+	d, err := store.DeliveryOf(it)
+	if err != nil {
+		log.Error("a queued delivery carries no delivery; dropped", zap.Error(err))
+		s.complete(ctx, log, it.Claim)
+		return
+	}
+	log = log.With(zap.String("endpoint_id", d.Target), zap.String("event_type", d.EventType))
+	ep, err := s.Store.GetWebhookEndpoint(ctx, d.WorkspaceID, d.Target)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.giveUp(ctx, log, it, "webhook endpoint "+d.Target+" no longer exists")
+		return
+	case err != nil:
+		s.retryClaim(ctx, log, it, fmt.Errorf("reading the webhook endpoint: %w", err))
+		return
+	case ep.Status == store.WebhookDisabled:
+		reason := "webhook endpoint " + ep.ID + " is disabled"
+		if ep.DisabledReason != "" {
+			reason += " (" + ep.DisabledReason + ")"
+		}
+		s.giveUp(ctx, log, it, reason)
+		return
+	case len(ep.Events) > 0 && !slices.Contains(ep.Events, d.EventType):
+		// The endpoint is not subscribed to this type: nothing to send, and nothing failed.
+		log.Debug("webhook endpoint not subscribed to the event's type; skipped")
+		s.complete(ctx, log, it.Claim)
+		return
+	}
+	signer, err := s.signer(ep)
+	if err != nil {
+		// The operator's key changed, or the row was altered: no attempt could sign, so
+		// retrying would only delay the failure the endpoint's owner must see.
+		s.giveUp(ctx, log, it, err.Error())
+		return
+	}
+	o := s.attempt(ctx, d, ep.URL, signer)
+	if ctx.Err() != nil && !o.attempt.Delivered {
+		// Shutting down mid-call: the claim's lease runs out and another sender tries again.
+		return
+	}
+	s.record(ctx, log, it, d, o)
+}
+
+// signer opens the endpoint's secrets and returns the signer of those that sign now.
+func (s *Sender) signer(ep store.WebhookEndpoint) (*Signer, error) {
+	if s.Sealer == nil {
+		return nil, errors.New("webhook signing secrets cannot be opened: no secret key is configured")
+	}
+	current, err := s.Sealer.Open(ep.Secret, []byte(ep.ID))
+	if err != nil {
+		return nil, fmt.Errorf("opening the signing secret of webhook endpoint %s: %w", ep.ID, err)
+	}
+	var previous []byte
+	if len(ep.PreviousSecret) > 0 {
+		if previous, err = s.Sealer.Open(ep.PreviousSecret, []byte(ep.ID)); err != nil {
+			return nil, fmt.Errorf("opening the previous signing secret of webhook endpoint %s: %w", ep.ID, err)
+		}
+	}
+	return NewSigner(SigningSecrets(string(current), string(previous), ep.PreviousUntil, s.now())...)
+}
+
+// attempt posts the delivery once and classifies what came of it. A panic on the way (in
+// the client, in a transport) is a failed attempt like a network error.
+func (s *Sender) attempt(ctx context.Context, d store.Delivery, url string, signer *Signer) outcome {
+	start := s.now()
+	var o outcome
+	o.attempt.At = start
+	var resp Response
+	var perr error
+	if p := background.Call("posting delivery "+d.ID, func() {
+		h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"modelgateway-webhooks/1"}}
+		if perr = signer.SetHeaders(h, d.ID, start, d.Payload); perr != nil {
+			return
+		}
+		resp, perr = s.Client.Post(ctx, url, h, d.Payload)
+	}); p != nil {
+		s.Logger.Error("posting a delivery panicked; retried", zap.String("delivery_id", d.ID), zap.Error(p))
+		perr = p
+	}
+	o.attempt.Duration = max(s.now().Sub(start), 0)
+	o.attempt.StatusCode = resp.StatusCode
+	o.attempt.ResponsePreview = string(resp.Preview)
+	switch {
+	case perr != nil && resp.StatusCode == 0:
+		o.attempt.Error = perr.Error()
+		// A refused address or scheme stays refused; anything else (network, timeout,
+		// panic) may pass next time.
+		o.retry = !errors.Is(perr, ErrForbiddenAddress) && !errors.Is(perr, ErrSchemeNotAllowed)
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		o.attempt.Delivered = true
+	default:
+		o.attempt.Error = "HTTP " + strconv.Itoa(resp.StatusCode)
+		if perr != nil {
+			o.attempt.Error += ": " + perr.Error()
+		}
+		switch code := resp.StatusCode; {
+		case code == http.StatusTooManyRequests || code >= 500:
+			o.retry = true
+			o.retryAfter = retryAfter(resp.Header, s.now())
+		case code == http.StatusGone:
+			o.gone = true
+		}
+	}
+	return o
+}
+
+// retryAfter reads a Retry-After header, in seconds or as an HTTP date; zero when absent
+// or unreadable.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil {
+		return max(time.Duration(secs)*time.Second, 0)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+// next is when to try again after attempt n failed with o, or zero to give up.
+func (s *Sender) next(n int, o outcome) time.Time {
+	sched := s.schedule()
+	if !o.retry || n > len(sched) {
+		return time.Time{}
+	}
+	wait := s.jitter(sched[n-1])
+	if o.retryAfter > 0 {
+		// The receiver knows best when it can take the event again, within bounds.
+		wait = min(o.retryAfter, orDefault(s.MaxRetryAfter, DefaultMaxRetryAfter))
+	}
+	return s.now().Add(wait)
+}
+
+func (s *Sender) jitter(d time.Duration) time.Duration {
+	j := s.Jitter
+	if j == 0 {
+		j = DefaultJitter
+	}
+	span := time.Duration(float64(d) * j)
+	if j < 0 || span <= 0 {
+		return d
+	}
+	return d - span + rand.N(2*span+1)
+}
+
+// record writes the attempt with what follows it and, when the delivery ended, counts its
+// outcome on the endpoint.
+func (s *Sender) record(ctx context.Context, log *zap.Logger, it store.ClaimedItem, d store.Delivery, o outcome) {
+	next := s.next(it.Attempt, o)
+	ctx = context.WithoutCancel(ctx)
+	if err := s.Store.RecordAttempt(ctx, it.Claim, o.attempt, next); err != nil {
+		if errors.Is(err, store.ErrClaimLost) {
+			log.Info("a delivery's attempt lost its claim; the new claim sends it", zap.Error(err))
+			return
+		}
+		// The receiver may have the event already: the lease running out sends it again,
+		// and the event's id lets the receiver tell.
+		log.Error("recording a delivery's attempt failed; its lease running out sends it again", zap.Error(err))
+		return
+	}
+	if !next.IsZero() {
+		log.Info("a delivery failed; retried later", zap.String("error", o.attempt.Error), zap.Time("next_at", next))
+		return
+	}
+	if !o.attempt.Delivered {
+		log.Warn("a delivery failed for good", zap.String("error", o.attempt.Error))
+	}
+	outcome := store.WebhookOutcome{Delivered: o.attempt.Delivered,
+		DisableAfter: orDefault(s.DisableAfter, DefaultDisableAfter), Reason: ReasonConsecutiveFailures}
+	if o.gone {
+		// 410: the receiver says the endpoint is gone (Standard Webhooks), so stop at once.
+		outcome.DisableAfter, outcome.Reason = 1, ReasonGone
+	}
+	ep, err := s.Store.RecordWebhookOutcome(ctx, d.WorkspaceID, d.Target, outcome)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		log.Error("counting a delivery's outcome on its endpoint failed", zap.Error(err))
+	case !o.attempt.Delivered && ep.Status == store.WebhookDisabled:
+		// Send found it active: this outcome disabled it (or a user did meanwhile, which the
+		// reason tells).
+		log.Warn("webhook endpoint disabled", zap.String("reason", ep.DisabledReason),
+			zap.Int("consecutive_failures", ep.ConsecutiveFailures))
+	}
+}
+
+// giveUp ends a delivery that cannot be made (its endpoint is gone or disabled, its secret
+// cannot be opened) as failed, with reason as its attempt's error.
+func (s *Sender) giveUp(ctx context.Context, log *zap.Logger, it store.ClaimedItem, reason string) {
+	log.Warn("a delivery cannot be made; given up", zap.String("reason", reason))
+	a := store.DeliveryAttempt{Error: reason, At: s.now()}
+	if err := s.Store.RecordAttempt(context.WithoutCancel(ctx), it.Claim, a, time.Time{}); err != nil && !errors.Is(err, store.ErrClaimLost) {
+		log.Error("recording a delivery given up failed; its lease running out tries again", zap.Error(err))
+	}
+}
+
+// retryClaim puts a delivery off when the sender could not attempt it (the store did not
+// answer): no attempt is recorded, but the claim's attempt rises.
+func (s *Sender) retryClaim(ctx context.Context, log *zap.Logger, it store.ClaimedItem, cause error) {
+	log.Warn("a delivery could not be attempted; retried later", zap.Error(cause))
+	wait := background.Backoff{Min: time.Second, Max: time.Minute}.Delay(it.Attempt - 1)
+	if err := s.Store.Retry(context.WithoutCancel(ctx), it.Claim, s.now().Add(wait), cause.Error()); err != nil {
+		log.Error("rescheduling a delivery failed; its lease running out makes it due again", zap.Error(err))
+	}
+}
+
+func (s *Sender) complete(ctx context.Context, log *zap.Logger, c store.Claim) {
+	if err := s.Store.Complete(context.WithoutCancel(ctx), c); err != nil && !errors.Is(err, store.ErrClaimLost) {
+		log.Error("completing a delivery failed", zap.Error(err))
+	}
+}
