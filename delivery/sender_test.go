@@ -456,7 +456,7 @@ func TestSenderEndsDeliveriesItCannotMake(t *testing.T) {
 	// A deleted endpoint: failed, unsent.
 	ep, _ := f.endpoint(r.srv.URL)
 	id := f.deliver(ep, "video.completed")
-	if err := f.s.DeleteWebhookEndpoint(ctx, f.ws, ep); err != nil {
+	if _, err := f.s.DeleteWebhookEndpoint(ctx, f.ws, ep); err != nil {
 		t.Fatal(err)
 	}
 	if d := f.run(f.sender(), id)[0]; d.Status != store.DeliveryFailed {

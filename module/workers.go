@@ -55,6 +55,6 @@ func (a *App) runtime() *appRuntime {
 	return &appRuntime{
 		Logger: a.logger, Registry: a.registry, Providers: a.providers, Metrics: a.metrics, Owner: a.pooled.inst,
 		ReservationTTL: time.Duration(a.ReservationTTL), StoreTimeout: time.Duration(a.StoreTimeout),
-		SettleTimeout: time.Duration(a.SettleTimeout), Blobs: a.blobs,
+		SettleTimeout: time.Duration(a.SettleTimeout), Blobs: a.blobs, Sealer: a.sealer,
 	}
 }
