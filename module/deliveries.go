@@ -2,6 +2,7 @@ package module
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,8 +17,13 @@ func init() {
 }
 
 // sealerCheck is how often the deliveries worker looks whether a reload changed the secret
-// key: a new key must open the secrets from then on, and no key stops the sending.
-var sealerCheck = 5 * time.Second
+// key: a new key must open the secrets from then on, and no key stops the sending. It is
+// atomic because every gateway of a process reads it (tests shorten it while others run).
+var sealerCheck = func() *atomic.Int64 {
+	var d atomic.Int64
+	d.Store(int64(5 * time.Second))
+	return &d
+}()
 
 // runDeliveries sends the webhook outbox (delivery.Sender) until the store handle ends,
 // with the secret key of the newest started configuration. Without a key no secret can be
@@ -32,7 +38,7 @@ func runDeliveries(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 				rt.Logger().Warn("webhooks are off: no secret_key is configured, so no signing secret can be opened; events wait in the outbox")
 				warned = true
 			}
-			background.Sleep(sealerCheck, ctx.Done())
+			background.Sleep(time.Duration(sealerCheck.Load()), ctx.Done())
 			continue
 		}
 		warned = false
@@ -53,12 +59,19 @@ func currentSealer(rt workers.Runtime[*appRuntime]) *delivery.Sealer {
 // runSender runs a Sender with sealer until ctx ends or a reload changes the key.
 func runSender(ctx context.Context, rt workers.Runtime[*appRuntime], sealer *delivery.Sealer) error {
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	watched := make(chan struct{})
+	defer func() {
+		// The watch ends with the Sender, and runSender returns after it: nothing of this
+		// run outlives it.
+		cancel()
+		<-watched
+	}()
 	go func() {
 		// Whatever ends this watch ends the Sender with it, which the loop above starts again.
+		defer close(watched)
 		defer cancel()
 		if p := background.Call("deliveries key watch", func() {
-			for background.Sleep(sealerCheck, sctx.Done()) && currentSealer(rt) == sealer {
+			for background.Sleep(time.Duration(sealerCheck.Load()), sctx.Done()) && currentSealer(rt) == sealer {
 			}
 		}); p != nil {
 			rt.Logger().Error("watching the secret key panicked; the sender restarts", zap.Error(p))

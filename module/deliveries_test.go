@@ -36,9 +36,8 @@ func (r *fakeRuntime) Logger() *zap.Logger  { return r.log }
 // webhooks are off and leaves the outbox alone; a reload that brings a key starts the
 // sending, through the guarded client (which refuses the loopback receiver).
 func TestDeliveriesWorkerWaitsForAKey(t *testing.T) {
-	saved := sealerCheck
-	sealerCheck = 10 * time.Millisecond
-	t.Cleanup(func() { sealerCheck = saved })
+	saved := sealerCheck.Swap(int64(10 * time.Millisecond))
+	t.Cleanup(func() { sealerCheck.Store(saved) })
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "gw.db"))
 	if err != nil {
