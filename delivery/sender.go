@@ -189,7 +189,9 @@ func (s *Sender) Send(ctx context.Context, it store.ClaimedItem) {
 	case len(ep.Events) > 0 && !slices.Contains(ep.Events, d.EventType):
 		// The endpoint is not subscribed to this type: nothing to send, and nothing failed.
 		log.Debug("webhook endpoint not subscribed to the event's type; skipped")
-		s.complete(ctx, log, it.Claim)
+		if err := s.Store.SkipDelivery(context.WithoutCancel(ctx), it.Claim); err != nil && !errors.Is(err, store.ErrClaimLost) {
+			log.Error("skipping a delivery failed; its lease running out tries again", zap.Error(err))
+		}
 		return
 	}
 	signer, err := s.signer(ep)

@@ -315,6 +315,14 @@ func (l *lazyStore) Ping(ctx context.Context) error {
 	return s.Ping(ctx)
 }
 
+func (l *lazyStore) SkipDelivery(ctx context.Context, a1 store.Claim) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.SkipDelivery(ctx, a1)
+}
+
 func (l *lazyStore) RecordAttempt(ctx context.Context, a1 store.Claim, a2 store.DeliveryAttempt, a3 time.Time) error {
 	s, err := l.get(ctx)
 	if err != nil {

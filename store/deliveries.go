@@ -25,6 +25,12 @@ type Deliveries interface {
 	// sender gave up); else retries the claim at next (a failure: its attempt rises). A
 	// claim no longer held is ErrClaimLost, and then nothing changes.
 	RecordAttempt(ctx context.Context, c Claim, a DeliveryAttempt, next time.Time) error
+	// SkipDelivery, in one transaction: completes the delivery claim c holds (its id is the
+	// claim's) and makes the delivery final as DeliverySkipped, recording no attempt: there
+	// was nothing to send (its target does not take events of its type), so nothing failed
+	// and the target's count of failures is not the store's to touch. A claim no longer
+	// held is ErrClaimLost, and then nothing changes.
+	SkipDelivery(ctx context.Context, c Claim) error
 	// ListAttempts returns a page of the attempts q selects, oldest first.
 	ListAttempts(ctx context.Context, q AttemptQuery) ([]DeliveryAttempt, error)
 }
@@ -37,6 +43,9 @@ const (
 	DeliveryPending   = "pending"
 	DeliveryDelivered = "delivered"
 	DeliveryFailed    = "failed"
+	// DeliverySkipped is a delivery ended without an attempt: its target does not take
+	// events of its type.
+	DeliverySkipped = "skipped"
 )
 
 // Event is an event to deliver to one target, as AdvanceJob enqueues it.
@@ -75,7 +84,7 @@ type Delivery struct {
 	Target      string          `json:"target"`
 	EventType   string          `json:"event_type"`
 	Payload     json.RawMessage `json:"payload"`
-	// Status is DeliveryPending, DeliveryDelivered or DeliveryFailed.
+	// Status is DeliveryPending, DeliveryDelivered, DeliveryFailed or DeliverySkipped.
 	Status string `json:"status"`
 	// Attempts counts the attempts recorded.
 	Attempts int `json:"attempts"`

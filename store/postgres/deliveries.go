@@ -108,6 +108,29 @@ func (s *Store) RecordAttempt(ctx context.Context, c store.Claim, a store.Delive
 	return nil
 }
 
+// SkipDelivery completes claim c and ends its delivery as skipped, in one transaction.
+func (s *Store) SkipDelivery(ctx context.Context, c store.Claim) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	now := s.stamp(time.Time{})
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if err := completeTx(ctx, tx, c); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE deliveries SET status = $1, next_at = NULL, updated_at = $2 WHERE id = $3`,
+			store.DeliverySkipped, now, c.ID)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = fmt.Errorf("delivery %q: %w", c.ID, store.ErrNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("skipping delivery %q: %w", c.ID, err)
+	}
+	return nil
+}
+
 const attemptColumns = `id, delivery_id, job_id, event_type, number, status_code, delivered, error, response_preview, duration_ms, next_at, created_at`
 
 func scanAttempt(row pgx.Row) (store.DeliveryAttempt, error) {

@@ -106,6 +106,33 @@ func (s *Store) RecordAttempt(ctx context.Context, c store.Claim, a store.Delive
 	return nil
 }
 
+// SkipDelivery completes claim c and ends its delivery as skipped, in one transaction.
+func (s *Store) SkipDelivery(ctx context.Context, c store.Claim) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	now := s.stamp(time.Time{})
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := onClaimTx(ctx, tx, c, `DELETE FROM queue_items`); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?, next_at = NULL, updated_at = ? WHERE id = ?`,
+			store.DeliverySkipped, millis(now), c.ID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err == nil && n == 0 {
+			err = fmt.Errorf("delivery %q: %w", c.ID, store.ErrNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("skipping delivery %q: %w", c.ID, err)
+	}
+	return nil
+}
+
 const attemptColumns = `id, delivery_id, job_id, event_type, number, status_code, delivered, error, response_preview, duration_ms, next_at, created_at`
 
 func scanAttempt(row scanner) (store.DeliveryAttempt, error) {

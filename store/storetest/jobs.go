@@ -422,6 +422,53 @@ func testDeliveries(t *testing.T, s store.Store, c *Clock) {
 	wantErrAny(t, "ListAttempts of nothing", err)
 }
 
+// testSkipDelivery: a skipped delivery ends with its claim, without an attempt, and only
+// by the claim's holder.
+func testSkipDelivery(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	ws := newWorkspace(t, s, 0)
+	createJob(t, s, testJob(ws, "job_1", time.Time{}), time.Time{})
+	poll := claimPoll(t, s, "test_kind", "inst_a", time.Minute)
+	ev := store.Event{ID: "evt_skip", Type: "video.progress", Target: "wh_1", Payload: json.RawMessage(`{"n":1}`)}
+	if err := s.AdvanceJob(ctx, poll.Claim, store.JobUpdate{}, []store.Event{ev}, time.Time{}); err != nil {
+		t.Fatalf("AdvanceJob: %v", err)
+	}
+	got := claim(t, s, store.DeliveryQueue, "sender_a", time.Minute, 10)
+	if len(got) != 1 || got[0].ID != "evt_skip" {
+		t.Fatalf("claimed %v, want evt_skip", claimedIDs(got))
+	}
+	lost := got[0].Claim
+
+	// Its lease runs out and another sender claims it: the first one's skip changes nothing.
+	c.Set(c.Now().Add(2 * time.Minute))
+	got = claim(t, s, store.DeliveryQueue, "sender_b", time.Minute, 10)
+	if len(got) != 1 || got[0].ID != "evt_skip" {
+		t.Fatalf("claimed %v after the lease ran out, want evt_skip", claimedIDs(got))
+	}
+	wantErr(t, "SkipDelivery with a lost claim", s.SkipDelivery(ctx, lost), store.ErrClaimLost)
+	if d, err := s.GetDelivery(ctx, ws, "evt_skip"); err != nil || d.Status != store.DeliveryPending {
+		t.Fatalf("after a lost claim's skip: %+v, %v", d, err)
+	}
+
+	c.Set(c.Now().Add(time.Second))
+	skippedAt := c.Now()
+	if err := s.SkipDelivery(ctx, got[0].Claim); err != nil {
+		t.Fatalf("SkipDelivery: %v", err)
+	}
+	wantErr(t, "SkipDelivery twice", s.SkipDelivery(ctx, got[0].Claim), store.ErrClaimLost)
+	d, err := s.GetDelivery(ctx, ws, "evt_skip")
+	if err != nil || d.Status != store.DeliverySkipped || d.Attempts != 0 || !d.NextAt.IsZero() || !d.UpdatedAt.Equal(skippedAt) {
+		t.Fatalf("after SkipDelivery: %+v, %v, want skipped at %v with no attempt", d, err, skippedAt)
+	}
+	if a, err := s.ListAttempts(ctx, store.AttemptQuery{WorkspaceID: ws, DeliveryID: "evt_skip"}); err != nil || len(a) != 0 {
+		t.Fatalf("attempts of a skipped delivery: %+v, %v", a, err)
+	}
+	c.Set(c.Now().Add(24 * time.Hour))
+	if got := claim(t, s, store.DeliveryQueue, "sender_a", time.Minute, 10); len(got) != 0 {
+		t.Fatalf("a skipped delivery queued: %v", claimedIDs(got))
+	}
+}
+
 // testWatchSameStore follows the change feed of one store.
 func testWatchSameStore(t *testing.T, s store.Store) {
 	WatchAcross(t, s, s)

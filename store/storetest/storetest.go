@@ -103,6 +103,7 @@ func Run(t *testing.T, open Opener) {
 		{"Jobs", testJobs},
 		{"AdvanceJob", testAdvanceJob},
 		{"Deliveries", testDeliveries},
+		{"SkipDelivery", testSkipDelivery},
 		{"WebhookEndpoints", testWebhookEndpoints},
 		{"WebhookRotation", testWebhookRotation},
 		{"WebhookOutcomes", testWebhookOutcomes},
