@@ -171,7 +171,7 @@ func (f *fixture) deliver(endpoint, typ string) string {
 	ctx := context.Background()
 	job := store.Job{ID: ids.New("video"), WorkspaceID: f.ws, Kind: store.JobVideo, Model: "m", Provider: "p",
 		Status: "queued", Lifecycle: "submitted"}
-	if err := f.s.CreateJob(ctx, job, time.Time{}); err != nil {
+	if err := f.s.CreateJob(ctx, job, time.Time{}, nil); err != nil {
 		f.t.Fatalf("CreateJob: %v", err)
 	}
 	var poll store.ClaimedItem

@@ -107,7 +107,8 @@ type Submission struct {
 }
 
 // Submit holds s.Most on the job's workspace with a durable hold expiring with the job,
-// starts the job upstream and stores it with its first poll. Whatever fails after the hold
+// starts the job upstream and stores it with its first poll and its created events (the
+// Events hook's, when set). Whatever fails after the hold
 // was taken releases it. The hold's refusals are billing's (store.ErrInsufficientFunds, a
 // *store.KeyLimitError, an unreachable store).
 func (e *Engine) Submit(ctx context.Context, s Submission) (store.Job, error) {
@@ -150,7 +151,16 @@ func (e *Engine) Submit(ctx context.Context, s Submission) (store.Job, error) {
 		first.Status = StatusQueued
 	}
 	j.Status, j.Lifecycle, j.Progress = first.Status, LifecycleSubmitted, first.Progress
-	if err := e.Store.CreateJob(ctx, j, e.now().Add(e.pace(first.PollAfter))); err != nil {
+	now := e.now()
+	var events []store.Event
+	if e.Events != nil {
+		// The created event tells of the job as stored, its creation time included.
+		if j.CreatedAt.IsZero() {
+			j.CreatedAt = now
+		}
+		events = e.Events(j, "created")
+	}
+	if err := e.Store.CreateJob(ctx, j, now.Add(e.pace(first.PollAfter)), events); err != nil {
 		return store.Job{}, release(fmt.Errorf("storing job %q: %w", j.ID, err))
 	}
 	e.Wake()

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -301,5 +302,53 @@ func TestSubmitReleasesOnFailure(t *testing.T) {
 	}
 	if _, err := f.s.GetJob(context.Background(), f.ws, "job_dear"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a refused job was stored: %v", err)
+	}
+}
+
+// TestSubmitEnqueuesCreatedEvent: with the Events hook set, a job whose webhook names an
+// endpoint is stored with one created event telling of the job as stored; one without a
+// webhook gets none.
+func TestSubmitEnqueuesCreatedEvent(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	f.e.Events = WebhookEvents(zap.NewNop(), nil)
+	start := func(context.Context) (string, Report, error) {
+		return "native", Report{Status: StatusQueued, PollAfter: time.Hour}, nil
+	}
+	j, err := f.e.Submit(ctx, Submission{
+		Job: store.Job{ID: ids.New("video"), WorkspaceID: f.ws, Kind: "enginetest", KeyID: f.kd, Model: "video",
+			Provider: "up", UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(time.Hour),
+			Webhook: json.RawMessage(`{"endpoint_id":"we_1"}`)},
+		Most: usd, Endpoint: "/videos", Start: start,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.e.Submit(ctx, Submission{
+		Job: store.Job{ID: ids.New("video"), WorkspaceID: f.ws, Kind: "enginetest", KeyID: f.kd, Model: "video",
+			Provider: "up", UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(time.Hour)},
+		Most: usd, Endpoint: "/videos", Start: start,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	items, err := f.s.Claim(ctx, store.ClaimParams{Queue: store.DeliveryQueue, Owner: "t", Lease: time.Minute, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 1 {
+		t.Fatalf("%d deliveries queued, want the created event of the job with a webhook", len(items))
+	}
+	d, err := store.DeliveryOf(items[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev Event
+	if err := json.Unmarshal(d.Payload, &ev); err != nil || ev.ID != d.ID || d.EventType != "enginetest.created" ||
+		ev.Type != d.EventType || d.Target != "we_1" || d.JobID != j.ID || d.Status != store.DeliveryPending {
+		t.Fatalf("delivery %+v: event %+v, %v", d, ev, err)
+	}
+	stored := f.job(j.ID)
+	if ev.Data.ID != j.ID || ev.Data.Status != StatusQueued || ev.Data.CreatedAt != stored.CreatedAt.Unix() || ev.Data.CompletedAt != nil {
+		t.Fatalf("created event tells of %+v, want the job %+v as stored", ev.Data, stored)
 	}
 }

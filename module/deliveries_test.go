@@ -65,7 +65,7 @@ func TestDeliveriesWorkerWaitsForAKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := store.Job{ID: ids.New("video"), WorkspaceID: ws, Kind: store.JobVideo, Status: "queued", Lifecycle: "submitted"}
-	if err := s.CreateJob(ctx, job, time.Time{}); err != nil {
+	if err := s.CreateJob(ctx, job, time.Time{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	polls, err := s.Claim(ctx, store.ClaimParams{Queue: store.JobQueue(store.JobVideo), Owner: "t", Lease: time.Minute, Limit: 1})

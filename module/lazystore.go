@@ -115,12 +115,12 @@ func (l *lazyStore) Complete(ctx context.Context, a1 store.Claim) error {
 	return s.Complete(ctx, a1)
 }
 
-func (l *lazyStore) CreateJob(ctx context.Context, a1 store.Job, a2 time.Time) error {
+func (l *lazyStore) CreateJob(ctx context.Context, a1 store.Job, a2 time.Time, a3 []store.Event) error {
 	s, err := l.get(ctx)
 	if err != nil {
 		return err
 	}
-	return s.CreateJob(ctx, a1, a2)
+	return s.CreateJob(ctx, a1, a2, a3)
 }
 
 func (l *lazyStore) CreateKey(ctx context.Context, a1 store.Key) error {

@@ -10,8 +10,8 @@ import (
 
 // Deliveries is the store's role for the outbox of events to deliver (webhooks, later
 // notifications): a delivery is one event for one target, written by the transaction that
-// made the event (Jobs.AdvanceJob), so that no committed change loses its event and no
-// event tells of a change that was rolled back. Senders take deliveries from queue
+// made the event (Jobs.CreateJob, Jobs.AdvanceJob), so that no committed change loses its
+// event and no event tells of a change that was rolled back. Senders take deliveries from queue
 // DeliveryQueue through the claims, grouped by target (so that one slow endpoint never
 // takes every sender: ClaimParams.GroupCap); an item's payload is the Delivery as JSON
 // (DeliveryOf), and its claim's Attempt is the number of the attempt about to be made (a
@@ -48,7 +48,7 @@ const (
 	DeliverySkipped = "skipped"
 )
 
-// Event is an event to deliver to one target, as AdvanceJob enqueues it.
+// Event is an event to deliver to one target, as CreateJob and AdvanceJob enqueue it.
 type Event struct {
 	// ID names the delivery (the event for that target): the receiver's idempotency key.
 	ID string

@@ -18,10 +18,11 @@ import (
 // whose payload is the job's workspace id. Every change to a job (CreateJob, AdvanceJob) is
 // published on the change feed (Watch) once committed.
 type Jobs interface {
-	// CreateJob stores job j and enqueues its first poll at firstPoll (now when zero), in
-	// one transaction. An id already used is ErrConflict, an unknown workspace ErrNotFound.
-	// CreatedAt is stamped now when zero, UpdatedAt is CreatedAt when zero.
-	CreateJob(ctx context.Context, j Job, firstPoll time.Time) error
+	// CreateJob, in one transaction: stores job j, enqueues its first poll at firstPoll
+	// (now when zero) and enqueues events for delivery (deliveries.go: its created event).
+	// An id already used is ErrConflict, an unknown workspace ErrNotFound, and then nothing
+	// is written. CreatedAt is stamped now when zero, UpdatedAt is CreatedAt when zero.
+	CreateJob(ctx context.Context, j Job, firstPoll time.Time, events []Event) error
 	// GetJob returns a job of the workspace; another workspace's is ErrNotFound, exactly
 	// like a missing one.
 	GetJob(ctx context.Context, workspaceID, id string) (Job, error)
@@ -142,11 +143,17 @@ var JobColumns = func() string {
 	return strings.Join(cols, ", ")
 }()
 
-// PrepareJob checks a job given to CreateJob and returns it as stored: CreatedAt stamped
-// by now when zero, UpdatedAt the same when zero, both at the store's precision.
-func PrepareJob(j Job, now func() time.Time) (Job, error) {
+// PrepareJob checks a job and the events given to CreateJob and returns the job as stored:
+// CreatedAt stamped by now when zero, UpdatedAt the same when zero, both at the store's
+// precision.
+func PrepareJob(j Job, events []Event, now func() time.Time) (Job, error) {
 	if err := ValidateJob(j); err != nil {
 		return j, err
+	}
+	for _, e := range events {
+		if err := e.Validate(); err != nil {
+			return j, fmt.Errorf("creating job %q: %w", j.ID, err)
+		}
 	}
 	j.CreatedAt = Stamp(j.CreatedAt, now)
 	if j.UpdatedAt.IsZero() {

@@ -101,12 +101,13 @@ func notifyChange(ctx context.Context, tx pgx.Tx, c store.JobChange) error {
 	return err
 }
 
-// CreateJob stores job j and enqueues its first poll, in one transaction.
-func (s *Store) CreateJob(ctx context.Context, j store.Job, firstPoll time.Time) error {
-	j, err := store.PrepareJob(j, s.now)
+// CreateJob stores job j and enqueues its first poll and events, in one transaction.
+func (s *Store) CreateJob(ctx context.Context, j store.Job, firstPoll time.Time, events []store.Event) error {
+	j, err := store.PrepareJob(j, events, s.now)
 	if err != nil {
 		return err
 	}
+	now := s.stamp(time.Time{})
 	args := make([]any, len(store.JobFields))
 	for i, f := range store.JobFields {
 		args[i] = jobValue(f.Addr(&j))
@@ -117,6 +118,11 @@ func (s *Store) CreateJob(ctx context.Context, j store.Job, firstPoll time.Time)
 		}
 		if err := s.enqueueTx(ctx, tx, store.JobEnqueue(j, firstPoll)); err != nil {
 			return err
+		}
+		for _, e := range events {
+			if err := s.insertDelivery(ctx, tx, store.NewDelivery(&j, e, now)); err != nil {
+				return err
+			}
 		}
 		return notifyChange(ctx, tx, store.ChangeOf(&j))
 	})

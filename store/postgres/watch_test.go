@@ -54,7 +54,7 @@ func TestWatchReconnects(t *testing.T) {
 		t.Helper()
 		for {
 			id := ids.New("job")
-			err := writer.CreateJob(ctx, store.Job{ID: id, WorkspaceID: ws, Kind: "test", Status: "queued"}, time.Now().Add(time.Hour))
+			err := writer.CreateJob(ctx, store.Job{ID: id, WorkspaceID: ws, Kind: "test", Status: "queued"}, time.Now().Add(time.Hour), nil)
 			if err != nil {
 				t.Fatalf("CreateJob: %v", err)
 			}

@@ -80,12 +80,13 @@ func scanJob(row scanner) (store.Job, error) {
 var insertJobStatement = `INSERT INTO jobs (` + store.JobColumns + `) VALUES (` +
 	strings.TrimSuffix(strings.Repeat("?, ", len(store.JobFields)), ", ") + `)`
 
-// CreateJob stores job j and enqueues its first poll, in one transaction.
-func (s *Store) CreateJob(ctx context.Context, j store.Job, firstPoll time.Time) error {
-	j, err := store.PrepareJob(j, s.now)
+// CreateJob stores job j and enqueues its first poll and events, in one transaction.
+func (s *Store) CreateJob(ctx context.Context, j store.Job, firstPoll time.Time, events []store.Event) error {
+	j, err := store.PrepareJob(j, events, s.now)
 	if err != nil {
 		return err
 	}
+	now := s.stamp(time.Time{})
 	args := make([]any, len(store.JobFields))
 	for i, f := range store.JobFields {
 		args[i] = jobValue(f.Addr(&j))
@@ -94,7 +95,15 @@ func (s *Store) CreateJob(ctx context.Context, j store.Job, firstPoll time.Time)
 		if _, err := tx.ExecContext(ctx, insertJobStatement, args...); err != nil {
 			return jobWriteError(err)
 		}
-		return s.enqueueTx(ctx, tx, store.JobEnqueue(j, firstPoll))
+		if err := s.enqueueTx(ctx, tx, store.JobEnqueue(j, firstPoll)); err != nil {
+			return err
+		}
+		for _, e := range events {
+			if err := s.insertDelivery(ctx, tx, store.NewDelivery(&j, e, now)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("creating job %q: %w", j.ID, err)

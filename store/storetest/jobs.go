@@ -62,7 +62,7 @@ func testJob(ws, id string, created time.Time) store.Job {
 
 func createJob(t *testing.T, s store.Jobs, j store.Job, firstPoll time.Time) {
 	t.Helper()
-	if err := s.CreateJob(context.Background(), j, firstPoll); err != nil {
+	if err := s.CreateJob(context.Background(), j, firstPoll, nil); err != nil {
 		t.Fatalf("CreateJob(%s): %v", j.ID, err)
 	}
 }
@@ -98,8 +98,8 @@ func testJobs(t *testing.T, s store.Store, c *Clock) {
 
 	wantErr(t, "GetJob of another workspace", func() error { _, err := s.GetJob(ctx, other, "job_1"); return err }(), store.ErrNotFound)
 	wantErr(t, "GetJob of no job", func() error { _, err := s.GetJob(ctx, ws, "job_9"); return err }(), store.ErrNotFound)
-	wantErr(t, "CreateJob of an id in use", s.CreateJob(ctx, testJob(other, "job_1", time.Time{}), time.Time{}), store.ErrConflict)
-	wantErr(t, "CreateJob in no workspace", s.CreateJob(ctx, testJob("ws_missing", "job_2", time.Time{}), time.Time{}), store.ErrNotFound)
+	wantErr(t, "CreateJob of an id in use", s.CreateJob(ctx, testJob(other, "job_1", time.Time{}), time.Time{}, nil), store.ErrConflict)
+	wantErr(t, "CreateJob in no workspace", s.CreateJob(ctx, testJob("ws_missing", "job_2", time.Time{}), time.Time{}, nil), store.ErrNotFound)
 	for name, mutate := range map[string]func(*store.Job){
 		"no id":        func(j *store.Job) { j.ID = "" },
 		"no workspace": func(j *store.Job) { j.WorkspaceID = "" },
@@ -109,7 +109,7 @@ func testJobs(t *testing.T, s store.Store, c *Clock) {
 	} {
 		bad := testJob(ws, "job_bad", time.Time{})
 		mutate(&bad)
-		wantErrAny(t, "CreateJob with "+name, s.CreateJob(ctx, bad, time.Time{}))
+		wantErrAny(t, "CreateJob with "+name, s.CreateJob(ctx, bad, time.Time{}, nil))
 	}
 	wantErr(t, "GetJob of a refused job", func() error { _, err := s.GetJob(ctx, ws, "job_bad"); return err }(), store.ErrNotFound)
 
@@ -420,6 +420,54 @@ func testDeliveries(t *testing.T, s store.Store, c *Clock) {
 	}
 	_, err := s.ListAttempts(ctx, store.AttemptQuery{WorkspaceID: ws})
 	wantErrAny(t, "ListAttempts of nothing", err)
+}
+
+// testCreateJobEvents: the events given to CreateJob are in the outbox once the job is,
+// and not when the job is refused.
+func testCreateJobEvents(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	ws := newWorkspace(t, s, 0)
+	created := store.Event{ID: "evt_created", Type: "test_kind.created", Target: "wh_1", Payload: json.RawMessage(`{"id":"job_1"}`)}
+	createdAt := c.Now()
+	if err := s.CreateJob(ctx, testJob(ws, "job_1", time.Time{}), time.Time{}, []store.Event{created}); err != nil {
+		t.Fatalf("CreateJob with an event: %v", err)
+	}
+	d, err := s.GetDelivery(ctx, ws, "evt_created")
+	if err != nil || d.JobID != "job_1" || d.WorkspaceID != ws || d.Target != "wh_1" || d.EventType != created.Type ||
+		d.Status != store.DeliveryPending || d.Attempts != 0 || !jsonEqual(d.Payload, created.Payload) || !d.CreatedAt.Equal(createdAt) {
+		t.Fatalf("the created job's delivery = %+v, %v", d, err)
+	}
+	sent := claim(t, s, store.DeliveryQueue, "sender", time.Minute, 10)
+	if ids := claimedIDs(sent); !slices.Equal(ids, []string{"evt_created"}) || sent[0].Group != "wh_1" {
+		t.Fatalf("deliveries queued %v (%+v), want evt_created grouped by its target", ids, sent)
+	}
+
+	// A refused job writes none of its events: an id in use, an unknown workspace, an
+	// event twice, an event that is not JSON.
+	other := store.Event{ID: "evt_other", Type: "test_kind.created", Target: "wh_1", Payload: json.RawMessage(`{}`)}
+	wantErr(t, "CreateJob of an id in use", s.CreateJob(ctx, testJob(ws, "job_1", time.Time{}), time.Time{}, []store.Event{other}), store.ErrConflict)
+	wantErr(t, "CreateJob in no workspace", s.CreateJob(ctx, testJob("ws_missing", "job_2", time.Time{}), time.Time{}, []store.Event{other}), store.ErrNotFound)
+	wantErr(t, "CreateJob with an event twice", s.CreateJob(ctx, testJob(ws, "job_3", time.Time{}), time.Time{}, []store.Event{other, other}), store.ErrConflict)
+	wantErr(t, "CreateJob with another job's event", s.CreateJob(ctx, testJob(ws, "job_4", time.Time{}), time.Time{}, []store.Event{created}), store.ErrConflict)
+	bad := store.Event{ID: "evt_bad", Type: "t", Target: "x", Payload: json.RawMessage(`{`)}
+	wantErrAny(t, "CreateJob with an event that is not JSON", s.CreateJob(ctx, testJob(ws, "job_5", time.Time{}), time.Time{}, []store.Event{bad}))
+	for _, id := range []string{"job_3", "job_4", "job_5"} {
+		wantErr(t, "GetJob of a refused job", func() error { _, err := s.GetJob(ctx, ws, id); return err }(), store.ErrNotFound)
+	}
+	for _, id := range []string{"evt_other", "evt_bad"} {
+		wantErr(t, "GetDelivery of a refused job's event", func() error { _, err := s.GetDelivery(ctx, ws, id); return err }(), store.ErrNotFound)
+	}
+	if d, err := s.GetDelivery(ctx, ws, "evt_created"); err != nil || d.JobID != "job_1" {
+		t.Fatalf("a refused job's event replaced the created one's delivery: %+v, %v", d, err)
+	}
+	c.Set(c.Now().Add(24 * time.Hour))
+	if got := claim(t, s, store.DeliveryQueue, "sender2", time.Minute, 10); !slices.Equal(claimedIDs(got), []string{"evt_created"}) {
+		t.Fatalf("deliveries queued after refused jobs: %v, want only evt_created (its lease run out)", claimedIDs(got))
+	}
+	polls := claim(t, s, store.JobQueue("test_kind"), "inst_a", time.Minute, 10)
+	if ids := claimedIDs(polls); !slices.Equal(ids, []string{"job_1"}) {
+		t.Fatalf("polls queued %v, want only job_1's", ids)
+	}
 }
 
 // testSkipDelivery: a skipped delivery ends with its claim, without an attempt, and only
