@@ -47,6 +47,10 @@ type Engine struct {
 	// Events, when set, makes the events a change of job j to phase enqueues for delivery
 	// (webhooks), in the transaction that makes the change; j is the job as changed.
 	Events func(j store.Job, phase string) []store.Event
+	// Changed, when set, is told of each change this engine committed to a job, with the
+	// job as the change left it (module emits it as a Caddy event). It runs on the
+	// engine's goroutine: it must not block.
+	Changed func(j store.Job)
 
 	wakeOnce sync.Once
 	wake     chan struct{}
@@ -163,6 +167,7 @@ func (e *Engine) Submit(ctx context.Context, s Submission) (store.Job, error) {
 	if err := e.Store.CreateJob(ctx, j, now.Add(e.pace(first.PollAfter)), events); err != nil {
 		return store.Job{}, release(fmt.Errorf("storing job %q: %w", j.ID, err))
 	}
+	e.changed(j)
 	e.Wake()
 	return j, nil
 }
@@ -316,11 +321,11 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 		return
 	}
 	u := store.JobUpdate{Status: &rep.Status, Progress: &rep.Progress, Lifecycle: ptr(LifecyclePolling)}
+	// The events tell of the job as this poll leaves it.
+	changed := j
+	changed.Status, changed.Progress, changed.Lifecycle = rep.Status, rep.Progress, LifecyclePolling
 	var events []store.Event
 	if e.Events != nil {
-		// The events tell of the job as this poll leaves it.
-		changed := j
-		changed.Status, changed.Progress, changed.Lifecycle = rep.Status, rep.Progress, LifecyclePolling
 		if rep.Status != j.Status {
 			events = append(events, e.Events(changed, "status_changed")...)
 		}
@@ -330,6 +335,17 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 	}
 	if err := e.Store.AdvanceJob(ctx, it.Claim, u, events, e.now().Add(e.pace(rep.PollAfter))); err != nil {
 		e.advanceFailed(ctx, log, it, err)
+		return
+	}
+	if changed.Status != j.Status || changed.Progress != j.Progress || changed.Lifecycle != j.Lifecycle {
+		e.changed(changed)
+	}
+}
+
+// changed tells Changed of a change committed to j, if it is set.
+func (e *Engine) changed(j store.Job) {
+	if e.Changed != nil {
+		e.Changed(j)
 	}
 }
 
@@ -374,19 +390,21 @@ func (e *Engine) end(ctx context.Context, log *zap.Logger, it store.ClaimedItem,
 	if rep.ErrorCode != "" || rep.ErrorMessage != "" {
 		u.ErrorCode, u.ErrorMessage = &rep.ErrorCode, &rep.ErrorMessage
 	}
+	changed := j
+	changed.Status, changed.Lifecycle, changed.CompletedAt = rep.Status, lifecycle, now
+	if u.Progress != nil {
+		changed.Progress = *u.Progress
+	}
+	changed.ErrorCode, changed.ErrorMessage = rep.ErrorCode, rep.ErrorMessage
 	var events []store.Event
 	if e.Events != nil && rep.Status != j.Status {
-		changed := j
-		changed.Status, changed.Lifecycle, changed.CompletedAt = rep.Status, lifecycle, now
-		if u.Progress != nil {
-			changed.Progress = *u.Progress
-		}
-		changed.ErrorCode, changed.ErrorMessage = rep.ErrorCode, rep.ErrorMessage
 		events = e.Events(changed, phaseOf(rep.Status))
 	}
 	if err := e.Store.AdvanceJob(ctx, it.Claim, u, events, time.Time{}); err != nil {
 		e.advanceFailed(ctx, log, it, err)
+		return
 	}
+	e.changed(changed)
 }
 
 // phaseOf is the event phase of a job's end in status.

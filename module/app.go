@@ -101,8 +101,10 @@ type App struct {
 	// in Caddy's data directory (model_gateway/blobs).
 	BlobStoreRaw json.RawMessage `json:"blob_store,omitempty" caddy:"namespace=model_gateway.blobs inline_key=backend"`
 
-	catalog    *catalog.Catalog
-	sealer     *delivery.Sealer
+	catalog *catalog.Catalog
+	sealer  *delivery.Sealer
+	// emit publishes a Caddy event of this configuration's events app (provisionEvents).
+	emit       func(name string, data map[string]any)
 	uploadDir  string
 	catalogIDs map[string]string
 	store      store.Store
@@ -395,6 +397,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := a.provisionWebhooks(repl); err != nil {
+		return err
+	}
+	if err := a.provisionEvents(ctx); err != nil {
 		return err
 	}
 	a.storeKey = driver + ":" + target + ":" + a.Store.Durability

@@ -230,3 +230,19 @@ var (
 	_ caddy.Validator             = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )
+
+// provisionEvents makes the app's emitter of Caddy events (job changes), through the
+// configuration's events app: an event nothing subscribes to costs nothing to skip.
+func (a *App) provisionEvents(ctx caddy.Context) error {
+	app, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("loading the events app: %w", err)
+	}
+	events := app.(*caddyevents.App)
+	a.emit = func(name string, data map[string]any) {
+		if events.ShouldEmit(name) {
+			events.Emit(ctx, name, data)
+		}
+	}
+	return nil
+}

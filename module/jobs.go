@@ -8,6 +8,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/workers"
 	"github.com/modelgateway/caddy-modelgateway/jobs"
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 func init() {
@@ -33,8 +34,9 @@ func runJobs(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 	defer func() { _ = ledger.Close() }()
 	e := &jobs.Engine{
 		Store: rt.Store(), Ledger: ledger, Logger: log, Owner: owner,
-		Env:    func() jobs.Env { return jobsEnv(rt.Current()) },
-		Events: jobs.WebhookEvents(log, time.Now),
+		Env:     func() jobs.Env { return jobsEnv(rt.Current()) },
+		Events:  jobs.WebhookEvents(log, time.Now),
+		Changed: func(j store.Job) { emitJobChanged(rt.Current(), j) },
 	}
 	return e.Run(ctx)
 }
@@ -62,4 +64,20 @@ func orDuration(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// JobChangedEvent is the Caddy event emitted when this instance commits a change to a job
+// (created, polled to a new status or progress, ended), with its job_id, workspace_id,
+// kind, model, status, lifecycle_status and progress.
+const JobChangedEvent = "model_gateway_job_changed"
+
+// emitJobChanged publishes JobChangedEvent for j through configuration c's events app.
+func emitJobChanged(c *appRuntime, j store.Job) {
+	if c == nil || c.Emit == nil {
+		return
+	}
+	c.Emit(JobChangedEvent, map[string]any{
+		"job_id": j.ID, "workspace_id": j.WorkspaceID, "kind": j.Kind, "model": j.Model,
+		"status": j.Status, "lifecycle_status": j.Lifecycle, "progress": j.Progress,
+	})
 }

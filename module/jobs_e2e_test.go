@@ -5,8 +5,10 @@ package module
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -143,33 +145,7 @@ func TestJobSurvivesKillNine(t *testing.T) {
 			}
 		}`
 
-	// The job is created as a family's handler would: held for, started upstream, stored
-	// with its first poll.
-	ledger := billing.NewLedger(&billing.Config{
-		Store: setup.store, Logger: zap.NewNop(), Now: time.Now, ReservationTTL: time.Minute,
-		StoreTimeout: 5 * time.Second, SettleTimeout: 5 * time.Second,
-	})
-	engine := &jobs.Engine{Store: setup.store, Ledger: ledger, Logger: zap.NewNop(), Owner: "test"}
-	job, err := engine.Submit(context.Background(), jobs.Submission{
-		Job: store.Job{
-			ID: "job_survivor", WorkspaceID: tm.ws, Kind: "testjob", KeyID: kidOf(t, tm.std), Model: "test-video",
-			Provider: "vidup", UpstreamModel: "vid-1", Request: json.RawMessage(`{"upstream":"` + up.URL + `"}`),
-			ExpiresAt: time.Now().Add(time.Hour),
-		},
-		Most: most, Endpoint: "/videos",
-		Start: func(ctx context.Context) (string, jobs.Report, error) {
-			resp, err := http.Post(up.URL+"/jobs", "application/json", strings.NewReader(`{}`))
-			if err != nil {
-				return "", jobs.Report{}, err
-			}
-			defer resp.Body.Close()
-			var created struct{ ID string }
-			return created.ID, jobs.Report{Status: jobs.StatusQueued, PollAfter: pace}, json.NewDecoder(resp.Body).Decode(&created)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	job := submitTestJob(t, setup.store, tm, up, "job_survivor", most, pace)
 	wallet := func(s store.Store) store.Balance {
 		t.Helper()
 		b, err := s.GetBalance(context.Background(), tm.ws)
@@ -218,6 +194,7 @@ func TestJobSurvivesKillNine(t *testing.T) {
 
 	close(up.done)
 	var j store.Job
+	var err error
 	waitFor(t, "the job's end", func() bool {
 		j, err = env.store.GetJob(context.Background(), tm.ws, job.ID)
 		return err == nil && jobs.Terminal(j.Status) && j.Lifecycle == jobs.LifecycleSettled
@@ -239,5 +216,96 @@ func TestJobSurvivesKillNine(t *testing.T) {
 	}
 	if ids := sqliteGenerationIDs(t, setup.dbPath, tm.ws); len(ids) != 1 {
 		t.Errorf("generations %v; want the job's one", ids)
+	}
+}
+
+// submitTestJob creates test job id on s as a family's handler would: held for (most, with
+// a durable hold), started upstream, stored with its first poll, paced as up asks.
+func submitTestJob(t *testing.T, s store.Store, tm team, up *fakeJobUpstream, id string, most int64, pace time.Duration) store.Job {
+	t.Helper()
+	ledger := billing.NewLedger(&billing.Config{
+		Store: s, Logger: zap.NewNop(), Now: time.Now, ReservationTTL: time.Minute,
+		StoreTimeout: 5 * time.Second, SettleTimeout: 5 * time.Second,
+	})
+	t.Cleanup(func() { _ = ledger.Close() })
+	engine := &jobs.Engine{Store: s, Ledger: ledger, Logger: zap.NewNop(), Owner: "test"}
+	job, err := engine.Submit(context.Background(), jobs.Submission{
+		Job: store.Job{
+			ID: id, WorkspaceID: tm.ws, Kind: "testjob", KeyID: kidOf(t, tm.std), Model: "test-video",
+			Provider: "vidup", UpstreamModel: "vid-1", Request: json.RawMessage(`{"upstream":"` + up.URL + `"}`),
+			ExpiresAt: time.Now().Add(time.Hour),
+		},
+		Most: most, Endpoint: "/videos",
+		Start: func(ctx context.Context) (string, jobs.Report, error) {
+			resp, err := http.Post(up.URL+"/jobs", "application/json", strings.NewReader(`{}`))
+			if err != nil {
+				return "", jobs.Report{}, err
+			}
+			defer resp.Body.Close()
+			var created struct{ ID string }
+			return created.ID, jobs.Report{Status: jobs.StatusQueued, PollAfter: pace}, json.NewDecoder(resp.Body).Decode(&created)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return job
+}
+
+// TestJobChangesAreCaddyEvents: each change the gateway's jobs worker commits to a job is
+// emitted as the Caddy event JobChangedEvent, for an operator's subscribers: the polls
+// that move it along, then its end, settled.
+func TestJobChangesAreCaddyEvents(t *testing.T) {
+	const pace = 100 * time.Millisecond
+	up := newFakeJobUpstream(t, pace, 0)
+	dir := t.TempDir()
+	setDataDirs(t, dir)
+	port := freePort(t)
+	env := &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
+	cf := gatewayCaddyfile(port, env.dbPath, `
+		provider vidup {
+			type openai
+			base_url `+up.URL+`/v1
+			api_key sk-upstream
+		}
+		model test-video {
+			route vidup vid-1 {
+				output_video_seconds 0.10 resolution 720p
+			}
+		}`, "")
+	loadRecordingEvents(t, cf, JobChangedEvent)
+	env.openStore()
+	tm := env.team(10 * usd)
+	job := submitTestJob(t, env.store, tm, up, "job_evented", usd, pace)
+
+	next := func(what string) map[string]any {
+		t.Helper()
+		select {
+		case e := <-recordedEvents:
+			if e.Name() != JobChangedEvent || e.Data["job_id"] != job.ID || e.Data["workspace_id"] != tm.ws ||
+				e.Data["kind"] != "testjob" || e.Data["model"] != "test-video" {
+				t.Fatalf("%s: event %s %v", what, e.Name(), e.Data)
+			}
+			return e.Data
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event for %s", what)
+		}
+		return nil
+	}
+	if d := next("the first poll"); d["status"] != jobs.StatusInProgress || d["lifecycle_status"] != jobs.LifecyclePolling || d["progress"] != 10 {
+		t.Fatalf("the first poll's event: %v", d)
+	}
+	close(up.done)
+	for {
+		d := next("the job's end")
+		if d["status"] == jobs.StatusCompleted {
+			if d["lifecycle_status"] != jobs.LifecycleSettled || d["progress"] != 100 {
+				t.Fatalf("the end's event: %v", d)
+			}
+			break
+		}
+		if d["status"] != jobs.StatusInProgress {
+			t.Fatalf("an event between: %v", d)
+		}
 	}
 }

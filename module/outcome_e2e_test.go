@@ -36,6 +36,31 @@ func (eventRecorder) Handle(_ context.Context, e caddy.Event) error {
 	return nil
 }
 
+// loadRecordingEvents runs Caddyfile cf with the events app sending event to
+// eventRecorder (recordedEvents, drained of any earlier test's first).
+func loadRecordingEvents(t *testing.T, cf, event string) {
+	t.Helper()
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(caddyfile.Format([]byte(cf)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["apps"].(map[string]any)["events"] = map[string]any{"subscriptions": []any{map[string]any{
+		"events": []string{event}, "handlers": []any{map[string]any{"handler": "model_gateway_test_recorder"}},
+	}}}
+	cfgJSON, _ := json.Marshal(cfg)
+	for len(recordedEvents) > 0 {
+		<-recordedEvents
+	}
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+}
+
 // A metered request's outcome is published as Caddy placeholders, which the access log
 // takes with log_append and a deferred header directive reads, and as an event for
 // subscribers once the request is settled.
@@ -73,22 +98,7 @@ http://127.0.0.1:%d {
 	}
 }
 `, env.dbPath, providerBlock("up", up.URL)+pricedModel("m", pricedRoute("up", "up-model")), port, accessLog)
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(caddyfile.Format([]byte(cf)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(adapted, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg["apps"].(map[string]any)["events"] = map[string]any{"subscriptions": []any{map[string]any{
-		"events": []string{FinishedEvent}, "handlers": []any{map[string]any{"handler": "model_gateway_test_recorder"}},
-	}}}
-	cfgJSON, _ := json.Marshal(cfg)
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = caddy.Stop() })
+	loadRecordingEvents(t, cf, FinishedEvent)
 	env.openStore()
 	wsID, key := env.workspace(10 * usd)
 
