@@ -64,6 +64,11 @@ type App struct {
 	// {env.GATEWAY_SECRET_KEY} keeps it out of the file. Default: none, and the webhook
 	// endpoint routes answer 503 until one is set.
 	SecretKey string `json:"secret_key,omitempty"`
+	// WebhookAllow lists networks (CIDR prefixes, or single addresses) that webhook
+	// receivers may be on although they are private, loopback or link-local: an operator's
+	// own receivers on an internal network. Everything else that is not public is refused,
+	// by literal and by the address actually dialled. Default: none.
+	WebhookAllow []string `json:"webhook_allow,omitempty"`
 	// UploadDir is the directory where uploads (transcribed audio, images to edit) are
 	// spooled while their request lasts, unlinked as soon as made; it must hold the uploads
 	// in flight at once. Placeholders are resolved. Default: the system's temporary
@@ -103,6 +108,8 @@ type App struct {
 
 	catalog *catalog.Catalog
 	sealer  *delivery.Sealer
+	// outbound calls webhook receivers, admitting the networks of WebhookAllow.
+	outbound *delivery.Client
 	// emit publishes a Caddy event of this configuration's events app (provisionEvents).
 	emit       func(name string, data map[string]any)
 	uploadDir  string
@@ -775,6 +782,7 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 		UploadDir:          a.uploadDir,
 		Metrics:            a.metrics,
 		WebhookSealer:      a.sealer,
+		WebhookClient:      a.outbound,
 	}
 	if a.CreditLeaseLinger != nil {
 		g.LeaseLinger = time.Duration(*a.CreditLeaseLinger)

@@ -199,6 +199,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parseString(d, &a.SecretKey); err != nil {
 				return err
 			}
+		case "webhook_allow":
+			if a.WebhookAllow != nil {
+				return d.Err("webhook_allow already specified")
+			}
+			a.WebhookAllow = d.RemainingArgs()
+			if len(a.WebhookAllow) == 0 {
+				return d.ArgErr()
+			}
 		case "credit_top_up":
 			if a.CreditTopUp != nil {
 				return d.Err("credit_top_up already specified")

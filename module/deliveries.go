@@ -82,8 +82,17 @@ func runSender(ctx context.Context, rt workers.Runtime[*appRuntime], sealer *del
 		owner = cur.Owner.ID()
 	}
 	s := &delivery.Sender{
-		Store: rt.Store(), Sealer: sealer, Client: delivery.NewClient(delivery.ClientOptions{}),
+		Store: rt.Store(), Sealer: sealer, Client: outboundOf(rt),
 		Logger: rt.Logger(), Owner: owner,
 	}
 	return s.Run(sctx)
+}
+
+// outboundOf is the newest configuration's client for webhook receivers, or a client that
+// admits public receivers only when there is none.
+func outboundOf(rt workers.Runtime[*appRuntime]) *delivery.Client {
+	if cur := rt.Current(); cur != nil && cur.Outbound != nil {
+		return cur.Outbound
+	}
+	return delivery.NewClient(delivery.ClientOptions{})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
@@ -18,6 +19,11 @@ import (
 // without one the webhook endpoint routes are off (logged at start, 503 on each route);
 // one that is not 32 bytes of base64 fails the configuration, saying how to make one.
 func (a *App) provisionWebhooks(repl *caddy.Replacer) error {
+	allow, err := parseWebhookAllow(a.WebhookAllow)
+	if err != nil {
+		return err
+	}
+	a.outbound = delivery.NewClient(delivery.ClientOptions{Allow: allow})
 	key := repl.ReplaceKnown(a.SecretKey, "")
 	if key == "" {
 		a.sealer = nil
@@ -29,6 +35,24 @@ func (a *App) provisionWebhooks(repl *caddy.Replacer) error {
 	}
 	a.sealer = sealer
 	return nil
+}
+
+// parseWebhookAllow reads webhook_allow: CIDR prefixes, or single addresses (a /32 or
+// /128 of their own).
+func parseWebhookAllow(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		addr, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("webhook_allow: %q is neither a network (10.0.0.0/8) nor an address", s)
+		}
+		out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+	}
+	return out, nil
 }
 
 // logWebhooks says at start when webhooks are off, and how to turn them on.

@@ -278,3 +278,36 @@ func TestWebhookSecretKeyMalformed(t *testing.T) {
 		}
 	}
 }
+
+// webhook_allow admits receivers on the operator's internal networks, which are refused
+// otherwise; a value that is no network fails the configuration.
+func TestWebhookAllowAdmitsInternalReceivers(t *testing.T) {
+	t.Setenv("GATEWAY_TEST_SECRET_KEY", newSecretKey(t))
+	up := newFakeOpenAI(t, chatUsage(1, 0, 1, 0))
+	internal := `{"name": "internal", "url": "https://10.1.2.3/hook", "events": ["video.completed"]}`
+	other := `{"name": "other", "url": "https://192.168.1.6/hook", "events": ["video.completed"]}`
+	env := startGateway(t, "\t\tsecret_key {env.GATEWAY_TEST_SECRET_KEY}\n"+discoveryConfig(up.URL), "")
+	tm := env.team(0)
+	env.expect(400, http.MethodPost, tm.mgmt, "/webhook-endpoints", internal)
+	_ = caddy.Stop()
+
+	env = startGateway(t, "\t\tsecret_key {env.GATEWAY_TEST_SECRET_KEY}\n\t\twebhook_allow 10.0.0.0/8 192.168.1.5\n"+discoveryConfig(up.URL), "")
+	tm = env.team(0)
+	env.expect(201, http.MethodPost, tm.mgmt, "/webhook-endpoints", internal)
+	env.expect(400, http.MethodPost, tm.mgmt, "/webhook-endpoints", other)
+	_ = caddy.Stop()
+
+	dir := t.TempDir()
+	setDataDirs(t, dir)
+	cf := fmt.Sprintf("{\n\tadmin off\n\tpersist_config off\n\tmodel_gateway {\n\t\tstore sqlite %s\n\t\twebhook_allow intranet\n\t}\n}\n\nhttp://127.0.0.1:%d {\n\troute /v1/* {\n\t\tmodel_gateway\n\t}\n}\n",
+		filepath.Join(dir, "gateway.db"), freePort(t))
+	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(caddyfile.Format([]byte(cf)), nil)
+	if err != nil {
+		t.Fatalf("adapting: %v", err)
+	}
+	err = caddy.Load(cfgJSON, true)
+	_ = caddy.Stop()
+	if err == nil || !strings.Contains(err.Error(), `webhook_allow: "intranet"`) {
+		t.Fatalf("webhook_allow intranet: %v", err)
+	}
+}

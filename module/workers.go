@@ -48,6 +48,8 @@ type appRuntime struct {
 	// Sealer opens the webhook endpoints' signing secrets (the app's secret key); nil when
 	// no key is configured, and then no webhook is delivered.
 	Sealer *delivery.Sealer
+	// Outbound calls webhook receivers (the networks webhook_allow admits included).
+	Outbound *delivery.Client
 	// Emit publishes a Caddy event through the configuration's events app, when anything
 	// subscribes to it.
 	Emit func(name string, data map[string]any)
@@ -58,6 +60,6 @@ func (a *App) runtime() *appRuntime {
 	return &appRuntime{
 		Logger: a.logger, Registry: a.registry, Providers: a.providers, Metrics: a.metrics, Owner: a.pooled.inst,
 		ReservationTTL: time.Duration(a.ReservationTTL), StoreTimeout: time.Duration(a.StoreTimeout),
-		SettleTimeout: time.Duration(a.SettleTimeout), Blobs: a.blobs, Sealer: a.sealer, Emit: a.emit,
+		SettleTimeout: time.Duration(a.SettleTimeout), Blobs: a.blobs, Sealer: a.sealer, Outbound: a.outbound, Emit: a.emit,
 	}
 }
