@@ -134,6 +134,31 @@ var JobFields = [...]JobField{
 	{"expires_at", func(j *Job) any { return &j.ExpiresAt }},
 }
 
+// JobValue is a field of a job (what JobField.Addr returns, or a JobSet's value) as a
+// backend writes it: unset times and JSON as NULL (nil), JSON as text, set times as at
+// makes them (each backend keeps its own representation of a time).
+func JobValue(field any, at func(time.Time) any) any {
+	switch p := field.(type) {
+	case *string:
+		return *p
+	case *int:
+		return *p
+	case *int64:
+		return *p
+	case *json.RawMessage:
+		if *p == nil {
+			return nil
+		}
+		return string(*p)
+	case *time.Time:
+		if p.IsZero() {
+			return nil
+		}
+		return at(*p)
+	}
+	panic(fmt.Sprintf("store: job field of unknown type %T", field))
+}
+
 // JobColumns is the column list of JobFields, comma-separated.
 var JobColumns = func() string {
 	cols := make([]string, len(JobFields))

@@ -19,29 +19,8 @@ import (
 // its transaction, so the change reaches every store listening on the schema once, and
 // only once, it is committed (watch.go).
 
-// jobValue is a field of a job (what JobField.Addr returns, or a JobSet's value) as it is
-// written.
-func jobValue(field any) any {
-	switch p := field.(type) {
-	case *string:
-		return *p
-	case *int:
-		return *p
-	case *int64:
-		return *p
-	case *json.RawMessage:
-		if *p == nil {
-			return nil
-		}
-		return string(*p)
-	case *time.Time:
-		if p.IsZero() {
-			return nil
-		}
-		return *p
-	}
-	panic(fmt.Sprintf("postgres: job field of unknown type %T", field))
-}
+// jobValue is a field of a job as it is written (store.JobValue).
+func jobValue(field any) any { return store.JobValue(field, func(t time.Time) any { return t }) }
 
 // scanJob reads a row of store.JobColumns.
 func scanJob(row pgx.Row) (store.Job, error) {

@@ -18,28 +18,9 @@ import (
 // and JSON as text, both NULL when unset. The change feed is in-process: a change is
 // published once the write that made it committed (ChangeHub).
 
-// jobValue is a field of a job (what JobField.Addr returns, or a JobSet's value) as it is
-// written.
+// jobValue is a field of a job as it is written (store.JobValue).
 func jobValue(field any) any {
-	switch p := field.(type) {
-	case *string:
-		return *p
-	case *int:
-		return *p
-	case *int64:
-		return *p
-	case *json.RawMessage:
-		if *p == nil {
-			return nil
-		}
-		return string(*p)
-	case *time.Time:
-		if p.IsZero() {
-			return nil
-		}
-		return millis(*p)
-	}
-	panic(fmt.Sprintf("sqlite: job field of unknown type %T", field))
+	return store.JobValue(field, func(t time.Time) any { return millis(t) })
 }
 
 // scanJob reads a row of store.JobColumns.
