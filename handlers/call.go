@@ -37,9 +37,6 @@ type call struct {
 	model *Model
 	// routes are the charge's Routes, with what makes them callable.
 	routes []Route
-	// routeNames is the storage of the charge's Routes for a model of a few routes: no
-	// allocation of its own on the hot path.
-	routeNames [4]billing.RouteName
 	// leaseHold is the storage of the charge's Hold when a key lease admitted the call.
 	leaseHold billing.LeaseHold
 	wantMeta  bool
@@ -224,6 +221,18 @@ func (c *call) estimateUsage() {
 		in = estimatePromptTokens(c.prompt)
 	}
 	c.Usage = meter.Usage{Input: in, Output: c.chunks}
+}
+
+// charge is the call's charge as it leaves the request (into a job row, a batch's record):
+// its Routes named from the routes the call holds, which no request needs named while it
+// runs.
+func (c *call) charge() billing.Charge {
+	ch := c.Charge
+	ch.Routes = make([]billing.RouteName, len(c.routes))
+	for i, rt := range c.routes {
+		ch.Routes[i] = billing.RouteName{Provider: rt.ProviderName, UpstreamModel: rt.UpstreamModel}
+	}
+	return ch
 }
 
 // generation is the call's record as it stands: what settle charges and records.

@@ -63,14 +63,15 @@ func TestChargeKeepsRoutesAndFailures(t *testing.T) {
 		t.Fatalf("answer %d %v", status, answer)
 	}
 	c := seen.o.c
-	if want := []billing.RouteName{{Provider: "lim", UpstreamModel: "l-1"}, {Provider: "busy", UpstreamModel: "b-1"}}; !reflect.DeepEqual(c.Routes, want) {
-		t.Fatalf("routes %+v, want %+v", c.Routes, want)
+	ch := c.charge()
+	if want := []billing.RouteName{{Provider: "lim", UpstreamModel: "l-1"}, {Provider: "busy", UpstreamModel: "b-1"}}; !reflect.DeepEqual(ch.Routes, want) {
+		t.Fatalf("routes %+v, want %+v", ch.Routes, want)
 	}
 	if len(c.Failures) != 2 || c.Failures[0].Message != "the transport's own words" || c.Failures[1].Message != "status 429" {
 		t.Fatalf("failures %+v", c.Failures)
 	}
 
-	row, err := json.Marshal(c.Charge)
+	row, err := json.Marshal(ch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestChargeKeepsRoutesAndFailures(t *testing.T) {
 	if err := json.Unmarshal(row, &back.Charge); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(back.Routes, c.Routes) || !reflect.DeepEqual(back.Failures, c.Failures) {
+	if !reflect.DeepEqual(back.Routes, ch.Routes) || !reflect.DeepEqual(back.Failures, c.Failures) {
 		t.Fatalf("read back: routes %+v failures %+v", back.Routes, back.Failures)
 	}
 	jsonOf := func(v any) string {

@@ -178,10 +178,6 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		g: g, caller: caller, model: m, routes: routes, skipped: dropped,
 		wantMeta: wantMeta, promptBytes: promptBytes, reqCtx: r.Context(),
 	}
-	c.Routes = c.routeNames[:0]
-	for _, rt := range routes {
-		c.Routes = append(c.Routes, billing.RouteName{Provider: rt.ProviderName, UpstreamModel: rt.UpstreamModel})
-	}
 	setGenerationID(w.Header(), c.GenerationID)
 	if g.Observer != nil {
 		g.Observer.Began(r.Context(), Outcome{c})
