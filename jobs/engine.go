@@ -398,18 +398,14 @@ func (e *Engine) end(ctx context.Context, log *zap.Logger, it store.ClaimedItem,
 	changed.ErrorCode, changed.ErrorMessage = rep.ErrorCode, rep.ErrorMessage
 	var events []store.Event
 	if e.Events != nil && rep.Status != j.Status {
-		events = e.Events(changed, phaseOf(rep.Status))
+		// A job's terminal statuses are the phases of its end's event.
+		events = e.Events(changed, rep.Status)
 	}
 	if err := e.Store.AdvanceJob(ctx, it.Claim, u, events, time.Time{}); err != nil {
 		e.advanceFailed(ctx, log, it, err)
 		return
 	}
 	e.changed(changed)
-}
-
-// phaseOf is the event phase of a job's end in status.
-func phaseOf(status string) string {
-	return status
 }
 
 // settle charges gen against the job's durable hold. A hold already gone (the job's
