@@ -3,7 +3,9 @@ package delivery
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -28,6 +30,7 @@ var ErrOpen = errors.New("opening sealed secret: not sealed by this key, or alte
 // the operator's key, so that a copy of the database alone never yields them.
 type Sealer struct {
 	aead cipher.AEAD
+	key  []byte
 }
 
 // NewSealer returns a sealer of the operator's key, 32 bytes given in base64 (standard or
@@ -52,7 +55,16 @@ func NewSealer(keyBase64 string) (*Sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook secret key: %w", err)
 	}
-	return &Sealer{aead: aead}, nil
+	return &Sealer{aead: aead, key: key}, nil
+}
+
+// Derive returns a 32-byte key for purpose ("video download links"), derived from the
+// operator's key by HMAC-SHA256, so that one secret_key serves every use without any of
+// them revealing it or another's key.
+func (s *Sealer) Derive(purpose string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("model_gateway derived key: " + purpose))
+	return m.Sum(nil)
 }
 
 func decodeKey(s string) ([]byte, error) {

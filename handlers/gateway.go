@@ -18,10 +18,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/billing"
+	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/internal/catalog"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/internal/readall"
+	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -74,6 +76,17 @@ type Gateway struct {
 	// WebhookClient checks the URLs of webhook receivers; nil admits public https
 	// receivers only (delivery.NewClient's defaults).
 	WebhookClient *delivery.Client
+	// BasePath is the prefix the API is served under ("/v1"), which the URLs the gateway
+	// hands out (a job's polling_url) start with.
+	BasePath string
+	// Jobs creates the jobs of the job families (video, music) under durable holds; the
+	// process's worker polls them. nil turns the job routes off (503 not_configured).
+	Jobs *jobs.Engine
+	// Blobs keeps what jobs made (music audio); nil when none is configured.
+	Blobs blobs.Store
+	// LinkKey signs the download links the gateway hands out (derived from the app's
+	// secret_key); nil when none is configured, and then no link is handed out.
+	LinkKey []byte
 	// Metrics, when set, counts requests, usage and upstream behaviour for Prometheus
 	// (NewMetrics); nil counts nothing.
 	Metrics *Metrics
@@ -132,6 +145,9 @@ func (g *Gateway) Init() {
 		g.SettleTimeout = DefaultSettleTimeout
 	}
 	g.ledger = billing.NewLedger(&g.Config)
+	if g.Jobs != nil && g.Jobs.Ledger == nil {
+		g.Jobs.Ledger = g.ledger
+	}
 	g.keys = &keyCache{ttl: g.KeyCacheTTL, m: map[string]cachedKey{}}
 	if g.Logger == nil {
 		g.Logger = zap.NewNop()

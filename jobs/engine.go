@@ -51,6 +51,10 @@ type Engine struct {
 	// job as the change left it (module emits it as a Caddy event). It runs on the
 	// engine's goroutine: it must not block.
 	Changed func(j store.Job)
+	// Wakeup, when set, is the channel Wake signals and Run listens to, so that an engine
+	// that only submits (a request's) wakes the one that polls (the worker's) when they
+	// share it.
+	Wakeup chan struct{}
 
 	wakeOnce sync.Once
 	wake     chan struct{}
@@ -85,7 +89,12 @@ func (e *Engine) now() time.Time {
 }
 
 func (e *Engine) wakeChan() chan struct{} {
-	e.wakeOnce.Do(func() { e.wake = make(chan struct{}, 1) })
+	e.wakeOnce.Do(func() {
+		e.wake = e.Wakeup
+		if e.wake == nil {
+			e.wake = make(chan struct{}, 1)
+		}
+	})
 	return e.wake
 }
 

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -100,6 +101,9 @@ type Env struct {
 	// its adapter (a providers.Provider, which the kind asserts to its capability) and its
 	// price. false when the configuration no longer has it.
 	Route func(provider, upstreamModel string) (Route, bool)
+	// Blobs is the configuration's blob store, where a kind keeps what its jobs made
+	// (music audio, batch output files); nil when none is configured.
+	Blobs blobs.Store
 }
 
 // Route is a job's route in a configuration.

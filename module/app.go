@@ -764,7 +764,7 @@ func (a *App) Cleanup() error {
 }
 
 // gateway builds the request handler of one model_gateway handler instance.
-func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *handlers.Gateway {
+func (a *App) gateway(logger *zap.Logger, basePath string, maxBody int64, idle time.Duration) *handlers.Gateway {
 	g := &handlers.Gateway{
 		Config: billing.Config{
 			Store: a.store, Logger: logger, ReservationTTL: time.Duration(a.ReservationTTL),
@@ -783,6 +783,12 @@ func (a *App) gateway(logger *zap.Logger, maxBody int64, idle time.Duration) *ha
 		Metrics:            a.metrics,
 		WebhookSealer:      a.sealer,
 		WebhookClient:      a.outbound,
+		BasePath:           basePath,
+		Jobs:               a.jobSubmitter(logger),
+		Blobs:              a.blobs,
+	}
+	if a.sealer != nil {
+		g.LinkKey = a.sealer.Derive("download links")
 	}
 	if a.CreditLeaseLinger != nil {
 		g.LeaseLinger = time.Duration(*a.CreditLeaseLinger)

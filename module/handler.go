@@ -79,7 +79,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		stores.LoadOrStore(app.storeKey, app.pooled)
 		h.storeKey = app.storeKey
 	}
-	h.gw = app.gateway(ctx.Logger(), h.MaxBodySize, time.Duration(h.StreamIdleTimeout))
+	h.gw = app.gateway(ctx.Logger(), h.BasePath, h.MaxBodySize, time.Duration(h.StreamIdleTimeout))
 	h.api = h.serveAPI
 	if h.BodyTimeout >= 0 {
 		h.bodyTimeouts = &timeouts.Timeouts{ReadTimeout: DefaultBodyTimeout, ReadMinRate: DefaultBodyMinRate}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/workers"
@@ -37,14 +39,36 @@ func runJobs(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 		Env:     func() jobs.Env { return jobsEnv(rt.Current()) },
 		Events:  jobs.WebhookEvents(log, time.Now),
 		Changed: func(j store.Job) { emitJobChanged(rt.Current(), j) },
+		Wakeup:  jobsWakeup,
 	}
 	return e.Run(ctx)
+}
+
+// jobsWakeup is how a request that created a job wakes the process's poller, so that its
+// first poll is not left to the poller's idle wait. It is the process's, not a store's: a
+// wake-up of the poller of another store (tests run several) costs one look at its queue.
+var jobsWakeup = make(chan struct{}, 1)
+
+// jobSubmitter is the engine a configuration's requests create jobs with: it holds and
+// stores them, and wakes the worker's engine, which polls them.
+func (a *App) jobSubmitter(logger *zap.Logger) *jobs.Engine {
+	owner := ""
+	if a.pooled.inst != nil {
+		owner = a.pooled.inst.ID()
+	}
+	return &jobs.Engine{
+		Store: a.store, Logger: logger, Owner: owner,
+		Env:     func() jobs.Env { return jobsEnv(a.runtime()) },
+		Events:  jobs.WebhookEvents(logger, time.Now),
+		Changed: func(j store.Job) { emitJobChanged(a.runtime(), j) },
+		Wakeup:  jobsWakeup,
+	}
 }
 
 // jobsEnv is what a job's poll may use of configuration c: its routes by provider and
 // upstream model.
 func jobsEnv(c *appRuntime) jobs.Env {
-	return jobs.Env{Route: func(provider, upstreamModel string) (jobs.Route, bool) {
+	env := jobs.Env{Route: func(provider, upstreamModel string) (jobs.Route, bool) {
 		if c == nil || c.Registry == nil {
 			return jobs.Route{}, false
 		}
@@ -57,6 +81,10 @@ func jobsEnv(c *appRuntime) jobs.Env {
 		}
 		return jobs.Route{}, false
 	}}
+	if c != nil {
+		env.Blobs = c.Blobs
+	}
+	return env
 }
 
 func orDuration(d, def time.Duration) time.Duration {
