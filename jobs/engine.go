@@ -72,6 +72,9 @@ const (
 	DefaultMaxAttempts = 10
 	maxBackoff         = 5 * time.Minute
 	holdGrace          = time.Hour
+	// handBackTimeout bounds handing a poll back at shutdown, which must not hold the
+	// shutdown up.
+	handBackTimeout = 2 * time.Second
 )
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -300,7 +303,7 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 	}
 	cancel()
 	if ctx.Err() != nil {
-		// Shutting down: the claim's lease runs out and another claim polls again.
+		e.handBack(log, it.Claim)
 		return
 	}
 	var fail *Failure
@@ -462,6 +465,19 @@ func (e *Engine) retry(ctx context.Context, log *zap.Logger, it store.ClaimedIte
 	log.Warn("a job's poll failed; retried later", zap.Error(cause))
 	if err := e.Store.Retry(context.WithoutCancel(ctx), it.Claim, e.now().Add(e.backoff(it.Attempt)), cause.Error()); err != nil {
 		log.Error("rescheduling a failed poll failed; its lease running out makes it due again", zap.Error(err))
+	}
+}
+
+// handBack makes a poll cut short by the engine's shutdown (caddy stop, or the store
+// closing) due again at once, without counting it as a failure, so that the next engine to
+// run (this process restarted, another instance) polls the job without waiting for the
+// claim's lease to run out. If the store cannot be reached, the lease running out does the
+// same, later.
+func (e *Engine) handBack(log *zap.Logger, c store.Claim) {
+	ctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)
+	defer cancel()
+	if err := e.Store.Requeue(ctx, c, time.Time{}); err != nil && !errors.Is(err, store.ErrClaimLost) {
+		log.Info("a poll cut short by shutdown could not be handed back; its lease running out does", zap.Error(err))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +78,11 @@ type fakeJobUpstream struct {
 	panicAt   int
 	done      chan struct{}
 
+	// stall, while set, makes a poll wait for its request to be cut (the gateway stopping),
+	// telling stalled that it waits.
+	stall   atomic.Bool
+	stalled chan struct{}
+
 	mu    sync.Mutex
 	polls []testJobPoll
 }
@@ -87,7 +93,7 @@ type testJobPoll struct {
 }
 
 func newFakeJobUpstream(t *testing.T, pollAfter time.Duration, panicAt int) *fakeJobUpstream {
-	f := &fakeJobUpstream{pollAfter: pollAfter, panicAt: panicAt, done: make(chan struct{})}
+	f := &fakeJobUpstream{pollAfter: pollAfter, panicAt: panicAt, done: make(chan struct{}), stalled: make(chan struct{}, 1)}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/jobs" {
 			_, _ = w.Write([]byte(`{"id":"native_1"}`))
@@ -95,6 +101,14 @@ func newFakeJobUpstream(t *testing.T, pollAfter time.Duration, panicAt int) *fak
 		}
 		if r.Method != http.MethodGet || r.URL.Path != "/jobs/native_1" {
 			http.NotFound(w, r)
+			return
+		}
+		if f.stall.Load() {
+			select {
+			case f.stalled <- struct{}{}:
+			default:
+			}
+			<-r.Context().Done()
 			return
 		}
 		f.mu.Lock()
