@@ -44,6 +44,9 @@ type Engine struct {
 	Concurrency, GroupCap int
 	// MaxAttempts is how many failed polls in a row end a job as failed.
 	MaxAttempts int
+	// Reconcile is how often the engine looks for live jobs that nothing polls (see
+	// Engine.Reconcile); it also looks when it starts.
+	Reconcile time.Duration
 	// Events, when set, makes the events a change of job j to phase enqueues for delivery
 	// (webhooks), in the transaction that makes the change; j is the job as changed.
 	Events func(j store.Job, phase string) []store.Event
@@ -70,8 +73,11 @@ const (
 	DefaultConcurrency = 8
 	DefaultGroupCap    = 4
 	DefaultMaxAttempts = 10
-	maxBackoff         = 5 * time.Minute
-	holdGrace          = time.Hour
+	DefaultReconcile   = 5 * time.Minute
+	// reconcileBatch bounds the jobs one reconciliation queues again.
+	reconcileBatch = 500
+	maxBackoff     = 5 * time.Minute
+	holdGrace      = time.Hour
 	// handBackTimeout bounds handing a poll back at shutdown, which must not hold the
 	// shutdown up.
 	handBackTimeout = 2 * time.Second
@@ -209,7 +215,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	sem := make(chan struct{}, orDefault(e.Concurrency, DefaultConcurrency))
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var reconciled time.Time
 	for ctx.Err() == nil {
+		if now := e.now(); now.Sub(reconciled) >= orDefault(e.Reconcile, DefaultReconcile) {
+			reconciled = now
+			if _, err := e.ReconcileJobs(ctx); err != nil && ctx.Err() == nil {
+				e.Logger.Warn("looking for jobs nothing polls failed; looked again later", zap.Error(err))
+			}
+		}
 		claimed := 0
 		for _, name := range Kinds() {
 			free := cap(sem) - len(sem)
@@ -252,6 +265,34 @@ func (e *Engine) Run(ctx context.Context) error {
 		t.Stop()
 	}
 	return nil
+}
+
+// ReconcileJobs queues a poll again for each live job that has none (store.UnpolledJobs),
+// so that a job whose state nobody follows (a database restored from a backup, a poll
+// removed by hand) is polled to its end and its hold settled or released, rather than
+// left holding credit until the hold expires. It returns how many it queued. Instances
+// reconciling at once race harmlessly: a poll queued twice is one poll.
+func (e *Engine) ReconcileJobs(ctx context.Context) (int, error) {
+	lost, err := e.Store.UnpolledJobs(ctx, reconcileBatch)
+	if err != nil {
+		return 0, err
+	}
+	queued := 0
+	for _, j := range lost {
+		switch err := e.Store.Enqueue(ctx, store.JobEnqueue(j, e.now())); {
+		case err == nil:
+			queued++
+			e.Logger.Warn("a live job had no poll queued; polled again",
+				zap.String("job_id", j.ID), zap.String("kind", j.Kind), zap.String("status", j.Status))
+		case errors.Is(err, store.ErrConflict):
+		default:
+			return queued, fmt.Errorf("queueing a poll of job %q again: %w", j.ID, err)
+		}
+	}
+	if queued > 0 {
+		e.Wake()
+	}
+	return queued, nil
 }
 
 // PollClaimed polls the job of a claimed item and advances it: on to its next poll, to its

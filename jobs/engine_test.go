@@ -352,3 +352,35 @@ func TestSubmitEnqueuesCreatedEvent(t *testing.T) {
 		t.Fatalf("created event tells of %+v, want the job %+v as stored", ev.Data, stored)
 	}
 }
+
+// A live job whose poll is gone (a database restored from a backup) is found by
+// ReconcileJobs, polled again and ended, its hold settled; a job still queued, or ended,
+// is left as it is.
+func TestReconcileJobsPollsALostJobToItsEnd(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.submit("job_lost", 2*usd, time.Now().Add(time.Hour), running, finished)
+	f.submit("job_queued", usd, time.Now().Add(time.Hour), running, finished)
+	if err := f.s.Remove(ctx, store.JobQueue("enginetest"), "job_lost"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.e.ReconcileJobs(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("ReconcileJobs = %d, %v; want the lost job queued again", n, err)
+	}
+	for i := 0; i < 20 && !(Terminal(f.job("job_lost").Status) && Terminal(f.job("job_queued").Status)); i++ {
+		f.pollDue()
+	}
+	for _, id := range []string{"job_lost", "job_queued"} {
+		if j := f.job(id); j.Status != StatusCompleted || j.Lifecycle != LifecycleSettled {
+			t.Fatalf("%s: %+v; want completed and settled", id, j)
+		}
+	}
+	const cost = 2 * 4 * usd / 10
+	if b := f.wallet(); b.BalanceNanos != 10*usd-cost || b.ReservedNanos != 0 {
+		t.Errorf("wallet %+v; want both jobs charged and nothing held", b)
+	}
+	if n, err := f.e.ReconcileJobs(ctx); err != nil || n != 0 {
+		t.Errorf("ReconcileJobs after the end = %d, %v; want nothing to do", n, err)
+	}
+}

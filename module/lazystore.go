@@ -459,6 +459,14 @@ func (l *lazyStore) SetWorkspaceAsyncAccess(ctx context.Context, a1 string, a2 b
 	return s.SetWorkspaceAsyncAccess(ctx, a1, a2)
 }
 
+func (l *lazyStore) UnpolledJobs(ctx context.Context, a1 int) ([]store.Job, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.UnpolledJobs(ctx, a1)
+}
+
 func (l *lazyStore) UpdateKey(ctx context.Context, a1 string, a2 string, a3 store.KeyUpdate) (store.Key, error) {
 	s, err := l.get(ctx)
 	if err != nil {

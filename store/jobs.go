@@ -34,6 +34,12 @@ type Jobs interface {
 	// next, without raising its attempt. A claim no longer held is ErrClaimLost, and then
 	// nothing changes.
 	AdvanceJob(ctx context.Context, c Claim, u JobUpdate, events []Event, next time.Time) error
+	// UnpolledJobs returns up to limit live jobs (no CompletedAt) that have no poll in
+	// their kind's queue, oldest first: jobs nothing would poll again (a database restored
+	// from a backup, a poll removed by hand), which jobs.Engine queues again. CreateJob
+	// and AdvanceJob change a job and its poll in one transaction, so no job in the making
+	// is among them.
+	UnpolledJobs(ctx context.Context, limit int) ([]Job, error)
 	// Watch returns the change feed: every change to a job of any workspace committed from
 	// now on, by this store or, on PostgreSQL, by any store on the same schema, until ctx
 	// ends or the store closes (then the channel is closed). Writers never wait for a

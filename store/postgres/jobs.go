@@ -139,6 +139,33 @@ func (s *Store) GetJob(ctx context.Context, workspaceID, id string) (store.Job, 
 	return j, nil
 }
 
+// UnpolledJobs returns up to limit live jobs with no poll queued, oldest first.
+func (s *Store) UnpolledJobs(ctx context.Context, limit int) ([]store.Job, error) {
+	var out []store.Job
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, `SELECT `+store.JobColumns+` FROM jobs j WHERE completed_at IS NULL
+			AND NOT EXISTS (SELECT 1 FROM queue_items q WHERE q.queue = 'jobs.' || j.kind AND q.id = j.id)
+			ORDER BY created_at, id LIMIT $1`, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		out = out[:0]
+		for rows.Next() {
+			j, err := scanJob(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, j)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding unpolled jobs: %w", err)
+	}
+	return out, nil
+}
+
 // ListJobs returns a page of the jobs q selects.
 func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, error) {
 	if err := q.Validate(); err != nil {

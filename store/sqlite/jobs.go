@@ -141,6 +141,29 @@ func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, er
 	return out, nil
 }
 
+// UnpolledJobs returns up to limit live jobs with no poll queued, oldest first.
+func (s *Store) UnpolledJobs(ctx context.Context, limit int) ([]store.Job, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+store.JobColumns+` FROM jobs j WHERE completed_at IS NULL
+		AND NOT EXISTS (SELECT 1 FROM queue_items q WHERE q.queue = 'jobs.' || j.kind AND q.id = j.id)
+		ORDER BY created_at, id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("finding unpolled jobs: %w", markUnavailable(err))
+	}
+	defer rows.Close()
+	var out []store.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("finding unpolled jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("finding unpolled jobs: %w", markUnavailable(err))
+	}
+	return out, nil
+}
+
 // AdvanceJob applies u to the job of claim c, enqueues events, and completes or requeues
 // the claim, in one transaction.
 func (s *Store) AdvanceJob(ctx context.Context, c store.Claim, u store.JobUpdate, events []store.Event, next time.Time) error {

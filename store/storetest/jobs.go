@@ -227,6 +227,58 @@ func testJobPages(t *testing.T, s store.Store) {
 
 // testAdvanceJob: AdvanceJob updates the job, writes its events and requeues or completes
 // its poll, all or nothing, and only for the claim that holds the poll.
+// testUnpolledJobs: only live jobs whose poll is gone are unpolled; a job ended with its
+// last poll, or still queued, or claimed, is not.
+func testUnpolledJobs(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	start := c.Now()
+	ws := newWorkspace(t, s, 0)
+	for i, id := range []string{"job_lost_1", "job_queued", "job_ended", "job_claimed", "job_lost_2"} {
+		createJob(t, s, testJob(ws, id, start.Add(time.Duration(i)*time.Second)), time.Time{})
+	}
+	for _, id := range []string{"job_lost_2", "job_lost_1"} {
+		if err := s.Remove(ctx, store.JobQueue("test_kind"), id); err != nil {
+			t.Fatalf("Remove(%s): %v", id, err)
+		}
+	}
+	// Due at once, claimed in id order: job_claimed stays claimed, job_ended ends with its
+	// poll, job_queued is queued again.
+	got := claim(t, s, store.JobQueue("test_kind"), "inst_a", time.Minute, 10)
+	if len(got) != 3 || got[0].ID != "job_claimed" || got[1].ID != "job_ended" || got[2].ID != "job_queued" {
+		t.Fatalf("claimed %v; want job_claimed, job_ended and job_queued", claimedIDs(got))
+	}
+	done, at := "completed", start.Add(time.Minute)
+	if err := s.AdvanceJob(ctx, got[1].Claim, store.JobUpdate{Status: &done, CompletedAt: &at}, nil, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Requeue(ctx, got[2].Claim, start.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	unpolled, err := s.UnpolledJobs(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, j := range unpolled {
+		names = append(names, j.ID)
+	}
+	if strings.Join(names, ",") != "job_lost_1,job_lost_2" {
+		t.Fatalf("UnpolledJobs = %v; want the two live jobs whose poll is gone, oldest first", names)
+	}
+	sameJob(t, "an unpolled job", unpolled[0], getJob(t, s, ws, "job_lost_1"))
+	if one, err := s.UnpolledJobs(ctx, 1); err != nil || len(one) != 1 || one[0].ID != "job_lost_1" {
+		t.Fatalf("UnpolledJobs(1) = %v, %v; want job_lost_1", one, err)
+	}
+	// Queued again, they are polled again.
+	if err := s.Enqueue(ctx, store.JobEnqueue(unpolled[0], time.Time{})); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.UnpolledJobs(ctx, 10); err != nil || len(again) != 1 || again[0].ID != "job_lost_2" {
+		t.Fatalf("UnpolledJobs after queueing job_lost_1 = %v, %v", again, err)
+	}
+}
+
 func testAdvanceJob(t *testing.T, s store.Store, c *Clock) {
 	ctx := context.Background()
 	start := c.Now()

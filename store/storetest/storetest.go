@@ -103,6 +103,7 @@ func Run(t *testing.T, open Opener) {
 		{"Jobs", testJobs},
 		{"CreateJobEvents", testCreateJobEvents},
 		{"AdvanceJob", testAdvanceJob},
+		{"UnpolledJobs", testUnpolledJobs},
 		{"Deliveries", testDeliveries},
 		{"SkipDelivery", testSkipDelivery},
 		{"WebhookEndpoints", testWebhookEndpoints},
