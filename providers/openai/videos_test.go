@@ -190,7 +190,9 @@ func writeOpenAIJSON(w http.ResponseWriter, status int, body string) {
 	_, _ = io.WriteString(w, body)
 }
 
-func writeOpenAIError(w http.ResponseWriter, status int, body string) { writeOpenAIJSON(w, status, body) }
+func writeOpenAIError(w http.ResponseWriter, status int, body string) {
+	writeOpenAIJSON(w, status, body)
+}
 
 func (f *fakeSora) calls() []string {
 	f.mu.Lock()
@@ -350,9 +352,12 @@ func TestSoraVideoErrors(t *testing.T) {
 	}
 
 	for name, call := range map[string]func() error{
-		"poll":    func() error { _, err := p.PollVideo(ctx, "sora-2", "video_404"); return err },
-		"content": func() error { _, err := p.VideoContent(ctx, &providers.VideoContentRequest{NativeID: "video_404"}); return err },
-		"delete":  func() error { return p.DeleteVideo(ctx, "sora-2", "video_404") },
+		"poll": func() error { _, err := p.PollVideo(ctx, "sora-2", "video_404"); return err },
+		"content": func() error {
+			_, err := p.VideoContent(ctx, &providers.VideoContentRequest{NativeID: "video_404"})
+			return err
+		},
+		"delete": func() error { return p.DeleteVideo(ctx, "sora-2", "video_404") },
 	} {
 		ue := upstreamErr(t, call())
 		if ue.Status != 404 || ue.Category != providers.CategoryNotFound || ue.Retryable || !strings.Contains(ue.Message, "not found") {
