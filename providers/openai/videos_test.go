@@ -70,7 +70,7 @@ func (f *fakeSora) serve(w http.ResponseWriter, r *http.Request) {
 	f.requests = append(f.requests, r.Method+" "+r.URL.EscapedPath()+"?"+r.URL.RawQuery)
 	f.headers = append(f.headers, r.Header.Clone())
 	if r.Header.Get("Authorization") != "Bearer sk-test-secret" {
-		writeOpenAIError(w, 401, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+		writeOpenAIJSON(w, 401, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/videos")
@@ -82,7 +82,7 @@ func (f *fakeSora) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && strings.HasSuffix(rest, "/content"):
 		id := strings.TrimSuffix(strings.TrimPrefix(rest, "/"), "/content")
 		if !f.known(id) {
-			writeOpenAIError(w, 404, fmt.Sprintf(soraNotFound, id))
+			writeOpenAIJSON(w, 404, fmt.Sprintf(soraNotFound, id))
 			return
 		}
 		switch r.URL.Query().Get("variant") {
@@ -93,14 +93,14 @@ func (f *fakeSora) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "image/webp")
 			_, _ = w.Write([]byte("RIFF....WEBPVP8 "))
 		default:
-			writeOpenAIError(w, 400, `{"error":{"message":"Invalid variant.","type":"invalid_request_error","param":"variant","code":null}}`)
+			writeOpenAIJSON(w, 400, `{"error":{"message":"Invalid variant.","type":"invalid_request_error","param":"variant","code":null}}`)
 		}
 	case r.Method == http.MethodGet:
 		f.poll(w, strings.TrimPrefix(rest, "/"))
 	case r.Method == http.MethodDelete:
 		id := strings.TrimPrefix(rest, "/")
 		if !f.known(id) {
-			writeOpenAIError(w, 404, fmt.Sprintf(soraNotFound, id))
+			writeOpenAIJSON(w, 404, fmt.Sprintf(soraNotFound, id))
 			return
 		}
 		f.deleted[id] = true
@@ -119,7 +119,7 @@ func (f *fakeSora) create(w http.ResponseWriter, r *http.Request) {
 	f.contentLength = r.ContentLength
 	_, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
-		writeOpenAIError(w, 400, `{"error":{"message":"expected multipart","type":"invalid_request_error","param":null,"code":null}}`)
+		writeOpenAIJSON(w, 400, `{"error":{"message":"expected multipart","type":"invalid_request_error","param":null,"code":null}}`)
 		return
 	}
 	f.form, f.file = map[string]string{}, nil
@@ -130,7 +130,7 @@ func (f *fakeSora) create(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		if err != nil {
-			writeOpenAIError(w, 400, `{"error":{"message":"bad multipart","type":"invalid_request_error","param":null,"code":null}}`)
+			writeOpenAIJSON(w, 400, `{"error":{"message":"bad multipart","type":"invalid_request_error","param":null,"code":null}}`)
 			return
 		}
 		b, _ := io.ReadAll(part)
@@ -148,13 +148,13 @@ func (f *fakeSora) create(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeSora) poll(w http.ResponseWriter, id string) {
 	if !f.known(id) {
-		writeOpenAIError(w, 404, fmt.Sprintf(soraNotFound, id))
+		writeOpenAIJSON(w, 404, fmt.Sprintf(soraNotFound, id))
 		return
 	}
 	if f.rateLimitPolls > 0 {
 		f.rateLimitPolls--
 		w.Header().Set("Retry-After", "2")
-		writeOpenAIError(w, 429, `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+		writeOpenAIJSON(w, 429, `{"error":{"message":"Rate limit reached for requests","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
 		return
 	}
 	f.polls[id]++
@@ -188,10 +188,6 @@ func writeOpenAIJSON(w http.ResponseWriter, status int, body string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, body)
-}
-
-func writeOpenAIError(w http.ResponseWriter, status int, body string) {
-	writeOpenAIJSON(w, status, body)
 }
 
 func (f *fakeSora) calls() []string {
