@@ -151,13 +151,9 @@ func (p *Provider) StartVideo(ctx context.Context, req *providers.VideoRequest) 
 	if err != nil {
 		return nil, err
 	}
-	b, err := p.up.ReadBody(ctx, at, resp)
+	op, b, err := p.readOperation(ctx, at, resp)
 	if err != nil {
 		return nil, err
-	}
-	var op veoOperation
-	if err := json.Unmarshal(b, &op); err != nil {
-		return nil, p.up.Malformed(resp.StatusCode, b, err)
 	}
 	if op.Name == "" || checkOperationName(op.Name) != nil {
 		return nil, p.up.Malformed(resp.StatusCode, b, fmt.Errorf("operation without a usable name"))
@@ -315,13 +311,9 @@ func (p *Provider) PollVideo(ctx context.Context, model, nativeID string) (*prov
 	if err != nil {
 		return nil, upstreamhttp.JobNotFound(err)
 	}
-	b, err := p.up.ReadBody(ctx, at, resp)
+	op, _, err := p.readOperation(ctx, at, resp)
 	if err != nil {
 		return nil, err
-	}
-	var op veoOperation
-	if err := json.Unmarshal(b, &op); err != nil {
-		return nil, p.up.Malformed(resp.StatusCode, b, err)
 	}
 	st := &providers.VideoStatus{NativeID: nativeID, Status: providers.JobInProgress}
 	if !op.Done {
@@ -366,6 +358,19 @@ func (p *Provider) PollVideo(ctx context.Context, model, nativeID string) (*prov
 		st.ErrorCode, st.ErrorMessage = "no_video", "Veo finished without a video"
 	}
 	return st, nil
+}
+
+// readOperation reads the operation a 2xx answer holds, and returns it with the body.
+func (p *Provider) readOperation(ctx context.Context, at *upstreamhttp.Attempt, resp *http.Response) (*veoOperation, []byte, error) {
+	b, err := p.up.ReadBody(ctx, at, resp)
+	if err != nil {
+		return nil, nil, err
+	}
+	var op veoOperation
+	if err := json.Unmarshal(b, &op); err != nil {
+		return nil, nil, p.up.Malformed(resp.StatusCode, b, err)
+	}
+	return &op, b, nil
 }
 
 // checkOperationName accepts an operation's resource name (models/{model}/operations/{id}):

@@ -101,9 +101,8 @@ func (p *Provider) videoSize(req *providers.VideoRequest) (string, error) {
 // bytes are read from the request's as the body is sent (not copied), then the closing
 // boundary.
 func videoForm(req *providers.VideoRequest, size string) upstreamhttp.Body {
-	var head, tail bytes.Buffer
-	sw := &switchWriter{w: &head}
-	mw := multipart.NewWriter(sw)
+	var head bytes.Buffer
+	mw := multipart.NewWriter(&head)
 	// Writes to a bytes.Buffer do not fail.
 	_ = mw.WriteField("model", req.Model)
 	_ = mw.WriteField("prompt", req.Prompt)
@@ -128,19 +127,14 @@ func videoForm(req *providers.VideoRequest, size string) upstreamhttp.Body {
 		_, _ = mw.CreatePart(h)
 		image = ref.Data
 	}
-	sw.w = &tail
-	_ = mw.Close()
+	// What mw.Close would write after the image.
+	tail := "\r\n--" + mw.Boundary() + "--\r\n"
 	return upstreamhttp.Body{
-		Reader:      io.MultiReader(&head, bytes.NewReader(image), &tail),
-		Length:      int64(head.Len() + len(image) + tail.Len()),
+		Reader:      io.MultiReader(&head, bytes.NewReader(image), strings.NewReader(tail)),
+		Length:      int64(head.Len() + len(image) + len(tail)),
 		ContentType: mw.FormDataContentType(),
 	}
 }
-
-// switchWriter writes to w, which can be changed between writes.
-type switchWriter struct{ w io.Writer }
-
-func (s *switchWriter) Write(p []byte) (int, error) { return s.w.Write(p) }
 
 // PollVideo reads GET {base}/videos/{id}. Statuses: queued, in_progress, completed and
 // failed are OpenAI's own; compatible servers' pending is queued, their cancelled, canceled
