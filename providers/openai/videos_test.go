@@ -261,6 +261,11 @@ func TestSoraVideoLifecycle(t *testing.T) {
 		c.Length != 1000 || c.ContentType != "video/mp4" || !bytes.Equal(got, videoBytes[1000:2000]) {
 		t.Errorf("range: status %d range %q length %d type %q, %d bytes", c.Status, c.ContentRange, c.Length, c.ContentType, len(got))
 	}
+	// A range past the end is the upstream's 416, for the client to see.
+	_, err = p.VideoContent(ctx, &providers.VideoContentRequest{Model: "sora-2", NativeID: "video_1", RangeHeader: "bytes=999999-"})
+	if ue := upstreamErr(t, err); ue.Status != http.StatusRequestedRangeNotSatisfiable || ue.Category != providers.CategoryInvalidRequest {
+		t.Errorf("unsatisfiable range: %+v", ue)
+	}
 	c, err = p.VideoContent(ctx, &providers.VideoContentRequest{Model: "sora-2", NativeID: "video_1", Variant: "thumbnail"})
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +287,8 @@ func TestSoraVideoLifecycle(t *testing.T) {
 
 	calls := f.calls()
 	wantCalls := []string{"POST /v1/videos?", "GET /v1/videos/video_1?", "GET /v1/videos/video_1?", "GET /v1/videos/video_1?",
-		"GET /v1/videos/video_1/content?variant=video", "GET /v1/videos/video_1/content?variant=thumbnail",
+		"GET /v1/videos/video_1/content?variant=video", "GET /v1/videos/video_1/content?variant=video",
+		"GET /v1/videos/video_1/content?variant=thumbnail",
 		"DELETE /v1/videos/video_1?", "GET /v1/videos/video_1?"}
 	if strings.Join(calls, "\n") != strings.Join(wantCalls, "\n") {
 		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(wantCalls, "\n"))
