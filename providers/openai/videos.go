@@ -54,8 +54,8 @@ type videoObject struct {
 // SDKs send it: model, prompt, seconds ("8"), size and the input_reference file part. The
 // image is streamed from the request's bytes, not copied into the body.
 //
-// Size is sent as given; without it, Resolution and AspectRatio name one of videoSizes
-// (720p 16:9 is 1280x720, 1024p 9:16 is 1024x1792...). What the API has no field for (a
+// Size is sent as given; without it, Resolution (720p by default) and AspectRatio (16:9 by
+// default) name one of videoSizes (720p 16:9 is 1280x720, 1024p 9:16 is 1024x1792...). What the API has no field for (a
 // negative prompt, a seed, a resolution or aspect ratio naming no size) is refused before
 // any call as an unsupported invalid request naming the field, on which the gateway tries the
 // model's next route.
@@ -82,19 +82,22 @@ func (p *Provider) videoSize(req *providers.VideoRequest) (string, error) {
 	if req.Size != "" || req.Resolution == "" && req.AspectRatio == "" {
 		return req.Size, nil
 	}
-	ratio := req.AspectRatio
+	res, ratio := strings.ToLower(req.Resolution), req.AspectRatio
+	if res == "" {
+		res = "720p"
+	}
 	if ratio == "" {
 		ratio = "16:9"
 	}
-	if size, ok := videoSizes[[2]string{strings.ToLower(req.Resolution), ratio}]; ok {
+	if size, ok := videoSizes[[2]string{res, ratio}]; ok {
 		return size, nil
 	}
-	param := "resolution"
-	if req.Resolution == "" {
-		param = "aspect_ratio"
+	param := "aspect_ratio"
+	if _, ok := videoSizes[[2]string{res, "16:9"}]; !ok {
+		param = "resolution"
 	}
-	return "", providers.Unsupported(p.name, param, fmt.Sprintf("the /videos API takes a size; resolution %q with aspect ratio %q names none (720p, 1024p or 1080p, 16:9 or 9:16)",
-		req.Resolution, ratio), ErrUnsupportedVideo)
+	return "", providers.Unsupported(p.name, param, fmt.Sprintf("the /videos API takes a size; resolution %s with aspect ratio %s names none (720p, 1024p or 1080p, 16:9 or 9:16)",
+		res, ratio), ErrUnsupportedVideo)
 }
 
 // videoForm is the multipart body of a video request: the fields, then the image part whose
@@ -145,9 +148,9 @@ func videoForm(req *providers.VideoRequest, size string) upstreamhttp.Body {
 // openai-poll-after-ms header is PollAfter. A completed job has the three variants, one
 // sample. A 404 is CategoryNotFound.
 func (p *Provider) PollVideo(ctx context.Context, model, nativeID string) (*providers.VideoStatus, error) {
-	resp, at, err := p.up.Fetch(ctx, upstreamhttp.Fetch{URL: p.videoURL(nativeID, "")})
+	resp, at, err := p.fetchVideo(ctx, http.MethodGet, nativeID, "", nil)
 	if err != nil {
-		return nil, upstreamhttp.JobNotFound(err)
+		return nil, err
 	}
 	return p.readVideo(ctx, at, resp)
 }
@@ -217,9 +220,9 @@ func (p *Provider) VideoContent(ctx context.Context, req *providers.VideoContent
 	if req.RangeHeader != "" {
 		h.Set("Range", req.RangeHeader)
 	}
-	resp, at, err := p.up.Fetch(ctx, upstreamhttp.Fetch{URL: p.videoURL(req.NativeID, "/content?variant="+url.QueryEscape(variant)), Header: h})
+	resp, at, err := p.fetchVideo(ctx, http.MethodGet, req.NativeID, "/content?variant="+url.QueryEscape(variant), h)
 	if err != nil {
-		return nil, upstreamhttp.JobNotFound(err)
+		return nil, err
 	}
 	return p.up.VideoContent(ctx, at, resp, p.idle), nil
 }
@@ -227,9 +230,9 @@ func (p *Provider) VideoContent(ctx context.Context, req *providers.VideoContent
 // DeleteVideo deletes the job upstream: DELETE {base}/videos/{id}. A 404 is
 // CategoryNotFound, which the caller may take as already deleted.
 func (p *Provider) DeleteVideo(ctx context.Context, model, nativeID string) error {
-	resp, at, err := p.up.Fetch(ctx, upstreamhttp.Fetch{Method: http.MethodDelete, URL: p.videoURL(nativeID, "")})
+	resp, at, err := p.fetchVideo(ctx, http.MethodDelete, nativeID, "", nil)
 	if err != nil {
-		return upstreamhttp.JobNotFound(err)
+		return err
 	}
 	b, err := p.up.ReadBody(ctx, at, resp)
 	if err != nil {
@@ -247,10 +250,15 @@ func (p *Provider) DeleteVideo(ctx context.Context, model, nativeID string) erro
 	return nil
 }
 
-// videoURL is the URL of a job, with rest appended; the id is escaped, so that it cannot
-// change the path.
-func (p *Provider) videoURL(id, rest string) string {
-	return p.base + "/videos/" + url.PathEscape(id) + rest
+// fetchVideo sends a bodiless request about a job: to {base}/videos/{id}, with rest
+// appended. The id is escaped, so that it cannot change the path; an empty one, and the
+// upstream's 404, are CategoryNotFound.
+func (p *Provider) fetchVideo(ctx context.Context, method, id, rest string, h http.Header) (*http.Response, *upstreamhttp.Attempt, error) {
+	if id == "" {
+		return nil, nil, upstreamhttp.NotFound(p.name, "the video job has no upstream id")
+	}
+	resp, at, err := p.up.Fetch(ctx, upstreamhttp.Fetch{Method: method, URL: p.base + "/videos/" + url.PathEscape(id) + rest, Header: h})
+	return resp, at, upstreamhttp.JobNotFound(err)
 }
 
 func isVideoVariant(v string) bool {

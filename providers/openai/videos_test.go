@@ -367,6 +367,12 @@ func TestSoraVideoErrors(t *testing.T) {
 		}
 	}
 
+	before := len(f.calls())
+	_, err = p.PollVideo(ctx, "sora-2", "")
+	if ue := upstreamErr(t, err); ue.Category != providers.CategoryNotFound || len(f.calls()) != before {
+		t.Errorf("empty id: %+v, %d calls", ue, len(f.calls())-before)
+	}
+
 	// An id cannot reach another path.
 	_, err = p.PollVideo(ctx, "sora-2", "../models")
 	if ue := upstreamErr(t, err); ue.Category != providers.CategoryNotFound {
@@ -376,7 +382,7 @@ func TestSoraVideoErrors(t *testing.T) {
 		t.Errorf("escaped id called %s", calls[len(calls)-1])
 	}
 
-	before := len(f.calls())
+	before = len(f.calls())
 	for _, tc := range []struct {
 		name string
 		req  providers.VideoContentRequest
@@ -406,9 +412,11 @@ func TestSoraVideoRequestMapping(t *testing.T) {
 	}{
 		{name: "resolution and ratio", req: providers.VideoRequest{Resolution: "720p", AspectRatio: "9:16"}, size: "720x1280"},
 		{name: "resolution alone is landscape", req: providers.VideoRequest{Resolution: "1024P"}, size: "1792x1024"},
+		{name: "ratio alone is 720p", req: providers.VideoRequest{AspectRatio: "9:16"}, size: "720x1280"},
 		{name: "size wins", req: providers.VideoRequest{Size: "1280x720", Resolution: "1080p"}, size: "1280x720"},
 		{name: "unknown resolution", req: providers.VideoRequest{Resolution: "480p"}, param: "resolution"},
 		{name: "unknown ratio", req: providers.VideoRequest{AspectRatio: "1:1"}, param: "aspect_ratio"},
+		{name: "unknown ratio at 1080p", req: providers.VideoRequest{Resolution: "1080p", AspectRatio: "4:3"}, param: "aspect_ratio"},
 		{name: "negative prompt", req: providers.VideoRequest{NegativePrompt: "blur"}, param: "negative_prompt"},
 		{name: "seed", req: providers.VideoRequest{Seed: &seed}, param: "seed"},
 	} {
