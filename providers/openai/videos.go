@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,7 +182,7 @@ func (p *Provider) readVideo(ctx context.Context, at *upstreamhttp.Attempt, resp
 		st.Status = providers.JobQueued
 	case providers.JobCompleted:
 		st.Status, st.Progress = providers.JobCompleted, 100
-		st.Variants, st.Samples = videoVariants, 1
+		st.Variants, st.Samples = slices.Clone(videoVariants), 1
 	case providers.JobFailed, "cancelled", "canceled", "expired":
 		st.Status = providers.JobFailed
 		st.ErrorCode, st.ErrorMessage = s, "the upstream reports the video "+s
@@ -193,7 +194,7 @@ func (p *Provider) readVideo(ctx context.Context, at *upstreamhttp.Attempt, resp
 				st.ErrorCode = string(v.Error.Code)
 			}
 			if v.Error.Message != "" {
-				st.ErrorMessage = upstreamhttp.Truncate(v.Error.Message, upstreamhttp.MaxMessage)
+				st.ErrorMessage = upstreamhttp.Truncate(string(p.up.Redact([]byte(v.Error.Message))), upstreamhttp.MaxMessage)
 			}
 		}
 	default:
@@ -210,7 +211,7 @@ func (p *Provider) VideoContent(ctx context.Context, req *providers.VideoContent
 	if variant == "" {
 		variant = "video"
 	}
-	if !isVideoVariant(variant) {
+	if !slices.Contains(videoVariants, variant) {
 		return nil, upstreamhttp.NotFound(p.name, fmt.Sprintf("the /videos API has no variant %q (video, thumbnail or spritesheet)", variant))
 	}
 	if req.Index != 0 {
@@ -259,15 +260,6 @@ func (p *Provider) fetchVideo(ctx context.Context, method, id, rest string, h ht
 	}
 	resp, at, err := p.up.Fetch(ctx, upstreamhttp.Fetch{Method: method, URL: p.base + "/videos/" + url.PathEscape(id) + rest, Header: h})
 	return resp, at, upstreamhttp.JobNotFound(err)
-}
-
-func isVideoVariant(v string) bool {
-	for _, have := range videoVariants {
-		if v == have {
-			return true
-		}
-	}
-	return false
 }
 
 // pollAfter reads openai-poll-after-ms, zero when absent or unreadable.
