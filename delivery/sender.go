@@ -102,6 +102,9 @@ func (s *Sender) schedule() []time.Duration {
 	return s.Schedule
 }
 
+// DefaultMaxAttempts is how many attempts a delivery gets with DefaultSchedule.
+func DefaultMaxAttempts() int { return len(DefaultSchedule) + 1 }
+
 // MaxAttempts is how many attempts a delivery gets before it is given up.
 func (s *Sender) MaxAttempts() int { return len(s.schedule()) + 1 }
 
