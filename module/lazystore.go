@@ -262,6 +262,15 @@ func (l *lazyStore) ListAttempts(ctx context.Context, a1 store.AttemptQuery) ([]
 	return s.ListAttempts(ctx, a1)
 }
 
+func (l *lazyStore) JobDeliveryStats(ctx context.Context, a1 string, a2 string) (store.DeliveryStats, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.DeliveryStats
+		return zero, err
+	}
+	return s.JobDeliveryStats(ctx, a1, a2)
+}
+
 func (l *lazyStore) ListChildWorkspaces(ctx context.Context, a1 string, a2 store.Page) ([]store.Workspace, error) {
 	s, err := l.get(ctx)
 	if err != nil {

@@ -401,6 +401,15 @@ func testDeliveries(t *testing.T, s store.Store, c *Clock) {
 	if d, err := s.GetDelivery(ctx, ws, "evt_ok"); err != nil || d.Status != store.DeliveryPending || d.Attempts != 1 || !d.NextAt.Equal(retryAt) {
 		t.Fatalf("after a failed attempt: %+v, %v", d, err)
 	}
+	stats := func(what, workspace string, want store.DeliveryStats) {
+		t.Helper()
+		got, err := s.JobDeliveryStats(ctx, workspace, "job_1")
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: stats\n got %+v, %v\nwant %+v", what, got, err, want)
+		}
+	}
+	stats("after a failed attempt", ws, store.DeliveryStats{Events: 2, TotalAttempts: 1, PendingRetries: 1, NextRetryAt: retryAt,
+		LastAttemptAt: start, LastFailureAt: start, LastStatusCode: 503, LastError: "HTTP 503"})
 	c.Set(retryAt)
 	second := send("evt_ok")
 	if second.Attempt != 2 || second.LastError != "HTTP 503" {
@@ -467,6 +476,15 @@ func testDeliveries(t *testing.T, s store.Store, c *Clock) {
 	if got := list(store.AttemptQuery{WorkspaceID: ws, DeliveryID: "evt_ok"}); !reflect.DeepEqual(got, want[:2]) {
 		t.Fatalf("attempts of evt_ok:\n got %+v\nwant %+v", got, want[:2])
 	}
+	newest := slices.Clone(want)
+	slices.Reverse(newest)
+	if got := list(store.AttemptQuery{WorkspaceID: ws, JobID: "job_1", Newest: true}); !reflect.DeepEqual(got, newest) {
+		t.Fatalf("attempts of the job, newest first:\n got %+v\nwant %+v", got, newest)
+	}
+	stats("at the end", ws, store.DeliveryStats{Events: 2, TotalAttempts: 3, DeliveredEvents: 1, DeliveredEventTypes: []string{"video.completed"},
+		LastAttemptAt: retryAt.Add(2 * time.Hour), LastDeliveredAt: retryAt.Add(time.Second), LastFailureAt: retryAt.Add(2 * time.Hour),
+		LastStatusCode: 410, LastError: "gone"})
+	stats("another workspace", other, store.DeliveryStats{})
 	if got := list(store.AttemptQuery{WorkspaceID: other, JobID: "job_1"}); len(got) != 0 {
 		t.Fatalf("another workspace sees attempts %+v", got)
 	}
