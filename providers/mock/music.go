@@ -20,7 +20,7 @@ import (
 // (mock-music) is synchronous: GenerateMusic answers the audio at once.
 //
 // The audio is the speech's 400 Hz tone as a WAV file, or silent MP3 frames (the default),
-// of the length asked (MusicDefaultLength when none is), so that its length can be
+// of the length asked (in whole 24 ms frames for MP3, none beyond it) (MusicDefaultLength when none is), so that its length can be
 // measured, and the same bytes for the same request. ogg and aac are refused before any
 // call. A prompt containing "mock:fail" fails: at once with a 400 for the synchronous
 // shape, as a failed task for the async one.
@@ -137,7 +137,8 @@ func (p *Provider) musicAudio(ctx context.Context, nativeID, format string, leng
 		b.size, b.gen = wav.HeaderSize+2*samples, wavAt(samples)
 		st.ContentType, st.Duration = "audio/wav", time.Duration(samples)*time.Second/speechRate
 	} else {
-		frames := (samples + mp3FrameSamples - 1) / mp3FrameSamples
+		// Whole frames of 24 ms, never longer than asked: a song is billed by started seconds.
+		frames := max(samples/mp3FrameSamples, 1)
 		b.size, b.gen = frames*mp3FrameSize, mp3At
 		st.ContentType, st.Duration = "audio/mpeg", time.Duration(frames*mp3FrameSamples)*time.Second/speechRate
 	}

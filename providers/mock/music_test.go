@@ -59,8 +59,8 @@ func TestMockMusicSync(t *testing.T) {
 		if want == 0 {
 			want = MusicDefaultLength
 		}
-		// MP3 frames hold 24 ms: the song is the length asked, rounded up to a frame.
-		if d < want || d > want+30*time.Millisecond || st.ContentType != tc.wantType {
+		// MP3 frames hold 24 ms: the song is the length asked, in whole frames.
+		if d > want || d < want-24*time.Millisecond || st.ContentType != tc.wantType {
 			t.Errorf("%s: %v of %s, want %v of %s", tc.format, d, st.ContentType, want, tc.wantType)
 		}
 		st2, _ := p.GenerateMusic(context.Background(), req)
