@@ -22,7 +22,6 @@ package music
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -111,6 +110,19 @@ func BlobKey(ws, id, format string) string { return "music/" + ws + "/" + id + "
 
 // Kind polls music jobs.
 type Kind struct{}
+
+// CallTimeout bounds the poll that makes a song synchronously and keeps it: the upstream's
+// default bound of one attempt (a song of minutes can take one or more to make).
+const CallTimeout = 10 * time.Minute
+
+// PollTimeout lets the poll that calls a synchronous upstream run for CallTimeout
+// (jobs.LongPoller); the other polls keep the engine's bound.
+func (Kind) PollTimeout(j store.Job) time.Duration {
+	if j.NativeID == "" && j.Status != jobs.StatusQueued {
+		return CallTimeout
+	}
+	return 0
+}
 
 // Poll makes the job advance: see the package documentation for the two shapes.
 func (Kind) Poll(ctx context.Context, env jobs.Env, j store.Job) (jobs.Report, error) {
@@ -300,5 +312,5 @@ func formatOf(ct, asked string) string {
 	return "mp3"
 }
 
-// ErrNoAudio tells that a music job has no audio (any more).
-var ErrNoAudio = errors.New("music has no audio")
+// Interface guards.
+var _ jobs.LongPoller = Kind{}
