@@ -330,7 +330,13 @@ func (g *Gateway) createMusic(w http.ResponseWriter, r *http.Request, caller *Ca
 	if err := music.ScheduleExpiry(r.Context(), g.Store, j, retention, now); err != nil {
 		return g.storeUnavailable("scheduling the music's expiry", err)
 	}
-	sub := jobs.Submission{Job: j, Most: rt.most, Endpoint: musicCapability.endpoint}
+	sub := jobs.Submission{Job: j, Most: rt.most, Endpoint: musicCapability.endpoint,
+		// A synchronous upstream has nothing to start: the worker makes the song, as soon as
+		// it can.
+		Start: func(context.Context) (string, jobs.Report, error) {
+			return "", jobs.Report{Status: jobs.StatusQueued, PollAfter: time.Nanosecond}, nil
+		},
+	}
 	if rt.async {
 		gen := rt.Provider.(providers.MusicGenerator) // the capability checked it
 		sub.Start = func(ctx context.Context) (string, jobs.Report, error) {

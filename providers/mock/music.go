@@ -16,7 +16,8 @@ import (
 
 // Music of the mock. A model whose name ends in "-async" (mock-music-async) makes music as
 // an upstream with tasks does: GenerateMusic answers a queued task, and PollMusic reports it
-// in progress MusicPolls-1 times, then completed with the audio. Any other model
+// in progress MusicPolls-1 times (asking to be polled again after MusicPollAfter), then
+// completed with the audio. Any other model
 // (mock-music) is synchronous: GenerateMusic answers the audio at once.
 //
 // The audio is the speech's 400 Hz tone as a WAV file, or silent MP3 frames (the default),
@@ -26,6 +27,7 @@ import (
 // shape, as a failed task for the async one.
 const (
 	MusicPolls         = 3
+	MusicPollAfter     = 100 * time.Millisecond
 	MusicDefaultLength = 10 * time.Second
 	musicFailTrigger   = "mock:fail"
 	musicAsyncSuffix   = "-async"
@@ -86,7 +88,7 @@ func (p *Provider) GenerateMusic(ctx context.Context, req *providers.MusicReques
 		failed = "fail"
 	}
 	id := fmt.Sprintf("%s_%s_%d_%s_%d", musicIDPrefix, format, length.Milliseconds(), failed, p.music.seq.Add(1))
-	return &providers.MusicStatus{NativeID: id, Status: providers.JobQueued}, nil
+	return &providers.MusicStatus{NativeID: id, Status: providers.JobQueued, PollAfter: MusicPollAfter}, nil
 }
 
 // PollMusic reports a task of the async shape: in progress for MusicPolls-1 polls, then
@@ -118,7 +120,7 @@ func (p *Provider) PollMusic(ctx context.Context, model, nativeID string) (*prov
 	}
 	t.mu.Unlock()
 	if n < MusicPolls {
-		return &providers.MusicStatus{NativeID: nativeID, Status: providers.JobInProgress, Progress: 100 * n / MusicPolls}, nil
+		return &providers.MusicStatus{NativeID: nativeID, Status: providers.JobInProgress, Progress: 100 * n / MusicPolls, PollAfter: MusicPollAfter}, nil
 	}
 	if parts[3] == "fail" {
 		return &providers.MusicStatus{NativeID: nativeID, Status: providers.JobFailed, ErrorCode: "mock_failure",
