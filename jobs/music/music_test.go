@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/blobs"
+	"github.com/modelgateway/caddy-modelgateway/internal/audiogen"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/providers"
-	"github.com/modelgateway/caddy-modelgateway/providers/mock"
 	"github.com/modelgateway/caddy-modelgateway/store"
 	"github.com/modelgateway/caddy-modelgateway/store/sqlite"
 )
@@ -71,18 +71,10 @@ func newBlobs(t *testing.T) blobs.Store {
 	return b
 }
 
-// wavOf is a WAV of d from the mock, as a synchronous upstream answers it.
-func wavOf(t *testing.T, d time.Duration) []byte {
-	t.Helper()
-	st, err := mock.New(mock.Config{}).GenerateMusic(context.Background(), &providers.MusicRequest{Model: "mock-music", Prompt: "x", Duration: d, Format: "wav"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(st.Audio)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+// wavOf is a WAV of d of noise at 8 kHz, as a synchronous upstream answers it.
+func wavOf(d time.Duration) []byte {
+	n := int(d * 8000 / time.Second)
+	return audiogen.WAV(8000, 0, [][]int16{audiogen.PCM(n, 1)})
 }
 
 // TestPollSynchronous: the first poll marks the job in progress without a call; the next
@@ -90,7 +82,7 @@ func wavOf(t *testing.T, d time.Duration) []byte {
 // at most those held for. A poll after the audio was kept does not make it again.
 func TestPollSynchronous(t *testing.T) {
 	b := newBlobs(t)
-	audio := wavOf(t, 5*time.Second)
+	audio := wavOf(5 * time.Second)
 	up := &scripted{audio: audio, contentType: "audio/wav", said: time.Hour}
 	for _, tc := range []struct {
 		name       string
