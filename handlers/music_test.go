@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/blobs"
@@ -283,5 +285,48 @@ func TestMusicElevenLabsBlock(t *testing.T) {
 	}
 	if b := mg.balance(ws); b.BalanceNanos != 10*usdNanos-13*musicSecond || b.ReservedNanos != 0 {
 		t.Fatalf("wallet %+v", b)
+	}
+}
+
+// TestMusicWebhook: a job's webhook names one of the workspace's endpoints and events of
+// music jobs; the job keeps it as its webhook configuration, whose events the engine makes.
+func TestMusicWebhook(t *testing.T) {
+	mg := newMusicGateway(t)
+	ws, std, _ := mg.workspace(10 * usdNanos)
+	otherWS, _, _ := mg.workspace(0)
+	endpoint := func(ws string) string {
+		e, err := mg.s.CreateWebhookEndpoint(context.Background(), store.WebhookEndpoint{
+			ID: uuid.NewString(), WorkspaceID: ws, Name: "hooks", URL: "https://hooks.example.com/gw", Events: []string{"*"}, Secret: []byte("sealed"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	mine, theirs := endpoint(ws), endpoint(otherWS)
+	status, v := mg.do(http.MethodPost, "/music/generate", std,
+		`{"model":"song","prompt":"x","duration":3,"webhook":{"endpoint_id":"`+mine+`","events":["music.completed","music.failed"]}}`)
+	if status != 200 {
+		t.Fatalf("%d %v", status, v)
+	}
+	j, err := mg.s.GetJob(context.Background(), ws, v["id"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg jobs.WebhookConfig
+	if err := json.Unmarshal(j.Webhook, &cfg); err != nil || cfg.EndpointID != mine || len(cfg.Events) != 2 || cfg.Events[0] != "music.completed" {
+		t.Fatalf("webhook %s (%v)", j.Webhook, err)
+	}
+	if ev := jobs.WebhookEvents(zap.NewNop(), nil)(j, "completed"); len(ev) != 1 || ev[0].Type != "music.completed" || ev[0].Target != mine {
+		t.Fatalf("events %+v", ev)
+	}
+	for _, tc := range []struct{ name, hook, param string }{
+		{"another workspace's endpoint", `{"endpoint_id":"` + theirs + `"}`, "webhook.endpoint_id"},
+		{"another kind's events", `{"endpoint_id":"` + mine + `","events":["video.completed"]}`, "webhook.events"},
+		{"unknown phase", `{"endpoint_id":"` + mine + `","events":["music.done"]}`, "webhook.events"},
+		{"unknown field", `{"endpoint_id":"` + mine + `","url":"https://x"}`, "webhook"},
+	} {
+		status, v := mg.do(http.MethodPost, "/music/generate", std, `{"model":"song","prompt":"x","webhook":`+tc.hook+`}`)
+		wantError(t, tc.name, status, v, 400, CodeValidation, tc.param)
 	}
 }
