@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -357,7 +358,7 @@ func (g *Gateway) createMusic(w http.ResponseWriter, r *http.Request, caller *Ca
 	}
 	created, err := g.Jobs.Submit(r.Context(), sub)
 	if err != nil {
-		return g.submitError(m, rt.Route, dropped, err)
+		return g.musicSubmitError(m, rt.Route, dropped, err)
 	}
 	v, err := g.renderMusic(r, created)
 	if err != nil {
@@ -367,9 +368,9 @@ func (g *Gateway) createMusic(w http.ResponseWriter, r *http.Request, caller *Ca
 	return writeJSON(w, http.StatusOK, v)
 }
 
-// submitError answers a job that could not be created: its hold refused (credit, a key's
+// musicSubmitError answers a music job that could not be created: its hold refused (credit, a key's
 // limit, the store), or its upstream's refusal to start it.
-func (g *Gateway) submitError(m *Model, rt Route, dropped []droppedRoute, err error) error {
+func (g *Gateway) musicSubmitError(m *Model, rt Route, dropped []droppedRoute, err error) error {
 	endpoint := musicCapability.endpoint
 	switch {
 	case errors.Is(err, store.ErrInsufficientFunds):
@@ -494,13 +495,13 @@ func (g *Gateway) renderMusic(r *http.Request, j store.Job) (any, error) {
 		o.Duration = &req.Duration
 	}
 	if !j.CompletedAt.IsZero() {
-		o.CompletedAt = ptrTo(j.CompletedAt.Unix())
+		o.CompletedAt = musicPtr(j.CompletedAt.Unix())
 	}
 	switch {
 	case hasResult:
-		o.ExpiresAt = ptrTo(res.ExpiresAt.Unix())
+		o.ExpiresAt = musicPtr(res.ExpiresAt.Unix())
 	case !jobs.Terminal(j.Status) && !j.ExpiresAt.IsZero():
-		o.ExpiresAt = ptrTo(j.ExpiresAt.Unix())
+		o.ExpiresAt = musicPtr(j.ExpiresAt.Unix())
 	}
 	if hasResult && o.LifecycleStatus == jobs.StatusCompleted {
 		audioURL, _ := g.jobURLs(r, path+"/content", store.JobMusic, j.ID)
@@ -526,7 +527,7 @@ func (g *Gateway) renderMusic(r *http.Request, j store.Job) (any, error) {
 	return o, nil
 }
 
-func ptrTo[T any](v T) *T { return &v }
+func musicPtr(v int64) *int64 { return &v }
 
 // musicContent serves GET /music/generate/{music_id}/content: the audio, streamed from the
 // blob store, whole or by the client's Range (206 with Content-Range), with the blob's
@@ -560,18 +561,12 @@ func (g *Gateway) musicContent(w http.ResponseWriter, r *http.Request, c *Caller
 	if info.SHA256 != "" {
 		h.Set("ETag", `"`+info.SHA256+`"`)
 	}
-	h.Set("Content-Disposition", `attachment; filename="`+j.ID+"."+strings.TrimPrefix(fileExt(res.BlobKey), ".")+`"`)
-	body := &blobReader{ctx: r.Context(), store: g.Blobs, key: res.BlobKey, size: info.Size}
+	// The key's last segment is the music id and its format's extension: safe characters.
+	h.Set("Content-Disposition", `attachment; filename="`+path.Base(res.BlobKey)+`"`)
+	body := &blobSeeker{ctx: r.Context(), store: g.Blobs, key: res.BlobKey, size: info.Size}
 	defer body.Close()
 	http.ServeContent(w, r, "", info.ModTime, body)
 	return nil
-}
-
-func fileExt(key string) string {
-	if i := strings.LastIndexByte(key, '.'); i >= 0 {
-		return key[i:]
-	}
-	return ""
 }
 
 func musicExpired(id string) *APIError {
@@ -581,10 +576,10 @@ func musicExpired(id string) *APIError {
 	return e
 }
 
-// blobReader reads a blob as an io.ReadSeeker for http.ServeContent: a seek costs nothing,
+// blobSeeker reads a blob as an io.ReadSeeker for http.ServeContent: a seek costs nothing,
 // and the read after it opens the blob from there (one ranged read of the store for each
 // range served), so that a range of a large blob is read, not the blob.
-type blobReader struct {
+type blobSeeker struct {
 	ctx   context.Context
 	store blobs.Store
 	key   string
@@ -593,7 +588,7 @@ type blobReader struct {
 	rc    io.ReadCloser
 }
 
-func (b *blobReader) Read(p []byte) (int, error) {
+func (b *blobSeeker) Read(p []byte) (int, error) {
 	if b.off >= b.size {
 		return 0, io.EOF
 	}
@@ -609,7 +604,7 @@ func (b *blobReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *blobReader) Seek(offset int64, whence int) (int64, error) {
+func (b *blobSeeker) Seek(offset int64, whence int) (int64, error) {
 	switch whence {
 	case io.SeekCurrent:
 		offset += b.off
@@ -626,7 +621,7 @@ func (b *blobReader) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-func (b *blobReader) Close() {
+func (b *blobSeeker) Close() {
 	if b.rc != nil {
 		_ = b.rc.Close()
 		b.rc = nil
