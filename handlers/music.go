@@ -536,8 +536,14 @@ func (g *Gateway) musicContent(w http.ResponseWriter, r *http.Request, c *Caller
 	if g.Blobs == nil {
 		return g.musicOff()
 	}
-	j, err := g.ownMusic(r, c)
+	// The job's lookup is bounded as a poll is; the audio's stream is not.
+	ctx, cancel := g.storeContext(r.Context())
+	j, err := g.ownMusic(r.WithContext(ctx), c)
+	cancel()
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return g.storeUnavailable("reading the music job", err)
+		}
 		return err
 	}
 	res, ok := music.ReadResult(j)
