@@ -330,3 +330,26 @@ func TestMusicWebhook(t *testing.T) {
 		wantError(t, tc.name, status, v, 400, CodeValidation, tc.param)
 	}
 }
+
+// TestMusicOff: without a jobs engine or a blob store, music is refused before anything is
+// held, saying what is missing.
+func TestMusicOff(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(g *Gateway)
+		want  string
+	}{
+		{"no blob store", func(g *Gateway) { g.Jobs = &jobs.Engine{Store: g.Store, Logger: zap.NewNop()} }, "blob_store"},
+		{"no jobs engine", func(g *Gateway) {}, "jobs engine"},
+	} {
+		a := newAdminGateway(t, nil, tc.setup)
+		_, std, _ := a.workspace(10 * usdNanos)
+		status, v := a.do(http.MethodPost, "/music/generate", std, `{"model":"song","prompt":"x"}`)
+		wantError(t, tc.name, status, v, 503, CodeNotConfigured, "")
+		if !strings.Contains(v["message"].(string), tc.want) {
+			t.Errorf("%s: %v", tc.name, v["message"])
+		}
+		status, v = a.do(http.MethodGet, "/music/generate/music_1/content", std, "")
+		wantError(t, tc.name+": content", status, v, 503, CodeNotConfigured, "")
+	}
+}
