@@ -358,7 +358,7 @@ func (g *Gateway) createMusic(w http.ResponseWriter, r *http.Request, caller *Ca
 	}
 	created, err := g.Jobs.Submit(r.Context(), sub)
 	if err != nil {
-		return g.musicSubmitError(m, rt.Route, dropped, err)
+		return g.musicSubmitError(m, rt, dropped, err)
 	}
 	v, err := g.renderMusic(r, created)
 	if err != nil {
@@ -370,19 +370,22 @@ func (g *Gateway) createMusic(w http.ResponseWriter, r *http.Request, caller *Ca
 
 // musicSubmitError answers a music job that could not be created: its hold refused (credit, a key's
 // limit, the store), or its upstream's refusal to start it.
-func (g *Gateway) musicSubmitError(m *Model, rt Route, dropped []droppedRoute, err error) error {
+func (g *Gateway) musicSubmitError(m *Model, rt musicRoute, dropped []droppedRoute, err error) error {
 	endpoint := musicCapability.endpoint
-	switch {
-	case errors.Is(err, store.ErrInsufficientFunds):
-		e := newError(http.StatusPaymentRequired, CodeInsufficientFunds,
-			"insufficient credit: this job holds its worst-case cost until it ends (at least 1.00 USD available is required); add credits to the workspace")
+	if errors.Is(err, store.ErrInsufficientFunds) {
+		required := max(rt.most, MinPreflightNanos)
+		e := newError(http.StatusPaymentRequired, CodeInsufficientFunds, fmt.Sprintf(
+			"insufficient credit: this job needs an available balance of at least %s USD (1.00 USD minimum, worst-case cost %s USD, held until it ends); add credits to the workspace",
+			pricing.FormatUSD(required), pricing.FormatUSD(rt.most)))
+		e.Extra = map[string]any{"required_nanos": required}
 		return g.Metrics.refused(endpoint, m.Name, e)
-	case keyLimitError(err, g.Now()) != nil:
-		return g.Metrics.refused(endpoint, m.Name, keyLimitError(err, g.Now()))
+	}
+	if e := keyLimitError(err, g.Now()); e != nil {
+		return g.Metrics.refused(endpoint, m.Name, e)
 	}
 	if ue, ok := providers.AsUpstreamError(err); ok {
 		c := &call{g: g, model: m, skipped: dropped}
-		c.addFailure(rt, ue)
+		c.addFailure(rt.Route, ue)
 		return c.upstreamFailure(ue)
 	}
 	if errors.Is(err, store.ErrUnavailable) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/jobs"
+	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/mock"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -351,5 +353,36 @@ func TestMusicOff(t *testing.T) {
 		}
 		status, v = a.do(http.MethodGet, "/music/generate/music_1/content", std, "")
 		wantError(t, tc.name+": content", status, v, 503, CodeNotConfigured, "")
+	}
+}
+
+// refusingTasks is an upstream with music tasks that refuses every task it is asked for.
+type refusingTasks struct{}
+
+func (refusingTasks) Name() string                                    { return "tasks" }
+func (refusingTasks) PlanMusic(*providers.MusicRequest) (bool, error) { return true, nil }
+func (refusingTasks) GenerateMusic(context.Context, *providers.MusicRequest) (*providers.MusicStatus, error) {
+	return nil, &providers.UpstreamError{Provider: "tasks", Status: 400, Code: "bad_prompt", Message: "the prompt is refused", Category: providers.CategoryInvalidRequest}
+}
+func (refusingTasks) PollMusic(context.Context, string, string) (*providers.MusicStatus, error) {
+	return nil, errors.New("no task")
+}
+
+// TestMusicTaskRefusedAtCreate: an upstream with tasks is asked as the job is created; its
+// refusal answers the request, and the hold taken for it is released.
+func TestMusicTaskRefusedAtCreate(t *testing.T) {
+	a := newAdminGateway(t, []*Model{{Name: "tasks", Routes: []Route{{ProviderName: "tasks", Provider: refusingTasks{}, UpstreamModel: "t1",
+		Price: pricing.Price{OutputAudioSeconds: musicSecond}}}}}, func(g *Gateway) {
+		g.Blobs, _ = blobs.NewFS(t.TempDir())
+		g.Jobs = &jobs.Engine{Store: g.Store, Logger: zap.NewNop()}
+	})
+	ws, std, _ := a.workspace(10 * usdNanos)
+	status, v := a.do(http.MethodPost, "/music/generate", std, `{"model":"tasks","prompt":"x","duration":30}`)
+	wantError(t, "refused task", status, v, 400, "bad_prompt", "")
+	if b, err := a.s.GetBalance(context.Background(), ws); err != nil || b.BalanceNanos != 10*usdNanos || b.ReservedNanos != 0 {
+		t.Fatalf("wallet %+v, %v; want untouched", b, err)
+	}
+	if listed, err := a.s.ListJobs(context.Background(), store.JobQuery{WorkspaceID: ws, Page: store.Page{Limit: 10}}); err != nil || len(listed) != 0 {
+		t.Fatalf("jobs %v, %v; want none", listed, err)
 	}
 }
