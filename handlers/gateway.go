@@ -84,6 +84,9 @@ type Gateway struct {
 	Jobs *jobs.Engine
 	// Blobs keeps what jobs made (music audio); nil when none is configured.
 	Blobs blobs.Store
+	// MusicRetention is how long the audio of a completed music job is kept; 0 means
+	// music.DefaultRetention (7 days).
+	MusicRetention time.Duration
 	// LinkKey signs the download links the gateway hands out (derived from the app's
 	// secret_key); nil when none is configured, and then no link is handed out.
 	LinkKey []byte

@@ -201,9 +201,10 @@ func intOrNull(n int) any {
 // no credentials, no forbidden address literal; the address dialled is checked at each
 // delivery) and needs secret, the caller's own whsec_ secret (base64 of 24 to 64 bytes):
 // the gateway keeps it sealed, signs the job's events with it and never shows it. events
-// (optional; absent means every event) lists "<kind>.<phase>" types or "*". Job families
-// (video, music, batch) call it when creating a job.
-func (g *Gateway) parseJobWebhook(ctx context.Context, c *Caller, raw json.RawMessage) (json.RawMessage, error) {
+// (optional; absent means every event) lists "*" or types of the job's kind,
+// "<kind>.<phase>": another kind's event would never come. Job families (video, music,
+// batch) call it when creating a job of kind.
+func (g *Gateway) parseJobWebhook(ctx context.Context, c *Caller, kind string, raw json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || isJSONNull(raw) {
 		return nil, nil
 	}
@@ -227,6 +228,11 @@ func (g *Gateway) parseJobWebhook(ctx context.Context, c *Caller, raw json.RawMe
 		if apiErr != nil {
 			apiErr.Param = "webhook.events"
 			return nil, apiErr
+		}
+		for _, e := range events {
+			if e != "*" && !strings.HasPrefix(e, kind+".") {
+				return nil, paramError("webhook.events", fmt.Sprintf("event type %q is not one of a %s job's (%s.<phase>)", e, kind, kind))
+			}
 		}
 		w.Events = events
 	}

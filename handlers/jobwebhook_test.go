@@ -58,6 +58,7 @@ func TestParseJobWebhookWebhook(t *testing.T) {
 		{"unknown field", `{"endpoint_id": "` + mine + `", "signing_secret": "x"}`, "webhook", "signing_secret"},
 		{"not an object", `"https://hooks.example.com/x"`, "webhook", "webhook must be"},
 		{"bad event", `{"endpoint_id": "` + mine + `", "events": ["video.finished"]}`, "webhook.events", "video.finished"},
+		{"another kind's event", `{"endpoint_id": "` + mine + `", "events": ["music.completed"]}`, "webhook.events", "music.completed"},
 		{"empty events", `{"endpoint_id": "` + mine + `", "events": []}`, "webhook.events", "at least one"},
 		{"another workspace's endpoint", `{"endpoint_id": "` + theirs + `"}`, "webhook.endpoint_id", "no webhook endpoint"},
 		{"no such endpoint", `{"endpoint_id": "0b9f1c6e-3a57-4c1e-9d0f-2f5a7c3e8b11"}`, "webhook.endpoint_id", "no webhook endpoint"},
@@ -73,7 +74,7 @@ func TestParseJobWebhookWebhook(t *testing.T) {
 		{"secret not base64", `{"url": "https://hooks.example.com/x", "secret": "whsec_!!!"}`, "webhook.secret", "base64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			stored, err := a.g.parseJobWebhook(ctx, caller, json.RawMessage(tc.body))
+			stored, err := a.g.parseJobWebhook(ctx, caller, store.JobVideo, json.RawMessage(tc.body))
 			var apiErr *APIError
 			if !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Code != CodeValidation || apiErr.Param != tc.param || !strings.Contains(apiErr.Message, tc.says) {
 				t.Fatalf("stored %s, err %v; want 400 on %s saying %q", stored, err, tc.param, tc.says)
@@ -85,15 +86,15 @@ func TestParseJobWebhookWebhook(t *testing.T) {
 	}
 
 	for _, raw := range []string{``, `null`, ` null `} {
-		if stored, err := a.g.parseJobWebhook(ctx, caller, json.RawMessage(raw)); stored != nil || err != nil {
+		if stored, err := a.g.parseJobWebhook(ctx, caller, store.JobVideo, json.RawMessage(raw)); stored != nil || err != nil {
 			t.Fatalf("%q: %s, %v; want no webhook", raw, stored, err)
 		}
 	}
-	stored, err := a.g.parseJobWebhook(ctx, caller, json.RawMessage(`{"endpoint_id": "`+mine+`", "events": ["video.completed", "video.completed"]}`))
+	stored, err := a.g.parseJobWebhook(ctx, caller, store.JobVideo, json.RawMessage(`{"endpoint_id": "`+mine+`", "events": ["video.completed", "video.completed"]}`))
 	if err != nil || string(stored) != `{"endpoint_id":"`+mine+`","events":["video.completed"]}` {
 		t.Fatalf("endpoint: %s, %v", stored, err)
 	}
-	stored, err = a.g.parseJobWebhook(ctx, caller, json.RawMessage(`{"url": "https://hooks.example.com/x", "secret": "`+secret+`"}`))
+	stored, err = a.g.parseJobWebhook(ctx, caller, store.JobVideo, json.RawMessage(`{"url": "https://hooks.example.com/x", "secret": "`+secret+`"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,13 +108,13 @@ func TestParseJobWebhookWebhook(t *testing.T) {
 	if opened, err := a.g.WebhookSealer.Open(w.Secret, []byte(w.Target)); err != nil || string(opened) != secret {
 		t.Fatalf("the sealed secret opens to %q, %v", opened, err)
 	}
-	if other, _ := a.g.parseJobWebhook(ctx, caller, json.RawMessage(`{"url": "https://hooks.example.com/x", "secret": "`+secret+`"}`)); strings.Contains(string(other), w.Target) {
+	if other, _ := a.g.parseJobWebhook(ctx, caller, store.JobVideo, json.RawMessage(`{"url": "https://hooks.example.com/x", "secret": "`+secret+`"}`)); strings.Contains(string(other), w.Target) {
 		t.Fatal("two jobs share a target")
 	}
 
 	// Without a secret key no webhook can be signed: 503, as the endpoint routes answer.
 	a.g.WebhookSealer = nil
-	_, err = a.g.parseJobWebhook(ctx, caller, json.RawMessage(`{"endpoint_id": "`+mine+`"}`))
+	_, err = a.g.parseJobWebhook(ctx, caller, store.JobVideo, json.RawMessage(`{"endpoint_id": "`+mine+`"}`))
 	var apiErr *APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 503 || apiErr.Code != CodeNotConfigured {
 		t.Fatalf("without a key: %v", err)
@@ -129,7 +130,7 @@ func TestJobWebhookShowsDeliveries(t *testing.T) {
 	ctx := context.Background()
 	caller := a.callerOf(mgmt)
 	secret, _ := delivery.NewSecret()
-	stored, err := a.g.parseJobWebhook(ctx, caller, json.RawMessage(`{"url": "https://hooks.example.com/x", "secret": "`+secret+`", "events": ["*"]}`))
+	stored, err := a.g.parseJobWebhook(ctx, caller, store.JobVideo, json.RawMessage(`{"url": "https://hooks.example.com/x", "secret": "`+secret+`", "events": ["*"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestJobWebhookShowsDeliveries(t *testing.T) {
 
 	// An endpoint's job shows the endpoint and its URL, signed by its secret; none: null.
 	ep := a.mustDo(201, http.MethodPost, "/webhook-endpoints", mgmt, `{"name": "n", "url": "https://hooks.example.com/ep", "events": ["*"]}`)["id"].(string)
-	job.Webhook, err = a.g.parseJobWebhook(ctx, caller, json.RawMessage(`{"endpoint_id": "`+ep+`", "events": ["video.completed"]}`))
+	job.Webhook, err = a.g.parseJobWebhook(ctx, caller, store.JobVideo, json.RawMessage(`{"endpoint_id": "`+ep+`", "events": ["video.completed"]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -336,7 +336,17 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 	if e.Env != nil {
 		env = e.Env()
 	}
-	pctx, cancel := context.WithTimeout(ctx, orDefault(e.Lease, DefaultLease)/2)
+	timeout := orDefault(e.Lease, DefaultLease) / 2
+	if lp, ok := k.(LongPoller); ok {
+		if d := lp.PollTimeout(j); d > timeout {
+			if _, err := e.Store.Extend(ctx, it.Claim, 2*d); err != nil {
+				e.advanceFailed(ctx, log, it, fmt.Errorf("extending the claim for a long poll: %w", err))
+				return
+			}
+			timeout = d
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	var rep Report
 	var perr error
 	if p := background.Call("polling job "+j.ID, func() { rep, perr = k.Poll(pctx, env, j) }); p != nil {

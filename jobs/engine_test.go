@@ -384,3 +384,56 @@ func TestReconcileJobsPollsALostJobToItsEnd(t *testing.T) {
 		t.Errorf("ReconcileJobs after the end = %d, %v; want nothing to do", n, err)
 	}
 }
+
+// longKind's polls last longPoll, longer than the engine's bound of a poll, and say they
+// are allowed to (LongPoller).
+type longKind struct{}
+
+const longPoll = 300 * time.Millisecond
+
+func (longKind) Poll(ctx context.Context, _ Env, _ store.Job) (Report, error) {
+	select {
+	case <-ctx.Done():
+		return Report{}, ctx.Err()
+	case <-time.After(longPoll):
+	}
+	return finished.rep, nil
+}
+
+func (longKind) PollTimeout(store.Job) time.Duration { return 10 * longPoll }
+
+func init() { Register("longtest", longKind{}) }
+
+// A LongPoller's poll runs past half the engine's lease, its claim extended: no other
+// instance claims the job meanwhile, and the poll's result ends the job.
+func TestLongPollExtendsItsClaim(t *testing.T) {
+	f := newFixture(t)
+	f.e.Lease = 100 * time.Millisecond
+	j, err := f.e.Submit(context.Background(), Submission{
+		Job: store.Job{ID: "job_long", WorkspaceID: f.ws, Kind: "longtest", KeyID: f.kd, Model: "video", Provider: "up",
+			UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(time.Hour)},
+		Most: usd, Endpoint: "/videos",
+		Start: func(context.Context) (string, Report, error) {
+			return "", Report{Status: StatusQueued, PollAfter: time.Millisecond}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	items, err := f.s.Claim(context.Background(), store.ClaimParams{Queue: store.JobQueue("longtest"), Owner: "test", Lease: f.e.Lease, Limit: 1})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("claim %v, %v", items, err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); f.e.PollClaimed(context.Background(), items[0]) }()
+	time.Sleep(2 * f.e.Lease) // the first lease has run out
+	other, err := f.s.Claim(context.Background(), store.ClaimParams{Queue: store.JobQueue("longtest"), Owner: "other", Lease: time.Minute, Limit: 1})
+	if err != nil || len(other) != 0 {
+		t.Fatalf("another instance claimed the job mid-poll: %v, %v", other, err)
+	}
+	<-done
+	if got := f.job(j.ID); got.Status != StatusCompleted || got.Lifecycle != LifecycleSettled {
+		t.Fatalf("job %+v; want completed by the long poll", got)
+	}
+}

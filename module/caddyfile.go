@@ -50,6 +50,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			catalog_file <path>
 //			upload_dir <path>
 //			credit_top_up on|off
+//			music_retention <duration>
 //			blob_store file [<directory>]
 //			blob_store s3 {
 //				endpoint <host[:port]>
@@ -166,9 +167,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parseDuration(d, &a.ReservationTTL); err != nil {
 				return err
 			}
-		case "store_timeout", "settle_timeout", "instance_heartbeat", "instance_timeout":
+		case "store_timeout", "settle_timeout", "instance_heartbeat", "instance_timeout", "music_retention":
 			field := map[string]*caddy.Duration{"store_timeout": &a.StoreTimeout, "settle_timeout": &a.SettleTimeout,
-				"instance_heartbeat": &a.InstanceHeartbeat, "instance_timeout": &a.InstanceTimeout}[d.Val()]
+				"instance_heartbeat": &a.InstanceHeartbeat, "instance_timeout": &a.InstanceTimeout, "music_retention": &a.MusicRetention}[d.Val()]
 			if err := parsePositiveDuration(d, field); err != nil {
 				return err
 			}

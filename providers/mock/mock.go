@@ -8,7 +8,8 @@
 // Beside chat it has every neutral capability the gateway routes by: embeddings and
 // moderations (media.go), speech and transcription (audio.go: a tone as WAV or PCM, silent
 // MP3 frames, paced in chunks like a stream), images (images.go: tiny gradients, PNG or
-// JPEG) and OCR (ocr.go: a page of markdown per page asked).
+// JPEG), OCR (ocr.go: a page of markdown per page asked) and music (music.go: the tone or
+// silent MP3 frames of the length asked, synchronous or as a task to poll by model name).
 package mock
 
 import (
@@ -45,6 +46,8 @@ type Config struct {
 // Provider is the mock provider. It is safe for concurrent use.
 type Provider struct {
 	cfg Config
+	// music follows the music tasks of the async shape (music.go).
+	music musicTasks
 }
 
 // New returns the mock provider of cfg.
