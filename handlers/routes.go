@@ -92,6 +92,8 @@ var routeTable = func() []apiRoute {
 		{del, "/videos/{video_id}", permInference, oa, listedIn(video, nil), nil},
 		{post, "/videos/{video_id}/cancel", permInference, oa, unlistedIn(video, nil), nil},
 		{post, "/ocr", permInference, oa, listedIn(ocr, &ocrCapability), (*Gateway).ocr},
+		// Live updates of a job of any family (video, music, batch): a websocket.
+		{get, "/async/{kind}/{id}/ws", permInference, oa, none, (*Gateway).liveJob},
 		// Music, files and batches.
 		{post, "/music/generate", permInference, oa, none, nil},
 		{get, "/music/generate/{music_id}", permInference, oa, none, nil},
