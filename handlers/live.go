@@ -154,9 +154,7 @@ type liveSession struct {
 // client leaves, its connection's life ends (1013), or the change feed does (1012).
 func (s *liveSession) run() {
 	defer func() { _ = s.conn.CloseNow() }()
-	// Nothing is read from the client but its control frames (pongs, its close); a message
-	// from it closes the connection with 1008.
-	ctx := s.conn.CloseRead(s.r.Context())
+	ctx := s.readControl()
 	lifetime := time.NewTimer(s.g.Live.maxDuration())
 	defer lifetime.Stop()
 	ping := time.NewTicker(s.g.Live.pingInterval())
@@ -188,6 +186,27 @@ func (s *liveSession) run() {
 		}
 	}
 	_ = s.conn.Close(websocket.StatusNormalClosure, "job "+s.job.Status)
+}
+
+// readControl reads what the client sends, which answers its pings and its close, until
+// the connection ends, when the returned context ends. The client sends nothing else: a
+// message is read whole, so that the close handshake that follows is not held up behind
+// it, and the connection closed with 1008. (The library's CloseRead leaves the message
+// unread, and its close waits out its handshake's timeout.)
+func (s *liveSession) readControl() context.Context {
+	ctx, cancel := context.WithCancel(s.r.Context())
+	go func() {
+		defer cancel()
+		if p := background.Call("reading a live updates client", func() {
+			if _, _, err := s.conn.Read(ctx); err == nil {
+				_ = s.conn.Close(websocket.StatusPolicyViolation, "the client sends no message")
+			}
+		}); p != nil {
+			s.g.Logger.Error("reading a live updates client panicked", zap.Error(p))
+			_ = s.conn.CloseNow()
+		}
+	}()
+	return ctx
 }
 
 // refresh reads the job again and sends its object when it changed; false when the

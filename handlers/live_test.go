@@ -446,3 +446,23 @@ func TestJobFeedCoalesces(t *testing.T) {
 		t.Fatal("an ended feed is still the gateway's")
 	}
 }
+
+// The client sends nothing but control frames: a message from it closes the connection
+// with 1008.
+func TestLiveJobClientMessageCloses(t *testing.T) {
+	e := newLiveEnv(t, LiveSettings{})
+	ws, std, _ := e.workspace(0)
+	j := e.job(ws, liveKind, "job_live_talk")
+	c := e.dial(liveKind, j.ID, std)
+	liveNext(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := liveRead(c)
+	if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("read %v; want the close 1008", err)
+	}
+	waitFeedStopped(t, e.g)
+}
