@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/coder/websocket"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
@@ -104,13 +107,31 @@ func followLive(c *websocket.Conn, got []liveMessage, onUpdate func(liveMessage)
 }
 
 // The live updates of a job reach a client through Caddy's handler chain, which lets the
-// gateway take the connection over: a test job polled by the gateway's own worker, watched
-// by a client authenticated by its header and by a browser's, which offers the key as the
-// bearer subprotocol. Both see the snapshot, the job's progress and its end.
+// gateway take the connection over, its access log's recorder included: a test job polled
+// by the gateway's own worker, watched by a client authenticated by its header and by a
+// browser's, which offers the key as the bearer subprotocol. Both see the snapshot, the
+// job's progress and its end. The access log, filtered as docs/live-updates.md says, shows
+// the upgrades and no key.
 func TestLiveUpdatesThroughCaddy(t *testing.T) {
 	const pace = 150 * time.Millisecond
 	up := newFakeJobUpstream(t, pace, 0)
-	env := startGateway(t, testJobGateway(up.URL), "")
+	dir := t.TempDir()
+	setDataDirs(t, dir)
+	port := freePort(t)
+	env := &gatewayEnv{t: t, baseURL: fmt.Sprintf("http://127.0.0.1:%d", port), dbPath: filepath.Join(dir, "gateway.db")}
+	accessLog := filepath.Join(dir, "access.log")
+	site := fmt.Sprintf("http://127.0.0.1:%d {\n", port)
+	cf := strings.Replace(gatewayCaddyfile(port, env.dbPath, testJobGateway(up.URL), ""), site, site+`	log {
+		output file `+accessLog+`
+		format filter {
+			request>headers>Sec-Websocket-Protocol delete
+			request>headers>X-Api-Key delete
+		}
+	}
+`, 1)
+	loadCaddyfile(t, cf)
+	t.Cleanup(func() { _ = caddy.Stop() })
+	env.openStore()
 	tm := env.team(10 * usd)
 	job := submitTestJob(t, env.store, tm, up, "job_live_caddy", usd, pace)
 
@@ -147,6 +168,17 @@ func TestLiveUpdatesThroughCaddy(t *testing.T) {
 	if !underWay {
 		t.Error("no client saw the job under way")
 	}
+
+	// The log's lines are written as each connection's handler returns.
+	var upgrades int
+	waitFor(t, "the access log of both connections", func() bool {
+		data, _ := os.ReadFile(accessLog)
+		upgrades = strings.Count(string(data), `"status":101`)
+		if strings.Contains(string(data), tm.std) {
+			t.Fatalf("the access log holds the key:\n%s", data)
+		}
+		return upgrades == 2
+	})
 }
 
 // withoutJobsWorker keeps the gateways the test starts from polling jobs: another
