@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -27,10 +28,10 @@ import (
 
 // LiveSettings bound the live updates' websockets. A zero field takes its default.
 type LiveSettings struct {
-	// MaxDuration is the longest a connection lives: it is then closed with 1013 (try
-	// again later), and the client connects again for a fresh snapshot. It bounds how long
-	// a connection outlives its key's revocation, which is checked when it connects.
-	// Default: DefaultLiveMaxDuration.
+	// MaxDuration is the longest a connection lives (less up to a tenth, at random): it
+	// is then closed with 1013 (try again later), and the client connects again for a
+	// fresh snapshot. It bounds how long a connection outlives its key's revocation,
+	// which is checked when it connects. Default: DefaultLiveMaxDuration.
 	MaxDuration time.Duration
 	// PingInterval is how often the connection is pinged, and the job read again in case
 	// the change feed lost its change. Default: DefaultLivePingInterval.
@@ -93,10 +94,10 @@ func (g *Gateway) liveJob(w http.ResponseWriter, r *http.Request, c *Caller) err
 	}
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{bearerSubprotocol},
-		// Any origin may connect: the connection is authenticated by a key the client
-		// sends explicitly (a header or the bearer subprotocol), never by a cookie a
-		// browser attaches by itself, so a page of another site can open only what it
-		// already holds a key for, which cross-site request forgery needs it not to.
+		// Any origin may connect: the key is sent explicitly (a header or the bearer
+		// subprotocol), never attached by the browser on its own as a cookie is, so a
+		// page of another site can follow only the jobs it already holds a key for, and
+		// cross-site request forgery has nothing to ride on.
 		InsecureSkipVerify: true,
 	})
 	if err != nil {
@@ -111,6 +112,7 @@ func (g *Gateway) liveJob(w http.ResponseWriter, r *http.Request, c *Caller) err
 		g.Logger.Error("live updates of a job panicked", zap.String("job_id", id), zap.Error(p))
 		_ = conn.Close(websocket.StatusInternalError, "the gateway failed")
 	}
+	_ = conn.CloseNow()
 	return nil
 }
 
@@ -151,11 +153,11 @@ type liveSession struct {
 }
 
 // run sends the snapshot, then each change, until the job ends (closed with 1000), the
-// client leaves, its connection's life ends (1013), or the change feed does (1012).
+// client leaves, its connection's life ends (1013), or the change feed does (1012). Its
+// caller closes the connection for good.
 func (s *liveSession) run() {
-	defer func() { _ = s.conn.CloseNow() }()
 	ctx := s.readControl()
-	lifetime := time.NewTimer(s.g.Live.maxDuration())
+	lifetime := time.NewTimer(jittered(s.g.Live.maxDuration()))
 	defer lifetime.Stop()
 	ping := time.NewTicker(s.g.Live.pingInterval())
 	defer ping.Stop()
@@ -186,6 +188,15 @@ func (s *liveSession) run() {
 		}
 	}
 	_ = s.conn.Close(websocket.StatusNormalClosure, "job "+s.job.Status)
+}
+
+// jittered is d less a random part of it, up to a tenth, so that the connections opened
+// together (the clients of an instance that restarted) do not all reconnect together.
+func jittered(d time.Duration) time.Duration {
+	if d < 10 {
+		return d
+	}
+	return d - rand.N(d/10)
 }
 
 // readControl reads what the client sends, which answers its pings and its close, until

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/modelgateway/caddy-modelgateway/billing"
 
@@ -24,10 +26,19 @@ import (
 // the fields below: a change of anything else (its usage, its lifecycle) does not show.
 const liveKind = "livetest"
 
+// livePanicKind is a job kind whose renderer panics at progress 13.
+const livePanicKind = "livepanic"
+
 func init() {
 	registerJobRenderer(liveKind, func(g *Gateway, r *http.Request, j store.Job) (any, error) {
 		_, ws := g.jobURLs(r, "/livetests/"+j.ID, j.Kind, j.ID)
 		return map[string]any{"id": j.ID, "object": "livetest", "status": j.Status, "progress": j.Progress, "websocket_url": ws}, nil
+	})
+	registerJobRenderer(livePanicKind, func(g *Gateway, r *http.Request, j store.Job) (any, error) {
+		if j.Progress == 13 {
+			panic("the test renderer panics at 13")
+		}
+		return map[string]any{"id": j.ID, "progress": j.Progress}, nil
 	})
 }
 
@@ -465,4 +476,28 @@ func TestLiveJobClientMessageCloses(t *testing.T) {
 		t.Fatalf("read %v; want the close 1008", err)
 	}
 	waitFeedStopped(t, e.g)
+}
+
+// A panic while a connection runs is recovered and logged with its stack: the connection
+// is closed with 1011, its subscription freed, and the gateway serves on.
+func TestLiveJobPanicRecovered(t *testing.T) {
+	e := newLiveEnv(t, LiveSettings{})
+	core, logs := observer.New(zap.ErrorLevel)
+	e.g.Logger = zap.New(core)
+	ws, std, _ := e.workspace(0)
+	j := e.job(ws, livePanicKind, "job_live_panic")
+	c := e.dial(livePanicKind, j.ID, std)
+	liveNext(t, c)
+	e.advance(j, store.JobUpdate{Progress: ptrTo(13)})
+	closedWith(t, c, websocket.StatusInternalError, "the gateway failed")
+	waitFeedStopped(t, e.g)
+	entries := logs.FilterMessage("live updates of a job panicked").All()
+	if len(entries) != 1 || !strings.Contains(fmt.Sprintf("%+v", entries[0].ContextMap()["errorVerbose"]), "live_test.go") {
+		t.Fatalf("logged %+v; want the panic with its stack", logs.All())
+	}
+	e.advance(j, store.JobUpdate{Progress: ptrTo(14)})
+	c = e.dial(livePanicKind, j.ID, std)
+	if m := liveNext(t, c); m.Data["progress"] != 14.0 {
+		t.Fatalf("after the panic: %+v", m)
+	}
 }
