@@ -95,7 +95,8 @@ type Caller struct {
 	Key store.Key
 }
 
-// credential reads the key from Authorization: Bearer or x-api-key.
+// credential reads the key from Authorization: Bearer or x-api-key, or, on a websocket
+// handshake only, from the bearer subprotocol pair (websocketKey).
 func credential(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, ok := strings.Cut(h, " ")
@@ -104,7 +105,53 @@ func credential(r *http.Request) string {
 		}
 		return ""
 	}
-	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	if k := strings.TrimSpace(r.Header.Get("X-Api-Key")); k != "" {
+		return k
+	}
+	return websocketKey(r)
+}
+
+// bearerSubprotocol is the websocket subprotocol that carries a key where the client cannot
+// set a header: a browser's WebSocket sends only the protocols it is given, so the key is
+// offered as the protocol after it, Sec-WebSocket-Protocol: model-gateway.bearer, <key>.
+// The server selects bearerSubprotocol alone, so the key is never echoed, and a key never
+// travels in a URL, which access logs and browser histories keep.
+const bearerSubprotocol = "model-gateway.bearer"
+
+// websocketKey is the key a websocket handshake offers after bearerSubprotocol; "" for
+// any other request, so that no route but the websocket's reads it.
+func websocketKey(r *http.Request) string {
+	if !isWebsocketUpgrade(r) {
+		return ""
+	}
+	offered := false
+	for _, line := range r.Header.Values("Sec-Websocket-Protocol") {
+		for p := range strings.SplitSeq(line, ",") {
+			p = strings.TrimSpace(p)
+			if offered {
+				return p
+			}
+			offered = p == bearerSubprotocol
+		}
+	}
+	return ""
+}
+
+// isWebsocketUpgrade reports whether r asks to become a websocket (RFC 6455 §4.1).
+func isWebsocketUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+// headerHasToken reports whether a comma-separated header of h lists token, in any case.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, line := range h.Values(name) {
+		for t := range strings.SplitSeq(line, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // permission is what a route asks of its caller (the route table's perm column). admits is

@@ -96,9 +96,14 @@ type Gateway struct {
 	// Observer, when set, is told of each metered request as it begins and once it is
 	// settled; nil: nobody.
 	Observer Observer
+	// Live bounds the live updates' websockets (GET /async/{kind}/{id}/ws); a zero field
+	// takes its default.
+	Live LiveSettings
 
 	// ready caches GET /health's look at the store (info.go).
 	ready readiness
+	// jobFeed fans the store's change feed out to the live updates' websockets (live.go).
+	jobFeed jobFeed
 
 	// ledger admits and settles credit: key leases, reservations; Close releases its
 	// leases.

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/modelgateway/caddy-modelgateway/delivery"
+	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -38,16 +39,25 @@ func registerJobRenderer(kind string, render jobRenderer) {
 	jobRenderers[kind] = render
 }
 
-// renderJob renders j as its family's public object; false when its kind has none.
+// renderJob renders j as its family's public object; false when its kind has no renderer,
+// and then it is the job's public fields (genericJob), which every kind has.
 func (g *Gateway) renderJob(r *http.Request, j store.Job) (any, bool, error) {
 	jobRenderersMu.RLock()
 	render, ok := jobRenderers[j.Kind]
 	jobRenderersMu.RUnlock()
 	if !ok {
-		return nil, false, nil
+		return genericJob{EventData: jobs.PublicData(j), LifecycleStatus: j.Lifecycle}, false, nil
 	}
 	v, err := render(g, r, j)
 	return v, true, err
+}
+
+// genericJob is the object of a job whose family registered no renderer: the public
+// fields its events carry (id, object (its kind), status, progress, model, created_at,
+// completed_at, error), and its lifecycle_status.
+type genericJob struct {
+	jobs.EventData
+	LifecycleStatus string `json:"lifecycle_status"`
 }
 
 // jobURLs are the public URLs of job id of kind, as its object names them: where to poll

@@ -96,6 +96,8 @@ var routeTable = func() []apiRoute {
 		{post, "/music/generate", permInference, oa, listedIn(musicF, &musicCapability), (*Gateway).createMusic},
 		{get, "/music/generate/{music_id}", permInference, oa, listedIn(musicF, &musicCapability), storeBounded((*Gateway).getMusic)},
 		{get, "/music/generate/{music_id}/content", permInference, oa, listedIn(musicF, &musicCapability), (*Gateway).musicContent},
+		// Live updates of a job of any family (video, music, batch): a websocket.
+		{get, "/async/{kind}/{id}/ws", permInference, oa, none, (*Gateway).liveJob},
 		// Files and batches.
 		{post, "/batches", permInference, oa, none, nil},
 		{get, "/batches", permInference, oa, none, nil},

@@ -75,7 +75,7 @@ func WebhookEvents(log *zap.Logger, now func() time.Time) func(j store.Job, phas
 		at := now().UTC()
 		ev := Event{
 			ID: ids.New("evt"), Object: "event", Type: typ, CreatedAt: at.Unix(), Timestamp: at.Format(time.RFC3339),
-			Data: eventData(j),
+			Data: PublicData(j),
 		}
 		payload, err := json.Marshal(ev)
 		if err != nil {
@@ -86,8 +86,9 @@ func WebhookEvents(log *zap.Logger, now func() time.Time) func(j store.Job, phas
 	}
 }
 
-// eventData is the public view of job j an event carries.
-func eventData(j store.Job) EventData {
+// PublicData is the public view of job j that its events carry, and that a kind whose
+// family shows no object of its own shows (handlers' live updates).
+func PublicData(j store.Job) EventData {
 	d := EventData{
 		ID: j.ID, Object: j.Kind, Status: PublicStatus(j.Kind, j.Status), Progress: j.Progress, Model: j.Model,
 		CreatedAt: j.CreatedAt.Unix(),
