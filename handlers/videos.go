@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
@@ -456,19 +457,11 @@ func videoWorst(p pricing.Price, seconds int, resolution string) (int64, error) 
 // bounded by the upload limit (a file) or the body's (a data URL).
 func readVideoReference(form *upload.Form, in *videoInput) (*providers.ImageInput, *APIError) {
 	if in.refFile != nil {
-		sr, err := form.Open(*in.refFile)
+		img, err := readPicture(form, *in.refFile)
 		if err != nil {
 			return nil, badField(CodeValidation, "input_reference", "input_reference could not be read: "+err.Error())
 		}
-		data, err := io.ReadAll(sr)
-		if err != nil {
-			return nil, badField(CodeValidation, "input_reference", "input_reference could not be read: "+err.Error())
-		}
-		mt := in.refFile.ContentType
-		if mt == "" || strings.EqualFold(mt, "application/octet-stream") {
-			mt = http.DetectContentType(data)
-		}
-		return &providers.ImageInput{Data: data, MIMEType: mt, FileName: in.refFile.FileName}, nil
+		return &img, nil
 	}
 	if in.refURL == "" {
 		return nil, nil
@@ -484,6 +477,20 @@ func readVideoReference(form *upload.Form, in *videoInput) (*providers.ImageInpu
 		return nil, paramError("input_reference", "input_reference.image_url is not valid base64")
 	}
 	return &providers.ImageInput{Data: data, MIMEType: mt}, nil
+}
+
+// checkJobWebhook refuses a job's webhook endpoint that is not one of the workspace's
+// (endpoint ids are UUIDs; anything else is none).
+func (g *Gateway) checkJobWebhook(ctx context.Context, workspaceID, id string) error {
+	refused := paramError("webhook.endpoint_id", fmt.Sprintf("no webhook endpoint %q in this workspace; POST /webhook-endpoints makes one", id))
+	if _, err := uuid.Parse(id); err != nil {
+		return refused
+	}
+	_, err := g.Store.GetWebhookEndpoint(ctx, workspaceID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return refused
+	}
+	return err
 }
 
 // videosOn answers 503 not_configured in place of serve while the gateway has no jobs
@@ -541,9 +548,7 @@ func (g *Gateway) createVideo(w http.ResponseWriter, r *http.Request, c *Caller)
 		return apiErr
 	}
 	if q.webhook != nil {
-		if _, err := g.Store.GetWebhookEndpoint(r.Context(), c.Key.WorkspaceID, q.webhook.EndpointID); errors.Is(err, store.ErrNotFound) {
-			return paramError("webhook.endpoint_id", fmt.Sprintf("no webhook endpoint %q in this workspace; POST /webhook-endpoints makes one", q.webhook.EndpointID))
-		} else if err != nil {
+		if err := g.checkJobWebhook(r.Context(), c.Key.WorkspaceID, q.webhook.EndpointID); err != nil {
 			return err
 		}
 	}
@@ -825,11 +830,13 @@ func (g *Gateway) getVideo(w http.ResponseWriter, r *http.Request, c *Caller) er
 }
 
 // videoStatusFilter are the stored statuses of each status a list may be filtered by: a
-// public one (failed taking the cancelled and expired jobs it shows), or a finer one.
+// public one (failed taking the cancelled and expired jobs it shows), a lifecycle_status,
+// or the aliases peers use.
 var videoStatusFilter = map[string][]string{
-	jobs.StatusQueued: {jobs.StatusQueued}, jobs.StatusInProgress: {jobs.StatusInProgress},
+	jobs.StatusQueued: {jobs.StatusQueued}, "pending": {jobs.StatusQueued},
+	jobs.StatusInProgress: {jobs.StatusInProgress}, "running": {jobs.StatusInProgress}, "processing": {jobs.StatusInProgress},
 	jobs.StatusCompleted: {jobs.StatusCompleted}, jobs.StatusFailed: {jobs.StatusFailed, jobs.StatusCancelled, jobs.StatusExpired},
-	jobs.StatusCancelled: {jobs.StatusCancelled}, jobs.StatusExpired: {jobs.StatusExpired},
+	jobs.StatusCancelled: {jobs.StatusCancelled}, "canceled": {jobs.StatusCancelled}, jobs.StatusExpired: {jobs.StatusExpired},
 }
 
 // listVideos serves GET /videos: the workspace's video jobs, newest first unless
@@ -854,7 +861,7 @@ func (g *Gateway) listVideos(w http.ResponseWriter, r *http.Request, c *Caller) 
 		for _, s := range strings.Split(v, ",") {
 			statuses, ok := videoStatusFilter[strings.TrimSpace(s)]
 			if !ok {
-				return paramError("status", fmt.Sprintf("status %q is not one of queued, in_progress, completed, failed, cancelled, expired", s))
+				return paramError("status", fmt.Sprintf("status %q is not one of queued, in_progress, completed, failed, cancelled, expired (or pending, running)", s))
 			}
 			for _, st := range statuses {
 				if !slices.Contains(query.Statuses, st) {
@@ -990,6 +997,9 @@ func (g *Gateway) videoContent(w http.ResponseWriter, r *http.Request, c *Caller
 		case ue.Status == http.StatusNotFound:
 			e := newError(http.StatusNotFound, CodeNotFound, fmt.Sprintf("video %s has no %s (index %d) at its provider: %s", id, variant, index, ue.Message))
 			e.Param = "variant"
+			if index > 0 {
+				e.Param = "index"
+			}
 			return e
 		case ue.Status == http.StatusRequestedRangeNotSatisfiable:
 			return newError(http.StatusRequestedRangeNotSatisfiable, CodeRangeNotSatisfiable, "the Range asked is past the content's end: "+ue.Message)
