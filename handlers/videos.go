@@ -639,10 +639,11 @@ func (g *Gateway) startVideo(w http.ResponseWriter, r *http.Request, c *Caller, 
 		ue, ok := providers.AsUpstreamError(err)
 		if !ok {
 			rt.breaker.release()
-			if errors.Is(err, store.ErrInsufficientFunds) || errors.Is(err, store.ErrKeyLimitExceeded) {
-				return g.admissionRefused(err, most, videoCapability.endpoint, m.Name)
+			if r.Context().Err() != nil {
+				return err // the client left; its job was not made
 			}
-			return err
+			// The hold refused, or the store could not take it or the job.
+			return g.admissionRefused(err, most, videoCapability.endpoint, m.Name)
 		}
 		rt.breaker.fail(g.Now(), rt.Policy, ue)
 		if !ue.Fallbackable() {

@@ -68,6 +68,11 @@ func videoConfig() string {
 				output_video_seconds 0.20 resolution 720p
 			}
 		}
+		model video-down {
+			route mockvid mock-video-down {
+				output_video_seconds 0.10 resolution 720p
+			}
+		}
 		model video-4k-only {
 			route mockvid mock-video {
 				output_video_seconds 1.00 resolution 2160p
@@ -385,6 +390,16 @@ func TestVideoCreates(t *testing.T) {
 	if j, err := env.store.GetJob(ctx, a.ws, fb["id"].(string)); err != nil || j.Provider != "mockvid2" || j.HeldNanos != 4*500_000_000 {
 		t.Fatalf("fallback job %+v, %v", j, err)
 	}
+
+	// No route can start it: the upstream's failure, and the hold given back.
+	before := env.balance(a.ws)
+	env.expectError(502, "upstream_error", "", http.MethodPost, a.std, "/videos", `{"model": "video-down", "prompt": "x"}`)
+	if after := env.balance(a.ws); after != before {
+		t.Fatalf("wallet after a job no route started: %+v, before %+v", after, before)
+	}
+	// A wallet short of the worst case (and of the 1.00 USD preflight) is refused.
+	poor := env.team(usd / 2)
+	env.expectError(402, "insufficient_funds", "", http.MethodPost, poor.std, "/videos", `{"model": "video-model", "prompt": "x", "seconds": "4", "size": "1280x720"}`)
 
 	models := env.expect(200, http.MethodGet, a.std, "/videos/models", "")
 	m := findItem(t, models, "video-model")
