@@ -420,3 +420,38 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+// TestVideosOnPostgres makes, reads and deletes a video with the gateway's store on
+// PostgreSQL: the job's row, its polls, its settlement and its deletion there.
+func TestVideosOnPostgres(t *testing.T) {
+	dsn := postgresSchema(t)
+	t.Setenv("GATEWAY_TEST_SECRET_KEY", newSecretKey(t))
+	env := startPostgresGateway(t, dsn, "\t\tcredit_lease_linger 0\n"+videoConfig())
+	env.store = openPostgres(t, dsn)
+	a := env.team(10 * usd)
+	ctx := context.Background()
+	client := env.openai(a.std)
+	v, err := client.Videos.New(ctx, openai.VideoNewParams{Model: "video-model", Prompt: "on postgres", Seconds: "4", Size: "1280x720"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done, err := client.Videos.PollStatus(ctx, v.ID, 0); err != nil || done.Status != openai.VideoStatusCompleted {
+		t.Fatalf("%v %v", done, err)
+	}
+	if bal := env.balance(a.ws); bal.BalanceNanos != 10*usd-400_000_000 || bal.ReservedNanos != 0 {
+		t.Fatalf("wallet %+v", bal)
+	}
+	resp, err := client.Videos.DownloadContent(ctx, v.ID, openai.VideoDownloadContentParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want, _ := env.mockVideoSum(a.ws, v.ID); sha256.Sum256(body) != want {
+		t.Fatal("the content differs from the upstream's")
+	}
+	if del, err := client.Videos.Delete(ctx, v.ID); err != nil || !del.Deleted {
+		t.Fatalf("delete: %v %v", del, err)
+	}
+	env.expectError(404, "not_found", "video_id", http.MethodGet, a.std, "/videos/"+v.ID, "")
+}
