@@ -143,42 +143,65 @@ func (videoKind) Poll(ctx context.Context, env jobs.Env, j store.Job) (jobs.Repo
 	}
 	st, err := vg.PollVideo(ctx, j.UpstreamModel, j.NativeID)
 	if err != nil {
-		if ue, ok := providers.AsUpstreamError(err); ok && ue.Status == http.StatusNotFound {
+		if ue, ok := upstreamNotFound(err); ok {
 			return jobs.Report{}, &jobs.Failure{Code: "upstream_job_not_found", Message: "the provider no longer knows the job: " + ue.Message}
 		}
 		return jobs.Report{}, err
 	}
-	var req videoJobRequest
-	_ = json.Unmarshal(j.Request, &req) // a job's own request; a zero one bills what the upstream says
-	return videoReport(st, req), nil
+	return videoReport(st, askedOf(j)), nil
 }
 
-// videoReport is where an upstream's status leaves a job: on completion, the usage it is
-// charged (the seconds and resolution the upstream says it made, else those asked) and
-// its result.
-func videoReport(st *providers.VideoStatus, req videoJobRequest) jobs.Report {
+// askedOf is what job j asked for, as its upstream took it when it started (the pace
+// it asked, and the seconds, size and resolution it said it makes: an upstream such as Veo
+// says them only then), else as the request said it.
+func askedOf(j store.Job) videoJobResult {
+	var req videoJobRequest
+	var started videoJobResult
+	_ = json.Unmarshal(j.Request, &req) // the job's own; a zero one leaves it to the upstream's word
+	_ = json.Unmarshal(j.Result, &started)
+	if started.Seconds <= 0 {
+		started.Seconds = float64(req.Seconds)
+	}
+	started.Size = firstNonEmpty(started.Size, req.Size)
+	started.Resolution = firstNonEmpty(started.Resolution, req.Resolution)
+	return started
+}
+
+// upstreamNotFound tells an upstream's answer that it has no such job or content: its 404,
+// or an adapter's refusal of a variant or sample it does not make.
+func upstreamNotFound(err error) (*providers.UpstreamError, bool) {
+	ue, ok := providers.AsUpstreamError(err)
+	return ue, ok && (ue.Category == providers.CategoryNotFound || ue.Status == http.StatusNotFound)
+}
+
+// videoReport is where an upstream's status leaves a job asked for asked: while it runs,
+// the pace asked and what it is said to make (kept from the start: askedOf); on
+// completion, the usage it is charged (the seconds and resolution the upstream says it
+// made, else those asked) and its result.
+func videoReport(st *providers.VideoStatus, asked videoJobResult) jobs.Report {
 	rep := jobs.Report{Status: st.Status, Progress: min(max(st.Progress, 0), 100), PollAfter: st.PollAfter, ErrorCode: st.ErrorCode, ErrorMessage: st.ErrorMessage}
 	if st.Status == providers.JobFailed && rep.ErrorCode == "" {
 		rep.ErrorCode = "video_generation_failed"
 	}
-	if st.Status != providers.JobCompleted {
-		if st.PollAfter > 0 {
-			rep.Result, _ = json.Marshal(videoJobResult{PollAfterMs: st.PollAfter.Milliseconds()}) // a number
-		}
-		return rep
-	}
 	res := videoJobResult{
-		Seconds: st.Seconds.Seconds(), Size: firstNonEmpty(st.Size, req.Size), Resolution: firstNonEmpty(st.Resolution, req.Resolution),
-		Variants: st.Variants, Samples: max(st.Samples, 1), State: st.State,
+		Seconds: st.Seconds.Seconds(), Size: firstNonEmpty(st.Size, asked.Size), Resolution: firstNonEmpty(st.Resolution, asked.Resolution),
 	}
 	if res.Seconds <= 0 {
-		res.Seconds = float64(req.Seconds)
+		res.Seconds = asked.Seconds
 	}
 	if res.Resolution == "" {
 		res.Resolution = resolutionOf(res.Size)
 	}
-	rep.Usage = pricing.Usage{OutputVideo: time.Duration(res.Seconds * float64(time.Second)), VideoResolution: res.Resolution}
-	rep.Result, _ = json.Marshal(res) // a struct of strings and numbers
+	switch st.Status {
+	case providers.JobCompleted:
+		res.Variants, res.Samples, res.State = st.Variants, max(st.Samples, 1), st.State
+		rep.Usage = pricing.Usage{OutputVideo: time.Duration(res.Seconds * float64(time.Second)), VideoResolution: res.Resolution}
+	case providers.JobFailed:
+		return rep
+	default:
+		res.PollAfterMs = st.PollAfter.Milliseconds()
+	}
+	rep.Result, _ = json.Marshal(res) // strings and numbers
 	return rep
 }
 
@@ -629,7 +652,7 @@ func (g *Gateway) startVideo(w http.ResponseWriter, r *http.Request, c *Caller, 
 					return "", jobs.Report{}, &providers.UpstreamError{Provider: rt.ProviderName, Status: http.StatusBadGateway,
 						Message: "the provider started no job (it answered no id)", Category: providers.CategoryServerError, Retryable: true}
 				}
-				return st.NativeID, videoReport(st, videoJobRequest{Seconds: q.seconds, Size: q.size, Resolution: q.resolution}), nil
+				return st.NativeID, videoReport(st, videoJobResult{Seconds: float64(q.seconds), Size: q.size, Resolution: q.resolution}), nil
 			},
 		})
 		if err == nil {
@@ -992,10 +1015,11 @@ func (g *Gateway) videoContent(w http.ResponseWriter, r *http.Request, c *Caller
 	})
 	if err != nil {
 		ue, ok := providers.AsUpstreamError(err)
+		_, notFound := upstreamNotFound(err)
 		switch {
 		case !ok:
 			return err
-		case ue.Status == http.StatusNotFound:
+		case notFound:
 			e := newError(http.StatusNotFound, CodeNotFound, fmt.Sprintf("video %s has no %s (index %d) at its provider: %s", id, variant, index, ue.Message))
 			e.Param = "variant"
 			if index > 0 {
@@ -1110,8 +1134,8 @@ func (g *Gateway) deleteVideo(w http.ResponseWriter, r *http.Request, c *Caller)
 		if _, vg, apiErr := g.videoRoute(j); apiErr == nil {
 			if vd, ok := vg.(providers.VideoDeleter); ok {
 				err := vd.DeleteVideo(r.Context(), j.UpstreamModel, j.NativeID)
-				if ue, ok := providers.AsUpstreamError(err); ok && ue.Status == http.StatusNotFound {
-					err = nil // gone already
+				if _, gone := upstreamNotFound(err); gone {
+					err = nil
 				}
 				if err != nil {
 					if ue, ok := providers.AsUpstreamError(err); ok {

@@ -285,23 +285,52 @@ func TestVideoJSONFields(t *testing.T) {
 	}
 }
 
-// A completed job is charged what the upstream says it made, else what was asked.
+// A completed job is charged what the upstream says it made, else what was asked (as
+// the upstream took it at the start, else as the request said).
 func TestVideoReport(t *testing.T) {
-	req := videoJobRequest{Seconds: 8, Size: "1280x720", Resolution: "720p"}
-	rep := videoReport(&providers.VideoStatus{Status: providers.JobCompleted, Seconds: 4 * time.Second, Resolution: "1080p"}, req)
-	if rep.Usage.OutputVideo != 4*time.Second || rep.Usage.VideoResolution != "1080p" {
-		t.Fatalf("reported usage %+v", rep.Usage)
+	asked := videoJobResult{Seconds: 8, Size: "1280x720", Resolution: "720p"}
+	rep := videoReport(&providers.VideoStatus{Status: providers.JobCompleted, Seconds: 4 * time.Second, Resolution: "1080p", State: []byte(`{"uri":"x"}`)}, asked)
+	if rep.Usage.OutputVideo != 4*time.Second || rep.Usage.VideoResolution != "1080p" || !strings.Contains(string(rep.Result), `"state":`) {
+		t.Fatalf("reported usage %+v, result %s", rep.Usage, rep.Result)
 	}
-	rep = videoReport(&providers.VideoStatus{Status: providers.JobCompleted}, req)
+	rep = videoReport(&providers.VideoStatus{Status: providers.JobCompleted}, asked)
 	if rep.Usage.OutputVideo != 8*time.Second || rep.Usage.VideoResolution != "720p" {
 		t.Fatalf("usage of what was asked %+v", rep.Usage)
 	}
-	rep = videoReport(&providers.VideoStatus{Status: providers.JobFailed}, req)
-	if rep.ErrorCode != "video_generation_failed" || rep.Usage != (pricing.Usage{}) {
+	rep = videoReport(&providers.VideoStatus{Status: providers.JobFailed}, asked)
+	if rep.ErrorCode != "video_generation_failed" || rep.Usage != (pricing.Usage{}) || rep.Result != nil {
 		t.Fatalf("failed %+v", rep)
 	}
-	rep = videoReport(&providers.VideoStatus{Status: providers.JobInProgress, Progress: 140, PollAfter: 2 * time.Second}, req)
-	if rep.Progress != 100 || string(rep.Result) != `{"poll_after_ms":2000}` {
-		t.Fatalf("in progress %+v %s", rep, rep.Result)
+	rep = videoReport(&providers.VideoStatus{Status: providers.JobQueued, Progress: 140, PollAfter: 2 * time.Second, Seconds: 6 * time.Second, Size: "720x1280"}, asked)
+	if rep.Progress != 100 || string(rep.Result) != `{"seconds":6,"size":"720x1280","resolution":"720p","poll_after_ms":2000}` {
+		t.Fatalf("started %+v %s", rep, rep.Result)
+	}
+	// What the start said is what a later poll bills by when the upstream says nothing more.
+	j := store.Job{Request: []byte(`{"prompt":"p","seconds":4,"resolution":"1080p"}`), Result: rep.Result}
+	done := videoReport(&providers.VideoStatus{Status: providers.JobCompleted}, askedOf(j))
+	if done.Usage.OutputVideo != 6*time.Second || done.Usage.VideoResolution != "720p" {
+		t.Fatalf("usage after a start that said 6 s at 720x1280: %+v", done.Usage)
+	}
+	if got := askedOf(store.Job{Request: j.Request}); got.Seconds != 4 || got.Resolution != "1080p" {
+		t.Fatalf("asked without a start's word: %+v", got)
+	}
+}
+
+// An adapter's refusal of content it does not make (CategoryNotFound, no call made) is a
+// 404 like the upstream's own; other failures are not.
+func TestUpstreamNotFound(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&providers.UpstreamError{Category: providers.CategoryNotFound}, true},
+		{&providers.UpstreamError{Status: 404, Category: providers.CategoryModelUnavailable}, true},
+		{&providers.UpstreamError{Status: 503, Category: providers.CategoryServerError}, false},
+		{errors.New("dial tcp: refused"), false},
+		{nil, false},
+	} {
+		if _, got := upstreamNotFound(tc.err); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -287,7 +287,8 @@ func TestVideosEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if raw.Header.Get("openai-poll-after-ms") != "7500" || slow.Size != "" {
+	// Asked no size, it shows the one its upstream said at the start it makes.
+	if raw.Header.Get("openai-poll-after-ms") != "7500" || slow.Size != "720x1280" {
 		t.Fatalf("slow job: poll after %q, %s", raw.Header.Get("openai-poll-after-ms"), slow.RawJSON())
 	}
 	env.expectError(409, "video_not_terminal", "", http.MethodDelete, a.std, "/videos/"+slow.ID, "")

@@ -321,7 +321,7 @@ func (p *Provider) DeleteVideo(ctx context.Context, model, nativeID string) erro
 func (p *Provider) notFound(msg string) *providers.UpstreamError {
 	return &providers.UpstreamError{
 		Provider: p.cfg.Name, Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
-		Message: msg, Category: providers.CategoryModelUnavailable,
+		Message: msg, Category: providers.CategoryNotFound,
 	}
 }
 
