@@ -34,11 +34,6 @@ type Jobs interface {
 	// next, without raising its attempt. A claim no longer held is ErrClaimLost, and then
 	// nothing changes.
 	AdvanceJob(ctx context.Context, c Claim, u JobUpdate, events []Event, next time.Time) error
-	// DeleteJob removes a job of the workspace, with any poll of it still queued (the
-	// caller decides which jobs may go: the store deletes whatever it is asked to). Its
-	// events already enqueued stay and are delivered. Another workspace's job, or a missing
-	// one, is ErrNotFound, and then nothing is deleted.
-	DeleteJob(ctx context.Context, workspaceID, id string) error
 	// Watch returns the change feed: every change to a job of any workspace committed from
 	// now on, by this store or, on PostgreSQL, by any store on the same schema, until ctx
 	// ends or the store closes (then the channel is closed). Writers never wait for a
@@ -46,6 +41,11 @@ type Jobs interface {
 	// job itself (GetJob) is the truth; on PostgreSQL, changes made while the listening
 	// connection is down and being reconnected are lost too.
 	Watch(ctx context.Context) (<-chan JobChange, error)
+	// DeleteJob removes a job of the workspace, with any poll of it still queued (the
+	// caller decides which jobs may go: the store deletes whatever it is asked to). Its
+	// events already enqueued stay and are delivered. Another workspace's job, or a missing
+	// one, is ErrNotFound, and then nothing is deleted.
+	DeleteJob(ctx context.Context, workspaceID, id string) error
 }
 
 // Job kinds.
