@@ -334,3 +334,11 @@ func TestUpstreamNotFound(t *testing.T) {
 		}
 	}
 }
+
+// Without a jobs engine (no store to keep jobs in) a create is 503, saying why.
+func TestVideosWithoutJobs(t *testing.T) {
+	a := newAdminGateway(t, nil, nil)
+	_, std, _ := a.workspace(10 * usdNanos)
+	status, body := a.do(http.MethodPost, "/videos", std, `{"model": "vid", "prompt": "p"}`)
+	wantError(t, "create", status, body, 503, CodeNotConfigured, "")
+}
