@@ -113,8 +113,9 @@ type videoJobRequest struct {
 }
 
 // videoJobResult is what a video job keeps of its upstream's reports (store.Job.Result):
-// the pace asked at its start, then what the upstream says it made and the adapter's
-// state for reading it.
+// what the upstream said at the start (the pace it asks, the seconds, size and resolution
+// it makes), then, once it ended, what it says it made and the adapter's state for
+// reading it.
 type videoJobResult struct {
 	Seconds    float64  `json:"seconds,omitempty"`
 	Size       string   `json:"size,omitempty"`
@@ -652,7 +653,13 @@ func (g *Gateway) startVideo(w http.ResponseWriter, r *http.Request, c *Caller, 
 					return "", jobs.Report{}, &providers.UpstreamError{Provider: rt.ProviderName, Status: http.StatusBadGateway,
 						Message: "the provider started no job (it answered no id)", Category: providers.CategoryServerError, Retryable: true}
 				}
-				return st.NativeID, videoReport(st, videoJobResult{Seconds: float64(q.seconds), Size: q.size, Resolution: q.resolution}), nil
+				rep := videoReport(st, videoJobResult{Seconds: float64(q.seconds), Size: q.size, Resolution: q.resolution})
+				if jobs.Terminal(rep.Status) {
+					// A job is settled or released by its polls alone: one that ended as it
+					// started is polled at once, and ends there.
+					rep = jobs.Report{Status: jobs.StatusInProgress, Progress: rep.Progress, PollAfter: time.Millisecond, Result: rep.Result}
+				}
+				return st.NativeID, rep, nil
 			},
 		})
 		if err == nil {

@@ -35,11 +35,16 @@ type videoGateway struct {
 
 func newVideoGateway(t *testing.T, bytesPerSecond int64, linkKey []byte) *videoGateway {
 	t.Helper()
+	return newVideoGatewayOn(t, mock.New(mock.Config{Name: "mockvid", VideoRender: time.Millisecond, VideoBytesPerSecond: bytesPerSecond}), linkKey)
+}
+
+// newVideoGatewayOn is newVideoGateway on the upstream up, priced 0.10 USD a second of 720p.
+func newVideoGatewayOn(t *testing.T, up providers.Provider, linkKey []byte) *videoGateway {
+	t.Helper()
 	price, err := pricing.Price{}.WithVideoSeconds(pricing.VideoPrice{Resolution: "720p", Nanos: usdNanos / 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := mock.New(mock.Config{Name: "mockvid", VideoRender: time.Millisecond, VideoBytesPerSecond: bytesPerSecond})
 	// The clock starts now, as the store's (which dates holds and polls due) runs.
 	vg := &videoGateway{now: time.Now().Truncate(time.Second)}
 	models := []*Model{{Name: "vid", Routes: []Route{{ProviderName: "mockvid", Provider: up, UpstreamModel: "mock-video", Price: price}}}}
@@ -341,4 +346,35 @@ func TestVideosWithoutJobs(t *testing.T) {
 	_, std, _ := a.workspace(10 * usdNanos)
 	status, body := a.do(http.MethodPost, "/videos", std, `{"model": "vid", "prompt": "p"}`)
 	wantError(t, "create", status, body, 503, CodeNotConfigured, "")
+}
+
+// instantVideo is the mock, but its jobs are complete when they start.
+type instantVideo struct{ *mock.Provider }
+
+func (p instantVideo) StartVideo(ctx context.Context, req *providers.VideoRequest) (*providers.VideoStatus, error) {
+	st, err := p.Provider.StartVideo(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	time.Sleep(2 * time.Millisecond) // past the mock's render
+	return p.Provider.PollVideo(ctx, req.Model, st.NativeID)
+}
+
+// A job that ended as it started is still ended by a poll: charged what it made, once.
+func TestVideoCompleteAtStart(t *testing.T) {
+	v := newVideoGatewayOn(t, instantVideo{mock.New(mock.Config{Name: "mockvid", VideoRender: time.Millisecond})}, nil)
+	ws, std, _ := v.workspace(10 * usdNanos)
+	created := v.mustDo(200, http.MethodPost, "/videos", std, `{"model": "vid", "prompt": "p", "seconds": "4", "size": "1280x720"}`)
+	if created["status"] != "in_progress" || created["billing"].(map[string]any)["status"] != "held" {
+		t.Fatalf("created %v", created)
+	}
+	time.Sleep(5 * time.Millisecond)
+	v.pollAll()
+	done := v.mustDo(200, http.MethodGet, "/videos/"+created["id"].(string), std, "")
+	if done["status"] != "completed" || done["billing"].(map[string]any)["cost_nanos"] != float64(400_000_000) {
+		t.Fatalf("ended %v", done)
+	}
+	if b, err := v.s.GetBalance(context.Background(), ws); err != nil || b.BalanceNanos != 10*usdNanos-400_000_000 || b.ReservedNanos != 0 {
+		t.Fatalf("wallet %+v, %v", b, err)
+	}
 }
