@@ -331,7 +331,7 @@ func readVideoForm(form *upload.Form) (*videoInput, *APIError) {
 			return nil, paramError("input_reference", "input_reference[file_id] is not supported by this gateway; send the image as a file or a data URL")
 		case p.Name == "webhook[endpoint_id]":
 			in.fields["webhook.endpoint_id"] = p.Value
-		case p.Name == "webhook[events]":
+		case listField(p.Name, "webhook[events]"):
 			in.events = append(in.events, p.Value)
 		case strings.HasPrefix(p.Name, "metadata[") && strings.HasSuffix(p.Name, "]"):
 			if in.metadata == nil {
@@ -352,6 +352,22 @@ func readVideoForm(form *upload.Form) (*videoInput, *APIError) {
 		in.events = events
 	}
 	return in, nil
+}
+
+// listField tells a multipart field name that is an element of the nested list base:
+// base itself, base[] or base[N] (the upload form keeps nested names whole).
+func listField(name, base string) bool {
+	rest, ok := strings.CutPrefix(name, base)
+	if !ok {
+		return false
+	}
+	if rest == "" || rest == "[]" {
+		return true
+	}
+	n, ok := strings.CutPrefix(rest, "[")
+	n, ok2 := strings.CutSuffix(n, "]")
+	_, err := strconv.ParseUint(n, 10, 16)
+	return ok && ok2 && err == nil
 }
 
 // check validates a create's fields; the input reference's bytes are read by the caller.

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"hash"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/internal/upload"
 	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/mock"
@@ -376,5 +379,49 @@ func TestVideoCompleteAtStart(t *testing.T) {
 	}
 	if b, err := v.s.GetBalance(context.Background(), ws); err != nil || b.BalanceNanos != 10*usdNanos-400_000_000 || b.ReservedNanos != 0 {
 		t.Fatalf("wallet %+v, %v", b, err)
+	}
+}
+
+// A multipart create's nested fields read as the SDKs encode them: webhook[endpoint_id],
+// webhook[events][] (repeated), metadata[key], input_reference[image_url].
+func TestVideoFormFields(t *testing.T) {
+	read := func(fields [][2]string) (*videoInput, *APIError) {
+		var b strings.Builder
+		mw := multipart.NewWriter(&b)
+		for _, f := range fields {
+			_ = mw.WriteField(f[0], f[1])
+		}
+		_ = mw.Close()
+		form, err := upload.Parse(strings.NewReader(b.String()), mw.Boundary(), upload.Options{TempDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer form.Close()
+		if err := form.Spool(); err != nil {
+			t.Fatal(err)
+		}
+		return readVideoForm(form)
+	}
+	in, apiErr := read([][2]string{
+		{"model", "vid"}, {"prompt", "p"}, {"seconds", "8"}, {"webhook[endpoint_id]", "e1"},
+		{"webhook[events][]", "video.completed"}, {"webhook[events][]", "video.failed"}, {"metadata[scene]", "2"},
+		{"input_reference[image_url]", "data:image/png;base64,iVBORw0KGgo="},
+	})
+	if apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	q, apiErr := in.check()
+	if apiErr != nil || q.model != "vid" || q.seconds != 8 || q.webhook.EndpointID != "e1" ||
+		!slices.Equal(q.webhook.Events, []string{"video.completed", "video.failed"}) || q.metadata["scene"] != "2" || in.refURL == "" {
+		t.Fatalf("%+v %v", q, apiErr)
+	}
+	for name, fields := range map[string][][2]string{
+		"duration":        {{"prompt", "p"}, {"duration", "4"}},
+		"webhook.events":  {{"prompt", "p"}, {"webhook[events][]", "video.sometime"}},
+		"input_reference": {{"prompt", "p"}, {"input_reference[file_id]", "file_1"}},
+	} {
+		if _, apiErr := read(fields); apiErr == nil || apiErr.Param != name {
+			t.Errorf("%v: %v; want a refusal of %s", fields, apiErr, name)
+		}
 	}
 }

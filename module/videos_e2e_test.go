@@ -362,6 +362,22 @@ func TestVideoCreates(t *testing.T) {
 		t.Fatalf("stored job %+v, %v", j, err)
 	}
 
+	// The same through the SDK's multipart, the webhook and metadata as its extra fields
+	// (which it sends as text fields only, named as the form nests them).
+	sdk := env.openai(a.std)
+	withHook := openai.VideoNewParams{Model: "video-model", Prompt: "multipart", Seconds: "4", Size: "1280x720"}
+	withHook.SetExtraFields(map[string]any{
+		"webhook[endpoint_id]": hook["id"], "webhook[events][]": "video.failed", "metadata[scene]": "2",
+	})
+	mv, err := sdk.Videos.New(ctx, withHook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err := env.store.GetJob(ctx, a.ws, mv.ID); err != nil || !strings.Contains(string(j.Webhook), hook["id"].(string)) ||
+		!strings.Contains(string(j.Webhook), "video.failed") || !strings.Contains(string(j.Request), `"scene":"2"`) {
+		t.Fatalf("multipart job %+v, %v", j, err)
+	}
+
 	for _, tc := range []struct{ body, code, param string }{
 		{`{"model": "video-model", "prompt": "x", "duration": 4}`, "validation_error", "duration"},
 		{`{"model": "video-model", "prompt": "x", "seconds": "forever"}`, "validation_error", "seconds"},
