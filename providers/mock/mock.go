@@ -18,7 +18,6 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -50,14 +49,8 @@ type Config struct {
 
 // Provider is the mock provider. It is safe for concurrent use.
 type Provider struct {
-	cfg Config
-	// now is the clock of video jobs; nil is time.Now.
-	now func() time.Time
-	// nonce tells apart the video jobs of identical requests.
-	nonce atomic.Uint64
-	mu    sync.Mutex
-	// deleted are the video jobs deleted through this Provider.
-	deleted map[string]bool
+	videos videoJobs
+	cfg    Config
 }
 
 // New returns the mock provider of cfg.

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -46,6 +48,16 @@ const (
 	videoPromptFail   = "[mock:fail]"
 	videoNativePrefix = "mockvid"
 )
+
+// videoJobs is what a Provider keeps of its video jobs: its deletions.
+type videoJobs struct {
+	// now is the clock of video jobs; nil is time.Now.
+	now func() time.Time
+	// nonce tells apart the video jobs of identical requests.
+	nonce   atomic.Uint64
+	mu      sync.Mutex
+	deleted map[string]bool
+}
 
 // mockVideo is what a job's native id says of it.
 type mockVideo struct {
@@ -104,8 +116,8 @@ func (p *Provider) videoLength(v mockVideo) int64 {
 }
 
 func (p *Provider) clock() time.Time {
-	if p.now != nil {
-		return p.now()
+	if p.videos.now != nil {
+		return p.videos.now()
 	}
 	return time.Now()
 }
@@ -144,7 +156,7 @@ func (p *Provider) StartVideo(ctx context.Context, req *providers.VideoRequest) 
 	if err := p.delay(ctx); err != nil {
 		return nil, fmt.Errorf("provider %s: %w", p.cfg.Name, err)
 	}
-	return p.videoStatus(v, v.id(p.nonce.Add(1))), nil
+	return p.videoStatus(v, v.id(p.videos.nonce.Add(1))), nil
 }
 
 // mockVideoSize is the size a request asks for, as WIDTHxHEIGHT.
@@ -194,9 +206,9 @@ func (p *Provider) PollVideo(ctx context.Context, model, nativeID string) (*prov
 // video reads a native id of this mock, refusing one it deleted or never made.
 func (p *Provider) video(nativeID string) (mockVideo, error) {
 	v, ok := parseMockVideo(nativeID)
-	p.mu.Lock()
-	deleted := p.deleted[nativeID]
-	p.mu.Unlock()
+	p.videos.mu.Lock()
+	deleted := p.videos.deleted[nativeID]
+	p.videos.mu.Unlock()
 	if !ok || deleted {
 		return mockVideo{}, p.notFound(fmt.Sprintf("no video job %q", nativeID))
 	}
@@ -309,12 +321,12 @@ func (p *Provider) DeleteVideo(ctx context.Context, model, nativeID string) erro
 	if _, err := p.video(nativeID); err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.deleted == nil || len(p.deleted) > 100_000 {
-		p.deleted = map[string]bool{} // bounded: a mock is not a database
+	p.videos.mu.Lock()
+	defer p.videos.mu.Unlock()
+	if p.videos.deleted == nil || len(p.videos.deleted) > 100_000 {
+		p.videos.deleted = map[string]bool{} // bounded: a mock is not a database
 	}
-	p.deleted[nativeID] = true
+	p.videos.deleted[nativeID] = true
 	return nil
 }
 

@@ -18,7 +18,7 @@ func videoMock(t *testing.T) (*Provider, *time.Time) {
 	t.Helper()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	p := New(Config{Name: "mock", VideoRender: 4 * time.Second, VideoBytesPerSecond: 1000})
-	p.now = func() time.Time { return now }
+	p.videos.now = func() time.Time { return now }
 	return p, &now
 }
 
