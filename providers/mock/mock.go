@@ -49,8 +49,10 @@ type Config struct {
 
 // Provider is the mock provider. It is safe for concurrent use.
 type Provider struct {
+	// videos is what it keeps of its video jobs (video.go).
 	videos videoJobs
-	cfg    Config
+
+	cfg Config
 }
 
 // New returns the mock provider of cfg.
