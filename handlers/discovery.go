@@ -218,6 +218,8 @@ func pricedFamilies(m *Model) []string {
 		case p.PerUnit(pricing.DimInputCharacters) > 0, p.PerUnit(pricing.DimInputAudioSeconds) > 0,
 			p.PerUnit(pricing.DimOutputAudioTokens) > 0, p.PerUnit(pricing.DimInputAudioTokens) > 0:
 			add("audio")
+		case len(p.VideoSeconds()) > 0:
+			add("video")
 		case len(p.Images()) > 0, p.PerUnit(pricing.DimImageOutputTokens) > 0:
 			add("images")
 		case p.PerUnit(pricing.DimPage) > 0:

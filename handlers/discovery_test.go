@@ -400,8 +400,8 @@ func TestDataModelsAndDirectories(t *testing.T) {
 	if mod := item(t, v, "moderations"); mod["available"] != true {
 		t.Fatalf("moderations is served: %v", mod)
 	}
-	if video := item(t, v, "video"); video["available"] != false {
-		t.Fatalf("video is a placeholder yet: %v", video)
+	if video := item(t, v, "video"); video["available"] != true || video["model_count"] != float64(0) {
+		t.Fatalf("video is served, by none of these models: %v", video)
 	}
 	if got := a.walk("/endpoints", std, 3); len(got) != 8 {
 		t.Fatalf("walked endpoints %v", got)

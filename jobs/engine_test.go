@@ -305,6 +305,30 @@ func TestSubmitReleasesOnFailure(t *testing.T) {
 	}
 }
 
+// TestSubmitKeepsTheFirstResult: the result of the first report (what a kind keeps of its
+// start, the upstream's pace) is stored with the job, and left as it is by the polls
+// until the job's end.
+func TestSubmitKeepsTheFirstResult(t *testing.T) {
+	f := newFixture(t)
+	j, err := f.e.Submit(context.Background(), Submission{
+		Job: store.Job{ID: ids.New("video"), WorkspaceID: f.ws, Kind: "enginetest", KeyID: f.kd, Model: "video",
+			Provider: "up", UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(time.Hour)},
+		Most: usd, Endpoint: "/videos",
+		Start: func(context.Context) (string, Report, error) {
+			return "native", Report{Status: StatusQueued, Result: json.RawMessage(`{"poll_after_ms":1500}`)}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		PollAfterMs int `json:"poll_after_ms"`
+	}
+	if got := f.job(j.ID).Result; json.Unmarshal(got, &res) != nil || res.PollAfterMs != 1500 {
+		t.Fatalf("stored result %s", got)
+	}
+}
+
 // TestSubmitEnqueuesCreatedEvent: with the Events hook set, a job whose webhook names an
 // endpoint is stored with one created event telling of the job as stored; one without a
 // webhook gets none.

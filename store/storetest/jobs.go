@@ -136,6 +136,32 @@ func testJobs(t *testing.T, s store.Store, c *Clock) {
 	}
 }
 
+// testDeleteJob deletes a job of a workspace, with its poll still queued: another
+// workspace cannot, and a job deleted is gone from reads, lists and the poll queue.
+func testDeleteJob(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	ws, other := newWorkspace(t, s, 0), newWorkspace(t, s, 0)
+	createJob(t, s, testJob(ws, "job_del", time.Time{}), c.Now())
+	createJob(t, s, testJob(ws, "job_kept", time.Time{}), c.Now().Add(time.Hour))
+
+	wantErr(t, "DeleteJob of another workspace", s.DeleteJob(ctx, other, "job_del"), store.ErrNotFound)
+	getJob(t, s, ws, "job_del")
+	if err := s.DeleteJob(ctx, ws, "job_del"); err != nil {
+		t.Fatalf("DeleteJob: %v", err)
+	}
+	wantErr(t, "GetJob of a deleted job", func() error { _, err := s.GetJob(ctx, ws, "job_del"); return err }(), store.ErrNotFound)
+	wantErr(t, "DeleteJob again", s.DeleteJob(ctx, ws, "job_del"), store.ErrNotFound)
+	list, err := s.ListJobs(ctx, store.JobQuery{WorkspaceID: ws})
+	if err != nil || len(list) != 1 || list[0].ID != "job_kept" {
+		t.Fatalf("ListJobs after a delete = %v, %v; want job_kept alone", list, err)
+	}
+	// The deleted job's poll went with it; the other job's is still queued.
+	c.Set(c.Now().Add(2 * time.Hour))
+	if got := claim(t, s, store.JobQueue("test_kind"), "inst_a", time.Minute, 10); len(got) != 1 || got[0].ID != "job_kept" {
+		t.Fatalf("polls due after a delete: %v; want job_kept's alone", claimedIDs(got))
+	}
+}
+
 // testJobPages lists a workspace's jobs a page at a time, newest or oldest first, filtered
 // by kind and status.
 func testJobPages(t *testing.T, s store.Store) {
