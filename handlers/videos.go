@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
@@ -213,8 +212,9 @@ type videoCreate struct {
 	size, resolution, aspectRatio, negPro string
 	seed                                  *int64
 	reference                             *providers.ImageInput
-	webhook                               *jobs.WebhookConfig
-	metadata                              map[string]string
+	// webhook is the job's webhook as sent, JSON; parseJobWebhook reads it.
+	webhook  json.RawMessage
+	metadata map[string]string
 }
 
 // videoInput holds a create's fields as sent, before they are checked: JSON and multipart
@@ -223,7 +223,7 @@ type videoInput struct {
 	fields   map[string]string
 	refURL   string
 	refFile  *upload.Part
-	events   []string
+	webhook  json.RawMessage
 	metadata map[string]string
 }
 
@@ -274,31 +274,7 @@ func readVideoJSON(body []byte) (*videoInput, *APIError) {
 				in.refURL = ref.ImageURL
 			}
 		case k == "webhook":
-			var wh map[string]json.RawMessage
-			if err := json.Unmarshal(raw, &wh); err != nil {
-				return nil, paramError(k, `webhook must be {"endpoint_id": "...", "events": ["video.completed"]}`)
-			}
-			for wk, wv := range wh {
-				switch wk {
-				case "endpoint_id":
-					var s string
-					if json.Unmarshal(wv, &s) != nil {
-						return nil, paramError("webhook.endpoint_id", "webhook.endpoint_id must be a string")
-					}
-					in.fields["webhook.endpoint_id"] = s
-				case "events":
-					if !isJSONNull(wv) {
-						events, apiErr := parseWebhookEvents(wv)
-						if apiErr != nil {
-							apiErr.Param = "webhook.events"
-							return nil, apiErr
-						}
-						in.events = events
-					}
-				default:
-					return nil, paramError("webhook."+wk, fmt.Sprintf("unknown field webhook.%s; webhook takes endpoint_id and events", wk))
-				}
-			}
+			in.webhook = raw
 		case k == "metadata":
 			if err := json.Unmarshal(raw, &in.metadata); err != nil {
 				return nil, paramError(k, "metadata must be an object of strings")
@@ -314,6 +290,7 @@ func readVideoJSON(body []byte) (*videoInput, *APIError) {
 // webhook[events][], metadata[key] and input_reference[image_url] are its nested fields.
 func readVideoForm(form *upload.Form) (*videoInput, *APIError) {
 	in := &videoInput{fields: map[string]string{}}
+	hook, events := map[string]any{}, []string(nil)
 	for _, p := range form.Parts() {
 		switch {
 		case p.Name == "input_reference" && p.File:
@@ -329,10 +306,10 @@ func readVideoForm(form *upload.Form) (*videoInput, *APIError) {
 			in.refURL = p.Value
 		case p.Name == "input_reference[file_id]":
 			return nil, paramError("input_reference", "input_reference[file_id] is not supported by this gateway; send the image as a file or a data URL")
-		case p.Name == "webhook[endpoint_id]":
-			in.fields["webhook.endpoint_id"] = p.Value
+		case slices.Contains(webhookFormFields, p.Name):
+			hook[p.Name[len("webhook["):len(p.Name)-1]] = p.Value
 		case listField(p.Name, "webhook[events]"):
-			in.events = append(in.events, p.Value)
+			events = append(events, p.Value)
 		case strings.HasPrefix(p.Name, "metadata[") && strings.HasSuffix(p.Name, "]"):
 			if in.metadata == nil {
 				in.metadata = map[string]string{}
@@ -342,17 +319,18 @@ func readVideoForm(form *upload.Form) (*videoInput, *APIError) {
 			return nil, unknownVideoField(p.Sent)
 		}
 	}
-	if in.events != nil {
-		raw, _ := json.Marshal(in.events) // strings
-		events, apiErr := parseWebhookEvents(raw)
-		if apiErr != nil {
-			apiErr.Param = "webhook.events"
-			return nil, apiErr
-		}
-		in.events = events
+	if events != nil {
+		hook["events"] = events
+	}
+	if len(hook) > 0 {
+		in.webhook, _ = json.Marshal(hook) // strings
 	}
 	return in, nil
 }
+
+// webhookFormFields are the multipart names of a job's webhook fields (its events are
+// webhook[events][]).
+var webhookFormFields = []string{"webhook[endpoint_id]", "webhook[url]", "webhook[secret]"}
 
 // listField tells a multipart field name that is an element of the nested list base:
 // base itself, base[] or base[N] (the upload form keeps nested names whole).
@@ -421,12 +399,7 @@ func (in *videoInput) check() (*videoCreate, *APIError) {
 	if len(q.metadata) > maxVideoMetadata {
 		return nil, paramError("metadata", fmt.Sprintf("metadata has %d keys, at most %d", len(q.metadata), maxVideoMetadata))
 	}
-	if id, ok := f["webhook.endpoint_id"]; ok || in.events != nil {
-		if id == "" {
-			return nil, paramError("webhook.endpoint_id", "webhook.endpoint_id is required: the id of one of the workspace's webhook endpoints")
-		}
-		q.webhook = &jobs.WebhookConfig{EndpointID: id, Events: in.events}
-	}
+	q.webhook = in.webhook
 	return q, nil
 }
 
@@ -519,20 +492,6 @@ func readVideoReference(form *upload.Form, in *videoInput) (*providers.ImageInpu
 	return &providers.ImageInput{Data: data, MIMEType: mt}, nil
 }
 
-// checkJobWebhook refuses a job's webhook endpoint that is not one of the workspace's
-// (endpoint ids are UUIDs; anything else is none).
-func (g *Gateway) checkJobWebhook(ctx context.Context, workspaceID, id string) error {
-	refused := paramError("webhook.endpoint_id", fmt.Sprintf("no webhook endpoint %q in this workspace; POST /webhook-endpoints makes one", id))
-	if _, err := uuid.Parse(id); err != nil {
-		return refused
-	}
-	_, err := g.Store.GetWebhookEndpoint(ctx, workspaceID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return refused
-	}
-	return err
-}
-
 // videosOn answers 503 not_configured in place of serve while the gateway has no jobs
 // engine to create or poll jobs with.
 func videosOn(serve handler) handler {
@@ -587,10 +546,9 @@ func (g *Gateway) createVideo(w http.ResponseWriter, r *http.Request, c *Caller)
 	if q.reference, apiErr = readVideoReference(form, in); apiErr != nil {
 		return apiErr
 	}
-	if q.webhook != nil {
-		if err := g.checkJobWebhook(r.Context(), c.Key.WorkspaceID, q.webhook.EndpointID); err != nil {
-			return err
-		}
+	webhook, err := g.parseJobWebhook(r.Context(), c, store.JobVideo, q.webhook)
+	if err != nil {
+		return err
 	}
 	m, routes, dropped, apiErr := g.Registry.candidates(q.model, &videoCapability)
 	if apiErr != nil {
@@ -626,17 +584,13 @@ func (g *Gateway) createVideo(w http.ResponseWriter, r *http.Request, c *Caller)
 			return withRouting(priceError(unpriced, ""), m, dropped)
 		}
 	}
-	return g.startVideo(w, r, c, m, routes, dropped, most, q)
+	return g.startVideo(w, r, c, m, routes, dropped, most, q, webhook)
 }
 
 // startVideo submits the job on the first route whose upstream starts it: a route that
 // fails in a way another may not (an unreachable or overloaded upstream) is passed for the
 // next, each attempt under a hold of its own, released when it fails.
-func (g *Gateway) startVideo(w http.ResponseWriter, r *http.Request, c *Caller, m *Model, routes []Route, dropped []droppedRoute, most int64, q *videoCreate) error {
-	var webhook json.RawMessage
-	if q.webhook != nil {
-		webhook, _ = json.Marshal(q.webhook) // strings
-	}
+func (g *Gateway) startVideo(w http.ResponseWriter, r *http.Request, c *Caller, m *Model, routes []Route, dropped []droppedRoute, most int64, q *videoCreate, webhook json.RawMessage) error {
 	request, _ := json.Marshal(videoJobRequest{
 		Prompt: q.prompt, Seconds: q.seconds, Size: q.size, Resolution: q.resolution, AspectRatio: q.aspectRatio,
 		NegativePrompt: q.negPro, Seed: q.seed, InputReference: q.reference != nil, Metadata: q.metadata,
