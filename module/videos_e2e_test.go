@@ -472,3 +472,30 @@ func TestVideosOnPostgres(t *testing.T) {
 	}
 	env.expectError(404, "not_found", "video_id", http.MethodGet, a.std, "/videos/"+v.ID, "")
 }
+
+// TestVideoPollNeedsNoCredit: polling a job is never refused for credit. With the wallet
+// taken down below what a new request needs, the job's polls, its end and its charge go
+// on, while another create is refused.
+func TestVideoPollNeedsNoCredit(t *testing.T) {
+	env := startVideoGateway(t)
+	a := env.team(10 * usd)
+	ctx := context.Background()
+	client := env.openai(a.std)
+	v, err := client.Videos.New(ctx, openai.VideoNewParams{Model: "video-model", Prompt: "a slow cat", Seconds: "4", Size: "720x1280"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.store.AddCredits(ctx, a.ws, -9_300_000_000, "taken back"); err != nil {
+		t.Fatal(err)
+	}
+	env.expectError(http.StatusPaymentRequired, "insufficient_funds", "", http.MethodPost, a.std, "/videos",
+		`{"model": "video-model", "prompt": "another", "seconds": "4", "size": "720x1280"}`)
+	env.expect(http.StatusOK, http.MethodGet, a.std, "/videos/"+v.ID, "")
+	done, err := client.Videos.PollStatus(ctx, v.ID, 0)
+	if err != nil || done.Status != openai.VideoStatusCompleted {
+		t.Fatalf("polled to %v, %v; want completed", done, err)
+	}
+	if bal := env.balance(a.ws); bal.BalanceNanos != 700_000_000-400_000_000 || bal.ReservedNanos != 0 {
+		t.Fatalf("wallet %+v; want 0.70 USD less the job's 0.40", bal)
+	}
+}
