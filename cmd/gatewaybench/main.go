@@ -34,10 +34,18 @@
 // POST /v1/audio/transcriptions) and image-edit (throughput of POST /v1/images/edits with
 // two 4 MB images, closed loop).
 //
+// Two jobs tests run only when -tests names them (or "jobs"), on arms of the gateway of their
+// own (jobs.go), over the fake's OpenAI /videos wire (upstream_videos.go): video-content (the
+// throughput of GET /v1/videos/{id}/content of a completed 200 MB job, whole and by Range,
+// against plain Caddy's reverse_proxy to the same upstream path, and the proxy's heap growth
+// during the downloads) and jobs-load (the gateway's chat p99 at a fixed rate with 1,000 live
+// video jobs polled every second, over its p99 with none, before and after them).
+//
 //	go run ./cmd/gatewaybench                 # default run, about 3 minutes on 2 cores
 //	go run ./cmd/gatewaybench -quick          # smoke run, under a minute
 //	go run ./cmd/gatewaybench -json out.json  # also write the results as JSON
 //	go run ./cmd/gatewaybench -tests media    # the three media tests, about 2.5 minutes
+//	go run ./cmd/gatewaybench -tests jobs     # the two jobs tests
 //
 // It is not part of "go test": it needs a C compiler (the SQLite driver is cgo), several
 // thousand file descriptors, and a machine left otherwise idle for honest figures.
