@@ -193,7 +193,7 @@ func main() {
 	flag.IntVar(&c.ImageBytes, "image-bytes", 4_000_000, "bytes of each of the two PNG images of an image edit")
 	flag.Int64Var(&c.VideoBytes, "video-bytes", 200_000_000, "bytes of the video content of the video-content test")
 	flag.StringVar(&c.VideoRange, "video-range", "bytes=50000000-149999999", "the Range of the video-content test's ranged downloads (bytes=FIRST-LAST)")
-	flag.IntVar(&c.VideoDownloads, "video-downloads", 3, "whole downloads, and as many ranged ones, per arm and round of the video-content test")
+	flag.IntVar(&c.VideoDownloads, "video-downloads", 5, "whole downloads, and as many ranged ones, per arm and round of the video-content test")
 	flag.IntVar(&c.Jobs, "jobs", 1000, "live video jobs of the jobs-load test")
 	flag.IntVar(&c.JobsRate, "jobs-rate", 200, "chat requests per second of the jobs-load test (open loop), with and without the live jobs")
 	flag.DurationVar(&c.JobsDuration, "jobs-duration", 5*time.Second, "measured duration of each arm's chat in each phase of the jobs-load test, in a round")
