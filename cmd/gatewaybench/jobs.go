@@ -509,7 +509,7 @@ func (rep *report) jobsFigureDefs() []figureDef {
 			title: "Chat latency p50 with the jobs live",
 			value: jobs(func(j *jobsResult) num { return j.Live.P50Us })},
 		{key: "jobs_polls_per_second", test: "jobs-load", arm: jobsChatArm, unit: "polls/s", compare: byRatio, proxiesOnly: true, absolute: true,
-			title: fmt.Sprintf("Polls of the live jobs the fake upstream received per second while the chat was measured with them (%d jobs asking for one every %s: %.0f/s asked; the engine polls at most DefaultConcurrency at once)", c.Jobs, c.JobsPollAfter, float64(c.Jobs)/c.JobsPollAfter.Seconds()),
+			title: fmt.Sprintf("Polls of the live jobs the fake upstream received per second while the chat was measured with them (%d jobs asking for one every %s: %.0f/s asked; the engine runs at most DefaultGroupCap, 4, polls of one provider at once)", c.Jobs, c.JobsPollAfter, float64(c.Jobs)/c.JobsPollAfter.Seconds()),
 			value: jobs(func(j *jobsResult) num { return j.PollsPerSecond })},
 		{key: "jobs_create_seconds", test: "jobs-load", arm: jobsChatArm, unit: "s", compare: byRatio, proxiesOnly: true, absolute: true,
 			title: fmt.Sprintf("Seconds to create the %d live jobs through POST /v1/videos, %d at a time", c.Jobs, c.JobsCreateConc),
