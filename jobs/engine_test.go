@@ -33,8 +33,6 @@ type step struct {
 	rep   Report
 	err   error
 	panic bool
-	// delay is how long the poll takes.
-	delay time.Duration
 }
 
 func (k *scriptedKind) Poll(_ context.Context, _ Env, j store.Job) (Report, error) {
@@ -47,7 +45,6 @@ func (k *scriptedKind) Poll(_ context.Context, _ Env, j store.Job) (Report, erro
 		n = len(s) - 1
 	}
 	st := s[n]
-	time.Sleep(st.delay)
 	if st.panic {
 		panic("scripted panic")
 	}
@@ -385,38 +382,5 @@ func TestReconcileJobsPollsALostJobToItsEnd(t *testing.T) {
 	}
 	if n, err := f.e.ReconcileJobs(ctx); err != nil || n != 0 {
 		t.Errorf("ReconcileJobs after the end = %d, %v; want nothing to do", n, err)
-	}
-}
-
-// TestRunPollsPastTheGroupCap: with more polls due than a group's cap lets run at once, each
-// poll's end has the engine claim the next at once, not after its idle wait.
-func TestRunPollsPastTheGroupCap(t *testing.T) {
-	f := newFixture(t)
-	slowFinish := finished
-	slowFinish.delay = 30 * time.Millisecond
-	var jobs []string
-	for i := 0; i < 4; i++ {
-		id := ids.New("job")
-		f.submit(id, usd, time.Now().Add(time.Hour), slowFinish)
-		jobs = append(jobs, id)
-	}
-	f.e.GroupCap, f.e.Idle, f.e.Reconcile = 1, time.Hour, time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.e.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, id := range jobs {
-		for !Terminal(f.job(id).Status) {
-			if time.Now().After(deadline) {
-				t.Fatalf("job %s still %s after 10 s: polls one at a time under the cap waited for the idle hour", id, f.job(id).Status)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
 	}
 }
