@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -132,6 +133,10 @@ var (
 	ietfProto = netip.MustParsePrefix("192.0.0.0/24")
 	benchmark = netip.MustParsePrefix("198.18.0.0/15")
 	reserved4 = netip.MustParsePrefix("240.0.0.0/4") // includes 255.255.255.255
+	// IPv4-compatible (::a.b.c.d, deprecated) and IPv4-translated (::ffff:0:a.b.c.d) forms:
+	// a host with an automatic tunnel or a translator reaches the address they carry.
+	v4Compat  = netip.MustParsePrefix("::/96")
+	v4Transl  = netip.MustParsePrefix("::ffff:0:0:0/96")
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	nat64Loc  = netip.MustParsePrefix("64:ff9b:1::/48")
 	sixToFour = netip.MustParsePrefix("2002::/16")
@@ -156,6 +161,8 @@ func ForbiddenClass(ip netip.Addr) string {
 			return "nat64 local"
 		case sixToFour.Contains(ip):
 			return ForbiddenClass(netip.AddrFrom4([4]byte(b[2:6])))
+		case (v4Compat.Contains(ip) || v4Transl.Contains(ip)) && !ip.IsUnspecified() && !ip.IsLoopback():
+			return "ipv4-compatible"
 		}
 	}
 	switch {
@@ -203,8 +210,27 @@ func (c *Client) CheckURL(raw string) (*url.URL, error) {
 		if err := c.CheckAddr(ip); err != nil {
 			return nil, err
 		}
+	} else if numericHost(u.Hostname()) {
+		return nil, fmt.Errorf("host %q is an IPv4 address in a form other than a.b.c.d: %w", u.Hostname(), ErrForbiddenAddress)
 	}
 	return u, nil
+}
+
+// numericHost tells whether other URL parsers (browsers, curl, the WHATWG URL standard)
+// read host as an IPv4 address: its last label is a number, decimal or 0x hex. Such a host
+// that is not a plain a.b.c.d (2130706433, 0x7f000001, 0177.0.0.1, 127.1, 127.0.0.1.) is
+// refused: what the gateway would make of it is not what a reader of the URL sees.
+func numericHost(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	last := host[strings.LastIndexByte(host, '.')+1:]
+	digits := "0123456789"
+	if hex, ok := strings.CutPrefix(strings.ToLower(last), "0x"); ok {
+		last, digits = hex, "0123456789abcdef"
+		if last == "" {
+			return true
+		}
+	}
+	return last != "" && strings.Trim(last, digits) == ""
 }
 
 // Response is what a receiver answered, as a delivery records it.

@@ -26,8 +26,20 @@ var forbidden = []string{
 	"0.0.0.0", "::", // unspecified
 	"100.64.0.1", "100.127.255.254", // CGNAT
 	"0.1.2.3", "192.0.0.8", "198.18.0.1", "240.0.0.1", "255.255.255.255", // reserved
-	"::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", // IPv4-mapped
+	"::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", "::ffff:7f00:1", "::ffff:a9fe:a9fe", // IPv4-mapped
+	"::127.0.0.1", "::8.8.8.8", "::ffff:0:7f00:1", "::ffff:0:808:808", // IPv4-compatible, IPv4-translated
 	"64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b:1::1", "2002:7f00:1::1", // NAT64, 6to4
+	"10.255.255.255", "172.31.255.254", "192.168.255.255", "fdff:ffff::1", // edges of private
+	"169.254.0.1", "fe80::a9fe:a9fe", "ff0e::1", "100.100.100.200", // link-local, global multicast, CGNAT metadata (Alibaba)
+}
+
+// forbiddenLiterals are URLs whose host is a forbidden address written as only a URL can
+// write it: other IPv4 notations, a trailing dot, an IPv6 zone.
+var forbiddenLiterals = []string{
+	"https://2130706433/", "https://0x7f000001/", "https://0X7F000001/", "https://0177.0.0.1/", "https://017700000001/",
+	"https://127.1/", "https://0x7f.1/", "https://127.0.0.1./", "https://2852039166/", "https://0xa9fea9fe/",
+	"https://[::ffff:127.0.0.1]/", "https://[::ffff:7f00:1]/", "https://[fe80::1%25eth0]/", "https://[0:0:0:0:0:ffff:a9fe:a9fe]/",
+	"https://134744072/", // 8.8.8.8 written otherwise: refused all the same, as it reads differently elsewhere
 }
 
 var public = []string{"8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "64:ff9b::808:808", "::ffff:8.8.4.4"}
@@ -54,6 +66,21 @@ func TestCheckURL(t *testing.T) {
 		}
 		if _, err := c.CheckURL("https://" + host + "/hook"); !errors.Is(err, ErrForbiddenAddress) {
 			t.Errorf("https://%s: %v, want ErrForbiddenAddress", host, err)
+		}
+	}
+	for _, u := range forbiddenLiterals {
+		if _, err := c.CheckURL(u); !errors.Is(err, ErrForbiddenAddress) {
+			t.Errorf("%s: %v, want ErrForbiddenAddress", u, err)
+		}
+	}
+	for _, u := range []string{"https://8.8.8.8/", "https://[2606:4700:4700::1111]/", "https://1e100.net/", "https://host-0x1.example.com/", "https://a.0x/"} {
+		_, err := c.CheckURL(u)
+		if u == "https://a.0x/" {
+			if !errors.Is(err, ErrForbiddenAddress) {
+				t.Errorf("%s: %v, want ErrForbiddenAddress (its last label is the number 0x)", u, err)
+			}
+		} else if err != nil {
+			t.Errorf("%s: %v", u, err)
 		}
 	}
 	for _, u := range []string{"http://example.com/", "ftp://example.com/", "//example.com/", "https://user:pw@example.com/", "https:///x"} {

@@ -102,6 +102,9 @@ func (s *Sender) schedule() []time.Duration {
 	return s.Schedule
 }
 
+// DefaultMaxAttempts is how many attempts a delivery gets with DefaultSchedule.
+func DefaultMaxAttempts() int { return len(DefaultSchedule) + 1 }
+
 // MaxAttempts is how many attempts a delivery gets before it is given up.
 func (s *Sender) MaxAttempts() int { return len(s.schedule()) + 1 }
 
@@ -170,43 +173,94 @@ func (s *Sender) Send(ctx context.Context, it store.ClaimedItem) {
 		s.complete(ctx, log, it.Claim)
 		return
 	}
-	log = log.With(zap.String("endpoint_id", d.Target), zap.String("event_type", d.EventType))
+	log = log.With(zap.String("target", d.Target), zap.String("event_type", d.EventType))
+	var url string
+	var signer *Signer
+	var ok bool
+	if IsInlineTarget(d.Target) {
+		url, signer, ok = s.inlineTarget(ctx, log, it, d)
+	} else {
+		url, signer, ok = s.endpointTarget(ctx, log, it, d)
+	}
+	if !ok {
+		return
+	}
+	o := s.attempt(ctx, d, url, signer)
+	if ctx.Err() != nil && !o.attempt.Delivered {
+		// Shutting down mid-call: the claim's lease runs out and another sender tries again.
+		return
+	}
+	s.record(ctx, log, it, d, o)
+}
+
+// endpointTarget returns the URL and signer of the webhook endpoint delivery d goes to;
+// false when there is nothing to send, the delivery then ended or put off.
+func (s *Sender) endpointTarget(ctx context.Context, log *zap.Logger, it store.ClaimedItem, d store.Delivery) (string, *Signer, bool) {
 	ep, err := s.Store.GetWebhookEndpoint(ctx, d.WorkspaceID, d.Target)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		s.giveUp(ctx, log, it, "webhook endpoint "+d.Target+" no longer exists")
-		return
+		return "", nil, false
 	case err != nil:
 		s.retryClaim(ctx, log, it, fmt.Errorf("reading the webhook endpoint: %w", err))
-		return
+		return "", nil, false
 	case ep.Status == store.WebhookDisabled:
 		reason := "webhook endpoint " + ep.ID + " is disabled"
 		if ep.DisabledReason != "" {
 			reason += " (" + ep.DisabledReason + ")"
 		}
 		s.giveUp(ctx, log, it, reason)
-		return
-	case len(ep.Events) > 0 && !slices.Contains(ep.Events, d.EventType):
+		return "", nil, false
+	case len(ep.Events) > 0 && !slices.Contains(ep.Events, "*") && !slices.Contains(ep.Events, d.EventType):
 		// The endpoint is not subscribed to this type: nothing to send, and nothing failed.
 		log.Debug("webhook endpoint not subscribed to the event's type; skipped")
 		if err := s.Store.SkipDelivery(context.WithoutCancel(ctx), it.Claim); err != nil && !errors.Is(err, store.ErrClaimLost) {
 			log.Error("skipping a delivery failed; its lease running out tries again", zap.Error(err))
 		}
-		return
+		return "", nil, false
 	}
 	signer, err := s.signer(ep)
 	if err != nil {
 		// The operator's key changed, or the row was altered: no attempt could sign, so
 		// retrying would only delay the failure the endpoint's owner must see.
 		s.giveUp(ctx, log, it, err.Error())
-		return
+		return "", nil, false
 	}
-	o := s.attempt(ctx, d, ep.URL, signer)
-	if ctx.Err() != nil && !o.attempt.Delivered {
-		// Shutting down mid-call: the claim's lease runs out and another sender tries again.
-		return
+	return ep.URL, signer, true
+}
+
+// inlineTarget returns the URL and signer of the job's own receiver that delivery d goes
+// to, read from the job's webhook configuration; false when there is nothing to send, the
+// delivery then ended or put off.
+func (s *Sender) inlineTarget(ctx context.Context, log *zap.Logger, it store.ClaimedItem, d store.Delivery) (string, *Signer, bool) {
+	j, err := s.Store.GetJob(ctx, d.WorkspaceID, d.JobID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		s.giveUp(ctx, log, it, "job "+d.JobID+" no longer exists")
+		return "", nil, false
+	case err != nil:
+		s.retryClaim(ctx, log, it, fmt.Errorf("reading the job: %w", err))
+		return "", nil, false
 	}
-	s.record(ctx, log, it, d, o)
+	w, ok, err := ReadJobWebhook(j.Webhook)
+	if err != nil || !ok || w.Target != d.Target || w.URL == "" {
+		s.giveUp(ctx, log, it, "job "+d.JobID+" no longer names this webhook receiver")
+		return "", nil, false
+	}
+	if s.Sealer == nil {
+		s.giveUp(ctx, log, it, "webhook signing secrets cannot be opened: no secret key is configured")
+		return "", nil, false
+	}
+	secret, err := s.Sealer.Open(w.Secret, []byte(w.Target))
+	var signer *Signer
+	if err == nil {
+		signer, err = NewSigner(string(secret))
+	}
+	if err != nil {
+		s.giveUp(ctx, log, it, fmt.Sprintf("opening the signing secret of job %s's webhook: %v", d.JobID, err))
+		return "", nil, false
+	}
+	return w.URL, signer, true
 }
 
 // signer opens the endpoint's secrets and returns the signer of those that sign now.
@@ -335,6 +389,10 @@ func (s *Sender) record(ctx context.Context, log *zap.Logger, it store.ClaimedIt
 	}
 	if !o.attempt.Delivered {
 		log.Warn("a delivery failed for good", zap.String("error", o.attempt.Error))
+	}
+	if IsInlineTarget(d.Target) {
+		// A job's own URL is no endpoint: there is no count of failures to keep.
+		return
 	}
 	outcome := store.WebhookOutcome{Delivered: o.attempt.Delivered,
 		DisableAfter: orDefault(s.DisableAfter, DefaultDisableAfter), Reason: ReasonConsecutiveFailures}

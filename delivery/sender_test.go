@@ -168,9 +168,15 @@ func (f *fixture) endpoint(url string, events ...string) (string, string) {
 // does (with a job's change), and returns its id.
 func (f *fixture) deliver(endpoint, typ string) string {
 	f.t.Helper()
+	return f.deliverOfJob(nil, endpoint, typ)
+}
+
+// deliverOfJob is deliver for target of a job whose webhook configuration is webhook.
+func (f *fixture) deliverOfJob(webhook json.RawMessage, endpoint, typ string) string {
+	f.t.Helper()
 	ctx := context.Background()
 	job := store.Job{ID: ids.New("video"), WorkspaceID: f.ws, Kind: store.JobVideo, Model: "m", Provider: "p",
-		Status: "queued", Lifecycle: "submitted"}
+		Status: "queued", Lifecycle: "submitted", Webhook: webhook}
 	if err := f.s.CreateJob(ctx, job, time.Time{}, nil); err != nil {
 		f.t.Fatalf("CreateJob: %v", err)
 	}
@@ -555,4 +561,62 @@ func TestSenderWithoutSealerGivesUp(t *testing.T) {
 		t.Fatalf("a secret another key sealed: %+v, %d requests", d, r.requests.Load())
 	}
 	wantAttempts(t, f.attempts(id), store.DeliveryAttempt{Error: "opening the signing secret"})
+}
+
+// ownURL is the webhook configuration of a job with its own receiver url, its secret
+// sealed for sealedFor (its target when empty).
+func (f *fixture) ownURL(url, secret, sealedFor string) (json.RawMessage, string) {
+	f.t.Helper()
+	w := delivery.JobWebhook{URL: url, Target: delivery.NewInlineTarget()}
+	if sealedFor == "" {
+		sealedFor = w.Target
+	}
+	w.Secret = f.seal(sealedFor, secret)
+	raw, err := json.Marshal(w)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return raw, w.Target
+}
+
+// TestSenderDeliversToAJobsOwnURL: a job's own URL is sent its events signed with the
+// job's secret; a delivery whose job no longer names its target, or whose secret does not
+// open for it, is given up without a request; an endpoint subscribed to "*" takes every type.
+func TestSenderDeliversToAJobsOwnURL(t *testing.T) {
+	f := newFixture(t, openSQLite(t))
+	r := newReceiver(t, answer{status: 503}, answer{status: 200, body: "ok"})
+	secret, _ := delivery.NewSecret()
+	r.knows(secret)
+	webhook, target := f.ownURL(r.srv.URL+"/own", secret, "")
+	id := f.deliverOfJob(webhook, target, "video.completed")
+	other, _ := f.ownURL(r.srv.URL+"/own", secret, "")
+	stray := f.deliverOfJob(other, delivery.NewInlineTarget(), "video.completed")
+	misSealed, misTarget := f.ownURL(r.srv.URL+"/own", secret, "whurl_another")
+	unopened := f.deliverOfJob(misSealed, misTarget, "video.completed")
+	everything := newReceiver(t, answer{status: 204})
+	all, allSecret := f.endpoint(everything.srv.URL+"/all", "*")
+	everything.knows(allSecret)
+	toAll := f.deliverOfJob(nil, all, "music.progress")
+
+	got := f.run(f.sender(), id, stray, unopened, toAll)
+	if got[0].Status != store.DeliveryDelivered || got[0].Attempts != 2 || got[1].Status != store.DeliveryFailed ||
+		got[2].Status != store.DeliveryFailed || got[3].Status != store.DeliveryDelivered {
+		t.Fatalf("deliveries %+v", got)
+	}
+	wantAttempts(t, f.attempts(id), store.DeliveryAttempt{StatusCode: 503, Error: "HTTP 503"},
+		store.DeliveryAttempt{StatusCode: 200, Delivered: true, ResponsePreview: "ok"})
+	wantAttempts(t, f.attempts(stray), store.DeliveryAttempt{Error: "no longer names this webhook receiver"})
+	wantAttempts(t, f.attempts(unopened), store.DeliveryAttempt{Error: "opening the signing secret"})
+	received := r.received()
+	if len(received) != 2 {
+		t.Fatalf("the job's receiver got %d requests, want two of the job's event: %+v", len(received), received)
+	}
+	for _, h := range received {
+		if h.id != id || !h.verifiedBy[0] || h.signatures != 1 {
+			t.Fatalf("the job's event came as %+v", h)
+		}
+	}
+	if got := everything.received(); len(got) != 1 || got[0].id != toAll || !got[0].verifiedBy[0] {
+		t.Fatalf("the endpoint subscribed to every event got %+v", got)
+	}
 }

@@ -95,7 +95,8 @@ type Caller struct {
 	Key store.Key
 }
 
-// credential reads the key from Authorization: Bearer or x-api-key.
+// credential reads the key from Authorization: Bearer or x-api-key, or, on a websocket
+// handshake only, from the bearer subprotocol pair (websocketKey).
 func credential(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, ok := strings.Cut(h, " ")
@@ -104,7 +105,53 @@ func credential(r *http.Request) string {
 		}
 		return ""
 	}
-	return strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	if k := strings.TrimSpace(r.Header.Get("X-Api-Key")); k != "" {
+		return k
+	}
+	return websocketKey(r)
+}
+
+// bearerSubprotocol is the websocket subprotocol that carries a key where the client cannot
+// set a header: a browser's WebSocket sends only the protocols it is given, so the key is
+// offered as the protocol after it, Sec-WebSocket-Protocol: model-gateway.bearer, <key>.
+// The server selects bearerSubprotocol alone, so the key is never echoed, and a key never
+// travels in a URL, which access logs and browser histories keep.
+const bearerSubprotocol = "model-gateway.bearer"
+
+// websocketKey is the key a websocket handshake offers after bearerSubprotocol; "" for
+// any other request, so that no route but the websocket's reads it.
+func websocketKey(r *http.Request) string {
+	if !isWebsocketUpgrade(r) {
+		return ""
+	}
+	offered := false
+	for _, line := range r.Header.Values("Sec-Websocket-Protocol") {
+		for p := range strings.SplitSeq(line, ",") {
+			p = strings.TrimSpace(p)
+			if offered {
+				return p
+			}
+			offered = p == bearerSubprotocol
+		}
+	}
+	return ""
+}
+
+// isWebsocketUpgrade reports whether r asks to become a websocket (RFC 6455 §4.1).
+func isWebsocketUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+// headerHasToken reports whether a comma-separated header of h lists token, in any case.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, line := range h.Values(name) {
+		for t := range strings.SplitSeq(line, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // permission is what a route asks of its caller (the route table's perm column). admits is
@@ -116,6 +163,11 @@ type permission struct {
 	// ("keys:write"): the scope a management key is checked for once keys carry scopes.
 	area   string
 	access access
+	// signedLink: a request with no key that carries a signed link (a sig query
+	// parameter) passes authentication without a caller (nil), and the route's handler
+	// verifies the link, the one proof such a request has. A request with a key is checked
+	// as key says.
+	signedLink bool
 }
 
 // keyRequirement is the key a route needs.
@@ -146,6 +198,9 @@ var (
 	permPublic    = permission{key: noKey}
 	permAnyKey    = permission{key: anyKey}
 	permInference = permission{key: standardKey}
+	// permInferenceOrLink is permInference, or a signed download link in place of the key
+	// (GET /videos/{id}/content).
+	permInferenceOrLink = permission{key: standardKey, signedLink: true}
 )
 
 // permManagement is the permission of a management route that does access in area.
@@ -184,7 +239,7 @@ func (p permission) admits(c *Caller) *APIError {
 // authorise finds the caller of a request to a route and checks it against the route's
 // permission (admits); a route that needs no key reads none, and its caller is nil.
 func (g *Gateway) authorise(r *http.Request, p permission) (*Caller, *APIError) {
-	if p.key == noKey {
+	if p.key == noKey || p.signedLink && r.Header.Get("Authorization") == "" && r.Header.Get("X-Api-Key") == "" && r.URL.Query().Has("sig") {
 		return nil, nil
 	}
 	c, apiErr := g.authenticate(r)

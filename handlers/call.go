@@ -371,6 +371,14 @@ func (c *call) failed(e *APIError) *APIError {
 // upstreamFailure answers a failure that no other route can fix (the caller's request was
 // refused by the upstream as invalid).
 func (c *call) upstreamFailure(ue *providers.UpstreamError) *APIError {
+	e := upstreamAPIError(ue)
+	e.Extra = c.diagnostics()
+	return c.failed(e)
+}
+
+// upstreamAPIError is the answer to an upstream's refusal: its status when it is the
+// caller's (4xx), else 502; its code when it tells the caller what to change.
+func upstreamAPIError(ue *providers.UpstreamError) *APIError {
 	status := ue.Status
 	switch {
 	case status == 0 && ue.Category == providers.CategoryInvalidRequest:
@@ -392,8 +400,7 @@ func (c *call) upstreamFailure(ue *providers.UpstreamError) *APIError {
 	e := newError(status, code, fmt.Sprintf("provider %s: %s", ue.Provider, msg))
 	e.Origin = "upstream"
 	e.Param = ue.Param
-	e.Extra = c.diagnostics()
-	return c.failed(e)
+	return e
 }
 
 // allFailed answers when every route failed, with the spec's diagnostics.

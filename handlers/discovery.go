@@ -198,8 +198,8 @@ func modelEndpoints(m *Model, declared []string) []string {
 	return out
 }
 
-// pricedFamilies guesses the families of a model from what its routes charge for: characters
-// or audio: audio; images: images; pages: OCR; input tokens alone: embeddings; requests
+// pricedFamilies guesses the families of a model from what its routes charge for: seconds of
+// audio made: music; characters or other audio: audio; images: images; pages: OCR; input tokens alone: embeddings; requests
 // alone: moderations; otherwise chat. Routes that charge nothing tell nothing: nil when all do.
 func pricedFamilies(m *Model) []string {
 	var out []string
@@ -212,9 +212,14 @@ func pricedFamilies(m *Model) []string {
 		p := rt.Price
 		switch {
 		case p.IsZero():
-		case p.PerUnit(pricing.DimInputCharacters) > 0, p.PerUnit(pricing.DimInputAudioSeconds) > 0, p.PerUnit(pricing.DimOutputAudioSeconds) > 0,
+		case p.PerUnit(pricing.DimOutputAudioSeconds) > 0:
+			// No audio endpoint measures seconds of audio made: music does.
+			add("music")
+		case p.PerUnit(pricing.DimInputCharacters) > 0, p.PerUnit(pricing.DimInputAudioSeconds) > 0,
 			p.PerUnit(pricing.DimOutputAudioTokens) > 0, p.PerUnit(pricing.DimInputAudioTokens) > 0:
 			add("audio")
+		case len(p.VideoSeconds()) > 0:
+			add("video")
 		case len(p.Images()) > 0, p.PerUnit(pricing.DimImageOutputTokens) > 0:
 			add("images")
 		case p.PerUnit(pricing.DimPage) > 0:

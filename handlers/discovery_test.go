@@ -101,8 +101,8 @@ func TestRoutePatternsAndAliases(t *testing.T) {
 	_, std, mgmt := a.workspace(0)
 
 	// A family not built yet answers 501; an alias answers as its route does.
-	status, v := a.do(http.MethodPost, "/music/generate", std, `{"model":"m"}`)
-	wantError(t, "/music/generate", status, v, 501, CodeNotImplemented, "")
+	status, v := a.do(http.MethodPost, "/batches", std, `{"model":"m"}`)
+	wantError(t, "/batches", status, v, 501, CodeNotImplemented, "")
 	for _, path := range []string{"/moderations", "/moderation"} {
 		status, v := a.do(http.MethodPost, path, std, `{"input":"hi"}`)
 		wantError(t, path, status, v, 400, CodeUnsupportedModel, "model")
@@ -389,7 +389,7 @@ func TestDataModelsAndDirectories(t *testing.T) {
 	}
 
 	v = a.mustDo(200, http.MethodGet, "/endpoints", std, "")
-	if got := listIDs(v); !reflect.DeepEqual(got, []string{"chat", "embeddings", "moderations", "images", "audio", "video", "ocr"}) {
+	if got := listIDs(v); !reflect.DeepEqual(got, []string{"chat", "embeddings", "moderations", "images", "audio", "video", "ocr", "music"}) {
 		t.Fatalf("endpoints %v", got)
 	}
 	chat := item(t, v, "chat")
@@ -400,10 +400,10 @@ func TestDataModelsAndDirectories(t *testing.T) {
 	if mod := item(t, v, "moderations"); mod["available"] != true {
 		t.Fatalf("moderations is served: %v", mod)
 	}
-	if video := item(t, v, "video"); video["available"] != false {
-		t.Fatalf("video is a placeholder yet: %v", video)
+	if video := item(t, v, "video"); video["available"] != true || video["model_count"] != float64(0) {
+		t.Fatalf("video is served, by none of these models: %v", video)
 	}
-	if got := a.walk("/endpoints", std, 3); len(got) != 7 {
+	if got := a.walk("/endpoints", std, 3); len(got) != 8 {
 		t.Fatalf("walked endpoints %v", got)
 	}
 

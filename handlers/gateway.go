@@ -84,6 +84,9 @@ type Gateway struct {
 	Jobs *jobs.Engine
 	// Blobs keeps what jobs made (music audio); nil when none is configured.
 	Blobs blobs.Store
+	// MusicRetention is how long the audio of a completed music job is kept; 0 means
+	// music.DefaultRetention (7 days).
+	MusicRetention time.Duration
 	// LinkKey signs the download links the gateway hands out (derived from the app's
 	// secret_key); nil when none is configured, and then no link is handed out.
 	LinkKey []byte
@@ -93,9 +96,14 @@ type Gateway struct {
 	// Observer, when set, is told of each metered request as it begins and once it is
 	// settled; nil: nobody.
 	Observer Observer
+	// Live bounds the live updates' websockets (GET /async/{kind}/{id}/ws); a zero field
+	// takes its default.
+	Live LiveSettings
 
 	// ready caches GET /health's look at the store (info.go).
 	ready readiness
+	// jobFeed fans the store's change feed out to the live updates' websockets (live.go).
+	jobFeed jobFeed
 
 	// ledger admits and settles credit: key leases, reservations; Close releases its
 	// leases.

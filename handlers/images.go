@@ -770,21 +770,7 @@ func firstNonEmpty(a, b string) string {
 // readEditPictures reads an edit's pictures and mask whole from the spooled form: the
 // upstreams that take edits as JSON need them inline, bounded by the upload limit.
 func readEditPictures(form *upload.Form, q *imageRequest) ([]providers.ImageInput, *providers.ImageInput, error) {
-	read := func(p upload.Part) (providers.ImageInput, error) {
-		sr, err := form.Open(p)
-		if err != nil {
-			return providers.ImageInput{}, err
-		}
-		data, err := io.ReadAll(sr)
-		if err != nil {
-			return providers.ImageInput{}, err
-		}
-		mt := p.ContentType
-		if mt == "" || strings.EqualFold(mt, "application/octet-stream") {
-			mt = http.DetectContentType(data)
-		}
-		return providers.ImageInput{Data: data, MIMEType: mt, FileName: p.FileName}, nil
-	}
+	read := func(p upload.Part) (providers.ImageInput, error) { return readPicture(form, p) }
 	images := make([]providers.ImageInput, 0, len(q.images))
 	for _, p := range q.images {
 		in, err := read(p)
@@ -801,4 +787,22 @@ func readEditPictures(form *upload.Form, q *imageRequest) ([]providers.ImageInpu
 		return nil, nil, err
 	}
 	return images, &mask, nil
+}
+
+// readPicture reads an uploaded picture whole from the spooled form, its media type
+// sniffed when the client named none.
+func readPicture(form *upload.Form, p upload.Part) (providers.ImageInput, error) {
+	sr, err := form.Open(p)
+	if err != nil {
+		return providers.ImageInput{}, err
+	}
+	data, err := io.ReadAll(sr)
+	if err != nil {
+		return providers.ImageInput{}, err
+	}
+	mt := p.ContentType
+	if mt == "" || strings.EqualFold(mt, "application/octet-stream") {
+		mt = http.DetectContentType(data)
+	}
+	return providers.ImageInput{Data: data, MIMEType: mt, FileName: p.FileName}, nil
 }

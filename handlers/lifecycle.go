@@ -201,20 +201,26 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		hold, err = g.ledger.AdmitInto(r.Context(), req, &c.leaseHold)
 	}
 	if err != nil {
-		if errors.Is(err, store.ErrInsufficientFunds) {
-			e := newError(http.StatusPaymentRequired, CodeInsufficientFunds, fmt.Sprintf(
-				"insufficient credit: this request needs an available balance of at least %s USD (1.00 USD minimum, worst-case cost %s USD); add credits to the workspace",
-				pricing.FormatUSD(max(most, MinPreflightNanos)), pricing.FormatUSD(most)))
-			e.Extra = map[string]any{"required_nanos": max(most, MinPreflightNanos)}
-			return nil, g.Metrics.refused(cp.endpoint, m.Name, e)
-		}
-		if e := keyLimitError(err, g.Now()); e != nil {
-			return nil, g.Metrics.refused(cp.endpoint, m.Name, e)
-		}
-		return nil, g.Metrics.refused(cp.endpoint, m.Name, g.storeUnavailable("reserving credit", err))
+		return nil, g.admissionRefused(err, most, cp.endpoint, m.Name)
 	}
 	c.Hold = hold
 	return c, nil
+}
+
+// admissionRefused answers a request whose hold of most was refused with err: 402 for a
+// wallet short of it, 429 for a key past its limit, 503 for a store that cannot say.
+func (g *Gateway) admissionRefused(err error, most int64, endpoint, model string) *APIError {
+	if errors.Is(err, store.ErrInsufficientFunds) {
+		e := newError(http.StatusPaymentRequired, CodeInsufficientFunds, fmt.Sprintf(
+			"insufficient credit: this request needs an available balance of at least %s USD (1.00 USD minimum, worst-case cost %s USD); add credits to the workspace",
+			pricing.FormatUSD(max(most, MinPreflightNanos)), pricing.FormatUSD(most)))
+		e.Extra = map[string]any{"required_nanos": max(most, MinPreflightNanos)}
+		return g.Metrics.refused(endpoint, model, e)
+	}
+	if e := keyLimitError(err, g.Now()); e != nil {
+		return g.Metrics.refused(endpoint, model, e)
+	}
+	return g.Metrics.refused(endpoint, model, g.storeUnavailable("reserving credit", err))
 }
 
 // admissionKey carries, in a request's context, the admission its credit comes from when

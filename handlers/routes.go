@@ -36,6 +36,7 @@ var (
 	audioFamily       = endpointFamily{"audio", "Speech, transcription and translation"}
 	videoFamily       = endpointFamily{"video", "Video generation"}
 	ocrFamily         = endpointFamily{"ocr", "OCR"}
+	musicFamily       = endpointFamily{"music", "Music generation"}
 )
 
 // familyRoute places a route in its endpoint family: the family, the capability the route
@@ -69,7 +70,7 @@ var routeTable = func() []apiRoute {
 		read, write, remove   = accessRead, accessWrite, accessDelete
 	)
 	var none familyRoute
-	chat, embeddings, moderations, images, audio, video, ocr := &chatFamily, &embeddingsFamily, &moderationsFamily, &imagesFamily, &audioFamily, &videoFamily, &ocrFamily
+	chat, embeddings, moderations, images, audio, video, ocr, musicF := &chatFamily, &embeddingsFamily, &moderationsFamily, &imagesFamily, &audioFamily, &videoFamily, &ocrFamily, &musicFamily
 	return []apiRoute{
 		// Inference and jobs, by endpoint family.
 		{post, "/chat/completions", permInference, oa, listedIn(chat, &chatCompletionsSurface.capability), (*Gateway).chatCompletions},
@@ -83,18 +84,21 @@ var routeTable = func() []apiRoute {
 		{post, "/audio/speech", permInference, oa, listedIn(audio, &speechCapability), (*Gateway).speech},
 		{post, "/audio/transcriptions", permInference, oa, listedIn(audio, &transcriptionsCapability), (*Gateway).transcriptions},
 		{post, "/audio/translations", permInference, oa, listedIn(audio, &translationsCapability), (*Gateway).translations},
-		{post, "/videos", permInference, oa, listedIn(video, nil), nil},
-		{get, "/videos", permInference, oa, listedIn(video, nil), nil},
-		{get, "/videos/models", permInference, oa, listedIn(video, nil), nil},
-		{get, "/videos/{video_id}", permInference, oa, listedIn(video, nil), nil},
-		{get, "/videos/{video_id}/content", permInference, oa, listedIn(video, nil), nil},
-		{post, "/videos/{video_id}/download_url", permInference, oa, listedIn(video, nil), nil},
-		{del, "/videos/{video_id}", permInference, oa, listedIn(video, nil), nil},
-		{post, "/videos/{video_id}/cancel", permInference, oa, unlistedIn(video, nil), nil},
+		{post, "/videos", permInference, oa, listedIn(video, &videoCapability), videosOn((*Gateway).createVideo)},
+		{get, "/videos", permInference, oa, listedIn(video, &videoCapability), storeBounded((*Gateway).listVideos)},
+		{get, "/videos/models", permInference, oa, listedIn(video, &videoCapability), (*Gateway).videoModels},
+		{get, "/videos/{video_id}", permInference, oa, listedIn(video, &videoCapability), storeBounded((*Gateway).getVideo)},
+		{get, "/videos/{video_id}/content", permInferenceOrLink, oa, listedIn(video, &videoCapability), (*Gateway).videoContent},
+		{post, "/videos/{video_id}/download_url", permInference, oa, listedIn(video, &videoCapability), storeBounded((*Gateway).videoDownloadURL)},
+		{del, "/videos/{video_id}", permInference, oa, listedIn(video, &videoCapability), (*Gateway).deleteVideo},
+		{post, "/videos/{video_id}/cancel", permInference, oa, unlistedIn(video, &videoCapability), storeBounded((*Gateway).cancelVideo)},
 		{post, "/ocr", permInference, oa, listedIn(ocr, &ocrCapability), (*Gateway).ocr},
-		// Music, files and batches.
-		{post, "/music/generate", permInference, oa, none, nil},
-		{get, "/music/generate/{music_id}", permInference, oa, none, nil},
+		{post, "/music/generate", permInference, oa, listedIn(musicF, &musicCapability), (*Gateway).createMusic},
+		{get, "/music/generate/{music_id}", permInference, oa, listedIn(musicF, &musicCapability), storeBounded((*Gateway).getMusic)},
+		{get, "/music/generate/{music_id}/content", permInference, oa, listedIn(musicF, &musicCapability), (*Gateway).musicContent},
+		// Live updates of a job of any family (video, music, batch): a websocket.
+		{get, "/async/{kind}/{id}/ws", permInference, oa, none, (*Gateway).liveJob},
+		// Files and batches.
 		{post, "/batches", permInference, oa, none, nil},
 		{get, "/batches", permInference, oa, none, nil},
 		{get, "/batches/{batch_id}", permInference, oa, none, nil},

@@ -124,7 +124,8 @@ type Submission struct {
 	// Endpoint names the request that made the job (POST /videos), for the records.
 	Endpoint string
 	// Start makes the job upstream once it is held for: it returns the upstream's id and
-	// first report. Its error releases the hold and is Submit's.
+	// first report, whose Result, when set, is stored as the job's until its end. Its
+	// error releases the hold and is Submit's.
 	Start func(ctx context.Context) (nativeID string, first Report, err error)
 }
 
@@ -168,6 +169,11 @@ func (e *Engine) Submit(ctx context.Context, s Submission) (store.Job, error) {
 			return store.Job{}, release(err)
 		}
 		j.NativeID, first = native, rep
+		if rep.Result != nil {
+			// What the kind keeps of its start (the upstream's pace) until the job's end
+			// replaces it.
+			j.Result = rep.Result
+		}
 	}
 	if first.Status == "" {
 		first.Status = StatusQueued
@@ -339,7 +345,17 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 	if e.Env != nil {
 		env = e.Env()
 	}
-	pctx, cancel := context.WithTimeout(ctx, orDefault(e.Lease, DefaultLease)/2)
+	timeout := orDefault(e.Lease, DefaultLease) / 2
+	if lp, ok := k.(LongPoller); ok {
+		if d := lp.PollTimeout(j); d > timeout {
+			if _, err := e.Store.Extend(ctx, it.Claim, 2*d); err != nil {
+				e.advanceFailed(ctx, log, it, fmt.Errorf("extending the claim for a long poll: %w", err))
+				return
+			}
+			timeout = d
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	var rep Report
 	var perr error
 	if p := background.Call("polling job "+j.ID, func() { rep, perr = k.Poll(pctx, env, j) }); p != nil {

@@ -305,6 +305,30 @@ func TestSubmitReleasesOnFailure(t *testing.T) {
 	}
 }
 
+// TestSubmitKeepsTheFirstResult: the result of the first report (what a kind keeps of its
+// start, the upstream's pace) is stored with the job, and left as it is by the polls
+// until the job's end.
+func TestSubmitKeepsTheFirstResult(t *testing.T) {
+	f := newFixture(t)
+	j, err := f.e.Submit(context.Background(), Submission{
+		Job: store.Job{ID: ids.New("video"), WorkspaceID: f.ws, Kind: "enginetest", KeyID: f.kd, Model: "video",
+			Provider: "up", UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(time.Hour)},
+		Most: usd, Endpoint: "/videos",
+		Start: func(context.Context) (string, Report, error) {
+			return "native", Report{Status: StatusQueued, Result: json.RawMessage(`{"poll_after_ms":1500}`)}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		PollAfterMs int `json:"poll_after_ms"`
+	}
+	if got := f.job(j.ID).Result; json.Unmarshal(got, &res) != nil || res.PollAfterMs != 1500 {
+		t.Fatalf("stored result %s", got)
+	}
+}
+
 // TestSubmitEnqueuesCreatedEvent: with the Events hook set, a job whose webhook names an
 // endpoint is stored with one created event telling of the job as stored; one without a
 // webhook gets none.
@@ -382,5 +406,58 @@ func TestReconcileJobsPollsALostJobToItsEnd(t *testing.T) {
 	}
 	if n, err := f.e.ReconcileJobs(ctx); err != nil || n != 0 {
 		t.Errorf("ReconcileJobs after the end = %d, %v; want nothing to do", n, err)
+	}
+}
+
+// longKind's polls last longPoll, longer than the engine's bound of a poll, and say they
+// are allowed to (LongPoller).
+type longKind struct{}
+
+const longPoll = 300 * time.Millisecond
+
+func (longKind) Poll(ctx context.Context, _ Env, _ store.Job) (Report, error) {
+	select {
+	case <-ctx.Done():
+		return Report{}, ctx.Err()
+	case <-time.After(longPoll):
+	}
+	return finished.rep, nil
+}
+
+func (longKind) PollTimeout(store.Job) time.Duration { return 10 * longPoll }
+
+func init() { Register("longtest", longKind{}) }
+
+// A LongPoller's poll runs past half the engine's lease, its claim extended: no other
+// instance claims the job meanwhile, and the poll's result ends the job.
+func TestLongPollExtendsItsClaim(t *testing.T) {
+	f := newFixture(t)
+	f.e.Lease = 100 * time.Millisecond
+	j, err := f.e.Submit(context.Background(), Submission{
+		Job: store.Job{ID: "job_long", WorkspaceID: f.ws, Kind: "longtest", KeyID: f.kd, Model: "video", Provider: "up",
+			UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(time.Hour)},
+		Most: usd, Endpoint: "/videos",
+		Start: func(context.Context) (string, Report, error) {
+			return "", Report{Status: StatusQueued, PollAfter: time.Millisecond}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	items, err := f.s.Claim(context.Background(), store.ClaimParams{Queue: store.JobQueue("longtest"), Owner: "test", Lease: f.e.Lease, Limit: 1})
+	if err != nil || len(items) != 1 {
+		t.Fatalf("claim %v, %v", items, err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); f.e.PollClaimed(context.Background(), items[0]) }()
+	time.Sleep(2 * f.e.Lease) // the first lease has run out
+	other, err := f.s.Claim(context.Background(), store.ClaimParams{Queue: store.JobQueue("longtest"), Owner: "other", Lease: time.Minute, Limit: 1})
+	if err != nil || len(other) != 0 {
+		t.Fatalf("another instance claimed the job mid-poll: %v, %v", other, err)
+	}
+	<-done
+	if got := f.job(j.ID); got.Status != StatusCompleted || got.Lifecycle != LifecycleSettled {
+		t.Fatalf("job %+v; want completed by the long poll", got)
 	}
 }

@@ -68,6 +68,16 @@ type Kind interface {
 	Poll(ctx context.Context, env Env, j store.Job) (Report, error)
 }
 
+// LongPoller is a Kind whose polls of some jobs may outlast the engine's bound of a poll
+// (half its lease): a synchronous upstream that makes the result within the poll (a song
+// ElevenLabs composes in minutes). PollTimeout bounds the poll of job j instead when it is
+// longer; the engine first extends the poll's claim to twice it, so that no other instance
+// polls the job meanwhile.
+type LongPoller interface {
+	Kind
+	PollTimeout(j store.Job) time.Duration
+}
+
 // Report is where an upstream says a job stands.
 type Report struct {
 	// Status is StatusQueued, StatusInProgress, StatusCompleted or StatusFailed.

@@ -7,16 +7,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// WebhookConfig is a job's webhook configuration (store.Job.Webhook): the endpoint its
-// events go to, and the event types it wants (empty: all of them).
-type WebhookConfig struct {
-	EndpointID string   `json:"endpoint_id"`
-	Events     []string `json:"events,omitempty"`
-}
+// WebhookConfig is a job's webhook configuration (store.Job.Webhook): the webhook
+// endpoint its events go to, or a receiver URL of its own with its sealed secret, and the
+// event types it wants (empty: all of them).
+type WebhookConfig = delivery.JobWebhook
 
 // Event is the body of a webhook event: the Standard Webhooks envelope (type, timestamp,
 // data) with the id and created_at of OpenAI's events, so that receivers written for
@@ -52,9 +51,9 @@ type EventError struct {
 // EventType is the type of the event of a job of kind reaching phase: video.completed...
 func EventType(kind, phase string) string { return kind + "." + phase }
 
-// WebhookEvents returns the Engine.Events hook for jobs that name a webhook endpoint: one
-// event per change the job's configuration asks for, to its endpoint. The endpoint's own
-// subscription is applied when the event is sent, so that an endpoint's events changed
+// WebhookEvents returns the Engine.Events hook for jobs with a webhook: one event per
+// change the job's configuration asks for, to its endpoint or its own URL. An endpoint's
+// own subscription is applied when the event is sent, so that an endpoint's events changed
 // after the job was made still count. A configuration that does not read is logged and
 // makes no event: the change it came with must still be written.
 func WebhookEvents(log *zap.Logger, now func() time.Time) func(j store.Job, phase string) []store.Event {
@@ -62,35 +61,34 @@ func WebhookEvents(log *zap.Logger, now func() time.Time) func(j store.Job, phas
 		now = time.Now
 	}
 	return func(j store.Job, phase string) []store.Event {
-		if len(j.Webhook) == 0 || string(j.Webhook) == "null" {
-			return nil
-		}
-		var cfg WebhookConfig
-		if err := json.Unmarshal(j.Webhook, &cfg); err != nil {
+		cfg, ok, err := delivery.ReadJobWebhook(j.Webhook)
+		if err != nil {
 			log.Error("a job's webhook configuration does not read; no event made",
 				zap.String("job_id", j.ID), zap.Error(err))
 			return nil
 		}
 		typ := EventType(j.Kind, phase)
-		if cfg.EndpointID == "" || (len(cfg.Events) > 0 && !slices.Contains(cfg.Events, typ)) {
+		target := cfg.DeliveryTarget()
+		if !ok || target == "" || (len(cfg.Events) > 0 && !slices.Contains(cfg.Events, "*") && !slices.Contains(cfg.Events, typ)) {
 			return nil
 		}
 		at := now().UTC()
 		ev := Event{
 			ID: ids.New("evt"), Object: "event", Type: typ, CreatedAt: at.Unix(), Timestamp: at.Format(time.RFC3339),
-			Data: eventData(j),
+			Data: PublicData(j),
 		}
 		payload, err := json.Marshal(ev)
 		if err != nil {
 			log.Error("a job's event does not encode; no event made", zap.String("job_id", j.ID), zap.Error(err))
 			return nil
 		}
-		return []store.Event{{ID: ev.ID, Type: typ, Target: cfg.EndpointID, Payload: payload}}
+		return []store.Event{{ID: ev.ID, Type: typ, Target: target, Payload: payload}}
 	}
 }
 
-// eventData is the public view of job j an event carries.
-func eventData(j store.Job) EventData {
+// PublicData is the public view of job j that its events carry, and that a kind whose
+// family shows no object of its own shows (handlers' live updates).
+func PublicData(j store.Job) EventData {
 	d := EventData{
 		ID: j.ID, Object: j.Kind, Status: PublicStatus(j.Kind, j.Status), Progress: j.Progress, Model: j.Model,
 		CreatedAt: j.CreatedAt.Unix(),

@@ -55,8 +55,13 @@ func TestWebhookEvents(t *testing.T) {
 	if evs := hook(j, "progress"); len(evs) != 1 || evs[0].Type != "video.progress" {
 		t.Fatalf("no filter: %+v", evs)
 	}
+	// A job's own URL: its events go to its target, whatever the kind; "*" takes them all.
+	j.Webhook = json.RawMessage(`{"url":"https://hooks.example.com/x","target":"whurl_1","secret":"AQID","events":["*"]}`)
+	if evs := hook(j, "progress"); len(evs) != 1 || evs[0].Target != "whurl_1" || evs[0].Type != "video.progress" {
+		t.Fatalf("inline url: %+v", evs)
+	}
 	// No webhook, or one that does not read, makes no event.
-	for _, w := range []string{``, `null`, `{"endpoint_id":""}`, `{"endpoint_id":`} {
+	for _, w := range []string{``, `null`, `{"endpoint_id":""}`, `{"endpoint_id":`, `{"url":"https://hooks.example.com/x"}`} {
 		j.Webhook = json.RawMessage(w)
 		if evs := hook(j, "completed"); len(evs) != 0 {
 			t.Fatalf("webhook %q made %+v", w, evs)

@@ -105,6 +105,9 @@ type App struct {
 	// ...} or {"backend": "s3", "endpoint": ..., "bucket": ...}. Default: the file backend
 	// in Caddy's data directory (model_gateway/blobs).
 	BlobStoreRaw json.RawMessage `json:"blob_store,omitempty" caddy:"namespace=model_gateway.blobs inline_key=backend"`
+	// MusicRetention is how long the audio of a completed music job is kept in the blob
+	// store; it is removed then, and the job shows lifecycle_status expired. Default: 7 days.
+	MusicRetention caddy.Duration `json:"music_retention,omitempty"`
 
 	catalog *catalog.Catalog
 	sealer  *delivery.Sealer
@@ -468,12 +471,12 @@ func (a *App) provisionMetrics(ctx caddy.Context) error {
 	return nil
 }
 
-// Validate checks the timeouts.
+// Validate checks the timeouts and durations.
 func (a *App) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    caddy.Duration
-	}{{"store_timeout", a.StoreTimeout}, {"settle_timeout", a.SettleTimeout}, {"instance_heartbeat", a.InstanceHeartbeat}, {"instance_timeout", a.InstanceTimeout}} {
+	}{{"store_timeout", a.StoreTimeout}, {"settle_timeout", a.SettleTimeout}, {"instance_heartbeat", a.InstanceHeartbeat}, {"instance_timeout", a.InstanceTimeout}, {"music_retention", a.MusicRetention}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s must not be negative", d.name)
 		}
@@ -786,6 +789,7 @@ func (a *App) gateway(logger *zap.Logger, basePath string, maxBody int64, idle t
 		BasePath:           basePath,
 		Jobs:               a.jobSubmitter(logger),
 		Blobs:              a.blobs,
+		MusicRetention:     time.Duration(a.MusicRetention),
 	}
 	if a.sealer != nil {
 		g.LinkKey = a.sealer.Derive("download links")

@@ -50,6 +50,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			catalog_file <path>
 //			upload_dir <path>
 //			credit_top_up on|off
+//			music_retention <duration>
 //			blob_store file [<directory>]
 //			blob_store s3 {
 //				endpoint <host[:port]>
@@ -166,9 +167,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := parseDuration(d, &a.ReservationTTL); err != nil {
 				return err
 			}
-		case "store_timeout", "settle_timeout", "instance_heartbeat", "instance_timeout":
+		case "store_timeout", "settle_timeout", "instance_heartbeat", "instance_timeout", "music_retention":
 			field := map[string]*caddy.Duration{"store_timeout": &a.StoreTimeout, "settle_timeout": &a.SettleTimeout,
-				"instance_heartbeat": &a.InstanceHeartbeat, "instance_timeout": &a.InstanceTimeout}[d.Val()]
+				"instance_heartbeat": &a.InstanceHeartbeat, "instance_timeout": &a.InstanceTimeout, "music_retention": &a.MusicRetention}[d.Val()]
 			if err := parsePositiveDuration(d, field); err != nil {
 				return err
 			}
@@ -556,10 +557,16 @@ func (p *MistralProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		chunks <n>
 //		chunk_interval <duration>
 //		text <reply>
+//		video_render <duration>
+//		video_bytes_per_second <size>
 //	}
 func (p *MockProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return parseProviderOptions(d, func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
+		case "video_render":
+			return true, parsePositiveDuration(d, &p.VideoRender)
+		case "video_bytes_per_second":
+			return true, parseByteSize(d, "16MiB", &p.VideoBytesPerSecond)
 		case "latency":
 			return true, parseDuration(d, &p.Latency)
 		case "chunk_interval":
@@ -709,15 +716,9 @@ func parseRoute(d *caddyfile.Dispenser, rc *RouteConfig) error {
 			}
 			continue
 		case "max_upload":
-			var s string
-			if err := parseString(d, &s); err != nil {
+			if err := parseByteSize(d, "25MiB", &rc.MaxUpload); err != nil {
 				return err
 			}
-			n, err := humanize.ParseBytes(s)
-			if err != nil || n == 0 || n > 1<<40 {
-				return d.Errf("max_upload %q: want a size such as 25MiB", s)
-			}
-			rc.MaxUpload = int64(n)
 			continue
 		case "retries", "retry_backoff", "retry_after_cap", "header_timeout", "first_token_timeout", "circuit_breaker", "prefill":
 			if err := parseResilience(d, &rc.Resilience); err != nil {
@@ -913,6 +914,22 @@ func parseString(d *caddyfile.Dispenser, out *string) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	return nil
+}
+
+// parseByteSize parses an option's size (25MiB, 1000000), from a byte to a TiB; example
+// is a size the option's error shows.
+func parseByteSize(d *caddyfile.Dispenser, example string, out *int64) error {
+	opt := d.Val()
+	var s string
+	if err := parseString(d, &s); err != nil {
+		return err
+	}
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > 1<<40 {
+		return d.Errf("%s %q: want a size such as %s", opt, s, example)
+	}
+	*out = int64(n)
 	return nil
 }
 

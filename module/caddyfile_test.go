@@ -48,6 +48,8 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "zero instance_heartbeat", input: "model_gateway {\n instance_heartbeat 0\n}", wantErr: "instance_heartbeat must be longer than 0"},
 		{name: "bad settle_timeout", input: "model_gateway {\n settle_timeout soon\n}", wantErr: "invalid duration"},
 		{name: "instance_timeout args", input: "model_gateway {\n instance_timeout 1s 2s\n}", wantErr: "wrong argument count"},
+		{name: "music retention", input: "model_gateway {\n music_retention 72h\n}", want: `{"music_retention":259200000000000}`},
+		{name: "music retention zero", input: "model_gateway {\n music_retention 0s\n}", wantErr: "music_retention must be longer than 0"},
 		{name: "sqlite durability", input: "model_gateway {\n store sqlite /var/lib/gw.db {\n  durability power\n }\n}", want: `{"store":{"driver":"sqlite","path":"/var/lib/gw.db","durability":"power"}}`},
 		{name: "bad durability", input: "model_gateway {\n store sqlite {\n  durability disk\n }\n}", wantErr: `durability "disk"`},
 		{name: "durability on postgres", input: "model_gateway {\n store postgres x {\n  durability power\n }\n}", wantErr: "applies to the sqlite store"},

@@ -85,7 +85,21 @@ func runSender(ctx context.Context, rt workers.Runtime[*appRuntime], sealer *del
 		Store: rt.Store(), Sealer: sealer, Client: outboundOf(rt),
 		Logger: rt.Logger(), Owner: owner,
 	}
+	if tune := deliveryTuning.Load(); tune != nil && tune.sender != nil {
+		tune.sender(s)
+	}
 	return s.Run(sctx)
+}
+
+// deliveryTuning, when set, adjusts the webhook client's options as a configuration is
+// provisioned and each Sender before it runs. Nothing sets it but tests, which reach
+// receivers on loopback over plain http, shorten the retry schedule and move the
+// senders' clock.
+var deliveryTuning atomic.Pointer[deliveryTune]
+
+type deliveryTune struct {
+	client func(*delivery.ClientOptions)
+	sender func(*delivery.Sender)
 }
 
 // outboundOf is the newest configuration's client for webhook receivers, or a client that

@@ -60,7 +60,7 @@ func TestDiscoveryEndToEnd(t *testing.T) {
 		{"/gateway/models?endpoints=embeddings", []string{"mock-1:free"}},
 		{"/gateway/models?organisation=openai", []string{"gpt-4o-mini"}},
 		{"/providers", []string{"mock", "primary"}},
-		{"/endpoints", []string{"chat", "embeddings", "moderations", "images", "audio", "video", "ocr"}},
+		{"/endpoints", []string{"chat", "embeddings", "moderations", "images", "audio", "video", "ocr", "music"}},
 		{"/pricing/models", []string{"gpt-4o-mini", "house-special", "mock-1:free"}},
 		{"/data/models?endpoints=ocr", []string{"mistral/mistral-ocr"}},
 	}
@@ -128,7 +128,7 @@ func TestDiscoveryEndToEnd(t *testing.T) {
 	for _, path := range []string{"/moderations", "/moderation"} {
 		env.expectError(400, "unsupported_model_or_endpoint", "model", http.MethodPost, a.std, path, `{"input":"hello"}`)
 	}
-	env.expectError(501, "not_implemented_yet", "", http.MethodPost, a.std, "/music/generate", `{"model":"m"}`)
+	env.expectError(501, "not_implemented_yet", "", http.MethodPost, a.std, "/batches", `{"model":"m"}`)
 
 	// Bad input, each with its precise code and param.
 	bad := []struct {

@@ -237,21 +237,29 @@ func TestJobSurvivesKillNine(t *testing.T) {
 // a durable hold), started upstream, stored with its first poll, paced as up asks.
 func submitTestJob(t *testing.T, s store.Store, tm team, up *fakeJobUpstream, id string, most int64, pace time.Duration) store.Job {
 	t.Helper()
+	return submitTestJobTo(t, s, tm, up.URL, store.Job{ID: id}, most, pace, nil)
+}
+
+// submitTestJobTo is submitTestJob on the upstream at upURL, of job j (its id and webhook),
+// its events made by events (nil: none), as the gateway's job engines make them.
+func submitTestJobTo(t *testing.T, s store.Store, tm team, upURL string, j store.Job, most int64, pace time.Duration,
+	events func(store.Job, string) []store.Event) store.Job {
+	t.Helper()
 	ledger := billing.NewLedger(&billing.Config{
 		Store: s, Logger: zap.NewNop(), Now: time.Now, ReservationTTL: time.Minute,
 		StoreTimeout: 5 * time.Second, SettleTimeout: 5 * time.Second,
 	})
 	t.Cleanup(func() { _ = ledger.Close() })
-	engine := &jobs.Engine{Store: s, Ledger: ledger, Logger: zap.NewNop(), Owner: "test"}
+	engine := &jobs.Engine{Store: s, Ledger: ledger, Logger: zap.NewNop(), Owner: "test", Events: events}
 	job, err := engine.Submit(context.Background(), jobs.Submission{
 		Job: store.Job{
-			ID: id, WorkspaceID: tm.ws, Kind: "testjob", KeyID: kidOf(t, tm.std), Model: "test-video",
-			Provider: "vidup", UpstreamModel: "vid-1", Request: json.RawMessage(`{"upstream":"` + up.URL + `"}`),
-			ExpiresAt: time.Now().Add(time.Hour),
+			ID: j.ID, WorkspaceID: tm.ws, Kind: "testjob", KeyID: kidOf(t, tm.std), Model: "test-video",
+			Provider: "vidup", UpstreamModel: "vid-1", Request: json.RawMessage(`{"upstream":"` + upURL + `"}`),
+			ExpiresAt: time.Now().Add(time.Hour), Webhook: j.Webhook,
 		},
 		Most: most, Endpoint: "/videos",
 		Start: func(ctx context.Context) (string, jobs.Report, error) {
-			resp, err := http.Post(up.URL+"/jobs", "application/json", strings.NewReader(`{}`))
+			resp, err := http.Post(upURL+"/jobs", "application/json", strings.NewReader(`{}`))
 			if err != nil {
 				return "", jobs.Report{}, err
 			}

@@ -123,6 +123,14 @@ func (l *lazyStore) CreateJob(ctx context.Context, a1 store.Job, a2 time.Time, a
 	return s.CreateJob(ctx, a1, a2, a3)
 }
 
+func (l *lazyStore) DeleteJob(ctx context.Context, a1 string, a2 string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.DeleteJob(ctx, a1, a2)
+}
+
 func (l *lazyStore) CreateKey(ctx context.Context, a1 store.Key) error {
 	s, err := l.get(ctx)
 	if err != nil {
@@ -260,6 +268,15 @@ func (l *lazyStore) ListAttempts(ctx context.Context, a1 store.AttemptQuery) ([]
 		return zero, err
 	}
 	return s.ListAttempts(ctx, a1)
+}
+
+func (l *lazyStore) JobDeliveryStats(ctx context.Context, a1 string, a2 string) (store.DeliveryStats, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		var zero store.DeliveryStats
+		return zero, err
+	}
+	return s.JobDeliveryStats(ctx, a1, a2)
 }
 
 func (l *lazyStore) ListChildWorkspaces(ctx context.Context, a1 string, a2 store.Page) ([]store.Workspace, error) {

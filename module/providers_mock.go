@@ -26,6 +26,11 @@ type MockProvider struct {
 	ChunkInterval caddy.Duration `json:"chunk_interval,omitempty"`
 	// Text is the fixed reply. Default: a reply derived from the prompt.
 	Text string `json:"text,omitempty"`
+	// VideoRender is how long a video job takes to complete from its start. Default: 3s.
+	VideoRender caddy.Duration `json:"video_render,omitempty"`
+	// VideoBytesPerSecond is the size of a video's content per second of video, which
+	// makes videos as large as a benchmark needs. Default: 65536 (64 KiB).
+	VideoBytesPerSecond int64 `json:"video_bytes_per_second,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -35,8 +40,8 @@ func (*MockProvider) CaddyModule() caddy.ModuleInfo {
 
 // Validate refuses negative waits and counts.
 func (p *MockProvider) Validate() error {
-	if p.Latency < 0 || p.ChunkInterval < 0 || p.Chunks < 0 {
-		return errors.New("latency, chunks and chunk_interval must not be negative")
+	if p.Latency < 0 || p.ChunkInterval < 0 || p.Chunks < 0 || p.VideoRender < 0 || p.VideoBytesPerSecond < 0 {
+		return errors.New("latency, chunks, chunk_interval, video_render and video_bytes_per_second must not be negative")
 	}
 	return nil
 }
@@ -45,6 +50,7 @@ func (p *MockProvider) Validate() error {
 func (p *MockProvider) Build(name string) (providers.Provider, error) {
 	return mock.New(mock.Config{
 		Name: name, Latency: time.Duration(p.Latency), Chunks: p.Chunks, ChunkInterval: time.Duration(p.ChunkInterval), Text: p.Text,
+		VideoRender: time.Duration(p.VideoRender), VideoBytesPerSecond: p.VideoBytesPerSecond,
 	}), nil
 }
 

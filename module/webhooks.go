@@ -23,7 +23,11 @@ func (a *App) provisionWebhooks(repl *caddy.Replacer) error {
 	if err != nil {
 		return err
 	}
-	a.outbound = delivery.NewClient(delivery.ClientOptions{Allow: allow})
+	opts := delivery.ClientOptions{Allow: allow}
+	if tune := deliveryTuning.Load(); tune != nil && tune.client != nil {
+		tune.client(&opts)
+	}
+	a.outbound = delivery.NewClient(opts)
 	key := repl.ReplaceKnown(a.SecretKey, "")
 	if key == "" {
 		a.sealer = nil

@@ -20,6 +20,10 @@ const (
 	CategoryServerError              Category = "server_error"
 	// CategoryInvalidRequest is the caller's own fault (a 400 of the upstream): no fallback helps.
 	CategoryInvalidRequest Category = "invalid_request"
+	// CategoryNotFound is a job, or a job's content, that the upstream does not have (a
+	// 404 on a job's status, content or deletion; a variant it does not make): a 404 to the
+	// client, not a failure of the provider, so never one of its diagnostics.
+	CategoryNotFound Category = "not_found"
 )
 
 // UpstreamError is every failure of an upstream call: a non-2xx answer, a connection error,

@@ -114,6 +114,17 @@ type MusicGenerator interface {
 	PollMusic(ctx context.Context, model, nativeID string) (*MusicStatus, error)
 }
 
+// MusicPlanner is a MusicGenerator that tells, before any call, how it makes a request:
+// as a task (async true: GenerateMusic is called as the job is created and returns the
+// task's NativeID, which PollMusic follows) or synchronously (the job's worker calls
+// GenerateMusic and keeps the audio it answers). Its error refuses a request the upstream
+// cannot make (an *UpstreamError, often Unsupported), so that the request is answered at
+// once rather than its job failing later. A MusicGenerator without it is synchronous and
+// refuses nothing in advance.
+type MusicPlanner interface {
+	PlanMusic(req *MusicRequest) (async bool, err error)
+}
+
 // MusicRequest is the neutral music request (POST /music/generate).
 type MusicRequest struct {
 	// Model is the upstream model id.

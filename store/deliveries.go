@@ -31,8 +31,38 @@ type Deliveries interface {
 	// and the target's count of failures is not the store's to touch. A claim no longer
 	// held is ErrClaimLost, and then nothing changes.
 	SkipDelivery(ctx context.Context, c Claim) error
-	// ListAttempts returns a page of the attempts q selects, oldest first.
+	// ListAttempts returns a page of the attempts q selects, oldest first (newest first
+	// when q.Newest).
 	ListAttempts(ctx context.Context, q AttemptQuery) ([]DeliveryAttempt, error)
+	// JobDeliveryStats sums up the deliveries of a job of the workspace and their
+	// attempts, in one read: what a job's webhook object shows of them, however many there
+	// are. Another workspace's job, or one without deliveries, has the zero stats.
+	JobDeliveryStats(ctx context.Context, workspaceID, jobID string) (DeliveryStats, error)
+}
+
+// DeliveryStats is where the deliveries of one job stand (Deliveries.JobDeliveryStats).
+type DeliveryStats struct {
+	// Events counts the job's deliveries, whatever their status.
+	Events int
+	// TotalAttempts counts the attempts made at them.
+	TotalAttempts int
+	// DeliveredEvents counts the deliveries that were delivered, and DeliveredEventTypes
+	// are their distinct types, sorted.
+	DeliveredEvents     int
+	DeliveredEventTypes []string
+	// PendingRetries counts the deliveries that failed at least once and wait for another
+	// attempt; NextRetryAt is the soonest of those attempts (zero when none waits).
+	PendingRetries int
+	NextRetryAt    time.Time
+	// LastAttemptAt, LastDeliveredAt and LastFailureAt are the times of the newest
+	// attempt, the newest that delivered and the newest that failed; zero when none.
+	LastAttemptAt   time.Time
+	LastDeliveredAt time.Time
+	LastFailureAt   time.Time
+	// LastStatusCode is the newest attempt's HTTP status (0: none answered, or no attempt),
+	// LastError the newest failed attempt's error.
+	LastStatusCode int
+	LastError      string
 }
 
 // DeliveryQueue is the queue of deliveries to send.
@@ -203,6 +233,8 @@ type AttemptQuery struct {
 	WorkspaceID string
 	JobID       string
 	DeliveryID  string
+	// Newest lists newest first: a page of the latest attempts, whatever came before.
+	Newest bool
 	Page
 }
 

@@ -47,6 +47,11 @@ type Jobs interface {
 	// job itself (GetJob) is the truth; on PostgreSQL, changes made while the listening
 	// connection is down and being reconnected are lost too.
 	Watch(ctx context.Context) (<-chan JobChange, error)
+	// DeleteJob removes a job of the workspace, with any poll of it still queued (the
+	// caller decides which jobs may go: the store deletes whatever it is asked to). Its
+	// events already enqueued stay and are delivered. Another workspace's job, or a missing
+	// one, is ErrNotFound, and then nothing is deleted.
+	DeleteJob(ctx context.Context, workspaceID, id string) error
 }
 
 // Job kinds.

@@ -37,7 +37,7 @@ var embedded []byte
 
 // Endpoints are the API surfaces a model can serve, as the `endpoints` filter of the
 // discovery routes names them.
-var Endpoints = []string{"chat", "embeddings", "moderations", "images", "audio", "video", "ocr"}
+var Endpoints = []string{"chat", "embeddings", "moderations", "images", "audio", "video", "ocr", "music"}
 
 // Modalities are the kinds of input and output a model handles.
 var Modalities = []string{"text", "image", "audio", "video", "file", "embeddings"}

@@ -1,9 +1,9 @@
-// Package elevenlabs is the adapter for ElevenLabs' speech APIs: text to speech
-// (POST /v1/text-to-speech/{voice_id}/stream) and Scribe speech to text
-// (POST /v1/speech-to-text). ElevenLabs is an upstream only: the package turns the neutral
-// speech and transcription requests into ElevenLabs calls and its answers back into neutral
-// responses. It implements providers.Provider, providers.SpeechSynthesizer and
-// providers.Transcriber.
+// Package elevenlabs is the adapter for ElevenLabs' audio APIs: text to speech
+// (POST /v1/text-to-speech/{voice_id}/stream), Scribe speech to text
+// (POST /v1/speech-to-text) and music (POST /v1/music). ElevenLabs is an upstream only: the
+// package turns the neutral speech, transcription and music requests into ElevenLabs calls
+// and its answers back into neutral responses. It implements providers.Provider,
+// providers.SpeechSynthesizer, providers.Transcriber and providers.MusicGenerator.
 //
 // Policies, where the formats do not meet one to one:
 //
@@ -30,6 +30,9 @@
 //     diarization or segment timestamps are asked, group consecutive items by speaker.
 //     Scribe reports no duration: Duration stays 0 and UsageKnown false, for the gateway
 //     to measure the upload itself.
+//   - Music is synchronous: POST /v1/music answers with the audio, which GenerateMusic
+//     hands on as it streams (music.go); there is no task to poll. mp3 is mp3_44100_128,
+//     ogg is opus_48000_128; wav and aac are refused before any call.
 package elevenlabs
 
 import (

@@ -3,12 +3,13 @@
 // gets the same text, tool call and usage, after the configured latency and at the configured
 // chunk pace. It never fails on its own, except for a request a real upstream rejects too
 // (a tool_choice that names no tool of the request, an unknown audio format, an image size
-// that is not WIDTHxHEIGHT).
+// that is not WIDTHxHEIGHT), and video models named to fail (video.go).
 //
 // Beside chat it has every neutral capability the gateway routes by: embeddings and
 // moderations (media.go), speech and transcription (audio.go: a tone as WAV or PCM, silent
 // MP3 frames, paced in chunks like a stream), images (images.go: tiny gradients, PNG or
-// JPEG) and OCR (ocr.go: a page of markdown per page asked).
+// JPEG), OCR (ocr.go: a page of markdown per page asked) and music (music.go: the tone or
+// silent MP3 frames of the length asked, synchronous or as a task to poll by model name).
 package mock
 
 import (
@@ -40,11 +41,21 @@ type Config struct {
 	ChunkInterval time.Duration
 	// Text is a fixed answer; empty means an answer derived from the last user message.
 	Text string
+	// VideoRender is how long a video job takes from its start (DefaultVideoRender when
+	// 0); VideoBytesPerSecond is the size of its content a second of video
+	// (DefaultVideoBytesPerSecond when 0).
+	VideoRender         time.Duration
+	VideoBytesPerSecond int64
 }
 
 // Provider is the mock provider. It is safe for concurrent use.
 type Provider struct {
+	// videos is what it keeps of its video jobs (video.go).
+	videos videoJobs
+
 	cfg Config
+	// music follows the music tasks of the async shape (music.go).
+	music musicTasks
 }
 
 // New returns the mock provider of cfg.

@@ -155,7 +155,7 @@ func (s *Store) ListAttempts(ctx context.Context, q store.AttemptQuery) ([]store
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	l := listing{table: "delivery_attempts", columns: attemptColumns, where: `workspace_id = $1`, args: []any{q.WorkspaceID}}
+	l := listing{table: "delivery_attempts", columns: attemptColumns, where: `workspace_id = $1`, args: []any{q.WorkspaceID}, desc: q.Newest}
 	if q.JobID != "" {
 		l.args = append(l.args, q.JobID)
 		l.where += ` AND job_id = $` + strconv.Itoa(len(l.args))
@@ -174,4 +174,51 @@ func (s *Store) ListAttempts(ctx context.Context, q store.AttemptQuery) ([]store
 		return nil, fmt.Errorf("listing delivery attempts: %w", err)
 	}
 	return out, nil
+}
+
+// JobDeliveryStats sums up the deliveries of a job and their attempts, in one statement
+// (one snapshot) for the counts and one for the delivered types.
+func (s *Store) JobDeliveryStats(ctx context.Context, workspaceID, jobID string) (store.DeliveryStats, error) {
+	var st store.DeliveryStats
+	var nextRetry, lastAttempt, lastDelivered, lastFailure *time.Time
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		err := conn.QueryRow(ctx, `SELECT
+				(SELECT COUNT(*) FROM deliveries WHERE workspace_id = $1 AND job_id = $2),
+				(SELECT COUNT(*) FROM deliveries WHERE workspace_id = $1 AND job_id = $2 AND status = $3),
+				(SELECT COUNT(*) FROM deliveries WHERE workspace_id = $1 AND job_id = $2 AND status = $4 AND attempts > 0),
+				(SELECT MIN(next_at) FROM deliveries WHERE workspace_id = $1 AND job_id = $2 AND status = $4 AND attempts > 0),
+				(SELECT COUNT(*) FROM delivery_attempts WHERE workspace_id = $1 AND job_id = $2),
+				(SELECT MAX(created_at) FROM delivery_attempts WHERE workspace_id = $1 AND job_id = $2),
+				(SELECT MAX(created_at) FROM delivery_attempts WHERE workspace_id = $1 AND job_id = $2 AND delivered),
+				(SELECT MAX(created_at) FROM delivery_attempts WHERE workspace_id = $1 AND job_id = $2 AND NOT delivered),
+				COALESCE((SELECT status_code FROM delivery_attempts WHERE workspace_id = $1 AND job_id = $2
+					ORDER BY created_at DESC, id DESC LIMIT 1), 0),
+				COALESCE((SELECT error FROM delivery_attempts WHERE workspace_id = $1 AND job_id = $2 AND NOT delivered
+					ORDER BY created_at DESC, id DESC LIMIT 1), '')`,
+			workspaceID, jobID, store.DeliveryDelivered, store.DeliveryPending).Scan(
+			&st.Events, &st.DeliveredEvents, &st.PendingRetries, &nextRetry, &st.TotalAttempts,
+			&lastAttempt, &lastDelivered, &lastFailure, &st.LastStatusCode, &st.LastError)
+		if err != nil || st.DeliveredEvents == 0 {
+			return err
+		}
+		rows, err := conn.Query(ctx, `SELECT DISTINCT event_type FROM deliveries
+			WHERE workspace_id = $1 AND job_id = $2 AND status = $3 ORDER BY event_type`, workspaceID, jobID, store.DeliveryDelivered)
+		if err != nil {
+			return err
+		}
+		st.DeliveredEventTypes, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	if err != nil {
+		return store.DeliveryStats{}, fmt.Errorf("summing up the deliveries of job %q: %w", jobID, err)
+	}
+	for _, t := range []struct {
+		v   *time.Time
+		dst *time.Time
+	}{{nextRetry, &st.NextRetryAt}, {lastAttempt, &st.LastAttemptAt}, {lastDelivered, &st.LastDeliveredAt}, {lastFailure, &st.LastFailureAt}} {
+		if t.v != nil {
+			*t.dst = utc(*t.v)
+		}
+	}
+	return st, nil
 }

@@ -193,6 +193,26 @@ func (s *Store) ListJobs(ctx context.Context, q store.JobQuery) ([]store.Job, er
 	return out, nil
 }
 
+// DeleteJob removes a job of the workspace and its queued polls, in one transaction.
+func (s *Store) DeleteJob(ctx context.Context, workspaceID, id string) error {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var kind string
+		err := tx.QueryRow(ctx, `DELETE FROM jobs WHERE workspace_id = $1 AND id = $2 RETURNING kind`, workspaceID, id).Scan(&kind)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("job %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM queue_items WHERE queue = $1 AND id = $2`, store.JobQueue(kind), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("deleting job %q: %w", id, err)
+	}
+	return nil
+}
+
 // AdvanceJob applies u to the job of claim c, enqueues events, and completes or requeues
 // the claim, in one transaction.
 func (s *Store) AdvanceJob(ctx context.Context, c store.Claim, u store.JobUpdate, events []store.Event, next time.Time) error {

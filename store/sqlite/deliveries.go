@@ -157,7 +157,7 @@ func (s *Store) ListAttempts(ctx context.Context, q store.AttemptQuery) ([]store
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	l := listing{table: "delivery_attempts", columns: attemptColumns, where: `workspace_id = ?`, args: []any{q.WorkspaceID}}
+	l := listing{table: "delivery_attempts", columns: attemptColumns, where: `workspace_id = ?`, args: []any{q.WorkspaceID}, desc: q.Newest}
 	if q.JobID != "" {
 		l.where += ` AND job_id = ?`
 		l.args = append(l.args, q.JobID)
@@ -171,4 +171,63 @@ func (s *Store) ListAttempts(ctx context.Context, q store.AttemptQuery) ([]store
 		return nil, fmt.Errorf("listing delivery attempts: %w", markUnavailable(err))
 	}
 	return out, nil
+}
+
+// JobDeliveryStats sums up the deliveries of a job and their attempts, in one statement
+// (one snapshot) for the counts and one for the delivered types.
+func (s *Store) JobDeliveryStats(ctx context.Context, workspaceID, jobID string) (store.DeliveryStats, error) {
+	var st store.DeliveryStats
+	var nextRetry, lastAttempt, lastDelivered, lastFailure sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT
+			(SELECT COUNT(*) FROM deliveries WHERE workspace_id = ?1 AND job_id = ?2),
+			(SELECT COUNT(*) FROM deliveries WHERE workspace_id = ?1 AND job_id = ?2 AND status = ?3),
+			(SELECT COUNT(*) FROM deliveries WHERE workspace_id = ?1 AND job_id = ?2 AND status = ?4 AND attempts > 0),
+			(SELECT MIN(next_at) FROM deliveries WHERE workspace_id = ?1 AND job_id = ?2 AND status = ?4 AND attempts > 0),
+			(SELECT COUNT(*) FROM delivery_attempts WHERE workspace_id = ?1 AND job_id = ?2),
+			(SELECT MAX(created_at) FROM delivery_attempts WHERE workspace_id = ?1 AND job_id = ?2),
+			(SELECT MAX(created_at) FROM delivery_attempts WHERE workspace_id = ?1 AND job_id = ?2 AND delivered = 1),
+			(SELECT MAX(created_at) FROM delivery_attempts WHERE workspace_id = ?1 AND job_id = ?2 AND delivered = 0),
+			COALESCE((SELECT status_code FROM delivery_attempts WHERE workspace_id = ?1 AND job_id = ?2
+				ORDER BY created_at DESC, id DESC LIMIT 1), 0),
+			COALESCE((SELECT error FROM delivery_attempts WHERE workspace_id = ?1 AND job_id = ?2 AND delivered = 0
+				ORDER BY created_at DESC, id DESC LIMIT 1), '')`,
+		workspaceID, jobID, store.DeliveryDelivered, store.DeliveryPending).Scan(
+		&st.Events, &st.DeliveredEvents, &st.PendingRetries, &nextRetry, &st.TotalAttempts,
+		&lastAttempt, &lastDelivered, &lastFailure, &st.LastStatusCode, &st.LastError)
+	if err != nil {
+		return store.DeliveryStats{}, fmt.Errorf("summing up the deliveries of job %q: %w", jobID, markUnavailable(err))
+	}
+	for _, t := range []struct {
+		v   sql.NullInt64
+		dst *time.Time
+	}{{nextRetry, &st.NextRetryAt}, {lastAttempt, &st.LastAttemptAt}, {lastDelivered, &st.LastDeliveredAt}, {lastFailure, &st.LastFailureAt}} {
+		if t.v.Valid {
+			*t.dst = fromMillis(t.v.Int64)
+		}
+	}
+	if st.DeliveredEvents == 0 {
+		return st, nil
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT event_type FROM deliveries
+		WHERE workspace_id = ? AND job_id = ? AND status = ? ORDER BY event_type`, workspaceID, jobID, store.DeliveryDelivered)
+	if err == nil {
+		st.DeliveredEventTypes, err = scanStrings(rows)
+	}
+	if err != nil {
+		return store.DeliveryStats{}, fmt.Errorf("listing the delivered event types of job %q: %w", jobID, markUnavailable(err))
+	}
+	return st, nil
+}
+
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer func() { _ = rows.Close() }()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -214,6 +214,26 @@ func (s *Store) AdvanceJob(ctx context.Context, c store.Claim, u store.JobUpdate
 	return nil
 }
 
+// DeleteJob removes a job of the workspace and its queued polls, in one transaction.
+func (s *Store) DeleteJob(ctx context.Context, workspaceID, id string) error {
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		var kind string
+		err := tx.QueryRowContext(ctx, `DELETE FROM jobs WHERE workspace_id = ? AND id = ? RETURNING kind`, workspaceID, id).Scan(&kind)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("job %q: %w", id, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM queue_items WHERE queue = ? AND id = ?`, store.JobQueue(kind), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("deleting job %q: %w", id, err)
+	}
+	return nil
+}
+
 // Watch returns the change feed of this store's writes.
 func (s *Store) Watch(ctx context.Context) (<-chan store.JobChange, error) {
 	return s.changes.Watch(ctx)

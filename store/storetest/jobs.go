@@ -136,6 +136,32 @@ func testJobs(t *testing.T, s store.Store, c *Clock) {
 	}
 }
 
+// testDeleteJob deletes a job of a workspace, with its poll still queued: another
+// workspace cannot, and a job deleted is gone from reads, lists and the poll queue.
+func testDeleteJob(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	ws, other := newWorkspace(t, s, 0), newWorkspace(t, s, 0)
+	createJob(t, s, testJob(ws, "job_del", time.Time{}), c.Now())
+	createJob(t, s, testJob(ws, "job_kept", time.Time{}), c.Now().Add(time.Hour))
+
+	wantErr(t, "DeleteJob of another workspace", s.DeleteJob(ctx, other, "job_del"), store.ErrNotFound)
+	getJob(t, s, ws, "job_del")
+	if err := s.DeleteJob(ctx, ws, "job_del"); err != nil {
+		t.Fatalf("DeleteJob: %v", err)
+	}
+	wantErr(t, "GetJob of a deleted job", func() error { _, err := s.GetJob(ctx, ws, "job_del"); return err }(), store.ErrNotFound)
+	wantErr(t, "DeleteJob again", s.DeleteJob(ctx, ws, "job_del"), store.ErrNotFound)
+	list, err := s.ListJobs(ctx, store.JobQuery{WorkspaceID: ws})
+	if err != nil || len(list) != 1 || list[0].ID != "job_kept" {
+		t.Fatalf("ListJobs after a delete = %v, %v; want job_kept alone", list, err)
+	}
+	// The deleted job's poll went with it; the other job's is still queued.
+	c.Set(c.Now().Add(2 * time.Hour))
+	if got := claim(t, s, store.JobQueue("test_kind"), "inst_a", time.Minute, 10); len(got) != 1 || got[0].ID != "job_kept" {
+		t.Fatalf("polls due after a delete: %v; want job_kept's alone", claimedIDs(got))
+	}
+}
+
 // testJobPages lists a workspace's jobs a page at a time, newest or oldest first, filtered
 // by kind and status.
 func testJobPages(t *testing.T, s store.Store) {
@@ -401,6 +427,15 @@ func testDeliveries(t *testing.T, s store.Store, c *Clock) {
 	if d, err := s.GetDelivery(ctx, ws, "evt_ok"); err != nil || d.Status != store.DeliveryPending || d.Attempts != 1 || !d.NextAt.Equal(retryAt) {
 		t.Fatalf("after a failed attempt: %+v, %v", d, err)
 	}
+	stats := func(what, workspace string, want store.DeliveryStats) {
+		t.Helper()
+		got, err := s.JobDeliveryStats(ctx, workspace, "job_1")
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: stats\n got %+v, %v\nwant %+v", what, got, err, want)
+		}
+	}
+	stats("after a failed attempt", ws, store.DeliveryStats{Events: 2, TotalAttempts: 1, PendingRetries: 1, NextRetryAt: retryAt,
+		LastAttemptAt: start, LastFailureAt: start, LastStatusCode: 503, LastError: "HTTP 503"})
 	c.Set(retryAt)
 	second := send("evt_ok")
 	if second.Attempt != 2 || second.LastError != "HTTP 503" {
@@ -467,6 +502,15 @@ func testDeliveries(t *testing.T, s store.Store, c *Clock) {
 	if got := list(store.AttemptQuery{WorkspaceID: ws, DeliveryID: "evt_ok"}); !reflect.DeepEqual(got, want[:2]) {
 		t.Fatalf("attempts of evt_ok:\n got %+v\nwant %+v", got, want[:2])
 	}
+	newest := slices.Clone(want)
+	slices.Reverse(newest)
+	if got := list(store.AttemptQuery{WorkspaceID: ws, JobID: "job_1", Newest: true}); !reflect.DeepEqual(got, newest) {
+		t.Fatalf("attempts of the job, newest first:\n got %+v\nwant %+v", got, newest)
+	}
+	stats("at the end", ws, store.DeliveryStats{Events: 2, TotalAttempts: 3, DeliveredEvents: 1, DeliveredEventTypes: []string{"video.completed"},
+		LastAttemptAt: retryAt.Add(2 * time.Hour), LastDeliveredAt: retryAt.Add(time.Second), LastFailureAt: retryAt.Add(2 * time.Hour),
+		LastStatusCode: 410, LastError: "gone"})
+	stats("another workspace", other, store.DeliveryStats{})
 	if got := list(store.AttemptQuery{WorkspaceID: other, JobID: "job_1"}); len(got) != 0 {
 		t.Fatalf("another workspace sees attempts %+v", got)
 	}

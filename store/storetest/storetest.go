@@ -101,6 +101,7 @@ func Run(t *testing.T, open Opener) {
 		{"ClaimRemoveReschedule", func(t *testing.T, s store.Store, c *Clock) { testClaimRemoveReschedule(t, s, c) }},
 		{"ClaimGroupCap", func(t *testing.T, s store.Store, c *Clock) { testClaimGroupCap(t, s, c) }},
 		{"Jobs", testJobs},
+		{"DeleteJob", testDeleteJob},
 		{"CreateJobEvents", testCreateJobEvents},
 		{"AdvanceJob", testAdvanceJob},
 		{"UnpolledJobs", testUnpolledJobs},

@@ -157,10 +157,7 @@ func (c *Client) SendRaw(ctx context.Context, u string, req *providers.RawReques
 
 func (c *Client) send(ctx context.Context, u string, body Body, stream bool, in http.Header) (*http.Response, *Attempt, error) {
 	if c.NoCredential {
-		return nil, nil, &providers.UpstreamError{
-			Provider: c.Provider, Category: providers.CategoryCredentialsNotConfigured,
-			Message: "the provider's api_key is empty in the gateway's configuration (is the environment variable it names set?)",
-		}
+		return nil, nil, c.noCredential()
 	}
 	target, err := c.parsedURL(u)
 	if err != nil {
@@ -203,12 +200,19 @@ func (c *Client) send(ctx context.Context, u string, body Body, stream bool, in 
 	default:
 		req.Header.Set("Accept", "application/json")
 	}
+	return c.answer(ctx, at, req, false)
+}
+
+// answer sends req within at and returns a 2xx response, or a 3xx with a Location when
+// redirects is set; any other answer or failure is classified and ends the attempt.
+func (c *Client) answer(ctx context.Context, at *Attempt, req *http.Request, redirects bool) (*http.Response, *Attempt, error) {
 	resp, err := c.roundTrip(req)
 	if err != nil {
 		at.cancel()
 		return nil, nil, TransportError(c.Provider, ctx, at, err)
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 ||
+		redirects && resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
 		return resp, at, nil
 	}
 	// A partial body still classifies, so a read error here is not worth reporting.
@@ -219,6 +223,62 @@ func (c *Client) send(ctx context.Context, u string, body Body, stream bool, in 
 		return nil, nil, TransportError(c.Provider, ctx, at, ctx.Err())
 	}
 	return nil, nil, c.ParseError(resp.StatusCode, resp.Header, c.Redact(b))
+}
+
+// Fetch is a request without a body (a GET or a DELETE): a job's status, a file's bytes.
+type Fetch struct {
+	// Method is the request's method; "" is GET.
+	Method string
+	// URL is where the request goes. It names one job or one file: it is parsed for this
+	// request only, not kept among the client's URLs.
+	URL string
+	// Header is set over the client's headers (a Range, an Accept other than JSON).
+	Header http.Header
+	// Anonymous sends none of the client's headers, its credentials above all: for a
+	// signed URL that the upstream redirected to, on a host of its own.
+	Anonymous bool
+	// Redirects answers a 3xx with a Location as it is, unread, for the caller to follow or
+	// refuse; otherwise a 3xx is an error, as in Send.
+	Redirects bool
+}
+
+// Fetch sends f within a new attempt and returns its answer like Send: a 2xx response (or
+// a redirect, when f.Redirects) with its attempt, which the caller ends (Cancel, or closing
+// a RawResponse's body) when done with the body.
+func (c *Client) Fetch(ctx context.Context, f Fetch) (*http.Response, *Attempt, error) {
+	if c.NoCredential && !f.Anonymous {
+		return nil, nil, c.noCredential()
+	}
+	method := f.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	at := NewAttempt(ctx, c.Timeout)
+	req, err := http.NewRequestWithContext(at.ctx, method, f.URL, nil)
+	if err != nil {
+		at.cancel()
+		return nil, nil, fmt.Errorf("provider %s: building request: %w", c.Provider, err)
+	}
+	if !f.Anonymous {
+		for k, v := range c.Header {
+			req.Header[k] = v
+		}
+		// The client's JSON Content-Type describes a body this request does not have.
+		req.Header.Del("Content-Type")
+	}
+	req.Header.Set("Accept", "application/json")
+	for k, v := range f.Header {
+		req.Header[http.CanonicalHeaderKey(k)] = v
+	}
+	return c.answer(ctx, at, req, f.Redirects)
+}
+
+// noCredential refuses a request that would carry no credential (Client.NoCredential).
+func (c *Client) noCredential() *providers.UpstreamError {
+	return &providers.UpstreamError{
+		Provider: c.Provider, Category: providers.CategoryCredentialsNotConfigured,
+		Message: "the provider's api_key is empty in the gateway's configuration (is the environment variable it names set?)",
+	}
 }
 
 // ReadBody reads the whole body of a non-streamed answer, at most MaxResponseBody bytes,
