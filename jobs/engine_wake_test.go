@@ -9,30 +9,15 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// slowKind's polls take slowPoll and end the job.
-type slowKind struct{}
-
-const slowPoll = 30 * time.Millisecond
-
-func (slowKind) Poll(ctx context.Context, _ Env, _ store.Job) (Report, error) {
-	select {
-	case <-ctx.Done():
-		return Report{}, ctx.Err()
-	case <-time.After(slowPoll):
-	}
-	return finished.rep, nil
-}
-
-func init() { Register("slowtest", slowKind{}) }
-
 // TestRunPollsPastTheGroupCap: with more polls due than a group's cap lets run at once, each
-// poll's end has the engine claim the next at once, not after its idle wait.
+// poll's end has the engine claim the next at once, not after its idle wait (longKind's
+// polls take longPoll, so that the cap is still full when the engine looks again).
 func TestRunPollsPastTheGroupCap(t *testing.T) {
 	f := newFixture(t)
 	var jobs []string
 	for i := 0; i < 4; i++ {
 		j, err := f.e.Submit(context.Background(), Submission{
-			Job: store.Job{ID: ids.New("job"), WorkspaceID: f.ws, Kind: "slowtest", KeyID: f.kd, Model: "video", Provider: "up",
+			Job: store.Job{ID: ids.New("job"), WorkspaceID: f.ws, Kind: "longtest", KeyID: f.kd, Model: "video", Provider: "up",
 				UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(time.Hour)},
 			Most: usd, Endpoint: "/videos",
 			Start: func(context.Context) (string, Report, error) {
@@ -54,11 +39,11 @@ func TestRunPollsPastTheGroupCap(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * longPoll)
 	for _, id := range jobs {
 		for !Terminal(f.job(id).Status) {
 			if time.Now().After(deadline) {
-				t.Fatalf("job %s still %s after 10 s: the polls waiting under the cap waited for the idle hour", id, f.job(id).Status)
+				t.Fatalf("job %s still %s after %s: the polls waiting under the cap waited for the idle hour", id, f.job(id).Status, 20*longPoll)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
