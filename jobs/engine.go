@@ -250,7 +250,10 @@ func (e *Engine) Run(ctx context.Context) error {
 				sem <- struct{}{}
 				wg.Add(1)
 				go func() {
-					defer func() { <-sem; wg.Done() }()
+					// A poll's end frees a place under the group's cap, which a due poll
+					// may take at once: the loop is told, rather than left to its idle
+					// wait (capped polls are due polls, not "none due").
+					defer func() { <-sem; wg.Done(); e.Wake() }()
 					// A poll's own panic is the job's (PollClaimed retries it); one of the
 					// engine's is logged here, and the claim's lease running out polls again.
 					if p := background.Call("polling job "+it.ID, func() { e.PollClaimed(ctx, it) }); p != nil {

@@ -34,10 +34,18 @@
 // POST /v1/audio/transcriptions) and image-edit (throughput of POST /v1/images/edits with
 // two 4 MB images, closed loop).
 //
+// Two jobs tests run only when -tests names them (or "jobs"), on arms of the gateway of their
+// own (jobs.go), over the fake's OpenAI /videos wire (upstream_videos.go): video-content (the
+// throughput of GET /v1/videos/{id}/content of a completed 200 MB job, whole and by Range,
+// against plain Caddy's reverse_proxy to the same upstream path, and the proxy's heap growth
+// during the downloads) and jobs-load (the gateway's chat p99 at a fixed rate with 1,000 live
+// video jobs polled every second, over its p99 with none, before and after them).
+//
 //	go run ./cmd/gatewaybench                 # default run, about 3 minutes on 2 cores
 //	go run ./cmd/gatewaybench -quick          # smoke run, under a minute
 //	go run ./cmd/gatewaybench -json out.json  # also write the results as JSON
 //	go run ./cmd/gatewaybench -tests media    # the three media tests, about 2.5 minutes
+//	go run ./cmd/gatewaybench -tests jobs     # the two jobs tests
 //
 // It is not part of "go test": it needs a C compiler (the SQLite driver is cgo), several
 // thousand file descriptors, and a machine left otherwise idle for honest figures.
@@ -115,6 +123,15 @@ type config struct {
 	ImageConc      int           `json:"image_concurrency"`
 	ImageDuration  time.Duration `json:"image_duration"`
 	ImageBytes     int           `json:"image_bytes"`
+	// The jobs tests' (jobs.go).
+	VideoBytes     int64         `json:"video_bytes"`
+	VideoRange     string        `json:"video_range"`
+	VideoDownloads int           `json:"video_downloads"`
+	Jobs           int           `json:"jobs"`
+	JobsRate       int           `json:"jobs_rate"`
+	JobsDuration   time.Duration `json:"jobs_duration"`
+	JobsPollAfter  time.Duration `json:"jobs_poll_after"`
+	JobsCreateConc int           `json:"jobs_create_concurrency"`
 
 	caddyBin       string
 	jsonOut        string
@@ -174,6 +191,14 @@ func main() {
 	flag.IntVar(&c.ImageConc, "image-c", 4, "closed-loop workers of the image-edit test")
 	flag.DurationVar(&c.ImageDuration, "image-duration", 3*time.Second, "measured duration of each arm's image-edit test in a round")
 	flag.IntVar(&c.ImageBytes, "image-bytes", 4_000_000, "bytes of each of the two PNG images of an image edit")
+	flag.Int64Var(&c.VideoBytes, "video-bytes", 200_000_000, "bytes of the video content of the video-content test")
+	flag.StringVar(&c.VideoRange, "video-range", "bytes=50000000-149999999", "the Range of the video-content test's ranged downloads (bytes=FIRST-LAST)")
+	flag.IntVar(&c.VideoDownloads, "video-downloads", 5, "whole downloads, and as many ranged ones, per arm and round of the video-content test")
+	flag.IntVar(&c.Jobs, "jobs", 1000, "live video jobs of the jobs-load test")
+	flag.IntVar(&c.JobsRate, "jobs-rate", 200, "chat requests per second of the jobs-load test (open loop), with and without the live jobs")
+	flag.DurationVar(&c.JobsDuration, "jobs-duration", 5*time.Second, "measured duration of each arm's chat in each phase of the jobs-load test, in a round")
+	flag.DurationVar(&c.JobsPollAfter, "jobs-poll-after", time.Second, "the poll interval the fake asks of the gateway for each live job (openai-poll-after-ms)")
+	flag.IntVar(&c.JobsCreateConc, "jobs-create-c", 8, "live jobs being created at once in the jobs-load test")
 	flag.StringVar(&c.Variant, "variant", "", "also run a second gateway whose process gets these environment variables (space-separated NAME=VALUE, e.g. \"GOGC=400\"), with a twin \""+variantPrefix+"<arm>\" of every gateway arm, so that a runtime setting is compared with the default side by side in the same run")
 	flag.StringVar(&c.VariantCaddy, "variant-caddy", "", "run the second gateway (see -variant, which it needs no more) from this Caddy binary instead: two builds side by side in the same run, each arm of the one taking turns with the other's")
 	flag.StringVar(&c.ProxyCPUs, "proxy-cpus", "", "run both proxies on these CPUs (taskset syntax, e.g. 1) and the load generator and fake upstream on the others, so that they do not compete for a core (needs taskset)")
@@ -182,7 +207,7 @@ func main() {
 	flag.StringVar(&c.jsonOut, "json", "", "also write the results to this JSON file")
 	flag.BoolVar(&c.keep, "keep", false, "keep the temporary directory (configurations, logs, database)")
 	flag.StringVar(&c.profileDir, "profile", "", "after the rounds, profile the proxies under saturation and write the profiles to this directory")
-	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile (with -tests image-edit, caddy and gw-image-edit are profiled under that test's load)")
+	flag.StringVar(&c.profileArms, "profile-arms", "gw-chat-passthrough", "comma-separated arms to profile (with -tests image-edit, caddy and gw-image-edit are profiled under that test's load; with -tests video-content, caddy and gw-video-content under whole downloads)")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of the CPU profile")
 	flag.BoolVar(&c.profileStreams, "profile-streams", false, "profile under the streaming test's load (-streams, -back-to-back) instead of under saturation")
 	flag.IntVar(&c.profileRate, "profile-rate", 0, "profile at this fixed rate in requests per second, as in the latency test, instead of under saturation (0: saturation)")
@@ -206,6 +231,8 @@ func main() {
 		def("speech-duration", func() { c.SpeechDuration = 2 * time.Second })
 		def("uploads", func() { c.Uploads = 2 })
 		def("image-duration", func() { c.ImageDuration = 1500 * time.Millisecond })
+		def("video-downloads", func() { c.VideoDownloads = 1 })
+		def("jobs-duration", func() { c.JobsDuration = 2 * time.Second })
 	}
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "gatewaybench:", err)
@@ -232,19 +259,25 @@ func main() {
 	}
 }
 
-// runs reports whether a test is to be run: "all" names every test but the media tests,
-// "media" names those.
+// runs reports whether a test is to be run: "all" names every test but the media and the
+// jobs tests, "media" and "jobs" name those.
 func (c *config) runs(test string) bool {
-	media := slices.Contains(mediaTests, test)
+	group := ""
+	switch {
+	case slices.Contains(mediaTests, test):
+		group = "media"
+	case slices.Contains(jobsTests, test):
+		group = "jobs"
+	}
 	for _, t := range strings.Split(c.Tests, ",") {
-		if t = strings.TrimSpace(t); t == test || t == "all" && !media || t == "media" && media {
+		if t = strings.TrimSpace(t); t == test || t == "all" && group == "" || t != "" && t == group {
 			return true
 		}
 	}
 	return false
 }
 
-var testNames = []string{"saturation", "latency", "streams", "memory", "capacity", "speech-ttfb", "transcription-heap", "image-edit"}
+var testNames = []string{"saturation", "latency", "streams", "memory", "capacity", "speech-ttfb", "transcription-heap", "image-edit", "video-content", "jobs-load"}
 
 // MarshalJSON writes durations as Go duration strings ("1.5s") rather than nanoseconds.
 func (c config) MarshalJSON() ([]byte, error) {
@@ -267,8 +300,8 @@ func (c config) MarshalJSON() ([]byte, error) {
 
 func (c *config) validate() error {
 	for _, t := range strings.Split(c.Tests, ",") {
-		if t = strings.TrimSpace(t); t != "all" && t != "media" && !slices.Contains(testNames, t) {
-			return fmt.Errorf("unknown test %q (tests: all, media, %s)", t, strings.Join(testNames, ", "))
+		if t = strings.TrimSpace(t); t != "all" && t != "media" && t != "jobs" && !slices.Contains(testNames, t) {
+			return fmt.Errorf("unknown test %q (tests: all, media, jobs, %s)", t, strings.Join(testNames, ", "))
 		}
 	}
 	switch {
@@ -292,6 +325,13 @@ func (c *config) validate() error {
 		return errors.New("-speech-rate, -speech-pieces, -uploads, -image-c and -image-bytes must be at least 1 (-speech-rate at most 10000)")
 	case c.SpeechDuration <= 0 || c.ImageDuration <= 0 || c.SpeechSlot < 0 || c.SpeechGap < 0:
 		return errors.New("durations must be positive")
+	case c.VideoBytes < 1<<20 || c.VideoDownloads < 1 || c.Jobs < 1 || c.JobsRate < 1 || c.JobsRate > 100000 || c.JobsCreateConc < 1:
+		return errors.New("-video-bytes must be at least 1 MiB, -video-downloads, -jobs, -jobs-rate and -jobs-create-c at least 1 (-jobs-rate at most 100000)")
+	case c.JobsDuration <= 0 || c.JobsPollAfter < time.Millisecond:
+		return errors.New("-jobs-duration and -jobs-poll-after must be positive")
+	}
+	if _, _, err := c.videoRange(); err != nil {
+		return err
 	}
 	var err error
 	if c.variantEnv, err = parseVariant(c.Variant); err != nil {
@@ -346,6 +386,8 @@ type bench struct {
 	media     map[string][]*arm
 	imageBody []byte
 	imageType string
+	// gatewayURL is the gateway's address, where the jobs-load test creates its jobs.
+	gatewayURL string
 }
 
 func run(ctx context.Context, cfg *config) error {
@@ -442,7 +484,7 @@ func (b *bench) start(ctx context.Context) error {
 	env := append(os.Environ(),
 		"XDG_DATA_HOME="+filepath.Join(b.dir, "data"),
 		"XDG_CONFIG_HOME="+filepath.Join(b.dir, "config"))
-	if cfg.runs("transcription-heap") {
+	if cfg.runs("transcription-heap") || cfg.runs("video-content") {
 		env = append(env, heapSampleEnv+"=1ms")
 	}
 	if cfg.runs("image-edit") {
@@ -502,7 +544,7 @@ func (b *bench) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.gateway = gw.proc
+	b.gateway, b.gatewayURL = gw.proc, gw.url
 
 	all := map[string]*arm{
 		// Direct and Caddy send the same header the gateway arms do, so that every arm
@@ -707,6 +749,9 @@ type roundResult struct {
 	Speech        *speechResult `json:"speech,omitempty"`
 	Transcription *uploadResult `json:"transcription,omitempty"`
 	ImageEdit     *satResult    `json:"image_edit,omitempty"`
+	// The jobs tests' (jobs.go), on their own arms and on caddy (and direct).
+	Video *videoResult `json:"video_content,omitempty"`
+	Jobs  *jobsResult  `json:"jobs_load,omitempty"`
 }
 
 // round runs every test on every arm, test by test so that the arms of one figure are
@@ -820,6 +865,20 @@ func (b *bench) profile(ctx context.Context) error {
 		load := time.Duration(secs+2) * time.Second
 		done := make(chan string, 1)
 		switch rate := b.cfg.profileRate; {
+		case slices.Contains(b.media["video-content"], a):
+			logf("profiling %s for %ds under whole video downloads, one after another", a.name, secs)
+			go func() {
+				var n int64
+				t0 := time.Now()
+				for time.Since(t0) < load && ctx.Err() == nil {
+					k, _, err := a.download(ctx, "", 0, b.cfg.VideoBytes)
+					if n += k; err != nil {
+						done <- err.Error()
+						return
+					}
+				}
+				done <- fmt.Sprintf("%.0f MB/s", float64(n)/1e6/time.Since(t0).Seconds())
+			}()
 		case slices.Contains(b.media["image-edit"], a):
 			logf("profiling %s for %ds under %d closed-loop workers", a.name, secs, b.cfg.ImageConc)
 			go func() {

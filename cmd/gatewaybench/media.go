@@ -52,6 +52,10 @@ var mediaDefs = []mediaDef{
 	{"speech-ttfb", speechArm, "/v1/audio/speech", "bench-tts"},
 	{"transcription-heap", transcriptionArm, "/v1/audio/transcriptions", "bench-whisper"},
 	{"image-edit", imageEditArm, "/v1/images/edits", "bench-image"},
+	// The jobs tests (jobs.go): video-content's arms get their content's URL once their
+	// job has completed (prepareVideo).
+	{"video-content", videoContentArm, "/v1/videos", videoModel},
+	{"jobs-load", jobsChatArm, "/v1/chat/completions", "bench-oa"},
 }
 
 // isMediaArm reports whether a is the gateway's arm of a media test.
@@ -77,7 +81,8 @@ func (b *bench) mediaArms(plainURL string, gw *gatewayProc, clientOf func(*arm) 
 			continue
 		}
 		var arms []*arm
-		if b.cfg.want["direct"] {
+		// The jobs-load test measures the gateway against itself; plain Caddy is its control.
+		if b.cfg.want["direct"] && md.test != "jobs-load" {
 			arms = append(arms, &arm{name: "direct", kind: kindDirect, url: b.upstreamURL + md.path, model: md.model, key: gw.key})
 		}
 		arms = append(arms,
@@ -110,6 +115,10 @@ func (b *bench) mediaSanity(ctx context.Context) error {
 				}
 			case "image-edit":
 				err = a.do(rctx, b.imageBody)
+			case "video-content":
+				err = b.prepareVideo(rctx, a)
+			case "jobs-load":
+				err = a.do(rctx, a.body(false, directive{n: b.cfg.AnswerPieces, latency: b.cfg.Latency}))
 			}
 			cancel()
 			if err != nil {
@@ -167,6 +176,26 @@ func (b *bench) mediaRound(ctx context.Context, round int, update func(*arm, fun
 			r := saturate(ctx, a, b.upstream, cfg.ImageConc, cfg.Warmup, cfg.ImageDuration, b.imageBody)
 			logf("  image edit %-23s %8.1f rps  cpu %8.0f µs/req  alloc %8.0f KiB/req  errors %d %s", a.name, r.RPS, r.CPUPerReqUs, r.AllocPerReqKiB, r.Errors, r.FirstError)
 			update(a, func(rr *roundResult) { rr.ImageEdit = &r })
+		}
+	}
+	if arms := b.media["video-content"]; len(arms) > 0 && ctx.Err() == nil {
+		b.quiesce(ctx)
+		res := b.videoRound(ctx, rotate(arms))
+		for _, a := range arms {
+			r := res[a.name]
+			logf("  video      %-23s whole %7.0f MB/s  range %7.0f MB/s  cpu %5.2f s/GB  heap %6.2f → %6.2f MB (+%.2f)  alloc %6.2f MB/GB  (errors %d %s%s)",
+				a.name, r.MBps, r.RangeMBps, r.CPUPerGBs, r.HeapIdleMB, r.HeapPeakMB, r.HeapGrowthMB, r.AllocPerGBMB, r.Errors, r.FirstError, r.Note)
+			update(a, func(rr *roundResult) { rr.Video = &r })
+		}
+	}
+	if arms := b.media["jobs-load"]; len(arms) > 0 && ctx.Err() == nil {
+		res := b.jobsRound(ctx, rotate(arms))
+		for _, a := range arms {
+			r := res[a.name]
+			logf("  jobs load  %-23s p99 idle %6.0f µs (before %6.0f, after %6.0f)  live %6.0f µs (%.2fx)  p50 live %6.0f µs  jobs %d  polls %.0f/s of %.0f/s  created in %.1f s, ended in %.1f s  (errors %d %s%s)",
+				a.name, r.IdleP99Us, r.IdleBefore.P99Us, r.IdleAfter.P99Us, r.Live.P99Us, r.LiveOverIdleP99, r.Live.P50Us, r.Jobs, r.PollsPerSecond, r.WantPollsPerS, r.CreateSeconds, r.EndSeconds,
+				r.Errors+r.IdleBefore.Errors+r.Live.Errors+r.IdleAfter.Errors, r.FirstError+r.IdleBefore.FirstError+r.Live.FirstError+r.IdleAfter.FirstError, r.Note)
+			update(a, func(rr *roundResult) { rr.Jobs = &r })
 		}
 	}
 }
@@ -452,24 +481,12 @@ type uploadResult struct {
 	// SecondsPerUpload is the time from the first upload's send to the last one's answer,
 	// divided by the uploads.
 	SecondsPerUpload num `json:"seconds_per_upload"`
-	// HeapIdleMB is the bytes of the proxy's Go heap objects after a collection, before the
-	// uploads; HeapPeakMB the most its sampler saw during them; HeapGrowthMB the difference.
-	HeapIdleMB   num `json:"heap_idle_mb"`
-	HeapPeakMB   num `json:"heap_peak_mb"`
-	HeapGrowthMB num `json:"heap_growth_mb"`
-	// HeapSamples is how many times the proxy sampled its heap meanwhile.
-	HeapSamples uint64 `json:"heap_samples"`
-	// AllocPerUploadMB is what the proxy's heap allocated per upload (memstats' TotalAlloc),
-	// GCs the collections it ran during the uploads.
+	heapFigures
+	// AllocPerUploadMB is what the proxy's heap allocated per upload (memstats' TotalAlloc).
 	AllocPerUploadMB num    `json:"alloc_per_upload_mb"`
-	GCs              uint32 `json:"gcs"`
-	// RSSGrowthMB is the proxy's peak resident set during the uploads (VmHWM, reset before
-	// them) less its resident set before them.
-	RSSBaseMB   num    `json:"rss_base_mb"`
-	RSSGrowthMB num    `json:"rss_growth_mb"`
-	Errors      int64  `json:"errors"`
-	FirstError  string `json:"first_error,omitempty"`
-	Note        string `json:"note,omitempty"`
+	Errors           int64  `json:"errors"`
+	FirstError       string `json:"first_error,omitempty"`
+	Note             string `json:"note,omitempty"`
 }
 
 const mib = 1 << 20
@@ -477,23 +494,9 @@ const mib = 1 << 20
 // uploads sends n uploads one after another and measures the proxy's heap and resident set
 // around them: after a forced collection (idle), and at their peak.
 func uploads(ctx context.Context, a *arm, n int, u *wavUpload) uploadResult {
-	r := uploadResult{Uploads: n, Bytes: u.Len(), SecondsPerUpload: nan, HeapIdleMB: nan, HeapPeakMB: nan, HeapGrowthMB: nan,
-		AllocPerUploadMB: nan, RSSBaseMB: nan, RSSGrowthMB: nan}
+	r := uploadResult{Uploads: n, Bytes: u.Len(), SecondsPerUpload: nan, AllocPerUploadMB: nan}
 	var errs errorLog
-	var m0 goMem
-	var ok0, rssOK bool
-	var rss0 int64
-	if a.proc != nil {
-		if err := collect(ctx, a.proc); err != nil {
-			r.Note = "; " + err.Error()
-		}
-		sleepCtx(ctx, 100*time.Millisecond)
-		m0, ok0 = memOf(ctx, a.proc) // and the peak starts again from here
-		pid := a.proc.pid()
-		if resetPeakRSS(pid) == nil {
-			rss0, rssOK = mustRSS(pid)
-		}
-	}
+	hw := watchHeap(ctx, a.proc)
 	start := time.Now()
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -504,34 +507,96 @@ func uploads(ctx context.Context, a *arm, n int, u *wavUpload) uploadResult {
 	}
 	r.SecondsPerUpload = num(time.Since(start).Seconds() / float64(n))
 	r.Errors, r.FirstError = errs.n.Load(), errs.first
-	if a.proc == nil {
+	if r.Errors > 0 && a.proc != nil {
+		r.heapFigures = noHeapFigures()
+		r.Note = hw.note + "; uploads failed: no memory figures (a refused upload holds nothing)"
 		return r
 	}
-	if r.Errors > 0 {
-		r.Note += "; uploads failed: no memory figures (a refused upload holds nothing)"
-		return r
+	r.heapFigures, r.Note = hw.finish(ctx)
+	if !math.IsNaN(float64(r.AllocMB)) {
+		r.AllocPerUploadMB = num(float64(r.AllocMB) / float64(n))
 	}
-	m1, ok1 := memOf(ctx, a.proc)
-	if rssOK {
-		if hwm, err := procPeakRSS(a.proc.pid()); err == nil {
-			r.RSSBaseMB, r.RSSGrowthMB = num(float64(rss0)/mib), num(float64(hwm-rss0)/mib)
+	return r
+}
+
+// heapFigures are a proxy's heap and resident set around a test (heapWatch).
+type heapFigures struct {
+	// HeapIdleMB is the bytes of the proxy's Go heap objects after a collection, before the
+	// test; HeapPeakMB the most its sampler saw during it; HeapGrowthMB the difference.
+	HeapIdleMB   num `json:"heap_idle_mb"`
+	HeapPeakMB   num `json:"heap_peak_mb"`
+	HeapGrowthMB num `json:"heap_growth_mb"`
+	// HeapSamples is how many times the proxy sampled its heap meanwhile.
+	HeapSamples uint64 `json:"heap_samples"`
+	// AllocMB is what the proxy's heap allocated during the test (memstats' TotalAlloc),
+	// GCs the collections it ran.
+	AllocMB num    `json:"-"`
+	GCs     uint32 `json:"gcs"`
+	// RSSGrowthMB is the proxy's peak resident set during the test (VmHWM, reset before
+	// it) less its resident set before it.
+	RSSBaseMB   num `json:"rss_base_mb"`
+	RSSGrowthMB num `json:"rss_growth_mb"`
+}
+
+func noHeapFigures() heapFigures {
+	return heapFigures{HeapIdleMB: nan, HeapPeakMB: nan, HeapGrowthMB: nan, AllocMB: nan, RSSBaseMB: nan, RSSGrowthMB: nan}
+}
+
+// heapWatch measures a proxy's heap and resident set around a test: after a forced
+// collection (idle), and at their peak during the test.
+type heapWatch struct {
+	proc       *child
+	m0         goMem
+	ok0, rssOK bool
+	rss0       int64
+	note       string
+}
+
+// watchHeap collects the proxy's garbage and reads its idle heap (which starts its heap
+// peak again from here) and its resident set; nil proc (direct) measures nothing.
+func watchHeap(ctx context.Context, proc *child) *heapWatch {
+	hw := &heapWatch{proc: proc}
+	if proc == nil {
+		return hw
+	}
+	if err := collect(ctx, proc); err != nil {
+		hw.note = "; " + err.Error()
+	}
+	sleepCtx(ctx, 100*time.Millisecond)
+	hw.m0, hw.ok0 = memOf(ctx, proc)
+	pid := proc.pid()
+	if resetPeakRSS(pid) == nil {
+		hw.rss0, hw.rssOK = mustRSS(pid)
+	}
+	return hw
+}
+
+// finish reads the proxy's heap peak and resident set peak since watchHeap; the note says
+// what could not be read.
+func (hw *heapWatch) finish(ctx context.Context) (heapFigures, string) {
+	f, note := noHeapFigures(), hw.note
+	if hw.proc == nil {
+		return f, note
+	}
+	m1, ok1 := memOf(ctx, hw.proc)
+	if hw.rssOK {
+		if hwm, err := procPeakRSS(hw.proc.pid()); err == nil {
+			f.RSSBaseMB, f.RSSGrowthMB = num(float64(hw.rss0)/mib), num(float64(hwm-hw.rss0)/mib)
 		}
 	}
-	if !ok0 || !ok1 {
-		r.Note += "; the proxy's /debug/vars could not be read"
-		return r
+	if !hw.ok0 || !ok1 {
+		return f, note + "; the proxy's /debug/vars could not be read"
 	}
-	r.AllocPerUploadMB = num(float64(m1.TotalAlloc-m0.TotalAlloc) / mib / float64(n))
-	r.GCs = m1.NumGC - m0.NumGC
-	if m0.HeapPeak == nil || m1.HeapPeak == nil {
-		r.Note += "; no heap_peak on /debug/vars (a Caddy built without the gatewaybench tag, or " + heapSampleEnv + " unset)"
-		return r
+	f.AllocMB = num(float64(m1.TotalAlloc-hw.m0.TotalAlloc) / mib)
+	f.GCs = m1.NumGC - hw.m0.NumGC
+	if hw.m0.HeapPeak == nil || m1.HeapPeak == nil {
+		return f, note + "; no heap_peak on /debug/vars (a Caddy built without the gatewaybench tag, or " + heapSampleEnv + " unset)"
 	}
-	idle, peak := m0.HeapPeak.ObjectsBytes, m1.HeapPeak.PeakObjectsBytes
-	r.HeapIdleMB, r.HeapPeakMB = num(float64(idle)/mib), num(float64(peak)/mib)
-	r.HeapGrowthMB = num((float64(peak) - float64(idle)) / mib)
-	r.HeapSamples = m1.HeapPeak.Samples
-	return r
+	idle, peak := hw.m0.HeapPeak.ObjectsBytes, m1.HeapPeak.PeakObjectsBytes
+	f.HeapIdleMB, f.HeapPeakMB = num(float64(idle)/mib), num(float64(peak)/mib)
+	f.HeapGrowthMB = num((float64(peak) - float64(idle)) / mib)
+	f.HeapSamples = m1.HeapPeak.Samples
+	return f, note
 }
 
 func mustRSS(pid int) (int64, bool) {

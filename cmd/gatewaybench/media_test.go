@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,8 +263,10 @@ func TestRunsMedia(t *testing.T) {
 		tests     string
 		runs, not []string
 	}{
-		{"all", []string{"saturation", "capacity"}, mediaTests},
-		{"media", mediaTests, []string{"latency", "memory"}},
+		{"all", []string{"saturation", "capacity"}, append(slices.Clone(mediaTests), jobsTests...)},
+		{"media", mediaTests, append([]string{"latency", "memory"}, jobsTests...)},
+		{"jobs", jobsTests, append([]string{"latency", "memory"}, mediaTests...)},
+		{"video-content", []string{"video-content"}, []string{"jobs-load", "saturation"}},
 		{"latency,speech-ttfb", []string{"latency", "speech-ttfb"}, []string{"image-edit", "streams"}},
 	} {
 		t.Run(tc.tests, func(t *testing.T) {
@@ -303,7 +306,7 @@ func TestProcPeakRSS(t *testing.T) {
 // gateway with direct too.
 func TestBuildMediaFigures(t *testing.T) {
 	up := func(growth float64) roundResult {
-		return roundResult{Transcription: &uploadResult{HeapGrowthMB: num(growth), AllocPerUploadMB: 1, RSSGrowthMB: 1, SecondsPerUpload: 1}}
+		return roundResult{Transcription: &uploadResult{heapFigures: heapFigures{HeapGrowthMB: num(growth), RSSGrowthMB: 1}, AllocPerUploadMB: 1, SecondsPerUpload: 1}}
 	}
 	sp := func(p99 float64) *speechResult {
 		return &speechResult{TTFBP50Us: 100, TTFBP99Us: num(p99), LastByteP50Us: 1000}

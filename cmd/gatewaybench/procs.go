@@ -327,6 +327,12 @@ func gatewayCaddyfile(port, upstreamPort, adminPort, idleConns int, dbPath strin
 				input_audio_seconds 0.0001
 			}
 		}
+		model bench-video {
+			owned_by bench
+			route oa up-video {
+				output_video_seconds 0.10 resolution 720p
+			}
+		}
 		model bench-image {
 			owned_by bench
 			route oa up-image {

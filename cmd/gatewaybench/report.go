@@ -291,7 +291,7 @@ func (rep *report) figureDefs() []figureDef {
 				return nil
 			}},
 	}
-	return append(defs, rep.mediaFigureDefs()...)
+	return append(append(defs, rep.mediaFigureDefs()...), rep.jobsFigureDefs()...)
 }
 
 // mediaFigureDefs are the figures of the media tests (media.go).
@@ -316,20 +316,10 @@ func (rep *report) mediaFigureDefs() []figureDef {
 	ttfb := speechSlots(func(s *speechResult) [][]float64 { return s.ttfbSlots })
 	last := speechSlots(func(s *speechResult) [][]float64 { return s.lastSlots })
 	upload := func(f func(*uploadResult) num) func(roundResult) float64 {
-		return func(r roundResult) float64 {
-			if r.Transcription == nil {
-				return math.NaN()
-			}
-			return float64(f(r.Transcription))
-		}
+		return testValue(func(r roundResult) *uploadResult { return r.Transcription }, f)
 	}
 	image := func(f func(*satResult) num) func(roundResult) float64 {
-		return func(r roundResult) float64 {
-			if r.ImageEdit == nil {
-				return math.NaN()
-			}
-			return float64(f(r.ImageEdit))
-		}
+		return testValue(func(r roundResult) *satResult { return r.ImageEdit }, f)
 	}
 	onArm := func(arm string, vsDirect bool, fd figureDef) figureDef {
 		fd.arm, fd.vsDirect = arm, vsDirect
@@ -367,6 +357,17 @@ func (rep *report) mediaFigureDefs() []figureDef {
 		{key: "image_edit_alloc_per_request", test: "image-edit", arm: imageEditArm, unit: "KiB", compare: byRatio, proxiesOnly: true,
 			title: "Image edit, heap allocated per request by the proxy process (Go runtime's TotalAlloc)",
 			value: image(func(s *satResult) num { return s.AllocPerReqKiB })},
+	}
+}
+
+// testValue is a figure's value read from the result of the test that measured it, NaN in a
+// round without one.
+func testValue[T any](result func(roundResult) *T, f func(*T) num) func(roundResult) float64 {
+	return func(r roundResult) float64 {
+		if t := result(r); t != nil {
+			return float64(f(t))
+		}
+		return math.NaN()
 	}
 }
 
@@ -487,6 +488,18 @@ func (rep *report) build() {
 			if s := r.ImageEdit; s != nil {
 				n += s.Errors
 				note("image-edit", s.FirstError)
+			}
+			if v := r.Video; v != nil {
+				n += v.Errors
+				note("video-content", v.FirstError)
+			}
+			if j := r.Jobs; j != nil {
+				for _, l := range []latResult{j.IdleBefore, j.Live, j.IdleAfter} {
+					n += l.Errors + l.Dropped
+					note("jobs-load chat", l.FirstError)
+				}
+				n += j.Errors
+				note("jobs-load", j.FirstError)
 			}
 			if r.Memory != nil {
 				n += r.Memory.Errors

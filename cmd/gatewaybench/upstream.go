@@ -58,20 +58,7 @@ func (d directive) String() string {
 // single piece at once.
 func parseDirective(body []byte) directive {
 	d := directive{n: 1}
-	start := bytes.Index(body, []byte("[bench "))
-	if start < 0 {
-		return d
-	}
-	rest := body[start+len("[bench "):]
-	end := bytes.IndexByte(rest, ']')
-	if end < 0 {
-		return d
-	}
-	for _, field := range strings.Fields(string(rest[:end])) {
-		k, v, ok := strings.Cut(field, "=")
-		if !ok {
-			continue
-		}
+	for k, v := range benchFields(body) {
 		switch k {
 		case "n":
 			if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 100000 {
@@ -86,6 +73,26 @@ func parseDirective(body []byte) directive {
 		}
 	}
 	return d
+}
+
+// benchFields are the key=value fields of the first "[bench ...]" in body; nil without one.
+func benchFields(body []byte) map[string]string {
+	start := bytes.Index(body, []byte("[bench "))
+	if start < 0 {
+		return nil
+	}
+	rest := body[start+len("[bench "):]
+	end := bytes.IndexByte(rest, ']')
+	if end < 0 {
+		return nil
+	}
+	fields := map[string]string{}
+	for _, field := range strings.Fields(string(rest[:end])) {
+		if k, v, ok := strings.Cut(field, "="); ok {
+			fields[k] = v
+		}
+	}
+	return fields
 }
 
 // jsonTrue reports whether the body has "key": true. It is a byte scan, not a parser, good
@@ -113,6 +120,8 @@ type fakeUpstream struct {
 	mu    sync.Mutex
 	holds map[string]chan struct{}
 	cache sync.Map // answerKey -> [][]byte
+	// videos counts the video traffic (upstream_videos.go).
+	videos videoStats
 }
 
 type answerKey struct {
@@ -427,6 +436,11 @@ func newUpstreamServer(u *fakeUpstream) *http.Server {
 	mux.HandleFunc("POST /v1/audio/speech", u.speech)
 	mux.HandleFunc("POST /v1/audio/transcriptions", u.transcriptions)
 	mux.HandleFunc("POST /v1/images/edits", u.imageEdits)
+	mux.HandleFunc("POST /v1/videos", u.createVideo)
+	mux.HandleFunc("GET /v1/videos/{id}", u.pollVideo)
+	mux.HandleFunc("GET /v1/videos/{id}/content", u.videoContent)
+	mux.HandleFunc("POST /bench/videos/end", u.endLiveVideos)
+	mux.HandleFunc("GET /bench/videos/stats", u.videoStatsHandler)
 	mux.HandleFunc("POST /bench/release", func(w http.ResponseWriter, r *http.Request) {
 		u.release(r.URL.Query().Get("id"))
 	})
