@@ -564,3 +564,34 @@ func TestVideosThroughVeoUpstream(t *testing.T) {
 	}
 }
 
+// TestVideoRefusalMovesOn: what an adapter refuses before any call (the /videos API has no
+// negative prompt) moves the create on to the model's next route, whose upstream takes it;
+// with no route left, the refusal is the answer, naming the field, and nothing is held.
+func TestVideoRefusalMovesOn(t *testing.T) {
+	u := startVideoUpstreams(t, 10*usd)
+	env, sora, veo, a, ctx := u.env, u.sora, u.veo, u.team, context.Background()
+	created := env.expect(200, http.MethodPost, a.std, "/videos",
+		`{"model": "sora-or-veo", "prompt": "a quiet harbour", "seconds": "8", "size": "1280x720", "negative_prompt": "fog"}`)
+	if j, err := env.store.GetJob(ctx, a.ws, created["id"].(string)); err != nil || j.Provider != "veo" || j.UpstreamModel != veoUpstreamModel {
+		t.Fatalf("the job went to %s/%s (%v), want Veo's route", j.Provider, j.UpstreamModel, err)
+	}
+	veo.mu.Lock()
+	creates := veo.creates
+	veo.mu.Unlock()
+	if len(creates) != 1 || creates[0].Parameters["negativePrompt"] != "fog" {
+		t.Fatalf("Veo's creates: %+v", creates)
+	}
+	sora.mu.Lock()
+	soraCreate := sora.create
+	sora.mu.Unlock()
+	if soraCreate != nil {
+		t.Fatalf("Sora was called with what it cannot take: %v", soraCreate)
+	}
+
+	before := env.balance(a.ws)
+	env.expectError(400, "unsupported_value", "negative_prompt", http.MethodPost, a.std, "/videos",
+		`{"model": "sora-e2e", "prompt": "a quiet harbour", "seconds": "8", "size": "1280x720", "negative_prompt": "fog"}`)
+	if after := env.balance(a.ws); after != before {
+		t.Fatalf("wallet after a refused create: %+v, before %+v", after, before)
+	}
+}
