@@ -588,8 +588,10 @@ func (g *Gateway) createVideo(w http.ResponseWriter, r *http.Request, c *Caller)
 }
 
 // startVideo submits the job on the first route whose upstream starts it: a route that
-// fails in a way another may not (an unreachable or overloaded upstream) is passed for the
-// next, each attempt under a hold of its own, released when it fails.
+// fails in a way another may not (an unreachable or overloaded upstream), or whose adapter
+// refuses before any call what its upstream cannot take (Unsupported: a negative prompt
+// for OpenAI's /videos), is passed for the next, each attempt under a hold of its own,
+// released when it fails.
 func (g *Gateway) startVideo(w http.ResponseWriter, r *http.Request, c *Caller, m *Model, routes []Route, dropped []droppedRoute, most int64, q *videoCreate, webhook json.RawMessage) error {
 	request, _ := json.Marshal(videoJobRequest{
 		Prompt: q.prompt, Seconds: q.seconds, Size: q.size, Resolution: q.resolution, AspectRatio: q.aspectRatio,
@@ -646,7 +648,7 @@ func (g *Gateway) startVideo(w http.ResponseWriter, r *http.Request, c *Caller, 
 			return g.admissionRefused(err, most, videoCapability.endpoint, m.Name)
 		}
 		rt.breaker.fail(g.Now(), rt.Policy, ue)
-		if !ue.Fallbackable() {
+		if !ue.Fallbackable() && !ue.Unsupported {
 			return upstreamAPIError(ue)
 		}
 		g.Logger.Debug("a video route failed to start the job; trying the next", zap.String("provider", rt.ProviderName), zapErr(ue))
