@@ -100,6 +100,9 @@ func (s *Store) ReleaseOrphaned(ctx context.Context, self string, timeout time.D
 			if err := interruptInFlight(ctx, tx, `owner = ANY($1)`, dead); err != nil {
 				return err
 			}
+			if err := freeClaims(ctx, tx, dead, now); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = ANY($1)`, dead); err != nil {
 				return err
 			}
@@ -122,6 +125,16 @@ func (s *Store) ReleaseOrphaned(ctx context.Context, self string, timeout time.D
 	return n, nil
 }
 
+// freeClaims makes the items the instances ids hold claimed due now (the store's clock:
+// now, or the server's), as if their leases had run out: the instances are gone, so their
+// claims need not wait out their leases (a job's poll, minutes) before another instance
+// takes them. The next claim counts an attempt.
+func freeClaims(ctx context.Context, tx pgx.Tx, ids []string, now *time.Time) error {
+	_, err := tx.Exec(ctx, `UPDATE queue_items SET run_at = date_trunc('milliseconds', COALESCE($2, now()))
+		WHERE owner = ANY($1) AND run_at > COALESCE($2, now())`, ids, now)
+	return err
+}
+
 // RetireInstance releases what instance id holds and unregisters it.
 func (s *Store) RetireInstance(ctx context.Context, id string) (int, error) {
 	var n int
@@ -135,6 +148,9 @@ func (s *Store) RetireInstance(ctx context.Context, id string) (int, error) {
 			return err
 		}
 		if err := interruptInFlight(ctx, tx, `owner = $1`, id); err != nil {
+			return err
+		}
+		if err := freeClaims(ctx, tx, []string{id}, s.clock()); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM instances WHERE id = $1`, id); err != nil {

@@ -234,6 +234,9 @@ func (s *Store) ReleaseOrphaned(ctx context.Context, self string, timeout time.D
 				return err
 			}
 			n += k
+			if err := s.freeClaims(ctx, tx, id); err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, id); err != nil {
 				return err
 			}
@@ -255,12 +258,24 @@ func (s *Store) ReleaseOrphaned(ctx context.Context, self string, timeout time.D
 	return n, nil
 }
 
+// freeClaims makes the items instance id holds claimed due now, as if their leases had
+// run out: the instance is gone, so its claims need not wait out their leases (a job's
+// poll, minutes) before another instance takes them. The next claim counts an attempt.
+func (s *Store) freeClaims(ctx context.Context, tx *sql.Tx, id string) error {
+	now := millis(s.now())
+	_, err := tx.ExecContext(ctx, `UPDATE queue_items SET run_at = ? WHERE owner = ? AND run_at > ?`, now, id, now)
+	return err
+}
+
 // RetireInstance releases what instance id holds, unregisters it and lets go of its lock.
 func (s *Store) RetireInstance(ctx context.Context, id string) (int, error) {
 	var n int
 	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if n, err = s.releaseWhere(ctx, tx, `owner = ?`, id); err != nil {
+			return err
+		}
+		if err := s.freeClaims(ctx, tx, id); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM instances WHERE id = ?`, id)

@@ -189,3 +189,42 @@ func testConcurrentOrphanRelease(t *testing.T, s store.Store, c *Clock) {
 	}
 	t.Logf("%d of %d settlements landed before their reservation was released", settled.Load(), len(reservations))
 }
+
+// testDeadInstanceClaims: what a dead instance held claimed is due at once when it is
+// found dead (a sweep) or retired, not when the claims' leases run out; an item it had
+// handed back for later, and a live instance's claims, keep their times.
+func testDeadInstanceClaims(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	start := c.Now()
+	register(t, s, "inst_dead", "inst_live", "inst_self", "inst_retired")
+	for _, id := range []string{"item_dead", "item_later", "item_live", "item_retired"} {
+		enqueue(t, s, "q_dead", id, []byte(`{}`), time.Time{})
+	}
+	owners := map[string]string{"item_dead": "inst_dead", "item_later": "inst_dead", "item_live": "inst_live", "item_retired": "inst_retired"}
+	for _, id := range []string{"item_dead", "item_later", "item_live", "item_retired"} {
+		got := claim(t, s, "q_dead", owners[id], time.Hour, 1)
+		if len(got) != 1 || got[0].ID != id {
+			t.Fatalf("claimed %v; want %s", claimedIDs(got), id)
+		}
+		if id == "item_later" {
+			if err := s.Requeue(ctx, got[0].Claim, start.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := s.RetireInstance(ctx, "inst_retired"); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(t, s, "q_dead", "inst_self", time.Hour, 10); len(got) != 1 || got[0].ID != "item_retired" || got[0].Attempt != 2 {
+		t.Fatalf("after a retirement, claimed %v; want item_retired on its second attempt", got)
+	}
+	c.Set(start.Add(50 * time.Second))
+	if err := s.Heartbeat(ctx, "inst_live"); err != nil {
+		t.Fatal(err)
+	}
+	sweep(t, s, "inst_self", 0)
+	got := claim(t, s, "q_dead", "inst_self", time.Hour, 10)
+	if len(got) != 1 || got[0].ID != "item_dead" || got[0].Attempt != 2 {
+		t.Fatalf("after the sweep, claimed %v; want item_dead alone, on its second attempt", got)
+	}
+}

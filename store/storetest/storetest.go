@@ -93,6 +93,7 @@ func Run(t *testing.T, open Opener) {
 	}{
 		{"KeyLimitPeriods", testKeyLimitPeriods},
 		{"Instances", testInstances},
+		{"DeadInstanceClaims", testDeadInstanceClaims},
 		{"ConcurrentOrphanRelease", testConcurrentOrphanRelease},
 		{"Interrupted", testInterrupted},
 		{"Claims", func(t *testing.T, s store.Store, c *Clock) { testClaims(t, s, c) }},
