@@ -46,7 +46,7 @@ func (g *Gateway) renderJob(r *http.Request, j store.Job) (any, bool, error) {
 	render, ok := jobRenderers[j.Kind]
 	jobRenderersMu.RUnlock()
 	if !ok {
-		return genericJob{EventData: jobs.PublicData(j), LifecycleStatus: j.Lifecycle}, false, nil
+		return genericJob{EventData: jobs.PublicData(j), LifecycleStatus: jobs.LifecycleStatus(j.Status)}, false, nil
 	}
 	v, err := render(g, r, j)
 	return v, true, err

@@ -315,7 +315,7 @@ func TestLiveJobGenericObject(t *testing.T) {
 	c := e.dial("livebare", j.ID, std)
 	snap := liveNext(t, c)
 	if snap.Type != "snapshot" || snap.Data["id"] != j.ID || snap.Data["object"] != "livebare" || snap.Data["status"] != jobs.StatusQueued ||
-		snap.Data["lifecycle_status"] != jobs.LifecycleSubmitted || snap.Data["model"] != "m" || snap.Data["progress"] != 0.0 ||
+		snap.Data["lifecycle_status"] != "pending" || snap.Data["model"] != "m" || snap.Data["progress"] != 0.0 ||
 		snap.Data["created_at"] == nil || snap.Data["completed_at"] != nil || snap.Data["error"] != nil {
 		t.Fatalf("snapshot %+v", snap)
 	}
@@ -326,7 +326,7 @@ func TestLiveJobGenericObject(t *testing.T) {
 	})
 	m := liveNext(t, c)
 	errObj, _ := m.Data["error"].(map[string]any)
-	if m.Type != "update" || m.Data["status"] != jobs.StatusFailed || m.Data["lifecycle_status"] != jobs.LifecycleReleased ||
+	if m.Type != "update" || m.Data["status"] != jobs.StatusFailed || m.Data["lifecycle_status"] != jobs.StatusFailed ||
 		m.Data["completed_at"] != float64(done.Unix()) || errObj["code"] != "upstream_failed" || errObj["message"] != "it broke" {
 		t.Fatalf("update %+v", m)
 	}

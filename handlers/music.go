@@ -386,20 +386,13 @@ func (g *Gateway) getMusic(w http.ResponseWriter, r *http.Request, c *Caller) er
 	return writeJSON(w, http.StatusOK, v)
 }
 
-// musicLifecycle is a music job's lifecycle_status: pending, running, completed, failed,
-// cancelled or expired (a completed job whose audio was removed is expired).
+// musicLifecycle is a music job's lifecycle_status (jobs.LifecycleStatus), expired also for
+// a completed job whose audio was removed.
 func musicLifecycle(j store.Job, res music.Result, hasResult bool, now time.Time) string {
-	switch j.Status {
-	case jobs.StatusQueued:
-		return "pending"
-	case jobs.StatusInProgress:
-		return "running"
-	case jobs.StatusCompleted:
-		if hasResult && !now.Before(res.ExpiresAt) {
-			return jobs.StatusExpired
-		}
+	if j.Status == jobs.StatusCompleted && hasResult && !now.Before(res.ExpiresAt) {
+		return jobs.StatusExpired
 	}
-	return j.Status
+	return jobs.LifecycleStatus(j.Status)
 }
 
 // musicOutput is one audio of a music object.

@@ -711,12 +711,6 @@ type videoBilling struct {
 	Cost      costNumber `json:"cost_usd"`
 }
 
-// lifecycleNames are the lifecycle_status of a job's status.
-var lifecycleNames = map[string]string{
-	jobs.StatusQueued: "pending", jobs.StatusInProgress: "running", jobs.StatusCompleted: "completed",
-	jobs.StatusFailed: "failed", jobs.StatusCancelled: "cancelled", jobs.StatusExpired: "expired",
-}
-
 func unixOrNil(t time.Time) *int64 {
 	if t.IsZero() {
 		return nil
@@ -735,7 +729,7 @@ func (g *Gateway) videoObject(r *http.Request, j store.Job) (*videoObject, error
 		ID: j.ID, Object: "video", Model: j.Model, Status: jobs.PublicStatus(j.Kind, j.Status), Progress: j.Progress,
 		CreatedAt: j.CreatedAt.Unix(), CompletedAt: unixOrNil(j.CompletedAt), ExpiresAt: unixOrNil(j.ExpiresAt),
 		Prompt: req.Prompt, Size: orNull(firstNonEmpty(res.Size, req.Size)), Seconds: strconv.Itoa(req.Seconds),
-		LifecycleStatus: lifecycleNames[j.Status], Resolution: orNull(firstNonEmpty(res.Resolution, req.Resolution)),
+		LifecycleStatus: jobs.LifecycleStatus(j.Status), Resolution: orNull(firstNonEmpty(res.Resolution, req.Resolution)),
 		Metadata: req.Metadata, Billing: videoBilling{Status: "held", HeldNanos: j.HeldNanos},
 	}
 	if v.LifecycleStatus == "" {
@@ -1107,7 +1101,7 @@ func (g *Gateway) deleteVideo(w http.ResponseWriter, r *http.Request, c *Caller)
 		return err
 	}
 	if !jobs.Terminal(j.Status) || (j.Lifecycle != jobs.LifecycleSettled && j.Lifecycle != jobs.LifecycleReleased) {
-		return newError(http.StatusConflict, CodeVideoNotTerminal, fmt.Sprintf("video %s is %s: only a video that has ended (completed or failed) can be deleted", id, lifecycleNames[j.Status]))
+		return newError(http.StatusConflict, CodeVideoNotTerminal, fmt.Sprintf("video %s is %s: only a video that has ended (completed or failed) can be deleted", id, jobs.LifecycleStatus(j.Status)))
 	}
 	if j.NativeID != "" {
 		if _, vg, apiErr := g.videoRoute(j); apiErr == nil {

@@ -102,6 +102,19 @@ func PublicData(j store.Job) EventData {
 	return d
 }
 
+// LifecycleStatus is the lifecycle_status a job of status shows beside its public status:
+// pending, running, completed, failed, cancelled or expired (DESIGN's finer states, which
+// tell a cancelled or expired job from a failed one).
+func LifecycleStatus(status string) string {
+	switch status {
+	case StatusQueued:
+		return "pending"
+	case StatusInProgress:
+		return "running"
+	}
+	return status
+}
+
 // PublicStatus is the status a job of kind shows: videos and music show only queued,
 // in_progress, completed and failed (openai-go's poll helper errors on anything else), so a
 // cancelled or expired one shows failed; other kinds show their own.

@@ -96,7 +96,8 @@ func orDuration(d, def time.Duration) time.Duration {
 
 // JobChangedEvent is the Caddy event emitted when this instance commits a change to a job
 // (created, polled to a new status or progress, ended), with its job_id, workspace_id,
-// kind, model, status, lifecycle_status and progress.
+// kind, model, status, lifecycle_status (as the job's object shows them), stage (the
+// engine's: submitted, polling, then settled or released) and progress.
 const JobChangedEvent = "model_gateway_job_changed"
 
 // emitJobChanged publishes JobChangedEvent for j through configuration c's events app.
@@ -106,6 +107,7 @@ func emitJobChanged(c *appRuntime, j store.Job) {
 	}
 	c.Emit(JobChangedEvent, map[string]any{
 		"job_id": j.ID, "workspace_id": j.WorkspaceID, "kind": j.Kind, "model": j.Model,
-		"status": j.Status, "lifecycle_status": j.Lifecycle, "progress": j.Progress,
+		"status": jobs.PublicStatus(j.Kind, j.Status), "lifecycle_status": jobs.LifecycleStatus(j.Status),
+		"stage": j.Lifecycle, "progress": j.Progress,
 	})
 }

@@ -314,14 +314,14 @@ func TestJobChangesAreCaddyEvents(t *testing.T) {
 		}
 		return nil
 	}
-	if d := next("the first poll"); d["status"] != jobs.StatusInProgress || d["lifecycle_status"] != jobs.LifecyclePolling || d["progress"] != 10 {
+	if d := next("the first poll"); d["status"] != jobs.StatusInProgress || d["lifecycle_status"] != "running" || d["stage"] != jobs.LifecyclePolling || d["progress"] != 10 {
 		t.Fatalf("the first poll's event: %v", d)
 	}
 	close(up.done)
 	for {
 		d := next("the job's end")
 		if d["status"] == jobs.StatusCompleted {
-			if d["lifecycle_status"] != jobs.LifecycleSettled || d["progress"] != 100 {
+			if d["lifecycle_status"] != jobs.StatusCompleted || d["stage"] != jobs.LifecycleSettled || d["progress"] != 100 {
 				t.Fatalf("the end's event: %v", d)
 			}
 			break
