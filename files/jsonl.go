@@ -45,12 +45,14 @@ func (e *LineError) Error() string {
 	return fmt.Sprintf("line %d of the batch file %s", e.Line, e.Reason)
 }
 
+const notAnObject = "is not a JSON object: each line must be {\"custom_id\", \"method\", \"url\", \"body\"}"
+
 // ParseBatchLine reads one non-blank line of a batch file, or says what is wrong with it.
 // Blank lines are skipped by the caller.
 func ParseBatchLine(line []byte) (BatchLine, string) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(line, &fields); err != nil || fields == nil {
-		return BatchLine{}, "is not a JSON object: each line must be {\"custom_id\", \"method\", \"url\", \"body\"}"
+		return BatchLine{}, notAnObject
 	}
 	var l BatchLine
 	for _, name := range []string{"custom_id", "method", "url"} {
@@ -106,6 +108,14 @@ func (c *BatchChecker) Write(p []byte) (int, error) {
 		chunk := p
 		if i >= 0 {
 			chunk = p[:i]
+		}
+		if t := bytes.TrimLeft(c.line, " \t\r"); len(t) == 0 {
+			// A line that does not begin as an object is refused at once, so that a file
+			// that is no batch file (an image, a PDF) is not read a line at a time.
+			if rest := bytes.TrimLeft(chunk, " \t\r"); len(rest) > 0 && rest[0] != '{' {
+				c.fail(c.n+1, notAnObject)
+				break
+			}
 		}
 		if len(c.line)+len(chunk) > MaxBatchLineBytes {
 			c.fail(c.n+1, fmt.Sprintf("is longer than %d bytes", MaxBatchLineBytes))

@@ -62,6 +62,7 @@ func TestBatchCheckerFailFastStopsTheStream(t *testing.T) {
 
 func TestBatchCheckerBoundsALine(t *testing.T) {
 	c := &BatchChecker{}
+	_, _ = c.Write([]byte(`{"custom_id":"`))
 	chunk := []byte(strings.Repeat("x", 1<<20))
 	for i := 0; i <= MaxBatchLineBytes>>20; i++ {
 		_, _ = c.Write(chunk)
@@ -72,5 +73,18 @@ func TestBatchCheckerBoundsALine(t *testing.T) {
 	}
 	if cap(c.line) != 0 {
 		t.Fatalf("the checker still holds %d bytes after refusing the line", cap(c.line))
+	}
+}
+
+func TestBatchCheckerRefusesANonObjectAtItsFirstByte(t *testing.T) {
+	c := &BatchChecker{}
+	_, _ = c.Write([]byte("\x89PNG\r\n"))
+	_, _ = c.Write([]byte(strings.Repeat("x", 1<<20)))
+	var le *LineError
+	if err := c.Close(); !errors.As(err, &le) || le.Line != 1 || !strings.Contains(le.Reason, "not a JSON object") {
+		t.Fatalf("a PNG: %v", err)
+	}
+	if cap(c.line) != 0 {
+		t.Fatalf("the checker held %d bytes of a file it refused at its first byte", cap(c.line))
 	}
 }

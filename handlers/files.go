@@ -229,7 +229,11 @@ func (g *Gateway) storeFilePart(ctx context.Context, part *multipart.Part, up *f
 	// the check's verdict waits for the purpose.
 	up.checker = &files.BatchChecker{FailFast: up.purpose != nil && *up.purpose == files.PurposeBatch}
 	bounded := &boundedReader{r: part, left: up.limit}
-	info, err := g.Blobs.Put(ctx, files.BlobKey(up.ws, up.id), io.TeeReader(bounded, up.checker), -1, up.contentType)
+	var src io.Reader = bounded
+	if up.purpose == nil || *up.purpose == files.PurposeBatch {
+		src = io.TeeReader(bounded, up.checker)
+	}
+	info, err := g.Blobs.Put(ctx, files.BlobKey(up.ws, up.id), src, -1, up.contentType)
 	switch {
 	case bounded.over:
 		return fileTooLarge(up.limit)
