@@ -132,3 +132,20 @@ func Sweep(ctx context.Context, s store.Files, b blobs.Store, now time.Time, log
 	}
 	return removed, nil
 }
+
+// Open returns a live file of the workspace and a reader of its content (the caller closes
+// it). A file that is not the workspace's, or whose blob is gone, is store.ErrNotFound.
+func Open(ctx context.Context, s store.Files, b blobs.Store, workspaceID, id string) (store.File, io.ReadCloser, error) {
+	f, err := s.GetFile(ctx, workspaceID, id)
+	if err != nil {
+		return store.File{}, nil, err
+	}
+	rc, _, err := b.Open(ctx, f.BlobKey, 0, -1)
+	if errors.Is(err, blobs.ErrNotFound) {
+		return store.File{}, nil, fmt.Errorf("file %q: its content is gone: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.File{}, nil, fmt.Errorf("reading file %q: %w", id, err)
+	}
+	return f, rc, nil
+}

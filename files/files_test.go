@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -71,6 +72,18 @@ func TestSaveRemoveSweep(t *testing.T) {
 		t.Fatalf("swept files still due: %+v", due)
 	}
 
+	if f, rc, err := Open(ctx, s, b, "ws_1", kept.ID); err != nil {
+		t.Fatalf("Open: %v", err)
+	} else {
+		got, _ := io.ReadAll(rc)
+		_ = rc.Close()
+		if !bytes.Equal(got, content) || f.ID != kept.ID {
+			t.Fatalf("Open read %q of %s", got, f.ID)
+		}
+	}
+	if _, _, err := Open(ctx, s, b, "ws_other", kept.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Open by another workspace: %v", err)
+	}
 	if _, err := Remove(ctx, s, b, "ws_other", kept.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Remove by another workspace: %v", err)
 	}

@@ -1,9 +1,12 @@
 package files
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 )
@@ -95,8 +98,7 @@ type BatchChecker struct {
 	FailFast bool
 	line     []byte
 	n        int // lines read
-	rows     int
-	seen     map[string]int
+	lines    batchLines
 	err      *LineError
 }
 
@@ -139,8 +141,8 @@ func (c *BatchChecker) Close() error {
 	if c.err == nil && len(c.line) > 0 {
 		c.endLine()
 	}
-	if c.err == nil && c.rows == 0 {
-		c.fail(0, "has no request lines")
+	if c.err == nil {
+		c.err = c.lines.end()
 	}
 	return c.Err()
 }
@@ -154,35 +156,112 @@ func (c *BatchChecker) Err() error {
 }
 
 // Rows is the number of request lines read.
-func (c *BatchChecker) Rows() int { return c.rows }
+func (c *BatchChecker) Rows() int { return c.lines.rows }
 
 func (c *BatchChecker) endLine() {
 	c.n++
-	line := bytes.TrimSpace(c.line)
+	_, _, err := c.lines.add(c.n, c.line)
 	c.line = c.line[:0]
-	if len(line) == 0 {
-		return
+	if err != nil {
+		c.err = err
+		c.line, c.lines = nil, batchLines{}
 	}
-	l, bad := ParseBatchLine(line)
-	if bad != "" {
-		c.fail(c.n, bad)
-		return
-	}
-	if first, dup := c.seen[l.CustomID]; dup {
-		c.fail(c.n, fmt.Sprintf("repeats custom_id %q of line %d: custom_ids must be unique", l.CustomID, first))
-		return
-	}
-	if c.rows++; c.rows > MaxBatchRows {
-		c.fail(c.n, fmt.Sprintf("is one request too many: a batch file holds at most %d", MaxBatchRows))
-		return
-	}
-	if c.seen == nil {
-		c.seen = map[string]int{}
-	}
-	c.seen[l.CustomID] = c.n
 }
 
 func (c *BatchChecker) fail(line int, reason string) {
 	c.err = &LineError{Line: line, Reason: reason}
-	c.line, c.seen = nil, nil
+	c.line, c.lines = nil, batchLines{}
+}
+
+// ReadBatch reads a batch file from r, calling fn with each request line and its line
+// number, in order, holding one line at a time. A bad line (as BatchChecker finds them) is
+// a *LineError; fn's error stops the read and is returned as is.
+func ReadBatch(r io.Reader, fn func(line int, l BatchLine) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var lines batchLines
+	for n := 1; ; n++ {
+		raw, err := readLine(br)
+		if err != nil && err != io.EOF {
+			if errors.Is(err, errLineTooLong) {
+				return &LineError{Line: n, Reason: fmt.Sprintf("is longer than %d bytes", MaxBatchLineBytes)}
+			}
+			return err
+		}
+		l, blank, bad := lines.add(n, raw)
+		if bad != nil {
+			return bad
+		}
+		if !blank {
+			if err := fn(n, l); err != nil {
+				return err
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+	}
+	if bad := lines.end(); bad != nil {
+		return bad
+	}
+	return nil
+}
+
+// batchLines counts a batch file's request lines and tells duplicates, for BatchChecker
+// and ReadBatch alike.
+type batchLines struct {
+	seen map[string]int
+	rows int
+}
+
+// add reads line n; blank is true for a line with nothing on it.
+func (b *batchLines) add(n int, raw []byte) (l BatchLine, blank bool, err *LineError) {
+	line := bytes.TrimSpace(raw)
+	if len(line) == 0 {
+		return BatchLine{}, true, nil
+	}
+	l, bad := ParseBatchLine(line)
+	if bad != "" {
+		return BatchLine{}, false, &LineError{Line: n, Reason: bad}
+	}
+	if first, dup := b.seen[l.CustomID]; dup {
+		return BatchLine{}, false, &LineError{Line: n, Reason: fmt.Sprintf("repeats custom_id %q of line %d: custom_ids must be unique", l.CustomID, first)}
+	}
+	if b.rows++; b.rows > MaxBatchRows {
+		return BatchLine{}, false, &LineError{Line: n, Reason: fmt.Sprintf("is one request too many: a batch file holds at most %d", MaxBatchRows)}
+	}
+	if b.seen == nil {
+		b.seen = map[string]int{}
+	}
+	b.seen[l.CustomID] = n
+	return l, false, nil
+}
+
+// end is the fault of a file that ended with no request line.
+func (b *batchLines) end() *LineError {
+	if b.rows == 0 {
+		return &LineError{Reason: "has no request lines"}
+	}
+	return nil
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads a line without its newline, at most MaxBatchLineBytes of it; io.EOF comes
+// with the last line.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxBatchLineBytes+1 {
+			return nil, errLineTooLong
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err != nil:
+			return line, err
+		}
+		return line[:len(line)-1], nil
+	}
 }

@@ -49,6 +49,24 @@ func TestBatchChecker(t *testing.T) {
 					t.Fatalf("error %v, want line %d with %q", err, tc.line, tc.reason)
 				}
 			}
+			// ReadBatch, reading a stored file, judges it the same, and yields its rows.
+			var got []int
+			err := ReadBatch(strings.NewReader(tc.file), func(n int, l BatchLine) error {
+				if l.Method != "POST" || l.CustomID == "" || len(l.Body) == 0 {
+					t.Fatalf("line %d read as %+v", n, l)
+				}
+				got = append(got, n)
+				return nil
+			})
+			var le *LineError
+			switch {
+			case tc.line < 0 && err != nil:
+				t.Fatalf("ReadBatch refused a good file: %v", err)
+			case tc.line < 0 && len(got) != strings.Count(strings.TrimSpace(tc.file), "custom_id"):
+				t.Fatalf("ReadBatch yielded lines %v", got)
+			case tc.line >= 0 && (!errors.As(err, &le) || le.Line != tc.line || !strings.Contains(le.Error(), tc.reason)):
+				t.Fatalf("ReadBatch: %v, want line %d with %q", err, tc.line, tc.reason)
+			}
 		})
 	}
 }
@@ -86,5 +104,13 @@ func TestBatchCheckerRefusesANonObjectAtItsFirstByte(t *testing.T) {
 	}
 	if cap(c.line) != 0 {
 		t.Fatalf("the checker held %d bytes of a file it refused at its first byte", cap(c.line))
+	}
+}
+
+func TestReadBatchBoundsALine(t *testing.T) {
+	long := `{"custom_id":"` + strings.Repeat("x", MaxBatchLineBytes) + "\n"
+	var le *LineError
+	if err := ReadBatch(strings.NewReader(long), func(int, BatchLine) error { return nil }); !errors.As(err, &le) || le.Line != 1 || !strings.Contains(le.Reason, "longer than") {
+		t.Fatalf("a line past the bound: %v", err)
 	}
 }
