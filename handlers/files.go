@@ -109,9 +109,9 @@ func (g *Gateway) createFile(w http.ResponseWriter, r *http.Request, c *Caller) 
 		return newError(http.StatusBadRequest, CodeValidation, "the body must be multipart/form-data with a file part and purpose")
 	}
 	up := &fileUpload{id: files.NewID(), ws: c.Key.WorkspaceID, limit: limit}
-	keep := false
 	defer func() {
-		if up.stored != nil && !keep {
+		// Whatever refuses the upload after its file was stored removes the file.
+		if up.stored != nil {
 			_ = g.Blobs.Delete(context.WithoutCancel(r.Context()), up.stored.Key)
 		}
 	}()
@@ -130,12 +130,11 @@ func (g *Gateway) createFile(w http.ResponseWriter, r *http.Request, c *Caller) 
 	ctx, cancel := g.storeContext(r.Context())
 	defer cancel()
 	stored := *up.stored
-	up.stored = nil // Record removes it when it fails
+	up.stored = nil // kept now, or removed by Record when it fails
 	f, err := files.Record(ctx, g.Store, g.Blobs, m, stored)
 	if err != nil {
 		return g.storeUnavailable("recording the uploaded file", err)
 	}
-	keep = true
 	return writeJSON(w, http.StatusOK, renderFile(f))
 }
 
