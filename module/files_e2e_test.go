@@ -23,6 +23,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/openai/openai-go/v3"
 
+	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/files"
 )
 
@@ -287,5 +288,55 @@ func TestFilesEndToEnd(t *testing.T) {
 				t.Fatalf("status_details: %v", obj)
 			}
 		})
+	}
+}
+
+// TestFilesExpiryEndToEnd: a file whose expires_at passes answers 404 at once, and the
+// gateway's files worker removes its blob and record.
+func TestFilesExpiryEndToEnd(t *testing.T) {
+	prev := filesSweepEvery.Load()
+	filesSweepEvery.Store(int64(100 * time.Millisecond))
+	t.Cleanup(func() { filesSweepEvery.Store(prev) })
+
+	dir := t.TempDir()
+	env := startGatewayIn(t, dir, "", "")
+	ws, key := env.workspace(usd)
+	ctx := context.Background()
+	client := env.openai(key)
+	blobStore, err := blobs.NewFS(filepath.Join(dir, "data", "caddy", "model_gateway", "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// expires_after is at least an hour, so the test records a file of a shorter life
+	// itself, as a batch records its output file.
+	content := []byte("soon gone\n")
+	f, err := files.Save(ctx, env.store, blobStore, files.Meta{WorkspaceID: ws, Filename: "short.txt", Purpose: files.PurposeUserData,
+		ContentType: "text/plain", ExpiresAt: time.Now().Add(1500 * time.Millisecond)}, bytes.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := client.Files.New(ctx, openai.FileNewParams{
+		File: openai.File(bytes.NewReader(content), "kept.txt", "text/plain"), Purpose: openai.FilePurposeUserData})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.Files.Get(ctx, f.ID)
+	if err != nil || got.ExpiresAt != f.ExpiresAt.Unix() || got.Filename != "short.txt" {
+		t.Fatalf("Files.Get before expiry: %v %s", err, got.RawJSON())
+	}
+	waitFor(t, "the expired file's blob removed", func() bool {
+		_, err := blobStore.Stat(ctx, f.BlobKey)
+		return errors.Is(err, blobs.ErrNotFound)
+	})
+	_, err = client.Files.Get(ctx, f.ID)
+	wantAPIError(t, "Files.Get after expiry", err, http.StatusNotFound, "not_found")
+	_, err = client.Files.Content(ctx, f.ID)
+	wantAPIError(t, "Files.Content after expiry", err, http.StatusNotFound, "not_found")
+	waitFor(t, "the expired file's record purged", func() bool {
+		due, err := env.store.DueFiles(ctx, time.Now(), 10)
+		return err == nil && len(due) == 0
+	})
+	if _, err := blobStore.Stat(ctx, files.BlobKey(ws, kept.ID)); err != nil {
+		t.Fatalf("the sweep removed a live file: %v", err)
 	}
 }
