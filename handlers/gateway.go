@@ -82,8 +82,11 @@ type Gateway struct {
 	// Jobs creates the jobs of the job families (video, music) under durable holds; the
 	// process's worker polls them. nil turns the job routes off (503 not_configured).
 	Jobs *jobs.Engine
-	// Blobs keeps what jobs made (music audio); nil when none is configured.
+	// Blobs keeps what jobs made (music audio) and files; nil when none is configured.
 	Blobs blobs.Store
+	// MaxFileSize is the largest file POST /files takes, in bytes; 0 means
+	// files.DefaultMaxSize (512 MB).
+	MaxFileSize int64
 	// MusicRetention is how long the audio of a completed music job is kept; 0 means
 	// music.DefaultRetention (7 days).
 	MusicRetention time.Duration

@@ -108,6 +108,9 @@ type App struct {
 	// MusicRetention is how long the audio of a completed music job is kept in the blob
 	// store; it is removed then, and the job shows lifecycle_status expired. Default: 7 days.
 	MusicRetention caddy.Duration `json:"music_retention,omitempty"`
+	// MaxFileSize is the largest file POST /files takes, in bytes; a larger one is refused
+	// with 413 and nothing is kept. Default: 512 MiB (OpenAI's limit).
+	MaxFileSize int64 `json:"max_file_size,omitempty"`
 
 	catalog *catalog.Catalog
 	sealer  *delivery.Sealer
@@ -481,6 +484,9 @@ func (a *App) Validate() error {
 			return fmt.Errorf("%s must not be negative", d.name)
 		}
 	}
+	if a.MaxFileSize < 0 {
+		return fmt.Errorf("max_file_size must not be negative")
+	}
 	return store.ValidateIntervals(time.Duration(a.InstanceHeartbeat), time.Duration(a.InstanceTimeout))
 }
 
@@ -790,6 +796,7 @@ func (a *App) gateway(logger *zap.Logger, basePath string, maxBody int64, idle t
 		Jobs:               a.jobSubmitter(logger),
 		Blobs:              a.blobs,
 		MusicRetention:     time.Duration(a.MusicRetention),
+		MaxFileSize:        a.MaxFileSize,
 	}
 	if a.sealer != nil {
 		g.LinkKey = a.sealer.Derive("download links")

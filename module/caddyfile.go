@@ -51,6 +51,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			upload_dir <path>
 //			credit_top_up on|off
 //			music_retention <duration>
+//			max_file_size <size>
 //			blob_store file [<directory>]
 //			blob_store s3 {
 //				endpoint <host[:port]>
@@ -171,6 +172,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			field := map[string]*caddy.Duration{"store_timeout": &a.StoreTimeout, "settle_timeout": &a.SettleTimeout,
 				"instance_heartbeat": &a.InstanceHeartbeat, "instance_timeout": &a.InstanceTimeout, "music_retention": &a.MusicRetention}[d.Val()]
 			if err := parsePositiveDuration(d, field); err != nil {
+				return err
+			}
+		case "max_file_size":
+			if err := parseByteSize(d, "512MiB", &a.MaxFileSize); err != nil {
 				return err
 			}
 		case "credit_lease_linger":

@@ -49,6 +49,8 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "bad settle_timeout", input: "model_gateway {\n settle_timeout soon\n}", wantErr: "invalid duration"},
 		{name: "instance_timeout args", input: "model_gateway {\n instance_timeout 1s 2s\n}", wantErr: "wrong argument count"},
 		{name: "music retention", input: "model_gateway {\n music_retention 72h\n}", want: `{"music_retention":259200000000000}`},
+		{name: "max file size", input: "model_gateway {\n max_file_size 100MiB\n}", want: `{"max_file_size":104857600}`},
+		{name: "bad max file size", input: "model_gateway {\n max_file_size lots\n}", wantErr: `max_file_size "lots"`},
 		{name: "music retention zero", input: "model_gateway {\n music_retention 0s\n}", wantErr: "music_retention must be longer than 0"},
 		{name: "sqlite durability", input: "model_gateway {\n store sqlite /var/lib/gw.db {\n  durability power\n }\n}", want: `{"store":{"driver":"sqlite","path":"/var/lib/gw.db","durability":"power"}}`},
 		{name: "bad durability", input: "model_gateway {\n store sqlite {\n  durability disk\n }\n}", wantErr: `durability "disk"`},

@@ -527,3 +527,43 @@ func (l *lazyStore) EndInFlight(token uint64) {
 }
 
 var _ store.Store = (*lazyStore)(nil)
+
+func (l *lazyStore) CreateFile(ctx context.Context, f store.File) (store.File, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.File{}, err
+	}
+	return s.CreateFile(ctx, f)
+}
+
+func (l *lazyStore) GetFile(ctx context.Context, workspaceID, id string) (store.File, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.File{}, err
+	}
+	return s.GetFile(ctx, workspaceID, id)
+}
+
+func (l *lazyStore) DeleteFile(ctx context.Context, workspaceID, id string) (store.File, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.File{}, err
+	}
+	return s.DeleteFile(ctx, workspaceID, id)
+}
+
+func (l *lazyStore) DueFiles(ctx context.Context, now time.Time, limit int) ([]store.File, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.DueFiles(ctx, now, limit)
+}
+
+func (l *lazyStore) PurgeFile(ctx context.Context, workspaceID, id string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.PurgeFile(ctx, workspaceID, id)
+}

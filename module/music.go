@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/internal/workers"
 	"github.com/modelgateway/caddy-modelgateway/jobs/music"
@@ -20,11 +21,14 @@ func init() {
 // musicSweepEvery is how often the music expiry worker looks for audio to remove: expiries
 // are days apart, a minute late costs nothing. It is atomic because every gateway of a
 // process reads it (tests shorten it).
-var musicSweepEvery = func() *atomic.Int64 {
-	var d atomic.Int64
-	d.Store(int64(time.Minute))
-	return &d
-}()
+var musicSweepEvery = sweepInterval(time.Minute)
+
+// sweepInterval is a sweep worker's interval, d until a test shortens it.
+func sweepInterval(d time.Duration) *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(int64(d))
+	return &v
+}
 
 // runMusicExpiry removes the audio of the music jobs whose retention ran out (music.Sweep),
 // from the blob store of the newest started configuration, until the store handle ends.
@@ -33,12 +37,22 @@ func runMusicExpiry(ctx context.Context, rt workers.Runtime[*appRuntime]) error 
 	if cur := rt.Current(); cur != nil && cur.Owner != nil {
 		owner = cur.Owner.ID()
 	}
+	return runBlobSweep(ctx, rt, musicSweepEvery, func(ctx context.Context, b blobs.Store, logf func(string, error)) (int, error) {
+		return music.Sweep(ctx, rt.Store(), b, owner, time.Now(), logf)
+	})
+}
+
+// runBlobSweep calls sweep with the blob store of the newest started configuration (when
+// it has one) every so often, at once again while a sweep removed a full claim's worth,
+// until ctx ends; a sweep's error (the store's) ends the worker, which is restarted.
+func runBlobSweep(ctx context.Context, rt workers.Runtime[*appRuntime], every *atomic.Int64,
+	sweep func(ctx context.Context, b blobs.Store, logf func(string, error)) (int, error)) error {
 	logf := func(msg string, err error) { rt.Logger().Warn(msg, zap.Error(err)) }
 	for ctx.Err() == nil {
 		removed := 0
 		if cur := rt.Current(); cur != nil && cur.Blobs != nil {
 			var err error
-			if removed, err = music.Sweep(ctx, rt.Store(), cur.Blobs, owner, time.Now(), logf); err != nil {
+			if removed, err = sweep(ctx, cur.Blobs, logf); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -48,7 +62,7 @@ func runMusicExpiry(ctx context.Context, rt workers.Runtime[*appRuntime]) error 
 		if removed == store.MaxClaimLimit {
 			continue // more may be due
 		}
-		background.Sleep(time.Duration(musicSweepEvery.Load()), ctx.Done())
+		background.Sleep(time.Duration(every.Load()), ctx.Done())
 	}
 	return nil
 }

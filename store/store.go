@@ -15,9 +15,11 @@
 //     and the attempts at delivering each.
 //   - WebhookEndpoints (webhooks.go): where a workspace's events go, with their signing
 //     secrets kept sealed.
+//   - Files (files.go): uploaded files and the files the gateway writes, owned by a
+//     workspace, their content in the blob store.
 //
-// The roles to come have their place beside these, a file and an interface each: files
-// and notification destinations. Store is the composition of every role; code that needs
+// The roles to come have their place beside these, a file and an interface each:
+// notification destinations. Store is the composition of every role; code that needs
 // one role takes that role.
 //
 // What is the same for every backend (validating inputs, the spending-limit and charge
@@ -68,6 +70,7 @@ type Store interface {
 	Jobs
 	Deliveries
 	WebhookEndpoints
+	Files
 
 	// Ping checks that the database can be reached and read, within ctx.
 	Ping(ctx context.Context) error

@@ -111,6 +111,7 @@ func Run(t *testing.T, open Opener) {
 		{"WebhookEndpoints", testWebhookEndpoints},
 		{"WebhookRotation", testWebhookRotation},
 		{"WebhookOutcomes", testWebhookOutcomes},
+		{"Files", testFiles},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
