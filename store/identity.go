@@ -135,7 +135,12 @@ func ValidateKeyGrant(k Key) error {
 func JoinScopes(scopes []string) string { return strings.Join(scopes, " ") }
 
 // SplitScopes reads a column JoinScopes wrote.
-func SplitScopes(s string) []string { return strings.Fields(s) }
+func SplitScopes(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Fields(s)
+}
 
 // ValidateNewKey checks a key to create; backends refuse one that fails it.
 func ValidateNewKey(k Key) error {
