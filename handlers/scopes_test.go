@@ -153,9 +153,9 @@ func TestGrantNeverExceedsCaller(t *testing.T) {
 	} {
 		role, got := keyGrant(data(a.mustDo(201, http.MethodPost, "/keys", owner, tc.body)))
 		want := map[string][]string{
-			`{"kind": "management", "role": "member", "scopes": "all"}`:           RoleScopes(store.RoleMember),
-			`{"kind": "management", "role": "owner", "scopes": "read"}`:           RoleScopes(store.RoleMember),
-			`{"kind": "management", "role": "admin", "scopes": "write"}`:          withoutDelete(RoleScopes(store.RoleAdmin)),
+			`{"kind": "management", "role": "member", "scopes": "all"}`:        RoleScopes(store.RoleMember),
+			`{"kind": "management", "role": "owner", "scopes": "read"}`:        RoleScopes(store.RoleMember),
+			`{"kind": "management", "role": "admin", "scopes": "write"}`:       withoutDelete(RoleScopes(store.RoleAdmin)),
 			`{"kind": "management", "scopes": ["keys:read", "credits:write"]}`: {"credits:write", "keys:read"},
 		}[tc.body]
 		if role != tc.role || !reflect.DeepEqual(got, want) {
