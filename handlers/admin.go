@@ -284,6 +284,9 @@ func (g *Gateway) readKeyChange(w http.ResponseWriter, r *http.Request, creating
 func readScopeSpec(raw json.RawMessage) (string, *APIError) {
 	var spec string
 	if err := json.Unmarshal(raw, &spec); err == nil {
+		if strings.TrimSpace(spec) == "" {
+			return "", paramError("scopes", "scopes must be read, write, all, or <area>:<read|write|delete> scopes; leave scopes out for the role's defaults")
+		}
 		return spec, nil
 	}
 	var list []string

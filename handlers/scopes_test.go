@@ -168,6 +168,8 @@ func TestGrantNeverExceedsCaller(t *testing.T) {
 		`{"kind": "management", "role": "boss"}`,
 		`{"kind": "standard", "role": "owner"}`,
 		`{"kind": "management", "scopes": []}`,
+		`{"kind": "management", "scopes": " "}`,
+		`{"kind": "management", "scopes": 7}`,
 	} {
 		if status, v := a.do(http.MethodPost, "/keys", owner, body); status != 400 {
 			t.Errorf("POST /keys %s: %d %v, want 400", body, status, v)
