@@ -252,7 +252,7 @@ func (p permission) admits(c *Caller) *APIError {
 			return e
 		}
 		if !slices.Contains(c.Key.Scopes, p.scope()) {
-			return missingScope(p.scope())
+			return missingScope(c.Key.Role, p.scope())
 		}
 		return nil
 	}

@@ -161,8 +161,8 @@ func scopeAreas() []string {
 }
 
 // missingScope is the 403 of a management key without the scope a route needs.
-func missingScope(scope string) *APIError {
-	e := newError(http.StatusForbidden, CodeMissingScope, fmt.Sprintf("this API key lacks the %s scope this endpoint needs; a key holding it can grant it (PATCH /keys/{id})", scope))
+func missingScope(role store.Role, scope string) *APIError {
+	e := newError(http.StatusForbidden, CodeMissingScope, fmt.Sprintf("this API key (role %s) lacks the %s scope this endpoint needs; a key holding %s can grant it to a key whose role allows it", role, scope, scope))
 	e.Param = "scope"
 	e.Extra = map[string]any{"required_scope": scope}
 	return e
