@@ -23,7 +23,7 @@ import (
 //	GET    /keys            the workspace's keys (oldest first)
 //	POST   /keys            create a key; the plaintext is in the answer, once
 //	GET    /keys/{id}       one key
-//	PATCH  /keys/{id}       change name, disabled, spending limit and its reset
+//	PATCH  /keys/{id}       change name, disabled, spending limit and its reset, role and scopes
 //	DELETE /keys/{id}       revoke, for good
 //	GET    /workspaces      the caller's workspace, then those it created (oldest first)
 //	POST   /workspaces      create a workspace; the answer carries its first management key, once
@@ -32,7 +32,9 @@ import (
 //	GET    /activity        requests, tokens and cost per UTC day, model and provider
 //
 // Another workspace's key is 404, exactly like a key that does not exist. A standard key
-// on these routes is 403 (their permission in the route table).
+// on these routes is 403, and so is a management key without the route's scope (their
+// permission in the route table). A key cannot create, change or revoke a key that holds
+// more than it (scopes.go).
 
 // CodeKeyLimitExceeded is the error of a request refused by its key's spending limit (429).
 const CodeKeyLimitExceeded = "key_limit_exceeded"
@@ -80,6 +82,14 @@ func keyLimitError(err error, now time.Time) *APIError {
 	return e
 }
 
+// scopesOrEmpty is a key's scopes as JSON shows them: [] rather than null for none.
+func scopesOrEmpty(scopes []string) []string {
+	if scopes == nil {
+		return []string{}
+	}
+	return scopes
+}
+
 func orNull(s string) any {
 	if s == "" {
 		return nil
@@ -109,6 +119,7 @@ func keyView(k store.Key, sp store.KeySpend, now time.Time) map[string]any {
 		"limit_remaining": nil, "limit_remaining_nanos": nil,
 		"usage": costNumber(sp.SpentNanos), "usage_nanos": sp.SpentNanos, "reserved_nanos": sp.ReservedNanos,
 		"period_start": nil, "resets_at": nil,
+		"role": orNull(string(k.Role)), "scopes": scopesOrEmpty(k.Scopes),
 	}
 	if k.RevokedAt != nil {
 		v["revoked_at"] = rfc3339(*k.RevokedAt)
@@ -183,17 +194,21 @@ func (g *Gateway) getKeyByID(w http.ResponseWriter, r *http.Request, c *Caller) 
 	return writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
 
-// keyChange is what POST /keys and PATCH /keys/{id} read from their body.
+// keyChange is what POST /keys and PATCH /keys/{id} read from their body. role and
+// scopes are as given (scopes a template or explicit scopes), checked against the caller
+// by grant.
 type keyChange struct {
 	update store.KeyUpdate
 	kind   store.KeyKind
+	role   *string
+	scopes *string
 }
 
 // readKeyChange reads name, disabled, limit_usd or limit_nanos (null: no limit) and
 // limit_reset ("daily", "weekly", "monthly", or "none" or null: never), plus kind when
 // creating.
 func (g *Gateway) readKeyChange(w http.ResponseWriter, r *http.Request, creating bool) (keyChange, *APIError) {
-	allowed := []string{"name", "disabled", "limit_usd", "limit_nanos", "limit_reset"}
+	allowed := []string{"name", "disabled", "limit_usd", "limit_nanos", "limit_reset", "role", "scopes"}
 	if creating {
 		allowed = append(allowed, "kind")
 	}
@@ -234,6 +249,20 @@ func (g *Gateway) readKeyChange(w http.ResponseWriter, r *http.Request, creating
 		}
 		kc.update.LimitReset = &reset
 	}
+	if raw, ok := f["role"]; ok {
+		var role string
+		if err := json.Unmarshal(raw, &role); err != nil {
+			return kc, paramError("role", "role must be owner, admin or member")
+		}
+		kc.role = &role
+	}
+	if raw, ok := f["scopes"]; ok {
+		spec, apiErr := readScopeSpec(raw)
+		if apiErr != nil {
+			return kc, apiErr
+		}
+		kc.scopes = &spec
+	}
 	kc.kind = store.KeyStandard
 	if creating {
 		if raw, ok := f["kind"]; ok {
@@ -250,12 +279,67 @@ func (g *Gateway) readKeyChange(w http.ResponseWriter, r *http.Request, creating
 	return kc, nil
 }
 
+// readScopeSpec reads scopes: a template ("read", "write", "all") or explicit scopes, as
+// one string separated by commas or as an array of strings.
+func readScopeSpec(raw json.RawMessage) (string, *APIError) {
+	var spec string
+	if err := json.Unmarshal(raw, &spec); err == nil {
+		if strings.TrimSpace(spec) == "" {
+			return "", paramError("scopes", "scopes must be read, write, all, or <area>:<read|write|delete> scopes; leave scopes out for the role's defaults")
+		}
+		return spec, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return "", paramError("scopes", "scopes must be read, write, all, or a list of <area>:<read|write|delete> scopes")
+	}
+	if len(list) == 0 {
+		// An empty list would read as "the role's defaults"; a key with no scope at all
+		// is asked for with an explicit refusal instead of silently granting the defaults.
+		return "", paramError("scopes", "scopes must name at least one scope; to take every scope away, revoke or disable the key")
+	}
+	return strings.Join(list, ","), nil
+}
+
+// grant resolves the role and scopes a management key is to hold. role "" keeps current,
+// and spec nil gives the role's defaults. Defaults and templates hold what both the role
+// and the caller hold; explicit scopes beyond the role are 400, beyond the caller 403, as is
+// a role above the caller's.
+func grant(c *Caller, role store.Role, spec *string) (store.Role, []string, *APIError) {
+	s := ""
+	if spec != nil {
+		s = *spec
+	}
+	scopes, err := GrantScopes(role, s)
+	if err != nil {
+		return "", nil, paramError("scopes", err.Error())
+	}
+	if spec == nil || isScopeTemplate(s) {
+		scopes = slices.DeleteFunc(scopes, func(sc string) bool { return !slices.Contains(c.Key.Scopes, sc) })
+	}
+	if apiErr := exceedsCaller(c, role, scopes, "the key"); apiErr != nil {
+		return "", nil, apiErr
+	}
+	return role, scopes, nil
+}
+
+// keyRole reads a role given in a body.
+func keyRole(s string) (store.Role, *APIError) {
+	role, err := ParseRole(s)
+	if err != nil {
+		return "", paramError("role", err.Error())
+	}
+	return role, nil
+}
+
 // createKey serves POST /keys:
 //
 //	{"name": "ci", "kind": "standard", "limit_usd": "25.00", "limit_reset": "monthly"}
+//	{"name": "ops", "kind": "management", "role": "admin", "scopes": "write"}
 //
-// Every field is optional (kind defaults to standard). The answer is 201 with the key,
-// and its plaintext in "key": shown this once, never again.
+// Every field is optional (kind defaults to standard; a management key's role to the
+// caller's, its scopes to the role's defaults less those the caller lacks). The answer is
+// 201 with the key, and its plaintext in "key": shown this once, never again.
 func (g *Gateway) createKey(w http.ResponseWriter, r *http.Request, c *Caller) error {
 	kc, apiErr := g.readKeyChange(w, r, true)
 	if apiErr != nil {
@@ -270,6 +354,20 @@ func (g *Gateway) createKey(w http.ResponseWriter, r *http.Request, c *Caller) e
 		return err
 	}
 	k.CreatedAt = g.Now()
+	if kc.kind != store.KeyManagement && (kc.role != nil || kc.scopes != nil) {
+		return paramError("role", "a standard key has no role or scopes; they are for management keys")
+	}
+	if kc.kind == store.KeyManagement {
+		role := c.Key.Role
+		if kc.role != nil {
+			if role, apiErr = keyRole(*kc.role); apiErr != nil {
+				return apiErr
+			}
+		}
+		if k.Role, k.Scopes, apiErr = grant(c, role, kc.scopes); apiErr != nil {
+			return apiErr
+		}
+	}
 	if kc.update.Disabled != nil {
 		k.Disabled = *kc.update.Disabled
 	}
@@ -292,14 +390,33 @@ func (g *Gateway) createKey(w http.ResponseWriter, r *http.Request, c *Caller) e
 }
 
 // updateKey serves PATCH /keys/{id}: the fields given change, the others stay. A
-// revoked key stays revoked whatever changes.
+// revoked key stays revoked whatever changes. Role and scopes change as POST /keys grants
+// them (a role given without scopes takes that role's defaults), and only on a key that
+// holds no more than the caller: no key can raise itself or lower a stronger one.
 func (g *Gateway) updateKey(w http.ResponseWriter, r *http.Request, c *Caller) error {
-	if _, err := g.ownKey(r, c); err != nil {
+	target, err := g.ownStrictlyHeldKey(r, c)
+	if err != nil {
 		return err
 	}
 	kc, apiErr := g.readKeyChange(w, r, false)
 	if apiErr != nil {
 		return apiErr
+	}
+	if kc.role != nil || kc.scopes != nil {
+		if target.Kind != store.KeyManagement {
+			return paramError("role", "a standard key has no role or scopes; they are for management keys")
+		}
+		role := target.Role
+		if kc.role != nil {
+			if role, apiErr = keyRole(*kc.role); apiErr != nil {
+				return apiErr
+			}
+		}
+		role, scopes, apiErr := grant(c, role, kc.scopes)
+		if apiErr != nil {
+			return apiErr
+		}
+		kc.update.Role, kc.update.Scopes = &role, &scopes
 	}
 	// Forgotten before and after the change, so no request can cache the old key in between.
 	g.forgetKey(r.PathValue("id"))
@@ -315,10 +432,23 @@ func (g *Gateway) updateKey(w http.ResponseWriter, r *http.Request, c *Caller) e
 	return writeJSON(w, http.StatusOK, map[string]any{"data": v})
 }
 
+// ownStrictlyHeldKey is ownKey, refused with 403 when the key holds a role or a scope the
+// caller lacks: changing or revoking it would let a weaker key lock out a stronger one.
+func (g *Gateway) ownStrictlyHeldKey(r *http.Request, c *Caller) (store.Key, error) {
+	k, err := g.ownKey(r, c)
+	if err != nil {
+		return store.Key{}, err
+	}
+	if apiErr := exceedsCaller(c, k.Role, k.Scopes, "key "+k.ID); apiErr != nil {
+		return store.Key{}, apiErr
+	}
+	return k, nil
+}
+
 // revokeKey serves DELETE /keys/{id}: the key is revoked for good (revoking twice keeps
 // the first time). Requests in flight finish; new ones get 401.
 func (g *Gateway) revokeKey(w http.ResponseWriter, r *http.Request, c *Caller) error {
-	k, err := g.ownKey(r, c)
+	k, err := g.ownStrictlyHeldKey(r, c)
 	if err != nil {
 		return err
 	}
@@ -384,7 +514,9 @@ func (g *Gateway) listWorkspaces(w http.ResponseWriter, r *http.Request, c *Call
 
 // createWorkspace serves POST /workspaces: {"name": "research", "key_name": "admin"}.
 // The new workspace has an empty wallet and one management key, whose plaintext is in
-// the answer's management_key.key: shown this once, never again. It is listed by the
+// the answer's management_key.key: shown this once, never again. That key has the
+// creator's role and scopes (an owner's: owner with every scope), so creating a workspace
+// never yields more than the creator holds, such as credits:write to an admin. It is listed by the
 // creator's GET /workspaces (parent_id), but only its own keys act on it.
 func (g *Gateway) createWorkspace(w http.ResponseWriter, r *http.Request, c *Caller) error {
 	f, apiErr := g.readObject(w, r, "name", "key_name")
@@ -413,6 +545,7 @@ func (g *Gateway) createWorkspace(w http.ResponseWriter, r *http.Request, c *Cal
 		return err
 	}
 	k.CreatedAt = now
+	k.Role, k.Scopes = c.Key.Role, slices.Clone(c.Key.Scopes)
 	if err := g.Store.CreateKey(ctx, k); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,7 @@ func HashSecret(secret string) []byte {
 }
 
 // NewKey makes a key for a workspace: the record to store and the plaintext to show once.
+// A management key is an owner with every scope; its creator narrows it (GrantScopes).
 func NewKey(workspaceID string, kind store.KeyKind, name string) (store.Key, string, error) {
 	marker, ok := kindMarkers[kind]
 	if !ok {
@@ -87,6 +89,9 @@ func NewKey(workspaceID string, kind store.KeyKind, name string) (store.Key, str
 	}
 	kid, secret := ids.Token(kidLen), ids.Token(secretLen)
 	k := store.Key{ID: kid, WorkspaceID: workspaceID, Kind: kind, Name: name, SecretHash: HashSecret(secret)}
+	if kind == store.KeyManagement {
+		k.Role, k.Scopes = store.RoleOwner, RoleScopes(store.RoleOwner)
+	}
 	return k, keyPrefix + marker + "_" + kid + "_" + secret, nil
 }
 
@@ -160,9 +165,12 @@ func headerHasToken(h http.Header, name, token string) bool {
 type permission struct {
 	key keyRequirement
 	// area and access are, on a management route, the scope it needs, area:access
-	// ("keys:write"): the scope a management key is checked for once keys carry scopes.
+	// ("keys:write"), which the calling management key must hold (handlers/scopes.go).
 	area   string
 	access access
+	// ownerOrAdmin: a management route that a member may not call whatever its scopes
+	// (the specification's notification administration).
+	ownerOrAdmin bool
 	// signedLink: a request with no key that carries a signed link (a sig query
 	// parameter) passes authentication without a caller (nil), and the route's handler
 	// verifies the link, the one proof such a request has. A request with a key is checked
@@ -208,6 +216,13 @@ func permManagement(area string, a access) permission {
 	return permission{key: managementKey, area: area, access: a}
 }
 
+// permOwnerOrAdmin is permManagement for an owner or admin key only.
+func permOwnerOrAdmin(area string, a access) permission {
+	p := permManagement(area, a)
+	p.ownerOrAdmin = true
+	return p
+}
+
 // scope names the management scope the permission needs, area:access; "" when it needs none.
 func (p permission) scope() string {
 	if p.key != managementKey {
@@ -230,6 +245,14 @@ func (p permission) admits(c *Caller) *APIError {
 	case managementKey:
 		if c.Key.Kind != store.KeyManagement {
 			return newError(http.StatusForbidden, CodeForbidden, "this endpoint needs a management key")
+		}
+		if p.ownerOrAdmin && c.Key.Role != store.RoleOwner && c.Key.Role != store.RoleAdmin {
+			e := newError(http.StatusForbidden, CodeRoleRequired, fmt.Sprintf("this endpoint needs an owner or admin key; this key's role is %s", c.Key.Role))
+			e.Extra = map[string]any{"required_role": []string{string(store.RoleOwner), string(store.RoleAdmin)}}
+			return e
+		}
+		if !slices.Contains(c.Key.Scopes, p.scope()) {
+			return missingScope(c.Key.Role, p.scope())
 		}
 		return nil
 	}

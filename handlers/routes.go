@@ -125,14 +125,14 @@ var routeTable = func() []apiRoute {
 		// Administration.
 		{get, "/key", permAnyKey, oa, none, storeBounded((*Gateway).getKey)},
 		{get, "/keys", permManagement("keys", read), oa, none, storeBounded((*Gateway).listKeys)},
-		{post, "/keys", permManagement("keys", write), oa, none, (*Gateway).createKey},
+		{post, "/keys", permManagement("keys", write), oa, none, storeBoundedWrite((*Gateway).createKey)},
 		{get, "/keys/{id}", permManagement("keys", read), oa, none, storeBounded((*Gateway).getKeyByID)},
-		{patch, "/keys/{id}", permManagement("keys", write), oa, none, (*Gateway).updateKey},
-		{del, "/keys/{id}", permManagement("keys", remove), oa, none, (*Gateway).revokeKey},
+		{patch, "/keys/{id}", permManagement("keys", write), oa, none, storeBoundedWrite((*Gateway).updateKey)},
+		{del, "/keys/{id}", permManagement("keys", remove), oa, none, storeBoundedWrite((*Gateway).revokeKey)},
 		{get, "/workspaces", permManagement("workspaces", read), oa, none, storeBounded((*Gateway).listWorkspaces)},
-		{post, "/workspaces", permManagement("workspaces", write), oa, none, (*Gateway).createWorkspace},
+		{post, "/workspaces", permManagement("workspaces", write), oa, none, storeBoundedWrite((*Gateway).createWorkspace)},
 		{get, "/credits", permManagement("credits", read), oa, none, storeBounded((*Gateway).getCredits)},
-		{post, "/credits", permManagement("credits", write), oa, none, (*Gateway).topUpCredits},
+		{post, "/credits", permManagement("credits", write), oa, none, storeBoundedWrite((*Gateway).topUpCredits)},
 		{get, "/activity", permManagement("activity", read), oa, none, storeBounded((*Gateway).activity)},
 		{post, "/webhook-endpoints", permManagement("webhooks", write), oa, none, webhooksOn((*Gateway).createWebhookEndpoint)},
 		{get, "/webhook-endpoints", permManagement("webhooks", read), oa, none, webhooksOn(storeBounded((*Gateway).listWebhookEndpoints))},
@@ -140,22 +140,39 @@ var routeTable = func() []apiRoute {
 		{patch, "/webhook-endpoints/{id}", permManagement("webhooks", write), oa, none, webhooksOn((*Gateway).updateWebhookEndpoint)},
 		{del, "/webhook-endpoints/{id}", permManagement("webhooks", remove), oa, none, webhooksOn((*Gateway).deleteWebhookEndpoint)},
 		{post, "/webhook-endpoints/{id}/rotate-secret", permManagement("webhooks", write), oa, none, webhooksOn((*Gateway).rotateWebhookSecret)},
-		{post, "/notifications/destinations/{id}/test", permManagement("settings", write), oa, none, nil},
-		{del, "/notifications/destinations/{id}", permManagement("settings", remove), oa, none, nil},
+		{post, "/notifications/destinations/{id}/test", permOwnerOrAdmin("settings", write), oa, none, nil},
+		{del, "/notifications/destinations/{id}", permOwnerOrAdmin("settings", remove), oa, none, nil},
 	}
 }()
 
 // storeBounded bounds the store reads of a route by StoreTimeout, as a request's key lookup
 // and reservation are: a store that does not answer is 503 store_unavailable at the bound,
-// not a request left waiting on a cut connection. Writes are not bounded: one given up
-// after it committed would be answered as failed, and tried again.
+// not a request left waiting on a cut connection.
 func storeBounded(serve handler) handler {
+	return boundedBy(serve, "")
+}
+
+// storeBoundedWrite bounds a route that writes as storeBounded bounds reads. A write given
+// up at the bound may still have committed, so its 503 says the outcome is unknown and to
+// look before trying again (a retried top-up would add credit twice).
+func storeBoundedWrite(serve handler) handler {
+	return boundedBy(serve, "the change may or may not have been made: check its outcome before retrying")
+}
+
+// boundedBy runs serve with its store calls bounded by StoreTimeout; outcome, when set, is
+// added to the 503's message.
+func boundedBy(serve handler, outcome string) handler {
 	return func(g *Gateway, w http.ResponseWriter, r *http.Request, c *Caller) error {
 		ctx, cancel := g.storeContext(r.Context())
 		defer cancel()
 		err := serve(g, w, r.WithContext(ctx), c)
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
-			return g.storeUnavailable("reading the store for "+r.URL.Path, fmt.Errorf("%w: %w", context.DeadlineExceeded, err))
+			e := g.storeUnavailable("the store for "+r.Method+" "+r.URL.Path, fmt.Errorf("%w: %w", context.DeadlineExceeded, err))
+			if outcome != "" {
+				e.Message = strings.TrimSuffix(e.Message, "; retry shortly") + "; " + outcome
+				e.Extra["outcome_unknown"] = true
+			}
+			return e
 		}
 		return err
 	}

@@ -199,6 +199,8 @@ func keyCommand() *cobra.Command {
 	ws := create.Flags().String("workspace", "", "Workspace id (required)")
 	name := create.Flags().String("name", "", "Key name")
 	mgmt := create.Flags().Bool("management", false, "Create a management key instead of a standard key")
+	role := create.Flags().String("role", "owner", "Management key role: owner, admin or member")
+	scopes := create.Flags().String("scopes", "", "Management key scopes: read, write, all, or area:access,... (default: the role's)")
 	create.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *ws == "" {
 			return errors.New("--workspace is required")
@@ -206,11 +208,27 @@ func keyCommand() *cobra.Command {
 		kind := store.KeyStandard
 		if *mgmt {
 			kind = store.KeyManagement
+		} else if cmd.Flags().Changed("role") || cmd.Flags().Changed("scopes") {
+			return errors.New("--role and --scopes are for management keys: add --management")
+		}
+		var grantRole store.Role
+		var grantScopes []string
+		if kind == store.KeyManagement {
+			var err error
+			if grantRole, err = handlers.ParseRole(*role); err != nil {
+				return fmt.Errorf("--role: %w", err)
+			}
+			if grantScopes, err = handlers.GrantScopes(grantRole, *scopes); err != nil {
+				return fmt.Errorf("--scopes: %w", err)
+			}
 		}
 		return withStore(cmd, func(ctx context.Context, s store.Store, out io.Writer) error {
 			k, plain, err := handlers.NewKey(*ws, kind, *name)
 			if err != nil {
 				return err
+			}
+			if kind == store.KeyManagement {
+				k.Role, k.Scopes = grantRole, grantScopes
 			}
 			k.CreatedAt = time.Now().UTC()
 			if err := s.CreateKey(ctx, k); err != nil {
@@ -231,7 +249,7 @@ func keyCommand() *cobra.Command {
 		}
 		return withStore(cmd, func(ctx context.Context, s store.Store, out io.Writer) error {
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			_, _ = fmt.Fprintln(tw, "ID\tKIND\tNAME\tSTATE\tCREATED")
+			_, _ = fmt.Fprintln(tw, "ID\tKIND\tROLE\tNAME\tSTATE\tCREATED")
 			err := store.Each(func(p store.Page) ([]store.Key, error) { return s.ListKeys(ctx, *lws, p) },
 				func(k store.Key) string { return k.ID },
 				func(k store.Key) error {
@@ -242,7 +260,11 @@ func keyCommand() *cobra.Command {
 					case k.Disabled:
 						state = "disabled"
 					}
-					_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Kind, k.Name, state, k.CreatedAt.Format(time.RFC3339))
+					role := string(k.Role)
+					if role == "" {
+						role = "-"
+					}
+					_, err := fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Kind, role, k.Name, state, k.CreatedAt.Format(time.RFC3339))
 					return err
 				})
 			if err != nil {

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
 	"github.com/modelgateway/caddy-modelgateway/handlers"
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // gatewayCommand builds the `caddy gateway` command tree as RegisterCommand does.
@@ -75,7 +77,41 @@ func TestGatewayCommands(t *testing.T) {
 	if out, err = runGateway(t, "key", "create", "--config", cfg, "--workspace", ws[1], "--management", "--name", "ops"); err != nil || !strings.HasPrefix(out, "gateway_v1_mk_") {
 		t.Fatalf("key create: %v %s", err, out)
 	}
-	if out, err = runGateway(t, "key", "list", "--config", cfg, "--workspace", ws[1]); err != nil || strings.Count(out, "active") != 2 || strings.Contains(out, pk.Secret) {
+	// Roles and scopes: the operator's default is an owner with every scope; --scopes takes
+	// a template or explicit scopes, cut to or checked against the role.
+	for _, tc := range []struct {
+		args []string
+		role store.Role
+		want []string
+	}{
+		{nil, store.RoleOwner, handlers.RoleScopes(store.RoleOwner)},
+		{[]string{"--role", "admin"}, store.RoleAdmin, handlers.RoleScopes(store.RoleAdmin)},
+		{[]string{"--role", "member", "--scopes", "all"}, store.RoleMember, handlers.RoleScopes(store.RoleMember)},
+		{[]string{"--scopes", "credits:write,keys:read"}, store.RoleOwner, []string{"credits:write", "keys:read"}},
+	} {
+		args := append([]string{"key", "create", "--config", cfg, "--workspace", ws[1], "--management"}, tc.args...)
+		out, err := runGateway(t, args...)
+		if err != nil {
+			t.Fatalf("%v: %v %s", tc.args, err, out)
+		}
+		mk, err := handlers.ParseKey(strings.TrimSpace(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenConfiguredStore(context.Background(), cfg, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := s.GetKey(context.Background(), mk.ID)
+		_ = s.Close()
+		if err != nil || k.Role != tc.role || !slices.Equal(k.Scopes, tc.want) {
+			t.Fatalf("key create %v stored %+v, %v; want %s %v", tc.args, k, err, tc.role, tc.want)
+		}
+		if _, err := runGateway(t, "key", "revoke", mk.ID, "--config", cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err = runGateway(t, "key", "list", "--config", cfg, "--workspace", ws[1]); err != nil || strings.Count(out, "active") != 2 || strings.Contains(out, pk.Secret) || !strings.Contains(out, "owner") {
 		t.Fatalf("key list: %v %s", err, out)
 	}
 	if out, err = runGateway(t, "key", "revoke", pk.ID, "--config", cfg); err != nil {
@@ -99,6 +135,9 @@ func TestGatewayCommands(t *testing.T) {
 		{"credits", "add", "--config", cfg, "--workspace", ws[1], "--amount", "-1"},
 		{"credits", "show", "--config", cfg, "--workspace", "ws_nope"},
 		{"key", "create", "--config", cfg, "--workspace", "ws_nope"},
+		{"key", "create", "--config", cfg, "--workspace", ws[1], "--role", "admin"},
+		{"key", "create", "--config", cfg, "--workspace", ws[1], "--management", "--role", "boss"},
+		{"key", "create", "--config", cfg, "--workspace", ws[1], "--management", "--role", "member", "--scopes", "keys:write"},
 		{"key", "revoke", "nope", "--config", cfg},
 		{"workspace", "create", "--config", cfg},
 	} {

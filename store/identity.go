@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -87,6 +89,57 @@ type Key struct {
 	// LimitReset is the limit's period: ResetNever (the limit is for the key's lifetime),
 	// ResetDaily, ResetWeekly or ResetMonthly.
 	LimitReset string
+	// Role and Scopes are what a management key may administer (handlers/scopes.go names
+	// the scopes, <area>:<read|write|delete>); a standard key has neither.
+	Role   Role
+	Scopes []string
+}
+
+// Role is a management key's standing in its workspace.
+type Role string
+
+// Roles, from the most to the least trusted.
+const (
+	RoleOwner  Role = "owner"
+	RoleAdmin  Role = "admin"
+	RoleMember Role = "member"
+)
+
+// ValidRole tells whether r names a role.
+func ValidRole(r Role) bool {
+	return r == RoleOwner || r == RoleAdmin || r == RoleMember
+}
+
+// ValidateKeyGrant checks a key's role and scopes: a management key has a role, a standard
+// key has no role and no scope, and a scope is <area>:<read|write|delete>.
+func ValidateKeyGrant(k Key) error {
+	if k.Kind != KeyManagement {
+		if k.Role != "" || len(k.Scopes) > 0 {
+			return errors.New("a standard key has no role or scopes")
+		}
+		return nil
+	}
+	if !ValidRole(k.Role) {
+		return fmt.Errorf("unknown role %q (want owner, admin or member)", k.Role)
+	}
+	for _, sc := range k.Scopes {
+		area, access, ok := strings.Cut(sc, ":")
+		if !ok || area == "" || strings.ContainsAny(area, " ,") || (access != "read" && access != "write" && access != "delete") {
+			return fmt.Errorf("malformed scope %q (want <area>:<read|write|delete>)", sc)
+		}
+	}
+	return nil
+}
+
+// JoinScopes and SplitScopes are how backends keep a key's scopes in one column.
+func JoinScopes(scopes []string) string { return strings.Join(scopes, " ") }
+
+// SplitScopes reads a column JoinScopes wrote.
+func SplitScopes(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Fields(s)
 }
 
 // ValidateNewKey checks a key to create; backends refuse one that fails it.
@@ -101,6 +154,9 @@ func ValidateNewKey(k Key) error {
 		return errors.New("creating key: empty secret hash")
 	}
 	if err := ValidateKeyLimit(k); err != nil {
+		return fmt.Errorf("creating key: %w", err)
+	}
+	if err := ValidateKeyGrant(k); err != nil {
 		return fmt.Errorf("creating key: %w", err)
 	}
 	return nil
@@ -141,9 +197,11 @@ type KeyUpdate struct {
 	Disabled   *bool
 	LimitNanos *int64
 	LimitReset *string
+	Role       *Role
+	Scopes     *[]string
 }
 
-// Apply returns k with the update's fields set, checked as ValidateKeyLimit checks a key:
+// Apply returns k with the update's fields set, checked as ValidateKeyLimit and ValidateKeyGrant check a key:
 // what UpdateKey stores.
 func (u KeyUpdate) Apply(k Key) (Key, error) {
 	if u.Name != nil {
@@ -158,7 +216,16 @@ func (u KeyUpdate) Apply(k Key) (Key, error) {
 	if u.LimitReset != nil {
 		k.LimitReset = *u.LimitReset
 	}
+	if u.Role != nil {
+		k.Role = *u.Role
+	}
+	if u.Scopes != nil {
+		k.Scopes = slices.Clone(*u.Scopes)
+	}
 	if err := ValidateKeyLimit(k); err != nil {
+		return Key{}, err
+	}
+	if err := ValidateKeyGrant(k); err != nil {
 		return Key{}, err
 	}
 	return k, nil

@@ -127,9 +127,9 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 			return fmt.Errorf("creating key %q: %w", k.ID, err)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys
-			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, created, revoked, k.LimitNanos, k.LimitReset)
+			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset, role, scopes)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, created, revoked, k.LimitNanos, k.LimitReset, string(k.Role), store.JoinScopes(k.Scopes))
 		if isConflict(err) {
 			return fmt.Errorf("creating key %q: %w", k.ID, store.ErrConflict)
 		}
@@ -140,7 +140,7 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 	})
 }
 
-const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset`
+const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset, role, scopes`
 
 // GetKey returns one key, revoked or not.
 func (s *Store) GetKey(ctx context.Context, id string) (store.Key, error) {
@@ -180,10 +180,11 @@ func (s *Store) ListKeys(ctx context.Context, workspaceID string, p store.Page) 
 
 func scanKey(row pgx.Row) (store.Key, error) {
 	var k store.Key
-	var kind string
-	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &k.CreatedAt, &k.RevokedAt, &k.LimitNanos, &k.LimitReset); err != nil {
+	var kind, role, scopes string
+	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &k.CreatedAt, &k.RevokedAt, &k.LimitNanos, &k.LimitReset, &role, &scopes); err != nil {
 		return store.Key{}, err
 	}
+	k.Role, k.Scopes = store.Role(role), store.SplitScopes(scopes)
 	k.Kind = store.KeyKind(kind)
 	k.CreatedAt = utc(k.CreatedAt)
 	if k.RevokedAt != nil {
@@ -224,8 +225,8 @@ func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.K
 		if k, err = u.Apply(k); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE api_keys SET name = $1, disabled = $2, limit_nanos = $3, limit_reset = $4 WHERE id = $5`,
-			k.Name, k.Disabled, k.LimitNanos, k.LimitReset, id); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE api_keys SET name = $1, disabled = $2, limit_nanos = $3, limit_reset = $4, role = $5, scopes = $6 WHERE id = $7`,
+			k.Name, k.Disabled, k.LimitNanos, k.LimitReset, string(k.Role), store.JoinScopes(k.Scopes), id); err != nil {
 			return err
 		}
 		out = k

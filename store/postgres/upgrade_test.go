@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/store/storetest"
 )
 
 // TestUpgradeFromVersion1 builds a schema as the first release left it, with money in
-// flight, and checks that migrating it keeps every row working: keys have no limit,
+// flight, and checks that migrating it keeps every row working: keys have no limit, management keys are owners with every scope,
 // reservations and charges made before belong to no key.
 func TestUpgradeFromVersion1(t *testing.T) {
 	ctx := context.Background()
@@ -27,6 +28,7 @@ func TestUpgradeFromVersion1(t *testing.T) {
 		`INSERT INTO workspaces (id, name, created_at) VALUES ('ws_old', 'old', now())`,
 		`INSERT INTO wallets (workspace_id, balance_nanos, reserved_nanos) VALUES ('ws_old', 5000000000, 1000000000)`,
 		`INSERT INTO api_keys (id, workspace_id, kind, name, secret_hash, created_at) VALUES ('kold', 'ws_old', 'standard', 'old', '\x01', now())`,
+		`INSERT INTO api_keys (id, workspace_id, kind, name, secret_hash, created_at) VALUES ('kmold', 'ws_old', 'management', 'old admin', '\x02', now())`,
 		`INSERT INTO ledger (workspace_id, amount_nanos, kind, created_at) VALUES ('ws_old', 5000000000, 'credit', now())`,
 		`INSERT INTO reservations (id, workspace_id, amount_nanos, created_at, expires_at) VALUES ('res_old', 'ws_old', 1000000000, now(), now() + interval '1 hour')`,
 	} {
@@ -35,9 +37,10 @@ func TestUpgradeFromVersion1(t *testing.T) {
 
 	s := openStore(t, dsn)
 	k, err := s.GetKey(ctx, "kold")
-	if err != nil || k.LimitNanos != 0 || k.LimitReset != "" {
+	if err != nil || k.LimitNanos != 0 || k.LimitReset != "" || k.Role != "" || k.Scopes != nil {
 		t.Fatalf("GetKey after the upgrade = %+v, %v", k, err)
 	}
+	storetest.CheckUpgradedManagementKey(t, s, "kmold")
 	ws, err := s.GetWorkspace(ctx, "ws_old")
 	if err != nil || ws.ParentID != "" {
 		t.Fatalf("GetWorkspace after the upgrade = %+v, %v", ws, err)

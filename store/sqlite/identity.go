@@ -115,9 +115,9 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 			return fmt.Errorf("creating key %q: %w", k.ID, err)
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys
-			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, millis(created), revoked, k.LimitNanos, k.LimitReset)
+			(id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset, role, scopes)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			k.ID, k.WorkspaceID, string(k.Kind), k.Name, k.SecretHash, k.Disabled, millis(created), revoked, k.LimitNanos, k.LimitReset, string(k.Role), store.JoinScopes(k.Scopes))
 		if isConflict(err) {
 			return fmt.Errorf("creating key %q: %w", k.ID, store.ErrConflict)
 		}
@@ -128,7 +128,7 @@ func (s *Store) CreateKey(ctx context.Context, k store.Key) error {
 	})
 }
 
-const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset`
+const keyColumns = `id, workspace_id, kind, name, secret_hash, disabled, created_at, revoked_at, limit_nanos, limit_reset, role, scopes`
 
 // GetKey returns one key, revoked or not.
 func (s *Store) GetKey(ctx context.Context, id string) (store.Key, error) {
@@ -166,9 +166,11 @@ func scanKey(row scanner) (store.Key, error) {
 	var kind string
 	var created int64
 	var revoked sql.NullInt64
-	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &created, &revoked, &k.LimitNanos, &k.LimitReset); err != nil {
+	var role, scopes string
+	if err := row.Scan(&k.ID, &k.WorkspaceID, &kind, &k.Name, &k.SecretHash, &k.Disabled, &created, &revoked, &k.LimitNanos, &k.LimitReset, &role, &scopes); err != nil {
 		return store.Key{}, err
 	}
+	k.Role, k.Scopes = store.Role(role), store.SplitScopes(scopes)
 	k.Kind = store.KeyKind(kind)
 	k.CreatedAt = fromMillis(created)
 	if revoked.Valid {
@@ -211,8 +213,8 @@ func (s *Store) UpdateKey(ctx context.Context, workspaceID, id string, u store.K
 		if k, err = u.Apply(k); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET name = ?, disabled = ?, limit_nanos = ?, limit_reset = ? WHERE id = ?`,
-			k.Name, k.Disabled, k.LimitNanos, k.LimitReset, id)
+		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET name = ?, disabled = ?, limit_nanos = ?, limit_reset = ?, role = ?, scopes = ? WHERE id = ?`,
+			k.Name, k.Disabled, k.LimitNanos, k.LimitReset, string(k.Role), store.JoinScopes(k.Scopes), id)
 		if err != nil {
 			return err
 		}

@@ -164,13 +164,14 @@ func testUpdateKey(t *testing.T, s store.Store) {
 	ws := newWorkspace(t, s, 0)
 	other := newWorkspace(t, s, 0)
 	orig := store.Key{ID: "kupd", WorkspaceID: ws, Kind: store.KeyManagement, Name: "before", SecretHash: []byte{9},
-		CreatedAt: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+		CreatedAt: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), Role: store.RoleOwner, Scopes: []string{"keys:read", "keys:write"}}
 	if err := s.CreateKey(ctx, orig); err != nil {
 		t.Fatalf("CreateKey: %v", err)
 	}
 	name, disabled, limit, reset := "after", true, 3*usd, store.ResetMonthly
 	zero, never := int64(0), store.ResetNever
 	bad, negative := "fortnightly", int64(-5)
+	member, noRole, readOnly, malformed := store.RoleMember, store.Role(""), []string{"keys:read", "credits:read"}, []string{"keys:everything"}
 
 	// Each step applies to what the previous steps left.
 	want := orig
@@ -187,6 +188,9 @@ func testUpdateKey(t *testing.T, s store.Store) {
 		{"unknown reset", store.KeyUpdate{LimitReset: &bad}, func(*store.Key) {}, true},
 		{"negative limit", store.KeyUpdate{LimitNanos: &negative, Name: &bad}, func(*store.Key) {}, true},
 		{"limit removed", store.KeyUpdate{LimitNanos: &zero, LimitReset: &never}, func(k *store.Key) { k.LimitNanos, k.LimitReset = 0, "" }, false},
+		{"role and scopes", store.KeyUpdate{Role: &member, Scopes: &readOnly}, func(k *store.Key) { k.Role, k.Scopes = member, readOnly }, false},
+		{"no role", store.KeyUpdate{Role: &noRole}, func(*store.Key) {}, true},
+		{"malformed scope", store.KeyUpdate{Scopes: &malformed}, func(*store.Key) {}, true},
 	}
 	for _, st := range steps {
 		got, err := s.UpdateKey(ctx, ws, "kupd", st.u)

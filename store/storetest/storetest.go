@@ -235,7 +235,8 @@ func testKeys(t *testing.T, s store.Store) {
 	created := time.Date(2025, 3, 1, 12, 0, 0, 123_000_000, time.UTC)
 	keys := []store.Key{
 		{ID: "k1", WorkspaceID: ws, Kind: store.KeyStandard, Name: "one", SecretHash: hash, CreatedAt: created},
-		{ID: "k2", WorkspaceID: ws, Kind: store.KeyManagement, Name: "two", SecretHash: hash, Disabled: true, CreatedAt: created.Add(time.Second)},
+		{ID: "k2", WorkspaceID: ws, Kind: store.KeyManagement, Name: "two", SecretHash: hash, Disabled: true, CreatedAt: created.Add(time.Second),
+			Role: store.RoleAdmin, Scopes: []string{"credits:read", "keys:write"}},
 		{ID: "k3", WorkspaceID: other, Kind: store.KeyStandard, Name: "three", SecretHash: hash, CreatedAt: created},
 	}
 	for _, k := range keys {
@@ -264,6 +265,9 @@ func testKeys(t *testing.T, s store.Store) {
 	if list, err := s.ListKeys(ctx, empty, store.Page{}); err != nil || len(list) != 0 {
 		t.Errorf("ListKeys(empty workspace) = %v, %v; want nothing", list, err)
 	}
+	// A management key without a role, or a standard key with one, is a caller's bug.
+	wantErrAny(t, "CreateKey(standard key with a role)", s.CreateKey(ctx, store.Key{ID: "k9", WorkspaceID: ws, Kind: store.KeyStandard, SecretHash: hash, Role: store.RoleOwner}))
+	wantErrAny(t, "CreateKey(management key without a role)", s.CreateKey(ctx, store.Key{ID: "k9", WorkspaceID: ws, Kind: store.KeyManagement, SecretHash: hash}))
 
 	tests := []struct {
 		name string
