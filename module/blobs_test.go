@@ -118,15 +118,23 @@ func TestBlobStoreFileDirectoryFromEnv(t *testing.T) {
 	}
 }
 
-// TestBlobStoreS3FromEnv: every S3 field goes through the replacer; the store reaches an
-// S3-compatible server with them.
-func TestBlobStoreS3FromEnv(t *testing.T) {
+// startFakeS3 serves an S3-compatible object store holding bucket over HTTP in process
+// (gofakes3), closed when t ends: its backend, to look at the objects, and its server.
+func startFakeS3(t *testing.T, bucket string) (*s3mem.Backend, *httptest.Server) {
+	t.Helper()
 	backend := s3mem.New()
-	if err := backend.CreateBucket("gw-blobs"); err != nil {
+	if err := backend.CreateBucket(bucket); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gofakes3.New(backend).Server())
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return backend, srv
+}
+
+// TestBlobStoreS3FromEnv: every S3 field goes through the replacer; the store reaches an
+// S3-compatible server with them.
+func TestBlobStoreS3FromEnv(t *testing.T) {
+	backend, srv := startFakeS3(t, "gw-blobs")
 	t.Setenv("GW_S3_ENDPOINT", strings.TrimPrefix(srv.URL, "http://"))
 	t.Setenv("GW_S3_BUCKET", "gw-blobs")
 	t.Setenv("GW_S3_KEY", "key-id")

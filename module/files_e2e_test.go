@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"mime/multipart"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/openai/openai-go/v3"
 
 	"github.com/modelgateway/caddy-modelgateway/blobs"
@@ -94,12 +92,7 @@ func wantAPIError(t *testing.T, what string, err error, status int, code string,
 // refused; a bad batch file and one over max_file_size are refused and leave nothing
 // stored; a deleted file is gone with its blob.
 func TestFilesEndToEnd(t *testing.T) {
-	backend := s3mem.New()
-	if err := backend.CreateBucket("files"); err != nil {
-		t.Fatal(err)
-	}
-	s3 := httptest.NewServer(gofakes3.New(backend).Server())
-	t.Cleanup(s3.Close)
+	backend, s3 := startFakeS3(t, "files")
 
 	for _, bc := range []struct {
 		name      string

@@ -20,9 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
 	"github.com/modelgateway/caddy-modelgateway/internal/audiogen"
 	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/jobs/music"
@@ -204,12 +201,7 @@ func TestMusicEndToEnd(t *testing.T) {
 	musicSweepEvery.Store(int64(100 * time.Millisecond))
 	t.Cleanup(func() { musicSweepEvery.Store(prev) })
 
-	backend := s3mem.New()
-	if err := backend.CreateBucket("music"); err != nil {
-		t.Fatal(err)
-	}
-	s3 := httptest.NewServer(gofakes3.New(backend).Server())
-	t.Cleanup(s3.Close)
+	backend, s3 := startFakeS3(t, "music")
 
 	for _, bc := range []struct {
 		name      string
