@@ -46,10 +46,9 @@ func TestSchedLatenciesPublished(t *testing.T) {
 }
 
 // TestGoroutinesPublished: /debug/vars carries the process's goroutine count, and it
-// follows goroutines started and ended. Other tests' goroutines (a Caddy server shutting
-// down) may end or start between two reads, so each read is compared with the count the
-// runtime gives next to it, and the 100 goroutines of the test must show in both directions
-// give or take a few (a fresh CI run once read 102 with 100 parked and 3 before).
+// follows goroutines started and ended. Other tests' goroutines may start or end between
+// two reads (a CI run once saw 30 start: 102 with 100 parked, then 32), so each read is held
+// to the count the runtime gives next to it, give or take a few, never to the other read.
 func TestGoroutinesPublished(t *testing.T) {
 	const slack = 10
 	read := func() (published, runtimes int) {
@@ -68,7 +67,7 @@ func TestGoroutinesPublished(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	after, n := read()
-	if after > during-100+slack || after < n-slack || after > n+slack {
+	if after < n-slack || after > n+slack {
 		t.Fatalf("%d goroutines published once the 100 parked ended (%d before, the runtime counts %d)", after, during, n)
 	}
 }
