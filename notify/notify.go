@@ -13,8 +13,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/delivery"
 )
 
 // Events a destination can be routed.
@@ -69,9 +70,10 @@ type Kind interface {
 
 // Env is what a kind's Send may use.
 type Env struct {
-	// Client posts to URLs on a user's behalf: its dialer refuses private, loopback and
-	// metadata addresses (delivery.NewClient's) and it follows no redirect.
-	Client *http.Client
+	// Client posts to URLs on a user's behalf: https only unless the operator allowed
+	// http, its dialer refuses private, loopback and metadata addresses, and it follows no
+	// redirect. Every URL a kind calls goes through it.
+	Client *delivery.Client
 }
 
 // TargetError refuses a target: Field names what is wrong with it.
