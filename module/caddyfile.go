@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/modelgateway/caddy-modelgateway/notify"
 )
 
 func init() {
@@ -61,6 +63,18 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //				secret_access_key <secret>
 //				use_tls on|off
 //				path_style on|off
+//			}
+//			destinations {
+//				email {
+//					host <smtp host>
+//					port <port>
+//					security starttls|tls|none
+//					username <username>
+//					password <password>
+//					from <address>
+//					timeout <duration>
+//				}
+//				<kind> [{ <the kind's options> }]
 //			}
 //
 //			provider <name> {
@@ -237,6 +251,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.BlobStoreRaw = raw
+		case "destinations":
+			if a.DestinationsRaw != nil {
+				return d.Err("destinations already specified")
+			}
+			raw, err := parseDestinations(d)
+			if err != nil {
+				return err
+			}
+			a.DestinationsRaw = raw
 		case "provider":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -306,6 +329,105 @@ func parseBlobStore(d *caddyfile.Dispenser) (json.RawMessage, error) {
 		return nil, d.Errf("blob store backend %s: encoding its options: %s", backend, warnings[0].Message)
 	}
 	return raw, nil
+}
+
+// parseDestinations reads the destinations block (d is on destinations): a line per kind,
+// whose module reads the tokens from the kind's name on, with its block. A kind named
+// with no options is on with its defaults, as it is when not named.
+func parseDestinations(d *caddyfile.Dispenser) (caddy.ModuleMap, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	out := caddy.ModuleMap{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		kind := d.Val()
+		if _, dup := out[kind]; dup {
+			return nil, d.Errf("destination kind %s already specified", kind)
+		}
+		if err := checkDestinationKind(kind); err != nil {
+			return nil, d.Err(err.Error())
+		}
+		info, _ := caddy.GetModule(DestinationsNamespace + "." + kind)
+		mod := info.New()
+		seg := d.NextSegment()
+		if unm, ok := mod.(caddyfile.Unmarshaler); ok {
+			if err := unm.UnmarshalCaddyfile(caddyfile.NewDispenser(seg)); err != nil {
+				return nil, err
+			}
+		} else if len(seg) > 1 {
+			return nil, d.Errf("destination kind %s takes no options", kind)
+		}
+		var warnings []caddyconfig.Warning
+		out[kind] = caddyconfig.JSON(mod, &warnings)
+		if len(warnings) > 0 {
+			return nil, d.Errf("destination kind %s: encoding its options: %s", kind, warnings[0].Message)
+		}
+	}
+	return out, nil
+}
+
+// UnmarshalCaddyfile reads the email destination kind's block:
+//
+//	email {
+//		host <smtp host>
+//		port <port>
+//		security starttls|tls|none
+//		username <username>
+//		password <password>
+//		from <address>
+//		timeout <duration>
+//	}
+//
+// host and from are required. Credentials are best given as {env.NAME}; a from with a
+// name is quoted: from "Model Gateway <noreply@example.com>".
+func (e *EmailDestination) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the kind's name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		if seen[opt] {
+			return d.Errf("%s already specified", opt)
+		}
+		seen[opt] = true
+		switch opt {
+		case "host", "username", "password", "from":
+			field := map[string]*string{"host": &e.Host, "username": &e.Username, "password": &e.Password, "from": &e.From}[opt]
+			if err := parseString(d, field); err != nil {
+				return err
+			}
+		case "security":
+			if err := parseString(d, &e.Security); err != nil {
+				return err
+			}
+			switch e.Security {
+			case notify.SecuritySTARTTLS, notify.SecurityTLS, notify.SecurityNone:
+			default:
+				return d.Errf("security: want starttls, tls or none, got %q", e.Security)
+			}
+		case "port":
+			var port int64
+			if err := parseInt(d, &port); err != nil {
+				return err
+			}
+			if port < 1 || port > 65535 {
+				return d.Errf("port %d is not a TCP port", port)
+			}
+			e.Port = int(port)
+		case "timeout":
+			if err := parsePositiveDuration(d, &e.Timeout); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized subdirective %q", opt)
+		}
+	}
+	if e.Host == "" || e.From == "" {
+		return d.Err("destinations email needs a host and a from address")
+	}
+	return nil
 }
 
 // UnmarshalCaddyfile reads the file blob store's line:
@@ -992,6 +1114,7 @@ var (
 	_ caddyfile.Unmarshaler = (*MockProvider)(nil)
 	_ caddyfile.Unmarshaler = (*FileBlobStore)(nil)
 	_ caddyfile.Unmarshaler = (*S3BlobStore)(nil)
+	_ caddyfile.Unmarshaler = (*EmailDestination)(nil)
 )
 
 // parseResilience reads one resilience option (the current token names it).
