@@ -314,19 +314,30 @@ func parseBlobStore(d *caddyfile.Dispenser) (json.RawMessage, error) {
 		return nil, d.Err(err.Error())
 	}
 	info, _ := caddy.GetModule(BlobsNamespace + "." + backend)
-	mod := info.New()
+	return unmarshalGuest(d, info.New(), "blob store backend "+backend, "backend", backend)
+}
+
+// unmarshalGuest has guest module mod read the segment d is on (its name, its arguments
+// and its block) and encodes it as JSON, with its name under key when key is not empty
+// (an inline key). what names it in errors ("blob store backend s3").
+func unmarshalGuest(d *caddyfile.Dispenser, mod caddy.Module, what, key, name string) (json.RawMessage, error) {
 	seg := d.NextSegment()
 	if unm, ok := mod.(caddyfile.Unmarshaler); ok {
 		if err := unm.UnmarshalCaddyfile(caddyfile.NewDispenser(seg)); err != nil {
 			return nil, err
 		}
 	} else if len(seg) > 1 {
-		return nil, d.Errf("blob store backend %s takes no options", backend)
+		return nil, d.Errf("%s takes no options", what)
 	}
 	var warnings []caddyconfig.Warning
-	raw := caddyconfig.JSONModuleObject(mod, "backend", backend, &warnings)
+	var raw json.RawMessage
+	if key != "" {
+		raw = caddyconfig.JSONModuleObject(mod, key, name, &warnings)
+	} else {
+		raw = caddyconfig.JSON(mod, &warnings)
+	}
 	if len(warnings) > 0 {
-		return nil, d.Errf("blob store backend %s: encoding its options: %s", backend, warnings[0].Message)
+		return nil, d.Errf("%s: encoding its options: %s", what, warnings[0].Message)
 	}
 	return raw, nil
 }
@@ -348,20 +359,11 @@ func parseDestinations(d *caddyfile.Dispenser) (caddy.ModuleMap, error) {
 			return nil, d.Err(err.Error())
 		}
 		info, _ := caddy.GetModule(DestinationsNamespace + "." + kind)
-		mod := info.New()
-		seg := d.NextSegment()
-		if unm, ok := mod.(caddyfile.Unmarshaler); ok {
-			if err := unm.UnmarshalCaddyfile(caddyfile.NewDispenser(seg)); err != nil {
-				return nil, err
-			}
-		} else if len(seg) > 1 {
-			return nil, d.Errf("destination kind %s takes no options", kind)
+		raw, err := unmarshalGuest(d, info.New(), "destination kind "+kind, "", "")
+		if err != nil {
+			return nil, err
 		}
-		var warnings []caddyconfig.Warning
-		out[kind] = caddyconfig.JSON(mod, &warnings)
-		if len(warnings) > 0 {
-			return nil, d.Errf("destination kind %s: encoding its options: %s", kind, warnings[0].Message)
-		}
+		out[kind] = raw
 	}
 	return out, nil
 }

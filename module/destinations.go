@@ -3,7 +3,6 @@ package module
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -205,7 +204,7 @@ func (a *App) provisionDestinations(ctx caddy.Context) error {
 		if !ok {
 			// A module of the namespace from another Go module that is no kind: a build
 			// mistake, told at start rather than when a user is refused.
-			return fmt.Errorf("destinations: module %s is not a destination kind: it has no DestinationKind method", info.ID)
+			return fmt.Errorf("destinations: %w", checkDestinationKind(name))
 		}
 		kind := dm.DestinationKind(a.outbound)
 		if kind == nil {
@@ -219,31 +218,7 @@ func (a *App) provisionDestinations(ctx caddy.Context) error {
 
 // checkDestinationKind tells whether name is a destination kind of this build.
 func checkDestinationKind(name string) error {
-	if name == "" {
-		return fmt.Errorf("a kind is required (%s)", destinationKindNames())
-	}
-	id := DestinationsNamespace + "." + name
-	info, err := caddy.GetModule(id)
-	if err != nil {
-		return fmt.Errorf("unknown destination kind %q: no module %s in this build, whose kinds are %s", name, id, destinationKindNames())
-	}
-	if _, ok := info.New().(DestinationModule); !ok {
-		return fmt.Errorf("module %s is not a destination kind: it has no DestinationKind method", id)
-	}
-	return nil
-}
-
-// destinationKindNames lists the destination kinds of this build.
-func destinationKindNames() string {
-	var names []string
-	for _, m := range caddy.GetModules(DestinationsNamespace) {
-		names = append(names, m.ID.Name())
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
+	return checkGuest[DestinationModule](DestinationsNamespace, name, "destination kind", "kind", "DestinationKind")
 }
 
 // destinationKinds are the notification destination kinds of the configuration, by the
