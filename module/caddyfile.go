@@ -383,17 +383,7 @@ func parseDestinations(d *caddyfile.Dispenser) (caddy.ModuleMap, error) {
 // host and from are required. Credentials are best given as {env.NAME}; a from with a
 // name is quoted: from "Model Gateway <noreply@example.com>".
 func (e *EmailDestination) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the kind's name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		if seen[opt] {
-			return d.Errf("%s already specified", opt)
-		}
-		seen[opt] = true
+	err := parseOptionBlock(d, func(opt string) error {
 		switch opt {
 		case "host", "username", "password", "from":
 			field := map[string]*string{"host": &e.Host, "username": &e.Username, "password": &e.Password, "from": &e.From}[opt]
@@ -425,6 +415,10 @@ func (e *EmailDestination) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			return d.Errf("unrecognized subdirective %q", opt)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if e.Host == "" || e.From == "" {
 		return d.Err("destinations email needs a host and a from address")
@@ -463,17 +457,7 @@ func (f *FileBlobStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //
 // endpoint and bucket are required. Credentials are best given as {env.NAME}.
 func (s *S3BlobStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the backend's name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		if seen[opt] {
-			return d.Errf("%s already specified", opt)
-		}
-		seen[opt] = true
+	err := parseOptionBlock(d, func(opt string) error {
 		switch opt {
 		case "endpoint", "bucket", "region", "access_key_id", "secret_access_key":
 			field := map[string]*string{"endpoint": &s.Endpoint, "bucket": &s.Bucket, "region": &s.Region,
@@ -496,9 +480,34 @@ func (s *S3BlobStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			return d.Errf("unrecognized subdirective %q", opt)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if s.Endpoint == "" || s.Bucket == "" {
 		return d.Err("blob_store s3 needs an endpoint and a bucket")
+	}
+	return nil
+}
+
+// parseOptionBlock reads the block of a guest module (d is on its name, which takes no
+// argument): each option, once at most, is given to parse, d on it.
+func parseOptionBlock(d *caddyfile.Dispenser, parse func(opt string) error) error {
+	d.Next() // the module's name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		if seen[opt] {
+			return d.Errf("%s already specified", opt)
+		}
+		seen[opt] = true
+		if err := parse(opt); err != nil {
+			return err
+		}
 	}
 	return nil
 }
