@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,5 +239,47 @@ func TestEmailFromTheCaddyfile(t *testing.T) {
 	}
 	if !strings.Contains(string(relay.data), "Subject: Test notification") || !strings.Contains(string(relay.data), "It works.") {
 		t.Errorf("message:\n%s", relay.data)
+	}
+}
+
+// TestValidateDestinations: `caddy validate` of a whole Caddyfile provisions the
+// destination kinds, and refuses an email configuration that would send the password in
+// the clear, without quoting it.
+func TestValidateDestinations(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	t.Setenv("GW_TEST_SMTP_PASSWORD", "pw-from-env")
+	validate := func(security string) error {
+		cf := gatewayCaddyfile(freePort(t), filepath.Join(dir, "gateway.db"), `
+		destinations {
+			email {
+				host smtp.example.com
+				security `+security+`
+				username mailer
+				password {env.GW_TEST_SMTP_PASSWORD}
+				from "Model Gateway <noreply@example.com>"
+			}
+			slack
+		}`, "")
+		cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(caddyfile.Format([]byte(cf)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg caddy.Config
+		if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return caddy.Validate(&cfg)
+	}
+	if err := validate("starttls"); err != nil {
+		t.Fatalf("a valid email configuration: %v", err)
+	}
+	err := validate("none")
+	if err == nil || !strings.Contains(err.Error(), "only over TLS") {
+		t.Fatalf("validate = %v, want the password refused in the clear", err)
+	}
+	if strings.Contains(err.Error(), "pw-from-env") {
+		t.Errorf("the error quotes the password: %v", err)
 	}
 }
