@@ -210,7 +210,7 @@ func (k *Email) Send(ctx context.Context, _ Env, target []byte, n Notification) 
 	defer cancel()
 	conn, err := k.dial(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("connecting to the SMTP server %s: %w", k.cfg.Host, err)
+		return 0, k.interrupted(ctx, fmt.Errorf("connecting to the SMTP server %s: %w", k.cfg.Host, err))
 	}
 	// net/smtp takes no context: the deadline bounds every read and write, and a cancel
 	// moves it to now, which fails the call in progress at once.
@@ -222,16 +222,36 @@ func (k *Email) Send(ctx context.Context, _ Env, target []byte, n Notification) 
 	c, err := smtp.NewClient(conn, k.cfg.Host)
 	if err != nil {
 		_ = conn.Close()
-		return 0, k.replyError("greeting", err, t.To)
+		return 0, k.interrupted(ctx, k.replyError("greeting", err, t.To))
 	}
 	defer func() { _ = c.Close() }()
 	if err := k.deliver(c, t.To, msg); err != nil {
-		return 0, err
+		return 0, k.interrupted(ctx, err)
 	}
 	// The message is accepted once DATA's end is answered 250; QUIT failing after it
 	// changes nothing.
 	_ = c.Quit()
 	return 250, nil
+}
+
+// interrupted returns err, or the context's error when the context ended the dialogue:
+// the moved deadline shows as an i/o timeout, which would hide whether the caller gave up
+// or the delivery's time ran out.
+func (k *Email) interrupted(ctx context.Context, err error) error {
+	var se *SendError
+	if errors.As(err, &se) {
+		return err
+	}
+	ctxErr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ctxErr == nil && ok && !time.Now().Before(dl) {
+		// The connection's deadline is the context's: a read may time out an instant
+		// before the context's own timer marks it done.
+		ctxErr = context.DeadlineExceeded
+	}
+	if ctxErr == nil {
+		return err
+	}
+	return fmt.Errorf("sending the email through %s: %w", k.cfg.Host, ctxErr)
 }
 
 // dial connects to the server, with TLS from the start for SecurityTLS.
