@@ -181,8 +181,8 @@ func (a *App) provisionDestinations(ctx caddy.Context) error {
 	}
 	configured := map[string]any{}
 	if len(a.DestinationsRaw) > 0 {
-		// The kinds were checked above: LoadModule's own error for an unknown one would
-		// quote the entry, an SMTP password among it.
+		// The kinds were checked above, so that an unknown one is told with the kinds
+		// there are.
 		mods, err := ctx.LoadModule(a, "DestinationsRaw")
 		if err != nil {
 			return fmt.Errorf("destinations: %w", err)
