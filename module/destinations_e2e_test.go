@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/emersion/go-smtp"
 
 	"github.com/modelgateway/caddy-modelgateway/notify"
 )
@@ -46,15 +44,7 @@ func TestDestinationKindsOfTheRunningGateway(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(discord.Close)
-	relay := &smtpRelay{}
-	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return smtpRelaySession{relay}, nil }))
-	srv.Domain = "localhost"
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	relay, smtpPort := startSMTPRelay(t)
 
 	dir := t.TempDir()
 	mock := "\t\tprovider mk {\n\t\t\ttype mock\n\t\t}\n\t\tmodel m:free {\n\t\t\troute mk m\n\t\t}\n"
@@ -62,7 +52,7 @@ func TestDestinationKindsOfTheRunningGateway(t *testing.T) {
 		destinations {
 			email {
 				host 127.0.0.1
-				port `+strconv.Itoa(l.Addr().(*net.TCPAddr).Port)+`
+				port `+strconv.Itoa(smtpPort)+`
 				security none
 				from "Model Gateway <noreply@gateway.example.com>"
 			}

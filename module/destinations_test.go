@@ -190,14 +190,13 @@ func (s smtpRelaySession) Data(r io.Reader) error {
 func (smtpRelaySession) Reset()        {}
 func (smtpRelaySession) Logout() error { return nil }
 
-// TestEmailFromTheCaddyfile: the email kind configured in a Caddyfile, its credentials
-// from the environment, delivers through a real SMTP server with them.
-func TestEmailFromTheCaddyfile(t *testing.T) {
+// startSMTPRelay starts a relay on a loopback port, which takes PLAIN authentication
+// in the clear as the client allows on loopback only, and returns it and its port.
+func startSMTPRelay(t *testing.T) (*smtpRelay, int) {
+	t.Helper()
 	relay := &smtpRelay{}
 	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return smtpRelaySession{relay}, nil }))
 	srv.Domain = "localhost"
-	// Credentials in the clear are for a relay on the loopback interface only, which the
-	// client allows too.
 	srv.AllowInsecureAuth = true
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -205,10 +204,17 @@ func TestEmailFromTheCaddyfile(t *testing.T) {
 	}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	return relay, l.Addr().(*net.TCPAddr).Port
+}
+
+// TestEmailFromTheCaddyfile: the email kind configured in a Caddyfile, its credentials
+// from the environment, delivers through a real SMTP server with them.
+func TestEmailFromTheCaddyfile(t *testing.T) {
+	relay, port := startSMTPRelay(t)
 	t.Setenv("GW_TEST_SMTP_USERNAME", "mailer")
 	t.Setenv("GW_TEST_SMTP_PASSWORD", "pw-from-env")
 
-	block := "model_gateway {\n destinations {\n  email {\n   host 127.0.0.1\n   port " + strconv.Itoa(l.Addr().(*net.TCPAddr).Port) +
+	block := "model_gateway {\n destinations {\n  email {\n   host 127.0.0.1\n   port " + strconv.Itoa(port) +
 		"\n   security none\n   username {env.GW_TEST_SMTP_USERNAME}\n   password {env.GW_TEST_SMTP_PASSWORD}\n   from \"Model Gateway <noreply@gateway.example.com>\"\n  }\n }\n}"
 	parsed := new(App)
 	if err := parsed.UnmarshalCaddyfile(caddyfile.NewTestDispenser(block)); err != nil {
