@@ -180,6 +180,11 @@ func checkAddress(raw string) (string, string) {
 	if strings.HasPrefix(domain, "[") || !strings.Contains(strings.Trim(domain, "."), ".") {
 		return "", "must have a domain name (name@example.com)"
 	}
+	// A local part that needs quoting ("john doe"@...) is legal, but net/mail hands it
+	// back unquoted, which is no address to give in RCPT TO.
+	if strings.ContainsFunc(local, func(r rune) bool { return r <= ' ' || strings.ContainsRune(`"\(),:;<>@[]`, r) }) {
+		return "", "must be a plain address (no quoted local part)"
+	}
 	if len(a.Address) > 254 {
 		return "", "is longer than 254 characters"
 	}
@@ -197,7 +202,7 @@ func maskAddress(addr string) string {
 }
 
 // Send delivers the message and answers the server's reply to its end of data (250).
-func (k *Email) Send(ctx context.Context, _ Env, target []byte, n Notification) (status int, err error) {
+func (k *Email) Send(ctx context.Context, _ Env, target []byte, n Notification) (int, error) {
 	var t emailTarget
 	if err := json.Unmarshal(target, &t); err != nil || len(t.To) == 0 {
 		return 0, errors.New("the stored target does not read as {\"to\": [...]}")
