@@ -1,12 +1,14 @@
 package module
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -287,5 +289,67 @@ func TestValidateDestinations(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "pw-from-env") {
 		t.Errorf("the error quotes the password: %v", err)
+	}
+}
+
+// TestNotificationsDocExamples: the Caddyfile and JSON examples of docs/notifications.md
+// load, so that what operators copy from it works.
+func TestNotificationsDocExamples(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "docs", "notifications.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readmeCaddyfiles(t, src)
+	if len(blocks) == 0 {
+		t.Fatal("docs/notifications.md has no ```caddyfile block")
+	}
+	for _, b := range blocks {
+		body := b.body
+		if b.fragment {
+			body = wrapFragment(body)
+		}
+		cfg, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(body), nil)
+		if err != nil || len(warnings) > 0 {
+			t.Fatalf("line %d: adapting: %v %v\n%s", b.line, err, warnings, body)
+		}
+		var parsed struct {
+			Apps struct {
+				Gateway json.RawMessage `json:"model_gateway"`
+			} `json:"apps"`
+		}
+		if err := json.Unmarshal(cfg, &parsed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := provisionDestinationKinds(t, string(parsed.Apps.Gateway)); err != nil {
+			t.Errorf("line %d: provisioning: %v", b.line, err)
+		}
+	}
+	// The JSON example of the SMTP settings, decoded as strictly as Caddy decodes a
+	// module's configuration.
+	start := strings.Index(string(src), "```json\n{\n  \"apps\"")
+	if start < 0 {
+		t.Fatal("docs/notifications.md has no JSON example of the app")
+	}
+	body := string(src[start+len("```json\n"):])
+	body = body[:strings.Index(body, "```")]
+	var doc struct {
+		Apps struct {
+			Gateway struct {
+				Destinations map[string]json.RawMessage `json:"destinations"`
+			} `json:"model_gateway"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	email := json.NewDecoder(bytes.NewReader(doc.Apps.Gateway.Destinations["email"]))
+	email.DisallowUnknownFields()
+	var cfg EmailDestination
+	if err := email.Decode(&cfg); err != nil || cfg.Host == "" || cfg.From == "" {
+		t.Fatalf("the JSON example's email entry: %+v, %v", cfg, err)
+	}
+	gateway, _ := json.Marshal(map[string]any{"destinations": doc.Apps.Gateway.Destinations})
+	if _, err := provisionDestinationKinds(t, string(gateway)); err != nil {
+		t.Errorf("provisioning the JSON example: %v", err)
 	}
 }
