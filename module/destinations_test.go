@@ -292,8 +292,9 @@ func TestValidateDestinations(t *testing.T) {
 	}
 }
 
-// TestNotificationsDocExamples: the Caddyfile and JSON examples of docs/notifications.md
-// load, so that what operators copy from it works.
+// TestNotificationsDocExamples: the Caddyfile and JSON examples of docs/notifications.md,
+// and the destinations example of docs/configuration.md, load, so that what operators copy
+// works.
 func TestNotificationsDocExamples(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "docs", "notifications.md"))
 	if err != nil {
@@ -302,6 +303,16 @@ func TestNotificationsDocExamples(t *testing.T) {
 	blocks := readmeCaddyfiles(t, src)
 	if len(blocks) == 0 {
 		t.Fatal("docs/notifications.md has no ```caddyfile block")
+	}
+	// The configuration guide's destinations example too.
+	guide, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range readmeCaddyfiles(t, guide) {
+		if strings.Contains(b.body, "destinations {") {
+			blocks = append(blocks, b)
+		}
 	}
 	for _, b := range blocks {
 		body := b.body
