@@ -120,6 +120,7 @@ func TestDestinationsProvisionRefuses(t *testing.T) {
 	}{
 		{"unknown kind", `{"destinations": {"sms": {"password": "hunter2"}}}`, `unknown destination kind "sms"`},
 		{"email bad security", `{"destinations": {"email": {"host": "smtp.example.com", "from": "a@example.com", "security": "ssl", "password": "hunter2", "username": "u"}}}`, `security "ssl"`},
+		{"email without host", `{"destinations": {"email": {"from": "a@example.com", "password": "hunter2"}}}`, "host is required"},
 		{"email without from", `{"destinations": {"email": {"host": "smtp.example.com"}}}`, "from is required"},
 		{"email credentials in the clear", `{"destinations": {"email": {"host": "smtp.example.com", "from": "a@example.com", "security": "none", "username": "u", "password": "hunter2"}}}`, "TLS"},
 		{"email negative timeout", `{"destinations": {"email": {"host": "smtp.example.com", "from": "a@example.com", "timeout": -1}}}`, "timeout must not be negative"},
