@@ -79,6 +79,11 @@ type Sender struct {
 	Idle        time.Duration
 	Concurrency int
 	GroupCap    int
+
+	// Disabled, when set, is told of an endpoint the gateway disabled (its deliveries
+	// failed DisableAfter times in a row, or it answered 410), with the endpoint as
+	// disabled: the workspace is notified (webhook_endpoint.disabled). It must not block.
+	Disabled func(ep store.WebhookEndpoint)
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -410,6 +415,9 @@ func (s *Sender) record(ctx context.Context, log *zap.Logger, it store.ClaimedIt
 		// reason tells).
 		log.Warn("webhook endpoint disabled", zap.String("reason", ep.DisabledReason),
 			zap.Int("consecutive_failures", ep.ConsecutiveFailures))
+		if s.Disabled != nil && (ep.DisabledReason == ReasonConsecutiveFailures || ep.DisabledReason == ReasonGone) {
+			s.Disabled(ep)
+		}
 	}
 }
 

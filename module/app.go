@@ -23,6 +23,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/internal/workers"
+	"github.com/modelgateway/caddy-modelgateway/notify"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
 	"github.com/modelgateway/caddy-modelgateway/store/postgres"
@@ -116,6 +117,10 @@ type App struct {
 	sealer  *delivery.Sealer
 	// outbound calls webhook receivers, admitting the networks of WebhookAllow.
 	outbound *delivery.Client
+	// destinationKinds are the notification destination kinds by name; notifications
+	// queues this configuration's notifications (provisionNotifications).
+	destinationKinds map[string]notify.Kind
+	notifications    *notify.Outbox
 	// emit publishes a Caddy event of this configuration's events app (provisionEvents).
 	emit       func(name string, data map[string]any)
 	uploadDir  string
@@ -439,6 +444,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.pooled = val.(*pooledStore)
 	a.store = a.pooled.Store
+	a.provisionNotifications()
 	return a.provisionMetrics(ctx)
 }
 
@@ -792,6 +798,8 @@ func (a *App) gateway(logger *zap.Logger, basePath string, maxBody int64, idle t
 		Metrics:            a.metrics,
 		WebhookSealer:      a.sealer,
 		WebhookClient:      a.outbound,
+		DestinationKinds:   a.destinationKinds,
+		Notifications:      a.notifications,
 		BasePath:           basePath,
 		Jobs:               a.jobSubmitter(logger),
 		Blobs:              a.blobs,
