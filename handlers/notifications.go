@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
@@ -294,6 +296,9 @@ func (g *Gateway) testDestination(w http.ResponseWriter, r *http.Request, c *Cal
 	}
 	cancel()
 	if err != nil {
+		// The operator sees why a user's test failed; the error's text never holds a target.
+		g.Logger.Info("a notification destination's test failed", zap.String("destination_id", d.ID),
+			zap.String("kind", d.Kind), zap.Int("status", status), zap.String("error", notify.SafeError(err)))
 		return destinationFailed(d, status, err)
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"delivered": true, "status": status}})
@@ -401,6 +406,7 @@ func settingsView(st store.NotificationSettings) map[string]any {
 	}
 	return map[string]any{
 		"object": "notification.settings", "low_balance_threshold_usd": usd, "low_balance_threshold_nanos": nanos,
+		"low_balance_armed":            st.LowBalanceThresholdNanos != nil && st.LowBalanceArmed,
 		"low_balance_last_notified_at": timeOrNull(st.LowBalanceFiredAt),
 	}
 }

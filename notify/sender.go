@@ -162,6 +162,7 @@ func (s *Sender) Send(ctx context.Context, it store.ClaimedItem) {
 	}
 	log = log.With(zap.Int("status", status), zap.Duration("duration", s.now().Sub(start)))
 	if err == nil {
+		log.Debug("notification delivered")
 		s.finish(ctx, log, it, x, store.NotificationOutcome{Delivered: true, Status: status})
 		return
 	}
