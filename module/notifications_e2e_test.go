@@ -91,7 +91,10 @@ func useFakeKind(t *testing.T) *fakeKind {
 	notifyTuning.Store(&notifyTune{
 		kinds:              map[string]notify.Kind{"fake": k},
 		lowBalanceInterval: 20 * time.Millisecond,
-		sender:             func(s *notify.Sender) { s.Idle = 10 * time.Millisecond; s.Schedule = []time.Duration{10 * time.Millisecond} },
+		sender: func(s *notify.Sender) {
+			s.Idle = 10 * time.Millisecond
+			s.Schedule = []time.Duration{10 * time.Millisecond}
+		},
 	})
 	t.Cleanup(func() { notifyTuning.Store(nil) })
 	return k
