@@ -109,6 +109,12 @@ type App struct {
 	// MusicRetention is how long the audio of a completed music job is kept in the blob
 	// store; it is removed then, and the job shows lifecycle_status expired. Default: 7 days.
 	MusicRetention caddy.Duration `json:"music_retention,omitempty"`
+	// DestinationsRaw configures the kinds of the workspaces' notification destinations,
+	// the modules model_gateway.destinations.<kind>, by kind: {"email": {"host": ...,
+	// "from": ...}}. Every kind of the build is on, with its defaults when it has no entry:
+	// slack, discord, teams and webhook need none; email is off (refusing email
+	// destinations) until its host is set. Default: none.
+	DestinationsRaw caddy.ModuleMap `json:"destinations,omitempty" caddy:"namespace=model_gateway.destinations"`
 	// MaxFileSize is the largest file POST /files takes, in bytes; a larger one is refused
 	// with 413 and nothing is kept. Default: 512 MiB (OpenAI's limit).
 	MaxFileSize int64 `json:"max_file_size,omitempty"`
@@ -133,6 +139,8 @@ type App struct {
 	logger     *zap.Logger
 	metrics    *handlers.Metrics
 	blobs      blobs.Store
+	// destinations are the notification destination kinds, by name (provisionDestinations).
+	destinations map[string]notify.Kind
 	// withdrawBreakers takes this configuration's circuit breakers off the process's
 	// breaker_open gauge.
 	withdrawBreakers func()
@@ -415,6 +423,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if err := a.provisionWebhooks(repl); err != nil {
+		return err
+	}
+	if err := a.provisionDestinations(ctx); err != nil {
 		return err
 	}
 	if err := a.provisionEvents(ctx); err != nil {

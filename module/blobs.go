@@ -155,24 +155,35 @@ func (a *App) provisionBlobStore(ctx caddy.Context) error {
 
 // checkBlobBackend tells whether backend names a blob store module of this build.
 func checkBlobBackend(backend string) error {
-	if backend == "" {
-		return fmt.Errorf("backend is required (%s)", blobBackends())
+	return checkGuest[BlobStoreModule](BlobsNamespace, backend, "blob store backend", "backend", "BlobStore")
+}
+
+// blobBackends lists the blob store backends of this build.
+func blobBackends() string { return moduleNames(BlobsNamespace) }
+
+// checkGuest tells whether name names a module of namespace in this build that is a T: a
+// guest module's name, checked before it is loaded, so that the error lists the names
+// there are and quotes none of the configuration. noun names such a module ("blob store
+// backend"), short its name's role ("backend"), method the one that makes a T.
+func checkGuest[T any](namespace, name, noun, short, method string) error {
+	if name == "" {
+		return fmt.Errorf("%s is required (%s)", short, moduleNames(namespace))
 	}
-	id := BlobsNamespace + "." + backend
+	id := namespace + "." + name
 	info, err := caddy.GetModule(id)
 	if err != nil {
-		return fmt.Errorf("unknown blob store backend %q: no module %s in this build, whose backends are %s", backend, id, blobBackends())
+		return fmt.Errorf("unknown %s %q: no module %s in this build, whose %ss are %s", noun, name, id, short, moduleNames(namespace))
 	}
-	if _, ok := info.New().(BlobStoreModule); !ok {
-		return fmt.Errorf("module %s is not a blob store: it has no BlobStore method", id)
+	if _, ok := info.New().(T); !ok {
+		return fmt.Errorf("module %s is not a %s: it has no %s method", id, noun, method)
 	}
 	return nil
 }
 
-// blobBackends lists the blob store backends of this build.
-func blobBackends() string {
+// moduleNames lists the names of namespace's modules in this build.
+func moduleNames(namespace string) string {
 	var names []string
-	for _, m := range caddy.GetModules(BlobsNamespace) {
+	for _, m := range caddy.GetModules(namespace) {
 		names = append(names, m.ID.Name())
 	}
 	if len(names) == 0 {

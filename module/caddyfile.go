@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+
+	"github.com/modelgateway/caddy-modelgateway/notify"
 )
 
 func init() {
@@ -61,6 +63,18 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //				secret_access_key <secret>
 //				use_tls on|off
 //				path_style on|off
+//			}
+//			destinations {
+//				email {
+//					host <smtp host>
+//					port <port>
+//					security starttls|tls|none
+//					username <username>
+//					password <password>
+//					from <address>
+//					timeout <duration>
+//				}
+//				<kind> [{ <the kind's options> }]
 //			}
 //
 //			provider <name> {
@@ -237,6 +251,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.BlobStoreRaw = raw
+		case "destinations":
+			if a.DestinationsRaw != nil {
+				return d.Err("destinations already specified")
+			}
+			raw, err := parseDestinations(d)
+			if err != nil {
+				return err
+			}
+			a.DestinationsRaw = raw
 		case "provider":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -291,21 +314,116 @@ func parseBlobStore(d *caddyfile.Dispenser) (json.RawMessage, error) {
 		return nil, d.Err(err.Error())
 	}
 	info, _ := caddy.GetModule(BlobsNamespace + "." + backend)
-	mod := info.New()
+	return unmarshalGuest(d, info.New(), "blob store backend "+backend, "backend", backend)
+}
+
+// unmarshalGuest has guest module mod read the segment d is on (its name, its arguments
+// and its block) and encodes it as JSON, with its name under key when key is not empty
+// (an inline key). what names it in errors ("blob store backend s3").
+func unmarshalGuest(d *caddyfile.Dispenser, mod caddy.Module, what, key, name string) (json.RawMessage, error) {
 	seg := d.NextSegment()
 	if unm, ok := mod.(caddyfile.Unmarshaler); ok {
 		if err := unm.UnmarshalCaddyfile(caddyfile.NewDispenser(seg)); err != nil {
 			return nil, err
 		}
 	} else if len(seg) > 1 {
-		return nil, d.Errf("blob store backend %s takes no options", backend)
+		return nil, d.Errf("%s takes no options", what)
 	}
 	var warnings []caddyconfig.Warning
-	raw := caddyconfig.JSONModuleObject(mod, "backend", backend, &warnings)
+	var raw json.RawMessage
+	if key != "" {
+		raw = caddyconfig.JSONModuleObject(mod, key, name, &warnings)
+	} else {
+		raw = caddyconfig.JSON(mod, &warnings)
+	}
 	if len(warnings) > 0 {
-		return nil, d.Errf("blob store backend %s: encoding its options: %s", backend, warnings[0].Message)
+		return nil, d.Errf("%s: encoding its options: %s", what, warnings[0].Message)
 	}
 	return raw, nil
+}
+
+// parseDestinations reads the destinations block (d is on destinations): a line per kind,
+// whose module reads the tokens from the kind's name on, with its block. A kind named
+// with no options is on with its defaults, as it is when not named.
+func parseDestinations(d *caddyfile.Dispenser) (caddy.ModuleMap, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	out := caddy.ModuleMap{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		kind := d.Val()
+		if _, dup := out[kind]; dup {
+			return nil, d.Errf("destination kind %s already specified", kind)
+		}
+		if err := checkDestinationKind(kind); err != nil {
+			return nil, d.Err(err.Error())
+		}
+		info, _ := caddy.GetModule(DestinationsNamespace + "." + kind)
+		raw, err := unmarshalGuest(d, info.New(), "destination kind "+kind, "", "")
+		if err != nil {
+			return nil, err
+		}
+		out[kind] = raw
+	}
+	return out, nil
+}
+
+// UnmarshalCaddyfile reads the email destination kind's block:
+//
+//	email {
+//		host <smtp host>
+//		port <port>
+//		security starttls|tls|none
+//		username <username>
+//		password <password>
+//		from <address>
+//		timeout <duration>
+//	}
+//
+// host and from are required. Credentials are best given as {env.NAME}; a from with a
+// name is quoted: from "Model Gateway <noreply@example.com>".
+func (e *EmailDestination) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	err := parseOptionBlock(d, func(opt string) error {
+		switch opt {
+		case "host", "username", "password", "from":
+			field := map[string]*string{"host": &e.Host, "username": &e.Username, "password": &e.Password, "from": &e.From}[opt]
+			if err := parseString(d, field); err != nil {
+				return err
+			}
+		case "security":
+			if err := parseString(d, &e.Security); err != nil {
+				return err
+			}
+			switch e.Security {
+			case notify.SecuritySTARTTLS, notify.SecurityTLS, notify.SecurityNone:
+			default:
+				return d.Errf("security: want starttls, tls or none, got %q", e.Security)
+			}
+		case "port":
+			var port int64
+			if err := parseInt(d, &port); err != nil {
+				return err
+			}
+			if port < 1 || port > 65535 {
+				return d.Errf("port %d is not a TCP port", port)
+			}
+			e.Port = int(port)
+		case "timeout":
+			if err := parsePositiveDuration(d, &e.Timeout); err != nil {
+				return err
+			}
+		default:
+			return d.Errf("unrecognized subdirective %q", opt)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if e.Host == "" || e.From == "" {
+		return d.Err("destinations email needs a host and a from address")
+	}
+	return nil
 }
 
 // UnmarshalCaddyfile reads the file blob store's line:
@@ -339,17 +457,7 @@ func (f *FileBlobStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //
 // endpoint and bucket are required. Credentials are best given as {env.NAME}.
 func (s *S3BlobStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the backend's name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	seen := map[string]bool{}
-	for d.NextBlock(0) {
-		opt := d.Val()
-		if seen[opt] {
-			return d.Errf("%s already specified", opt)
-		}
-		seen[opt] = true
+	err := parseOptionBlock(d, func(opt string) error {
 		switch opt {
 		case "endpoint", "bucket", "region", "access_key_id", "secret_access_key":
 			field := map[string]*string{"endpoint": &s.Endpoint, "bucket": &s.Bucket, "region": &s.Region,
@@ -372,9 +480,34 @@ func (s *S3BlobStore) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			return d.Errf("unrecognized subdirective %q", opt)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if s.Endpoint == "" || s.Bucket == "" {
 		return d.Err("blob_store s3 needs an endpoint and a bucket")
+	}
+	return nil
+}
+
+// parseOptionBlock reads the block of a guest module (d is on its name, which takes no
+// argument): each option, once at most, is given to parse, d on it.
+func parseOptionBlock(d *caddyfile.Dispenser, parse func(opt string) error) error {
+	d.Next() // the module's name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	seen := map[string]bool{}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		if seen[opt] {
+			return d.Errf("%s already specified", opt)
+		}
+		seen[opt] = true
+		if err := parse(opt); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -992,6 +1125,7 @@ var (
 	_ caddyfile.Unmarshaler = (*MockProvider)(nil)
 	_ caddyfile.Unmarshaler = (*FileBlobStore)(nil)
 	_ caddyfile.Unmarshaler = (*S3BlobStore)(nil)
+	_ caddyfile.Unmarshaler = (*EmailDestination)(nil)
 )
 
 // parseResilience reads one resilience option (the current token names it).

@@ -12,6 +12,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,12 +77,23 @@ type Env struct {
 	Client *delivery.Client
 }
 
-// TargetError refuses a target: Field names what is wrong with it.
+// ErrKindNotConfigured is the error, matched with errors.Is, of a kind this gateway knows
+// but whose operator has not set it up (email without an SMTP server): Check and Send of
+// such a kind return it, wrapped with what to configure.
+var ErrKindNotConfigured = errors.New("destination kind not configured")
+
+// TargetError refuses a target: Field names what is wrong with it, or is empty when the
+// target as a whole is (not a JSON object).
 type TargetError struct {
 	Field, Message string
 }
 
-func (e *TargetError) Error() string { return fmt.Sprintf("target.%s: %s", e.Field, e.Message) }
+func (e *TargetError) Error() string {
+	if e.Field == "" {
+		return "target: " + e.Message
+	}
+	return fmt.Sprintf("target.%s: %s", e.Field, e.Message)
+}
 
 // SendError is a service's refusal of a delivery: its status (HTTP status or SMTP reply
 // code) and what it said, cut short.
@@ -93,3 +105,26 @@ type SendError struct {
 func (e *SendError) Error() string {
 	return fmt.Sprintf("the destination answered %d: %s", e.Status, e.Message)
 }
+
+// Unconfigured is a kind this gateway knows but whose operator has not set it up: Check
+// and Send refuse with ErrKindNotConfigured and what to configure, so that a user who
+// creates such a destination is told why.
+type Unconfigured struct {
+	// Kind is the kind's name ("email"); Hint says what the operator configures.
+	Kind, Hint string
+}
+
+func (u Unconfigured) err() error {
+	return fmt.Errorf("%w: %s destinations are off on this gateway (%s)", ErrKindNotConfigured, u.Kind, u.Hint)
+}
+
+// Check refuses every target.
+func (u Unconfigured) Check(json.RawMessage) ([]byte, string, error) { return nil, "", u.err() }
+
+// Send refuses every notification: a destination made while the kind was configured is
+// not delivered to once its configuration is gone.
+func (u Unconfigured) Send(context.Context, Env, []byte, Notification) (int, error) {
+	return 0, u.err()
+}
+
+var _ Kind = Unconfigured{}
