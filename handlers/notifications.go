@@ -99,7 +99,12 @@ func (g *Gateway) checkTarget(kind notify.Kind, workspaceID, id string, raw json
 	normalized, preview, err := kind.Check(raw)
 	if err != nil {
 		var te *notify.TargetError
-		if errors.As(err, &te) {
+		switch {
+		case errors.Is(err, notify.ErrKindNotConfigured):
+			return nil, "", paramError("kind", err.Error())
+		case errors.As(err, &te) && te.Field == "":
+			return nil, "", paramError("target", te.Error())
+		case errors.As(err, &te):
 			return nil, "", paramError("target."+te.Field, te.Error())
 		}
 		return nil, "", paramError("target", "the target is refused: "+notify.SafeError(err))

@@ -123,10 +123,8 @@ type App struct {
 	sealer  *delivery.Sealer
 	// outbound calls webhook receivers, admitting the networks of WebhookAllow.
 	outbound *delivery.Client
-	// destinationKinds are the notification destination kinds by name; notifications
-	// queues this configuration's notifications (provisionNotifications).
-	destinationKinds map[string]notify.Kind
-	notifications    *notify.Outbox
+	// notifications queues this configuration's notifications (provisionNotifications).
+	notifications *notify.Outbox
 	// emit publishes a Caddy event of this configuration's events app (provisionEvents).
 	emit       func(name string, data map[string]any)
 	uploadDir  string
@@ -809,7 +807,7 @@ func (a *App) gateway(logger *zap.Logger, basePath string, maxBody int64, idle t
 		Metrics:            a.metrics,
 		WebhookSealer:      a.sealer,
 		WebhookClient:      a.outbound,
-		DestinationKinds:   a.destinationKinds,
+		DestinationKinds:   a.destinationKinds(),
 		Notifications:      a.notifications,
 		BasePath:           basePath,
 		Jobs:               a.jobSubmitter(logger),

@@ -42,11 +42,16 @@ type notifyTune struct {
 	kinds              map[string]notify.Kind
 }
 
-// provisionNotifications makes the configuration's destination kinds and its outbox.
+// provisionNotifications makes the configuration's outbox, after its destination kinds
+// (provisionDestinations), to which tests may add kinds of their own.
 func (a *App) provisionNotifications() {
-	a.destinationKinds = map[string]notify.Kind{}
-	if tune := notifyTuning.Load(); tune != nil {
-		maps.Copy(a.destinationKinds, tune.kinds)
+	if tune := notifyTuning.Load(); tune != nil && len(tune.kinds) > 0 {
+		kinds := maps.Clone(a.destinations)
+		if kinds == nil {
+			kinds = map[string]notify.Kind{}
+		}
+		maps.Copy(kinds, tune.kinds)
+		a.destinations = kinds
 	}
 	a.notifications = &notify.Outbox{Store: a.store, Logger: a.logger}
 }

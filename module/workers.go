@@ -66,6 +66,6 @@ func (a *App) runtime() *appRuntime {
 		Logger: a.logger, Registry: a.registry, Providers: a.providers, Metrics: a.metrics, Owner: a.pooled.inst,
 		ReservationTTL: time.Duration(a.ReservationTTL), StoreTimeout: time.Duration(a.StoreTimeout),
 		SettleTimeout: time.Duration(a.SettleTimeout), Blobs: a.blobs, Sealer: a.sealer, Outbound: a.outbound, Emit: a.emit,
-		DestinationKinds: a.destinationKinds, Notifications: a.notifications,
+		DestinationKinds: a.destinationKinds(), Notifications: a.notifications,
 	}
 }

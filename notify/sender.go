@@ -178,7 +178,7 @@ func (s *Sender) Send(ctx context.Context, it store.ClaimedItem) {
 
 // retryable tells whether a failed delivery may pass if tried again: a service's refusal
 // as its kind judges it (HTTP: 429 and 5xx; an email's SMTP reply: 4xx, transient), an address or scheme the guard refused never,
-// a target that cannot be opened or a kind that is not configured never, anything else
+// a target that cannot be opened or a kind that is not configured (or set up) never, anything else
 // (network, timeout, panic) always.
 func (s *Sender) retryable(name string, kind Kind, err error) bool {
 	var se *SendError
@@ -193,7 +193,7 @@ func (s *Sender) retryable(name string, kind Kind, err error) bool {
 			return se.Status >= 400 && se.Status < 500
 		}
 		return se.Status == http.StatusTooManyRequests || se.Status >= 500
-	case errors.As(err, &te), errors.As(err, &uk),
+	case errors.As(err, &te), errors.As(err, &uk), errors.Is(err, ErrKindNotConfigured),
 		errors.Is(err, delivery.ErrForbiddenAddress), errors.Is(err, delivery.ErrSchemeNotAllowed):
 		return false
 	case s.Sealer == nil:
