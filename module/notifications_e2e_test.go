@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/notify"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -421,4 +423,78 @@ func TestNotificationTargetsSealedOnPostgres(t *testing.T) {
 	if strings.Contains(dump.String(), marker) {
 		t.Fatalf("a column holds the target in the clear:\n%s", dump.String())
 	}
+}
+
+// TestNotificationsWebhookKindEndToEnd runs a destination of a real kind (the signed
+// custom webhook) through Caddy and its guarded client: a test is posted to the receiver
+// now and answers its status; a refusal is a 502 carrying the receiver's status; and
+// balance.low, fired by the sweep, reaches the receiver through the queue.
+func TestNotificationsWebhookKindEndToEnd(t *testing.T) {
+	useFakeKind(t)
+	deliveryTuning.Store(deliveryTuneOf(10*time.Millisecond, nil))
+	t.Cleanup(func() { deliveryTuning.Store(nil) })
+	var mu sync.Mutex
+	var got []map[string]any
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&v)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Header.Get("webhook-id") != v["id"] || !strings.HasPrefix(r.Header.Get("webhook-signature"), "v1,") {
+			t.Errorf("unsigned post: %v %v", r.Header, v)
+		}
+		got = append(got, v)
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	received := func(typ string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, v := range got {
+			if v["type"] == typ {
+				n++
+			}
+		}
+		return n
+	}
+	t.Setenv("GATEWAY_TEST_SECRET_KEY", newSecretKey(t))
+	dir := t.TempDir()
+	env, _ := startLoggedGateway(t, dir, "sqlite "+filepath.Join(dir, "gateway.db"), "\t\tsecret_key {env.GATEWAY_TEST_SECRET_KEY}\n\t\twebhook_allow 127.0.0.1")
+	env.dbPath = filepath.Join(dir, "gateway.db")
+	env.openStore()
+	a := env.team(10 * store.NanosPerUSD)
+	secret, err := delivery.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := env.expect(201, "POST", a.mgmt, "/notifications/destinations",
+		`{"kind": "webhook", "name": "own", "target": {"url": "`+srv.URL+`/in", "secret": "`+secret+`"}}`)["data"].(map[string]any)
+	id := d["id"].(string)
+	if d["kind"] != "webhook" || strings.Contains(fmt.Sprint(d), secret) {
+		t.Fatalf("created %v", d)
+	}
+	status2, raw := env.rawAnswer("POST", a.mgmt, "/notifications/destinations/"+id+"/test", "")
+	if status2 != 200 || string(raw) != `{"data":{"delivered":true,"status":200}}` || received(notify.EventTest) != 1 {
+		t.Fatalf("test: %d %s, received %d", status2, raw, received(notify.EventTest))
+	}
+	mu.Lock()
+	status = http.StatusInternalServerError
+	mu.Unlock()
+	env.expectError(502, "destination_delivery_failed", "", "POST", a.mgmt, "/notifications/destinations/"+id+"/test", "")
+	_, _, v := env.call("POST", a.mgmt, "/notifications/destinations/"+id+"/test", "")
+	if v["destination_status"] != float64(500) {
+		t.Fatalf("refused test: %v", v)
+	}
+	mu.Lock()
+	status = http.StatusOK
+	mu.Unlock()
+
+	env.expect(200, "PUT", a.mgmt, "/notifications/routes/balance.low", `{"destination_ids": ["`+id+`"]}`)
+	env.expect(200, "PATCH", a.mgmt, "/notifications/settings", `{"low_balance_threshold_usd": "5"}`)
+	if _, err := env.store.AddCredits(context.Background(), a.ws, -6*store.NanosPerUSD, "spent"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "balance.low at the receiver", func() bool { return received(notify.EventBalanceLow) == 1 })
 }
