@@ -498,3 +498,67 @@ func TestNotificationsWebhookKindEndToEnd(t *testing.T) {
 	}
 	waitUntil(t, "balance.low at the receiver", func() bool { return received(notify.EventBalanceLow) == 1 })
 }
+
+// Each notification route × the callers an operator meets, through Caddy: owners and
+// admins pass, a member reads but writes nothing (missing_scope) and neither tests nor
+// deletes (role_required), an admin narrowed to notifications:read is refused each other
+// scope by name, and a standard key is refused everywhere.
+func TestNotificationRoutesByRole(t *testing.T) {
+	useFakeKind(t)
+	t.Setenv("GATEWAY_TEST_SECRET_KEY", newSecretKey(t))
+	env := startGateway(t, "\t\tsecret_key {env.GATEWAY_TEST_SECRET_KEY}\n", "")
+	a := env.team(0)
+	grant := func(body string) string {
+		return env.expect(201, http.MethodPost, a.mgmt, "/keys", body)["data"].(map[string]any)["key"].(string)
+	}
+	admin := grant(`{"kind": "management", "role": "admin"}`)
+	member := grant(`{"kind": "management", "role": "member"}`)
+	reader := grant(`{"kind": "management", "role": "admin", "scopes": "notifications:read"}`)
+	dest := env.expect(201, http.MethodPost, a.mgmt, "/notifications/destinations",
+		`{"kind": "fake", "name": "d", "target": {"url": "https://x.example.com/abcd"}}`)["data"].(map[string]any)["id"].(string)
+	const (
+		ok      = ""
+		role    = "role_required"
+		missing = "missing_scope"
+		denied  = "forbidden"
+	)
+	for _, tc := range []struct {
+		method, path, body, scope string
+		owner, admin, member      string
+		reader                    string
+	}{
+		{"POST", "/notifications/destinations", `{"kind": "fake", "name": "n", "target": {"url": "https://x.example.com/efgh"}}`, "notifications:write", ok, ok, missing, missing},
+		{"GET", "/notifications/destinations", "", "notifications:read", ok, ok, ok, ok},
+		{"GET", "/notifications/destinations/" + dest, "", "notifications:read", ok, ok, ok, ok},
+		{"PATCH", "/notifications/destinations/" + dest, `{"name": "m"}`, "notifications:write", ok, ok, missing, missing},
+		{"POST", "/notifications/destinations/" + dest + "/test", "", "notifications:write", ok, ok, role, missing},
+		{"GET", "/notifications/routes", "", "notifications:read", ok, ok, ok, ok},
+		{"PUT", "/notifications/routes/video.failed", `{"destination_ids": []}`, "notifications:write", ok, ok, missing, missing},
+		{"GET", "/notifications/settings", "", "settings:read", ok, ok, ok, missing},
+		{"PATCH", "/notifications/settings", `{"low_balance_threshold_usd": "3"}`, "settings:write", ok, ok, missing, missing},
+		{"DELETE", "/notifications/destinations/" + dest, "", "notifications:delete", ok, ok, role, missing},
+	} {
+		for _, c := range []struct{ name, key, want string }{
+			{"standard", a.std, denied}, {"member", member, tc.member}, {"reader", reader, tc.reader},
+			{"admin", admin, tc.admin}, {"owner", a.mgmt, tc.owner},
+		} {
+			what := tc.method + " " + tc.path + " as " + c.name
+			status, _, v := env.call(tc.method, c.key, tc.path, tc.body)
+			e, _ := v["error"].(map[string]any)
+			switch c.want {
+			case ok:
+				if status == http.StatusForbidden || status == http.StatusUnauthorized || status >= 500 {
+					t.Errorf("%s: %d %v, want it admitted", what, status, v)
+				}
+			case missing:
+				if status != http.StatusForbidden || e["code"] != missing || v["required_scope"] != tc.scope {
+					t.Errorf("%s: %d %v, want 403 missing_scope %s", what, status, v, tc.scope)
+				}
+			default:
+				if status != http.StatusForbidden || e["code"] != c.want {
+					t.Errorf("%s: %d %v, want 403 %s", what, status, v, c.want)
+				}
+			}
+		}
+	}
+}
