@@ -110,7 +110,7 @@ func (g *Gateway) checkTarget(kind notify.Kind, workspaceID, id string, raw json
 		return nil, "", paramError("target", "the target is refused: "+notify.SafeError(err))
 	}
 	if len(preview) > store.MaxDestinationPreviewLen {
-		preview = preview[:store.MaxDestinationPreviewLen]
+		preview = strings.ToValidUTF8(preview[:store.MaxDestinationPreviewLen], "")
 	}
 	sealed, err = g.WebhookSealer.Seal(normalized, notify.SealContext(workspaceID, id))
 	clear(normalized)
@@ -152,6 +152,9 @@ func (g *Gateway) readDestinationFields(w http.ResponseWriter, r *http.Request, 
 	} else if present {
 		if name == "" {
 			return u, "", paramError("name", "name must not be empty")
+		}
+		if len(name) > store.MaxDestinationNameLen {
+			return u, "", paramError("name", fmt.Sprintf("name is longer than %d bytes", store.MaxDestinationNameLen))
 		}
 		u.Name = &name
 	}
