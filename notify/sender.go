@@ -3,10 +3,8 @@ package notify
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -85,42 +83,10 @@ func (s *Sender) schedule() []time.Duration {
 // Run sends due notifications until ctx ends. Its error (the store cannot be reached to
 // claim) is for the worker runtime, which runs it again after a backoff.
 func (s *Sender) Run(ctx context.Context) error {
-	sem := make(chan struct{}, orDefault(s.Concurrency, DefaultConcurrency))
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for ctx.Err() == nil {
-		var items []store.ClaimedItem
-		if free := cap(sem) - len(sem); free > 0 {
-			var err error
-			items, err = s.Store.Claim(ctx, store.ClaimParams{
-				Queue: Queue, Owner: s.Owner, Lease: orDefault(s.Lease, DefaultLease),
-				Limit: free, GroupCap: orDefault(s.GroupCap, DefaultGroupCap),
-			})
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("claiming notifications: %w", err)
-			}
-		}
-		for _, it := range items {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				if p := background.Call("sending notification "+it.ID, func() { s.Send(ctx, it) }); p != nil {
-					s.Logger.Error("sending a notification panicked; its lease running out sends it again", zap.Error(p))
-				}
-			}()
-		}
-		if len(items) > 0 {
-			continue
-		}
-		if !background.Sleep(orDefault(s.Idle, DefaultIdle), ctx.Done()) {
-			return nil
-		}
-	}
-	return nil
+	return delivery.Drain(ctx, s.Store, store.ClaimParams{
+		Queue: Queue, Owner: s.Owner, Lease: orDefault(s.Lease, DefaultLease),
+		GroupCap: orDefault(s.GroupCap, DefaultGroupCap),
+	}, orDefault(s.Concurrency, DefaultConcurrency), orDefault(s.Idle, DefaultIdle), s.Logger, s.Send)
 }
 
 // Send makes one attempt at a claimed notification and records what follows it.
