@@ -2,12 +2,19 @@ package module
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/notify"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -150,4 +157,64 @@ func TestJobFailedNotifies(t *testing.T) {
 		t.Fatalf("queued %v, want video.failed and batch.failed", got)
 	}
 	notifyJobFailed(nil, failed(store.JobVideo)) // no configuration: nothing, no panic
+}
+
+// The deliveries worker's sender tells the workspace when it disables a webhook endpoint:
+// an endpoint answering 410 is disabled, and webhook_endpoint.disabled is queued once.
+func TestDisabledWebhookEndpointNotifies(t *testing.T) {
+	saved := sealerCheck.Swap(int64(10 * time.Millisecond))
+	t.Cleanup(func() { sealerCheck.Store(saved) })
+	f := newNotifyFixture(t, 0)
+	ctx := context.Background()
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusGone) }))
+	t.Cleanup(gone.Close)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	sealer, err := delivery.NewSealer(base64.StdEncoding.EncodeToString(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _ := delivery.NewSecret()
+	sealed, _ := sealer.Seal([]byte(secret), []byte("we_1"))
+	if _, err := f.s.CreateWebhookEndpoint(ctx, store.WebhookEndpoint{ID: "we_1", WorkspaceID: f.ws, Name: "n",
+		URL: gone.URL + "/hook", Secret: sealed}); err != nil {
+		t.Fatal(err)
+	}
+	job := store.Job{ID: ids.New("video"), WorkspaceID: f.ws, Kind: store.JobVideo, Status: "queued", Lifecycle: "submitted"}
+	if err := f.s.CreateJob(ctx, job, time.Time{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	polls, err := f.s.Claim(ctx, store.ClaimParams{Queue: store.JobQueue(store.JobVideo), Owner: "t", Lease: time.Minute, Limit: 1})
+	if err != nil || len(polls) != 1 {
+		t.Fatalf("claiming the job: %v, %v", polls, err)
+	}
+	ev := store.Event{ID: ids.New("evt"), Type: "video.completed", Target: "we_1", Payload: json.RawMessage(`{}`)}
+	if err := f.s.AdvanceJob(ctx, polls[0].Claim, store.JobUpdate{}, []store.Event{ev}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	allow, _ := netip.ParsePrefix("127.0.0.1/32")
+	rt := &fakeRuntime{s: f.s, log: zap.NewNop()}
+	rt.cur.Store(&appRuntime{Sealer: sealer, Notifications: f.outbox,
+		Outbound: delivery.NewClient(delivery.ClientOptions{AllowHTTP: true, Allow: []netip.Prefix{allow}})})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runDeliveries(runCtx, rt) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runDeliveries: %v", err)
+		}
+	}()
+	var got []string
+	deadline := time.Now().Add(20 * time.Second)
+	for len(got) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		got = f.claimQueued(false)
+	}
+	if len(got) != 1 || got[0] != notify.EventWebhookEndpointDisabled {
+		t.Fatalf("queued %v, want webhook_endpoint.disabled", got)
+	}
+	if ep, _ := f.s.GetWebhookEndpoint(ctx, f.ws, "we_1"); ep.Status != store.WebhookDisabled || ep.DisabledReason != delivery.ReasonGone {
+		t.Fatalf("endpoint %+v", ep)
+	}
 }
