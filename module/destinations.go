@@ -102,7 +102,9 @@ func (*WebhookDestination) DestinationKind(client *delivery.Client) notify.Kind 
 // until Host is set.
 type EmailDestination struct {
 	// Host is the SMTP server's name, which its TLS certificate must hold. Placeholders
-	// are resolved. Default: none, and email destinations are off.
+	// are resolved. Default: none, and email destinations are off (the other fields are
+	// refused without it; a host whose placeholder resolves to nothing turns email off
+	// with a warning).
 	Host string `json:"host,omitempty"`
 	// Port is the server's port. Default: 587 for starttls, 465 for tls, 25 for none.
 	Port int `json:"port,omitempty"`
@@ -139,6 +141,9 @@ const emailOffHint = "the gateway's operator has configured no SMTP server: dest
 func (e *EmailDestination) Provision(ctx caddy.Context) error {
 	repl := caddy.NewReplacer()
 	host := strings.TrimSpace(repl.ReplaceKnown(e.Host, ""))
+	if e.Host == "" && *e != (EmailDestination{}) {
+		return errors.New("host is required with the other SMTP settings")
+	}
 	if host == "" {
 		if e.Host != "" {
 			ctx.Logger().Warn("email destinations are off: destinations.email.host is empty once its placeholders are resolved")
@@ -181,8 +186,8 @@ func (a *App) provisionDestinations(ctx caddy.Context) error {
 	}
 	configured := map[string]any{}
 	if len(a.DestinationsRaw) > 0 {
-		// The kinds were checked above: LoadModule's own error for an unknown one would
-		// quote the entry, an SMTP password among it.
+		// The kinds were checked above, so that an unknown one is told with the kinds
+		// there are.
 		mods, err := ctx.LoadModule(a, "DestinationsRaw")
 		if err != nil {
 			return fmt.Errorf("destinations: %w", err)

@@ -1,12 +1,15 @@
 package module
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,6 +120,7 @@ func TestDestinationsProvisionRefuses(t *testing.T) {
 	}{
 		{"unknown kind", `{"destinations": {"sms": {"password": "hunter2"}}}`, `unknown destination kind "sms"`},
 		{"email bad security", `{"destinations": {"email": {"host": "smtp.example.com", "from": "a@example.com", "security": "ssl", "password": "hunter2", "username": "u"}}}`, `security "ssl"`},
+		{"email without host", `{"destinations": {"email": {"from": "a@example.com", "password": "hunter2"}}}`, "host is required"},
 		{"email without from", `{"destinations": {"email": {"host": "smtp.example.com"}}}`, "from is required"},
 		{"email credentials in the clear", `{"destinations": {"email": {"host": "smtp.example.com", "from": "a@example.com", "security": "none", "username": "u", "password": "hunter2"}}}`, "TLS"},
 		{"email negative timeout", `{"destinations": {"email": {"host": "smtp.example.com", "from": "a@example.com", "timeout": -1}}}`, "timeout must not be negative"},
@@ -189,14 +193,13 @@ func (s smtpRelaySession) Data(r io.Reader) error {
 func (smtpRelaySession) Reset()        {}
 func (smtpRelaySession) Logout() error { return nil }
 
-// TestEmailFromTheCaddyfile: the email kind configured in a Caddyfile, its credentials
-// from the environment, delivers through a real SMTP server with them.
-func TestEmailFromTheCaddyfile(t *testing.T) {
+// startSMTPRelay starts a relay on a loopback port, which takes PLAIN authentication
+// in the clear as the client allows on loopback only, and returns it and its port.
+func startSMTPRelay(t *testing.T) (*smtpRelay, int) {
+	t.Helper()
 	relay := &smtpRelay{}
 	srv := smtp.NewServer(smtp.BackendFunc(func(*smtp.Conn) (smtp.Session, error) { return smtpRelaySession{relay}, nil }))
 	srv.Domain = "localhost"
-	// Credentials in the clear are for a relay on the loopback interface only, which the
-	// client allows too.
 	srv.AllowInsecureAuth = true
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -204,10 +207,17 @@ func TestEmailFromTheCaddyfile(t *testing.T) {
 	}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	return relay, l.Addr().(*net.TCPAddr).Port
+}
+
+// TestEmailFromTheCaddyfile: the email kind configured in a Caddyfile, its credentials
+// from the environment, delivers through a real SMTP server with them.
+func TestEmailFromTheCaddyfile(t *testing.T) {
+	relay, port := startSMTPRelay(t)
 	t.Setenv("GW_TEST_SMTP_USERNAME", "mailer")
 	t.Setenv("GW_TEST_SMTP_PASSWORD", "pw-from-env")
 
-	block := "model_gateway {\n destinations {\n  email {\n   host 127.0.0.1\n   port " + strconv.Itoa(l.Addr().(*net.TCPAddr).Port) +
+	block := "model_gateway {\n destinations {\n  email {\n   host 127.0.0.1\n   port " + strconv.Itoa(port) +
 		"\n   security none\n   username {env.GW_TEST_SMTP_USERNAME}\n   password {env.GW_TEST_SMTP_PASSWORD}\n   from \"Model Gateway <noreply@gateway.example.com>\"\n  }\n }\n}"
 	parsed := new(App)
 	if err := parsed.UnmarshalCaddyfile(caddyfile.NewTestDispenser(block)); err != nil {
@@ -238,5 +248,120 @@ func TestEmailFromTheCaddyfile(t *testing.T) {
 	}
 	if !strings.Contains(string(relay.data), "Subject: Test notification") || !strings.Contains(string(relay.data), "It works.") {
 		t.Errorf("message:\n%s", relay.data)
+	}
+}
+
+// TestValidateDestinations: `caddy validate` of a whole Caddyfile provisions the
+// destination kinds, and refuses an email configuration that would send the password in
+// the clear, without quoting it.
+func TestValidateDestinations(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	t.Setenv("GW_TEST_SMTP_PASSWORD", "pw-from-env")
+	validate := func(security string) error {
+		cf := gatewayCaddyfile(freePort(t), filepath.Join(dir, "gateway.db"), `
+		destinations {
+			email {
+				host smtp.example.com
+				security `+security+`
+				username mailer
+				password {env.GW_TEST_SMTP_PASSWORD}
+				from "Model Gateway <noreply@example.com>"
+			}
+			slack
+		}`, "")
+		cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(caddyfile.Format([]byte(cf)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg caddy.Config
+		if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		return caddy.Validate(&cfg)
+	}
+	if err := validate("starttls"); err != nil {
+		t.Fatalf("a valid email configuration: %v", err)
+	}
+	err := validate("none")
+	if err == nil || !strings.Contains(err.Error(), "only over TLS") {
+		t.Fatalf("validate = %v, want the password refused in the clear", err)
+	}
+	if strings.Contains(err.Error(), "pw-from-env") {
+		t.Errorf("the error quotes the password: %v", err)
+	}
+}
+
+// TestNotificationsDocExamples: the Caddyfile and JSON examples of docs/notifications.md,
+// and the destinations example of docs/configuration.md, load, so that what operators copy
+// works.
+func TestNotificationsDocExamples(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "docs", "notifications.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readmeCaddyfiles(t, src)
+	if len(blocks) == 0 {
+		t.Fatal("docs/notifications.md has no ```caddyfile block")
+	}
+	// The configuration guide's destinations example too.
+	guide, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range readmeCaddyfiles(t, guide) {
+		if strings.Contains(b.body, "destinations {") {
+			blocks = append(blocks, b)
+		}
+	}
+	for _, b := range blocks {
+		body := b.body
+		if b.fragment {
+			body = wrapFragment(body)
+		}
+		cfg, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(body), nil)
+		if err != nil || len(warnings) > 0 {
+			t.Fatalf("line %d: adapting: %v %v\n%s", b.line, err, warnings, body)
+		}
+		var parsed struct {
+			Apps struct {
+				Gateway json.RawMessage `json:"model_gateway"`
+			} `json:"apps"`
+		}
+		if err := json.Unmarshal(cfg, &parsed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := provisionDestinationKinds(t, string(parsed.Apps.Gateway)); err != nil {
+			t.Errorf("line %d: provisioning: %v", b.line, err)
+		}
+	}
+	// The JSON example of the SMTP settings, decoded as strictly as Caddy decodes a
+	// module's configuration.
+	start := strings.Index(string(src), "```json\n{\n  \"apps\"")
+	if start < 0 {
+		t.Fatal("docs/notifications.md has no JSON example of the app")
+	}
+	body := string(src[start+len("```json\n"):])
+	body = body[:strings.Index(body, "```")]
+	var doc struct {
+		Apps struct {
+			Gateway struct {
+				Destinations map[string]json.RawMessage `json:"destinations"`
+			} `json:"model_gateway"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatal(err)
+	}
+	email := json.NewDecoder(bytes.NewReader(doc.Apps.Gateway.Destinations["email"]))
+	email.DisallowUnknownFields()
+	var cfg EmailDestination
+	if err := email.Decode(&cfg); err != nil || cfg.Host == "" || cfg.From == "" {
+		t.Fatalf("the JSON example's email entry: %+v, %v", cfg, err)
+	}
+	gateway, _ := json.Marshal(map[string]any{"destinations": doc.Apps.Gateway.Destinations})
+	if _, err := provisionDestinationKinds(t, string(gateway)); err != nil {
+		t.Errorf("provisioning the JSON example: %v", err)
 	}
 }

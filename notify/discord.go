@@ -23,8 +23,9 @@ type Discord struct {
 	client *delivery.Client
 }
 
-// NewDiscord returns the Discord kind; client checks targets' URLs as it calls them.
-func NewDiscord(client *delivery.Client) *Discord { return &Discord{client: client} }
+// NewDiscord returns the Discord kind; client checks targets' URLs as it calls them (nil: the
+// default guard).
+func NewDiscord(client *delivery.Client) *Discord { return &Discord{client: guardOr(client)} }
 
 // Check validates {"url": ...}.
 func (k *Discord) Check(target json.RawMessage) ([]byte, string, error) {

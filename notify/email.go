@@ -180,6 +180,11 @@ func checkAddress(raw string) (string, string) {
 	if strings.HasPrefix(domain, "[") || !strings.Contains(strings.Trim(domain, "."), ".") {
 		return "", "must have a domain name (name@example.com)"
 	}
+	// A local part that needs quoting ("john doe"@...) is legal, but net/mail hands it
+	// back unquoted, which is no address to give in RCPT TO.
+	if strings.ContainsFunc(local, func(r rune) bool { return r <= ' ' || strings.ContainsRune(`"\(),:;<>@[]`, r) }) {
+		return "", "must be a plain address (no quoted local part)"
+	}
 	if len(a.Address) > 254 {
 		return "", "is longer than 254 characters"
 	}
@@ -197,7 +202,7 @@ func maskAddress(addr string) string {
 }
 
 // Send delivers the message and answers the server's reply to its end of data (250).
-func (k *Email) Send(ctx context.Context, _ Env, target []byte, n Notification) (status int, err error) {
+func (k *Email) Send(ctx context.Context, _ Env, target []byte, n Notification) (int, error) {
 	var t emailTarget
 	if err := json.Unmarshal(target, &t); err != nil || len(t.To) == 0 {
 		return 0, errors.New("the stored target does not read as {\"to\": [...]}")
@@ -210,7 +215,7 @@ func (k *Email) Send(ctx context.Context, _ Env, target []byte, n Notification) 
 	defer cancel()
 	conn, err := k.dial(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("connecting to the SMTP server %s: %w", k.cfg.Host, err)
+		return 0, k.interrupted(ctx, fmt.Errorf("connecting to the SMTP server %s: %w", k.cfg.Host, err))
 	}
 	// net/smtp takes no context: the deadline bounds every read and write, and a cancel
 	// moves it to now, which fails the call in progress at once.
@@ -222,16 +227,36 @@ func (k *Email) Send(ctx context.Context, _ Env, target []byte, n Notification) 
 	c, err := smtp.NewClient(conn, k.cfg.Host)
 	if err != nil {
 		_ = conn.Close()
-		return 0, k.replyError("greeting", err, t.To)
+		return 0, k.interrupted(ctx, k.replyError("greeting", err, t.To))
 	}
 	defer func() { _ = c.Close() }()
 	if err := k.deliver(c, t.To, msg); err != nil {
-		return 0, err
+		return 0, k.interrupted(ctx, err)
 	}
 	// The message is accepted once DATA's end is answered 250; QUIT failing after it
 	// changes nothing.
 	_ = c.Quit()
 	return 250, nil
+}
+
+// interrupted returns err, or the context's error when the context ended the dialogue:
+// the moved deadline shows as an i/o timeout, which would hide whether the caller gave up
+// or the delivery's time ran out.
+func (k *Email) interrupted(ctx context.Context, err error) error {
+	var se *SendError
+	if errors.As(err, &se) {
+		return err
+	}
+	ctxErr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ctxErr == nil && ok && !time.Now().Before(dl) {
+		// The connection's deadline is the context's: a read may time out an instant
+		// before the context's own timer marks it done.
+		ctxErr = context.DeadlineExceeded
+	}
+	if ctxErr == nil {
+		return err
+	}
+	return fmt.Errorf("sending the email through %s: %w", k.cfg.Host, ctxErr)
 }
 
 // dial connects to the server, with TLS from the start for SecurityTLS.

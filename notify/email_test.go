@@ -425,9 +425,10 @@ func TestEmailUntrustedCertificate(t *testing.T) {
 	}
 }
 
-func TestEmailCancelled(t *testing.T) {
-	// A server that accepts the connection and never greets: only the cancel ends the
-	// wait, the timeout being an hour.
+// silentSMTP listens on a loopback port, accepts connections and never greets; each
+// connection is handed over on the channel.
+func silentSMTP(t *testing.T) (int, <-chan net.Conn) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +440,13 @@ func TestEmailCancelled(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	kind, err := notify.NewEmail(notify.SMTPConfig{Host: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port, Security: notify.SecurityNone,
+	return l.Addr().(*net.TCPAddr).Port, accepted
+}
+
+func TestEmailCancelled(t *testing.T) {
+	// Only the cancel ends the wait: the timeout is an hour.
+	port, accepted := silentSMTP(t)
+	kind, err := notify.NewEmail(notify.SMTPConfig{Host: "127.0.0.1", Port: port, Security: notify.SecurityNone,
 		From: "noreply@gateway.example.com", Timeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -454,8 +461,24 @@ func TestEmailCancelled(t *testing.T) {
 	conn := <-accepted
 	defer func() { _ = conn.Close() }()
 	cancel()
-	if err := <-done; err == nil {
-		t.Fatal("a cancelled send succeeded")
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Send = %v, want context.Canceled", err)
+	}
+}
+
+func TestEmailTimeout(t *testing.T) {
+	port, accepted := silentSMTP(t)
+	kind, err := notify.NewEmail(notify.SMTPConfig{Host: "127.0.0.1", Port: port, Security: notify.SecurityNone,
+		From: "noreply@gateway.example.com", Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kind.Send(context.Background(), notify.Env{}, checked(t, kind, `{"to": ["ann@example.com"]}`), emailNotification())
+	if conn := <-accepted; conn != nil {
+		_ = conn.Close()
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send to a server that never answers = %v, want context.DeadlineExceeded", err)
 	}
 }
 

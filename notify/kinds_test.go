@@ -466,6 +466,7 @@ func TestCheckRefuses(t *testing.T) {
 		{"not an address", "email", `{"to": ["a@example.com", "not-an-address"]}`, "to[1]", "not an email address"},
 		{"no domain name", "email", `{"to": ["root@localhost"]}`, "to[0]", "domain name"},
 		{"domain literal", "email", `{"to": ["a@[192.0.2.1]"]}`, "to[0]", "domain name"},
+		{"quoted local part", "email", `{"to": ["\"john doe\"@example.com"]}`, "to[0]", "plain address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kind := kinds[tc.kind]

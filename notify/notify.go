@@ -7,6 +7,12 @@
 // notification to it in the form its service renders well. module registers each kind as
 // a Caddy guest module, model_gateway.destinations.<kind>, as providers are; the store keeps
 // targets sealed (delivery.Sealer) and the API never returns one, only Check's preview.
+//
+// The kinds here are Slack (Block Kit), Discord (an embed), Teams (an Adaptive Card in a
+// Workflows message), Webhook (JSON signed with Standard Webhooks, as job webhooks are)
+// and Email (plain text and HTML through the operator's SMTP server). The webhook kinds
+// check their URLs with the client that will call them and post through Env.Client;
+// nothing a kind returns or logs quotes a target's token, secret or address.
 package notify
 
 import (
@@ -60,7 +66,7 @@ type Kind interface {
 	// Check validates a target a user gave for a destination of this kind (a JSON object
 	// whose fields are the kind's) and returns it normalized, as it is to be sealed, with
 	// a masked preview that may be shown ("hooks.slack.com/…/a1b2"). Its error is a
-	// *TargetError.
+	// *TargetError, or wraps ErrKindNotConfigured for a kind the operator has not set up.
 	Check(target json.RawMessage) (normalized []byte, preview string, err error)
 	// Send delivers n to a target Check normalized and answers the service's status:
 	// the HTTP status of a webhook, the SMTP server's reply code of an email. Its error

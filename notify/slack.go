@@ -23,8 +23,9 @@ type Slack struct {
 	client *delivery.Client
 }
 
-// NewSlack returns the Slack kind; client checks targets' URLs as it calls them.
-func NewSlack(client *delivery.Client) *Slack { return &Slack{client: client} }
+// NewSlack returns the Slack kind; client checks targets' URLs as it calls them (nil: the
+// default guard).
+func NewSlack(client *delivery.Client) *Slack { return &Slack{client: guardOr(client)} }
 
 // Check validates {"url": ...}.
 func (k *Slack) Check(target json.RawMessage) ([]byte, string, error) {

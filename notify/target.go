@@ -69,6 +69,15 @@ func jsonTypeName(kind string) string {
 	return "number"
 }
 
+// guardOr is client, or the default guard (https only, no internal address) when it is
+// nil: a kind never checks a URL with nothing.
+func guardOr(client *delivery.Client) *delivery.Client {
+	if client == nil {
+		return delivery.NewClient(delivery.ClientOptions{})
+	}
+	return client
+}
+
 // checkTargetURL checks the URL of a target's field with client, as client will call it,
 // and returns it trimmed and parsed. Its error is a *TargetError that quotes no part of
 // the URL: a webhook URL's path is its credential.

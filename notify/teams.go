@@ -21,8 +21,9 @@ type Teams struct {
 	client *delivery.Client
 }
 
-// NewTeams returns the Teams kind; client checks targets' URLs as it calls them.
-func NewTeams(client *delivery.Client) *Teams { return &Teams{client: client} }
+// NewTeams returns the Teams kind; client checks targets' URLs as it calls them (nil: the
+// default guard).
+func NewTeams(client *delivery.Client) *Teams { return &Teams{client: guardOr(client)} }
 
 // Check validates {"url": ...}.
 func (k *Teams) Check(target json.RawMessage) ([]byte, string, error) {

@@ -30,12 +30,12 @@ type Webhook struct {
 }
 
 // NewWebhook returns the custom webhook kind; client checks targets' URLs as it calls
-// them, now (time.Now when nil) stamps each attempt's signature.
+// them (nil: the default guard), now (time.Now when nil) stamps each attempt's signature.
 func NewWebhook(client *delivery.Client, now func() time.Time) *Webhook {
 	if now == nil {
 		now = time.Now
 	}
-	return &Webhook{client: client, now: now}
+	return &Webhook{client: guardOr(client), now: now}
 }
 
 type webhookTarget struct {
