@@ -20,6 +20,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/openai/openai-go/v3"
 
 	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/notify"
@@ -560,5 +561,30 @@ func TestNotificationRoutesByRole(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A video job that fails tells the workspace's video.failed destinations, once, through the
+// running gateway: the job engine's hook, the queue and the sender.
+func TestVideoFailedNotifiesEndToEnd(t *testing.T) {
+	kind := useFakeKind(t)
+	env := startVideoGateway(t)
+	a := env.team(100 * usd)
+	dest := env.expect(201, http.MethodPost, a.mgmt, "/notifications/destinations",
+		`{"kind": "fake", "name": "video ops", "target": {"url": "https://x.example.com/vids"}}`)["data"].(map[string]any)["id"].(string)
+	env.expect(200, http.MethodPut, a.mgmt, "/notifications/routes/video.failed", `{"destination_ids": ["`+dest+`"]}`)
+	client := env.openai(a.std)
+	ctx := context.Background()
+	failed, err := client.Videos.New(ctx, openai.VideoNewParams{Model: "video-fail", Prompt: "doomed", Seconds: "4", Size: "1280x720"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := client.Videos.PollStatus(ctx, failed.ID, 0); err != nil || ended.Status != openai.VideoStatusFailed {
+		t.Fatalf("the job did not fail: %v %v", ended, err)
+	}
+	waitUntil(t, "video.failed at the destination", func() bool { return len(kind.to("x.example.com/vids", notify.EventVideoFailed)) > 0 })
+	n := kind.to("x.example.com/vids", notify.EventVideoFailed)
+	if len(n) != 1 || n[0].WorkspaceID != a.ws || !strings.Contains(n[0].Title, failed.ID) {
+		t.Fatalf("video.failed notifications: %+v", n)
 	}
 }
