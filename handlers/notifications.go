@@ -93,7 +93,7 @@ func (g *Gateway) destinationKinds() []string {
 
 // checkTarget checks a target of kind and seals it for destination id of the workspace.
 func (g *Gateway) checkTarget(kind notify.Kind, workspaceID, id string, raw json.RawMessage) (sealed []byte, preview string, apiErr *APIError) {
-	if len(raw) == 0 || isJSONNull(raw) || strings.TrimSpace(string(raw))[0] != '{' {
+	if trimmed := strings.TrimSpace(string(raw)); trimmed == "" || trimmed[0] != '{' {
 		return nil, "", paramError("target", "target must be an object of the kind's fields")
 	}
 	normalized, preview, err := kind.Check(raw)
