@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -79,6 +78,11 @@ type Sender struct {
 	Idle        time.Duration
 	Concurrency int
 	GroupCap    int
+
+	// Disabled, when set, is told of an endpoint the gateway disabled (its deliveries
+	// failed DisableAfter times in a row, or it answered 410), with the endpoint as
+	// disabled: the workspace is notified (webhook_endpoint.disabled). It must not block.
+	Disabled func(ep store.WebhookEndpoint)
 }
 
 func orDefault[T int | time.Duration](v, def T) T {
@@ -111,45 +115,10 @@ func (s *Sender) MaxAttempts() int { return len(s.schedule()) + 1 }
 // Run sends due deliveries until ctx ends. Its error (the store cannot be reached to
 // claim) is for the worker runtime, which runs it again after a backoff.
 func (s *Sender) Run(ctx context.Context) error {
-	sem := make(chan struct{}, orDefault(s.Concurrency, DefaultConcurrency))
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for ctx.Err() == nil {
-		free := cap(sem) - len(sem)
-		var items []store.ClaimedItem
-		if free > 0 {
-			var err error
-			items, err = s.Store.Claim(ctx, store.ClaimParams{
-				Queue: store.DeliveryQueue, Owner: s.Owner, Lease: orDefault(s.Lease, DefaultLease),
-				Limit: free, GroupCap: orDefault(s.GroupCap, DefaultGroupCap),
-			})
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("claiming deliveries: %w", err)
-			}
-		}
-		for _, it := range items {
-			sem <- struct{}{}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				// A panic in the call itself is the attempt's (Send retries it); one of the
-				// sender's own is logged here, and the claim's lease running out sends again.
-				if p := background.Call("sending delivery "+it.ID, func() { s.Send(ctx, it) }); p != nil {
-					s.Logger.Error("sending a delivery panicked; its lease running out sends it again", zap.Error(p))
-				}
-			}()
-		}
-		if len(items) > 0 {
-			continue
-		}
-		if !background.Sleep(orDefault(s.Idle, DefaultIdle), ctx.Done()) {
-			return nil
-		}
-	}
-	return nil
+	return Drain(ctx, s.Store, store.ClaimParams{
+		Queue: store.DeliveryQueue, Owner: s.Owner, Lease: orDefault(s.Lease, DefaultLease),
+		GroupCap: orDefault(s.GroupCap, DefaultGroupCap),
+	}, orDefault(s.Concurrency, DefaultConcurrency), orDefault(s.Idle, DefaultIdle), s.Logger, s.Send)
 }
 
 // outcome is how one attempt ended, as Send decides what follows it.
@@ -410,6 +379,9 @@ func (s *Sender) record(ctx context.Context, log *zap.Logger, it store.ClaimedIt
 		// reason tells).
 		log.Warn("webhook endpoint disabled", zap.String("reason", ep.DisabledReason),
 			zap.Int("consecutive_failures", ep.ConsecutiveFailures))
+		if s.Disabled != nil && (ep.DisabledReason == ReasonConsecutiveFailures || ep.DisabledReason == ReasonGone) {
+			s.Disabled(ep)
+		}
 	}
 }
 

@@ -431,6 +431,8 @@ func TestSenderDisablesAFailingEndpoint(t *testing.T) {
 	ep, _ := f.endpoint(r.srv.URL)
 	s := f.sender()
 	s.DisableAfter = 3
+	var told []store.WebhookEndpoint
+	s.Disabled = func(ep store.WebhookEndpoint) { told = append(told, ep) }
 	for i := range 3 {
 		f.run(s, f.deliver(ep, "video.completed"))
 		want := store.WebhookActive
@@ -444,6 +446,11 @@ func TestSenderDisablesAFailingEndpoint(t *testing.T) {
 	if got := f.getEndpoint(ep); got.DisabledReason != delivery.ReasonConsecutiveFailures {
 		t.Fatalf("disabled endpoint %+v", got)
 	}
+	// The disabling is told once (the workspace's webhook_endpoint.disabled), with the
+	// endpoint as disabled.
+	if len(told) != 1 || told[0].ID != ep || told[0].Status != store.WebhookDisabled || told[0].ConsecutiveFailures != 3 {
+		t.Fatalf("Disabled told %+v, want the endpoint once, as disabled", told)
+	}
 	// A disabled endpoint's deliveries end failed, unsent, saying why.
 	id := f.deliver(ep, "video.completed")
 	if d := f.run(s, id)[0]; d.Status != store.DeliveryFailed {
@@ -452,6 +459,9 @@ func TestSenderDisablesAFailingEndpoint(t *testing.T) {
 	wantAttempts(t, f.attempts(id), store.DeliveryAttempt{Error: "disabled (" + delivery.ReasonConsecutiveFailures + ")"})
 	if n := r.requests.Load(); n != 3 {
 		t.Fatalf("receiver got %d requests, want 3 (none once disabled)", n)
+	}
+	if len(told) != 1 {
+		t.Fatalf("Disabled told %d times, want once", len(told))
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/internal/readall"
 	"github.com/modelgateway/caddy-modelgateway/jobs"
+	"github.com/modelgateway/caddy-modelgateway/notify"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -76,6 +77,12 @@ type Gateway struct {
 	// WebhookClient checks the URLs of webhook receivers; nil admits public https
 	// receivers only (delivery.NewClient's defaults).
 	WebhookClient *delivery.Client
+	// DestinationKinds are the notification destination kinds the operator configured, by
+	// name (module: the model_gateway.destinations.* guest modules).
+	DestinationKinds map[string]notify.Kind
+	// Notifications queues the workspace's notifications of the events requests see (a key
+	// reaching its limit); nil tells nobody.
+	Notifications *notify.Outbox
 	// BasePath is the prefix the API is served under ("/v1"), which the URLs the gateway
 	// hands out (a job's polling_url) start with.
 	BasePath string
@@ -102,6 +109,9 @@ type Gateway struct {
 	// Live bounds the live updates' websockets (GET /async/{kind}/{id}/ws); a zero field
 	// takes its default.
 	Live LiveSettings
+
+	// keyLimitNotes keeps key.limit_reached to once per key and period (notifications.go).
+	keyLimitNotes keyLimitNotes
 
 	// ready caches GET /health's look at the store (info.go).
 	ready readiness

@@ -201,6 +201,7 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 		hold, err = g.ledger.AdmitInto(r.Context(), req, &c.leaseHold)
 	}
 	if err != nil {
+		g.noteKeyLimit(&caller.Key, err)
 		return nil, g.admissionRefused(err, most, cp.endpoint, m.Name)
 	}
 	c.Hold = hold

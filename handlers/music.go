@@ -313,6 +313,7 @@ func (g *Gateway) createMusic(w http.ResponseWriter, r *http.Request, caller *Ca
 	}
 	created, err := g.Jobs.Submit(r.Context(), sub)
 	if err != nil {
+		g.noteKeyLimit(&caller.Key, err)
 		return g.musicSubmitError(m, rt, dropped, err)
 	}
 	v, err := g.renderMusic(r, created)

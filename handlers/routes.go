@@ -65,9 +65,9 @@ func unlistedIn(f *endpointFamily, cp *capability) familyRoute {
 // /models, /health) answer exactly as their current counterparts.
 var routeTable = func() []apiRoute {
 	const (
-		get, post, patch, del = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete
-		oa, an                = SurfaceOpenAI, SurfaceAnthropic
-		read, write, remove   = accessRead, accessWrite, accessDelete
+		get, post, patch, put, del = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodPut, http.MethodDelete
+		oa, an                     = SurfaceOpenAI, SurfaceAnthropic
+		read, write, remove        = accessRead, accessWrite, accessDelete
 	)
 	var none familyRoute
 	chat, embeddings, moderations, images, audio, video, ocr, musicF := &chatFamily, &embeddingsFamily, &moderationsFamily, &imagesFamily, &audioFamily, &videoFamily, &ocrFamily, &musicFamily
@@ -140,8 +140,16 @@ var routeTable = func() []apiRoute {
 		{patch, "/webhook-endpoints/{id}", permManagement("webhooks", write), oa, none, webhooksOn((*Gateway).updateWebhookEndpoint)},
 		{del, "/webhook-endpoints/{id}", permManagement("webhooks", remove), oa, none, webhooksOn((*Gateway).deleteWebhookEndpoint)},
 		{post, "/webhook-endpoints/{id}/rotate-secret", permManagement("webhooks", write), oa, none, webhooksOn((*Gateway).rotateWebhookSecret)},
-		{post, "/notifications/destinations/{id}/test", permOwnerOrAdmin("settings", write), oa, none, nil},
-		{del, "/notifications/destinations/{id}", permOwnerOrAdmin("settings", remove), oa, none, nil},
+		{post, "/notifications/destinations", permManagement("notifications", write), oa, none, destinationsOn(storeBoundedWrite((*Gateway).createDestination))},
+		{get, "/notifications/destinations", permManagement("notifications", read), oa, none, storeBounded((*Gateway).listDestinations)},
+		{get, "/notifications/destinations/{id}", permManagement("notifications", read), oa, none, storeBounded((*Gateway).getDestination)},
+		{patch, "/notifications/destinations/{id}", permManagement("notifications", write), oa, none, destinationsOn(storeBoundedWrite((*Gateway).updateDestination))},
+		{del, "/notifications/destinations/{id}", permOwnerOrAdmin("notifications", remove), oa, none, storeBoundedWrite((*Gateway).deleteDestination)},
+		{post, "/notifications/destinations/{id}/test", permOwnerOrAdmin("notifications", write), oa, none, destinationsOn((*Gateway).testDestination)},
+		{get, "/notifications/routes", permManagement("notifications", read), oa, none, storeBounded((*Gateway).listRoutes)},
+		{put, "/notifications/routes/{event}", permManagement("notifications", write), oa, none, storeBoundedWrite((*Gateway).setRoute)},
+		{get, "/notifications/settings", permManagement("settings", read), oa, none, storeBounded((*Gateway).getNotificationSettings)},
+		{patch, "/notifications/settings", permManagement("settings", write), oa, none, storeBoundedWrite((*Gateway).patchNotificationSettings)},
 	}
 }()
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -259,20 +260,33 @@ func TestCreatedWorkspaceKeyHoldsTheCreatorsGrant(t *testing.T) {
 }
 
 // Migration 0012 makes every management key made before it an owner with every scope the
-// route table knows; a new area needs a migration granting it to owners, or they lose it.
+// route table knew, and each migration adding an area grants it to owners (0013:
+// notifications); the newest such grant must be every scope of the route table, or owners
+// lose the new area.
 func TestRoleMigrationGrantsEveryScope(t *testing.T) {
 	if !reflect.DeepEqual(storetest.UpgradedOwnerScopes, managementScopes) {
-		t.Fatalf("migration grants %v; the route table's scopes are %v: add a migration granting the new ones to owners", storetest.UpgradedOwnerScopes, managementScopes)
+		t.Fatalf("migrations grant %v; the route table's scopes are %v: add a migration granting the new ones to owners", storetest.UpgradedOwnerScopes, managementScopes)
 	}
 	re := regexp.MustCompile(`UPDATE api_keys SET role = 'owner', scopes = '([^']*)' WHERE kind = 'management'`)
 	for _, be := range []string{"sqlite", "postgres"} {
-		sql, err := os.ReadFile(fmt.Sprintf("../store/%s/migrations/0012_key_roles.sql", be))
-		if err != nil {
-			t.Fatal(err)
+		files, err := filepath.Glob(fmt.Sprintf("../store/%s/migrations/*.sql", be))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("migrations of %s: %v", be, err)
 		}
-		m := re.FindSubmatch(sql)
-		if m == nil || !reflect.DeepEqual(store.SplitScopes(string(m[1])), managementScopes) {
-			t.Fatalf("%s migration 0012 does not grant owners %v", be, managementScopes)
+		slices.Sort(files)
+		var newest []string
+		var from string
+		for _, f := range files {
+			sql, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := re.FindSubmatch(sql); m != nil {
+				newest, from = store.SplitScopes(string(m[1])), filepath.Base(f)
+			}
+		}
+		if !reflect.DeepEqual(newest, managementScopes) {
+			t.Fatalf("%s: the newest grant to owners (%s) is %v, not %v", be, from, newest, managementScopes)
 		}
 	}
 }

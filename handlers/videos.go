@@ -645,6 +645,7 @@ func (g *Gateway) startVideo(w http.ResponseWriter, r *http.Request, c *Caller, 
 				return err // the client left; its job was not made
 			}
 			// The hold refused, or the store could not take it or the job.
+			g.noteKeyLimit(&c.Key, err)
 			return g.admissionRefused(err, most, videoCapability.endpoint, m.Name)
 		}
 		rt.breaker.fail(g.Now(), rt.Policy, ue)

@@ -123,6 +123,8 @@ type App struct {
 	sealer  *delivery.Sealer
 	// outbound calls webhook receivers, admitting the networks of WebhookAllow.
 	outbound *delivery.Client
+	// notifications queues this configuration's notifications (provisionNotifications).
+	notifications *notify.Outbox
 	// emit publishes a Caddy event of this configuration's events app (provisionEvents).
 	emit       func(name string, data map[string]any)
 	uploadDir  string
@@ -451,6 +453,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.pooled = val.(*pooledStore)
 	a.store = a.pooled.Store
+	a.provisionNotifications()
 	return a.provisionMetrics(ctx)
 }
 
@@ -804,6 +807,8 @@ func (a *App) gateway(logger *zap.Logger, basePath string, maxBody int64, idle t
 		Metrics:            a.metrics,
 		WebhookSealer:      a.sealer,
 		WebhookClient:      a.outbound,
+		DestinationKinds:   a.destinationKinds(),
+		Notifications:      a.notifications,
 		BasePath:           basePath,
 		Jobs:               a.jobSubmitter(logger),
 		Blobs:              a.blobs,

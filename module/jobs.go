@@ -38,7 +38,7 @@ func runJobs(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 		Store: rt.Store(), Ledger: ledger, Logger: log, Owner: owner,
 		Env:     func() jobs.Env { return jobsEnv(rt.Current()) },
 		Events:  jobs.WebhookEvents(log, time.Now),
-		Changed: func(j store.Job) { emitJobChanged(rt.Current(), j) },
+		Changed: func(j store.Job) { cur := rt.Current(); emitJobChanged(cur, j); notifyJobFailed(cur, j) },
 		Wakeup:  jobsWakeup,
 	}
 	return e.Run(ctx)
@@ -60,7 +60,7 @@ func (a *App) jobSubmitter(logger *zap.Logger) *jobs.Engine {
 		Store: a.store, Logger: logger, Owner: owner,
 		Env:     func() jobs.Env { return jobsEnv(a.runtime()) },
 		Events:  jobs.WebhookEvents(logger, time.Now),
-		Changed: func(j store.Job) { emitJobChanged(a.runtime(), j) },
+		Changed: func(j store.Job) { cur := a.runtime(); emitJobChanged(cur, j); notifyJobFailed(cur, j) },
 		Wakeup:  jobsWakeup,
 	}
 }

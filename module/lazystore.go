@@ -567,3 +567,91 @@ func (l *lazyStore) PurgeFile(ctx context.Context, workspaceID, id string) error
 	}
 	return s.PurgeFile(ctx, workspaceID, id)
 }
+
+func (l *lazyStore) CreateNotificationDestination(ctx context.Context, a1 store.NotificationDestination) (store.NotificationDestination, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.NotificationDestination{}, err
+	}
+	return s.CreateNotificationDestination(ctx, a1)
+}
+
+func (l *lazyStore) GetNotificationDestination(ctx context.Context, a1 string, a2 string) (store.NotificationDestination, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.NotificationDestination{}, err
+	}
+	return s.GetNotificationDestination(ctx, a1, a2)
+}
+
+func (l *lazyStore) ListNotificationDestinations(ctx context.Context, a1 string, a2 store.Page) ([]store.NotificationDestination, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.ListNotificationDestinations(ctx, a1, a2)
+}
+
+func (l *lazyStore) UpdateNotificationDestination(ctx context.Context, a1 string, a2 string, a3 store.NotificationDestinationUpdate) (store.NotificationDestination, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.NotificationDestination{}, err
+	}
+	return s.UpdateNotificationDestination(ctx, a1, a2, a3)
+}
+
+func (l *lazyStore) DeleteNotificationDestination(ctx context.Context, a1 string, a2 string) (store.NotificationDestination, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.NotificationDestination{}, err
+	}
+	return s.DeleteNotificationDestination(ctx, a1, a2)
+}
+
+func (l *lazyStore) RecordNotificationOutcome(ctx context.Context, a1 string, a2 string, a3 store.NotificationOutcome) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.RecordNotificationOutcome(ctx, a1, a2, a3)
+}
+
+func (l *lazyStore) NotificationRoutes(ctx context.Context, a1 string) (map[string][]string, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.NotificationRoutes(ctx, a1)
+}
+
+func (l *lazyStore) SetNotificationRoute(ctx context.Context, a1 string, a2 string, a3 []string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.SetNotificationRoute(ctx, a1, a2, a3)
+}
+
+func (l *lazyStore) NotificationSettings(ctx context.Context, a1 string) (store.NotificationSettings, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.NotificationSettings{}, err
+	}
+	return s.NotificationSettings(ctx, a1)
+}
+
+func (l *lazyStore) SetLowBalanceThreshold(ctx context.Context, a1 string, a2 *int64) (store.NotificationSettings, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.NotificationSettings{}, err
+	}
+	return s.SetLowBalanceThreshold(ctx, a1, a2)
+}
+
+func (l *lazyStore) FireLowBalance(ctx context.Context, a1 time.Duration) ([]store.LowBalance, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.FireLowBalance(ctx, a1)
+}

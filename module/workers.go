@@ -9,6 +9,7 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/delivery"
 	"github.com/modelgateway/caddy-modelgateway/handlers"
 	"github.com/modelgateway/caddy-modelgateway/internal/workers"
+	"github.com/modelgateway/caddy-modelgateway/notify"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -50,6 +51,10 @@ type appRuntime struct {
 	Sealer *delivery.Sealer
 	// Outbound calls webhook receivers (the networks webhook_allow admits included).
 	Outbound *delivery.Client
+	// DestinationKinds are the notification destination kinds by name.
+	DestinationKinds map[string]notify.Kind
+	// Notifications queues the workspaces' notifications (the events the workers see).
+	Notifications *notify.Outbox
 	// Emit publishes a Caddy event through the configuration's events app, when anything
 	// subscribes to it.
 	Emit func(name string, data map[string]any)
@@ -61,5 +66,6 @@ func (a *App) runtime() *appRuntime {
 		Logger: a.logger, Registry: a.registry, Providers: a.providers, Metrics: a.metrics, Owner: a.pooled.inst,
 		ReservationTTL: time.Duration(a.ReservationTTL), StoreTimeout: time.Duration(a.StoreTimeout),
 		SettleTimeout: time.Duration(a.SettleTimeout), Blobs: a.blobs, Sealer: a.sealer, Outbound: a.outbound, Emit: a.emit,
+		DestinationKinds: a.destinationKinds(), Notifications: a.notifications,
 	}
 }

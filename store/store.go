@@ -17,10 +17,12 @@
 //     secrets kept sealed.
 //   - Files (files.go): uploaded files and the files the gateway writes, owned by a
 //     workspace, their content in the blob store.
+//   - Notifications (notifications.go): a workspace's notification destinations with
+//     their targets kept sealed, the routes of its events, its low-balance threshold and
+//     the state of its alert.
 //
-// The roles to come have their place beside these, a file and an interface each:
-// notification destinations. Store is the composition of every role; code that needs
-// one role takes that role.
+// A role to come has its place beside these, a file and an interface. Store is the
+// composition of every role; code that needs one role takes that role.
 //
 // What is the same for every backend (validating inputs, the spending-limit and charge
 // arithmetic, page sizes, the fields of a generation) is written here, once, as plain
@@ -71,6 +73,7 @@ type Store interface {
 	Deliveries
 	WebhookEndpoints
 	Files
+	Notifications
 
 	// Ping checks that the database can be reached and read, within ctx.
 	Ping(ctx context.Context) error

@@ -8,13 +8,14 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// UpgradedOwnerScopes is what migration 0012 grants the management keys made before keys
-// had roles: every scope of the areas the API had then (handlers' managementScopes checks
-// the migrations against the route table, so a new area cannot be forgotten).
+// UpgradedOwnerScopes is what migrations 0012 and 0013 grant the management keys made
+// before keys had roles: every scope of the areas the API has (handlers' managementScopes
+// checks the migrations against the route table, so a new area cannot be forgotten).
 var UpgradedOwnerScopes = []string{
 	"activity:read", "activity:write", "activity:delete",
 	"credits:read", "credits:write", "credits:delete",
 	"keys:read", "keys:write", "keys:delete",
+	"notifications:read", "notifications:write", "notifications:delete",
 	"settings:read", "settings:write", "settings:delete",
 	"webhooks:read", "webhooks:write", "webhooks:delete",
 	"workspaces:read", "workspaces:write", "workspaces:delete",

@@ -80,6 +80,7 @@ func Run(t *testing.T, open Opener) {
 		{"AdvanceRace", testAdvanceRace},
 		{"WebhookPages", testWebhookPages},
 		{"WorkspaceAsyncAccess", testWorkspaceAsyncAccess},
+		{"NotificationRoutes", testNotificationRoutes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,6 +113,8 @@ func Run(t *testing.T, open Opener) {
 		{"WebhookRotation", testWebhookRotation},
 		{"WebhookOutcomes", testWebhookOutcomes},
 		{"Files", testFiles},
+		{"NotificationDestinations", testNotificationDestinations},
+		{"LowBalance", testLowBalance},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
