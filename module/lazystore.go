@@ -607,3 +607,19 @@ func (l *lazyStore) DeleteBatchRows(ctx context.Context, batchID string) error {
 	}
 	return s.DeleteBatchRows(ctx, batchID)
 }
+
+func (l *lazyStore) RequestBatchCancel(ctx context.Context, batchID string) (time.Time, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return s.RequestBatchCancel(ctx, batchID)
+}
+
+func (l *lazyStore) BatchCancelRequested(ctx context.Context, batchID string) (time.Time, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return s.BatchCancelRequested(ctx, batchID)
+}

@@ -28,6 +28,12 @@ type BatchRows interface {
 	// DeleteBatchRows removes every recorded row of batch (its output file written); a
 	// batch with none is not an error.
 	DeleteBatchRows(ctx context.Context, batchID string) error
+	// RequestBatchCancel records that batch's owner asked to cancel it, and returns when
+	// that was first asked: asking again changes nothing. Only the batch's job changes the
+	// job (its poll), so the request waits here for it and for the row workers.
+	RequestBatchCancel(ctx context.Context, batchID string) (time.Time, error)
+	// BatchCancelRequested returns when batch's cancellation was asked; zero when never.
+	BatchCancelRequested(ctx context.Context, batchID string) (time.Time, error)
 }
 
 // MaxBatchRowPage is the most rows one ListBatchRows returns.

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -113,11 +115,46 @@ func (s *Store) ListBatchRows(ctx context.Context, batchID string, after, limit 
 // DeleteBatchRows removes a batch's recorded rows.
 func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM batch_rows WHERE batch_id = $1`, batchID)
+		if _, err := tx.Exec(ctx, `DELETE FROM batch_rows WHERE batch_id = $1`, batchID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM batch_cancels WHERE batch_id = $1`, batchID)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("deleting the rows of batch %q: %w", batchID, err)
 	}
 	return nil
+}
+
+// RequestBatchCancel records a batch's cancellation once.
+func (s *Store) RequestBatchCancel(ctx context.Context, batchID string) (time.Time, error) {
+	now := s.stamp(time.Time{})
+	var at time.Time
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO batch_cancels (batch_id, requested_at) VALUES ($1, $2)
+			ON CONFLICT (batch_id) DO NOTHING`, batchID, now); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT requested_at FROM batch_cancels WHERE batch_id = $1`, batchID).Scan(&at)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cancelling batch %q: %w", batchID, err)
+	}
+	return utc(at), nil
+}
+
+// BatchCancelRequested returns when a batch's cancellation was asked.
+func (s *Store) BatchCancelRequested(ctx context.Context, batchID string) (time.Time, error) {
+	var at time.Time
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SELECT requested_at FROM batch_cancels WHERE batch_id = $1`, batchID).Scan(&at)
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("reading the cancellation of batch %q: %w", batchID, err)
+	}
+	return utc(at), nil
 }

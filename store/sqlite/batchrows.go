@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -106,11 +108,44 @@ func (s *Store) ListBatchRows(ctx context.Context, batchID string, after, limit 
 // DeleteBatchRows removes a batch's recorded rows.
 func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
 	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM batch_rows WHERE batch_id = ?`, batchID)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM batch_rows WHERE batch_id = ?`, batchID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM batch_cancels WHERE batch_id = ?`, batchID)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("deleting the rows of batch %q: %w", batchID, markUnavailable(err))
 	}
 	return nil
+}
+
+// RequestBatchCancel records a batch's cancellation once.
+func (s *Store) RequestBatchCancel(ctx context.Context, batchID string) (time.Time, error) {
+	now := s.stamp(time.Time{})
+	var at int64
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO batch_cancels (batch_id, requested_at) VALUES (?, ?)
+			ON CONFLICT (batch_id) DO NOTHING`, batchID, millis(now)); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT requested_at FROM batch_cancels WHERE batch_id = ?`, batchID).Scan(&at)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cancelling batch %q: %w", batchID, markUnavailable(err))
+	}
+	return fromMillis(at), nil
+}
+
+// BatchCancelRequested returns when a batch's cancellation was asked.
+func (s *Store) BatchCancelRequested(ctx context.Context, batchID string) (time.Time, error) {
+	var at int64
+	err := s.r.QueryRowContext(ctx, `SELECT requested_at FROM batch_cancels WHERE batch_id = ?`, batchID).Scan(&at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("reading the cancellation of batch %q: %w", batchID, markUnavailable(err))
+	}
+	return fromMillis(at), nil
 }

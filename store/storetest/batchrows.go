@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -96,6 +97,24 @@ func testBatchRows(t *testing.T, s store.Store, c *Clock) {
 	}
 	if counts, err := s.CountBatchRows(ctx, "batch_race"); err != nil || counts.Done != 20 || counts.CostNanos != 20 {
 		t.Fatalf("counts after the race: %+v, %v", counts, err)
+	}
+
+	if at, err := s.BatchCancelRequested(ctx, "batch_a"); err != nil || !at.IsZero() {
+		t.Fatalf("BatchCancelRequested before any: %v, %v", at, err)
+	}
+	asked := c.Now()
+	if at, err := s.RequestBatchCancel(ctx, "batch_a"); err != nil || !at.Equal(asked) {
+		t.Fatalf("RequestBatchCancel: %v, %v; want %v", at, err, asked)
+	}
+	c.Set(asked.Add(time.Minute))
+	if at, err := s.RequestBatchCancel(ctx, "batch_a"); err != nil || !at.Equal(asked) {
+		t.Fatalf("RequestBatchCancel again: %v, %v; want the first time, %v", at, err, asked)
+	}
+	if at, err := s.BatchCancelRequested(ctx, "batch_a"); err != nil || !at.Equal(asked) {
+		t.Fatalf("BatchCancelRequested: %v, %v; want %v", at, err, asked)
+	}
+	if at, err := s.BatchCancelRequested(ctx, "batch_b"); err != nil || !at.IsZero() {
+		t.Fatalf("BatchCancelRequested of another batch: %v, %v", at, err)
 	}
 
 	if err := s.DeleteBatchRows(ctx, "batch_a"); err != nil {

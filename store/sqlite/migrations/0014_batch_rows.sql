@@ -13,3 +13,10 @@ CREATE TABLE batch_rows (
 	created_at    INTEGER NOT NULL,
 	PRIMARY KEY (batch_id, idx)
 ) WITHOUT ROWID;
+-- A batch's cancellation, asked by its owner (POST /batches/{id}/cancel) while its job
+-- runs: the job's poll and the row workers read it, as no one but the job's poll changes
+-- the job.
+CREATE TABLE batch_cancels (
+	batch_id     TEXT PRIMARY KEY,
+	requested_at INTEGER NOT NULL
+) WITHOUT ROWID;
