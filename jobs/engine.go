@@ -346,6 +346,9 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 	if e.Env != nil {
 		env = e.Env()
 	}
+	if env.Store == nil {
+		env.Store = e.Store
+	}
 	timeout := orDefault(e.Lease, DefaultLease) / 2
 	if lp, ok := k.(LongPoller); ok {
 		if d := lp.PollTimeout(j); d > timeout {

@@ -132,6 +132,9 @@ type Env struct {
 	// Blobs is the configuration's blob store, where a kind keeps what its jobs made
 	// (music audio, batch output files); nil when none is configured.
 	Blobs blobs.Store
+	// Store is the engine's store, for a kind that keeps records of its own beside the job
+	// (a batch's rows and files); the engine sets it when the Env has none.
+	Store store.Store
 }
 
 // Route is a job's route in a configuration.
