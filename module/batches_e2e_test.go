@@ -265,4 +265,3 @@ func TestBatchGatewayRunEndToEnd(t *testing.T) {
 		})
 	}
 }
-
