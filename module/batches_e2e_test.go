@@ -265,3 +265,135 @@ func TestBatchGatewayRunEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchCancelListAndRefusal drives the rest of the batch API with openai-go: a slow
+// batch cancelled mid-way ends cancelled with the rows that ran in its output file, each
+// charged once, and the rest of its reservation released; a batch the wallet cannot
+// cover is refused with 402 and its estimate, reserving nothing; and the list shows the
+// workspace's own batches, newest first, by status (aliases included), a page at a time.
+func TestBatchCancelListAndRefusal(t *testing.T) {
+	up := newBatchUpstream(t)
+	env := startGateway(t, batchGatewayBlock(up.URL, "\t\tbatches {\n\t\t\trows_per_chunk 2\n\t\t\tbatch_chunks 1\n\t\t}"), "")
+	ws, key := env.workspace(10 * usd)
+	_, otherKey := env.workspace(10 * usd)
+	client, other := env.openai(key), env.openai(otherKey)
+	ctx := context.Background()
+
+	first := newBatch(t, client, uploadBatchFile(t, client, batchRows(3)))
+	waitBatch(t, client, first.ID, "completed")
+
+	// Cancelled mid-way.
+	up.delay.Store(int64(300 * time.Millisecond))
+	const rows = 40
+	slow := newBatch(t, client, uploadBatchFile(t, client, batchRows(rows)))
+	waitFor(t, "four rows answered", func() bool { return len(up.seen) >= 3+4 })
+	cancelling, err := client.Batches.Cancel(ctx, slow.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cancelling.Status != openai.BatchStatusCancelling || cancelling.CancellingAt == 0 || batchRaw(t, cancelling)["cancel_url"] != nil {
+		t.Fatalf("after cancel: %s", cancelling.RawJSON())
+	}
+	if _, err := other.Batches.Cancel(ctx, slow.ID); err == nil {
+		t.Fatal("another workspace cancelled the batch")
+	}
+	cancelled := waitBatch(t, client, slow.ID, "cancelled")
+	up.delay.Store(0)
+	ran := len(up.seen) - 3
+	n := int(cancelled.RequestCounts.Completed)
+	if n == 0 || n >= rows || cancelled.CancelledAt == 0 || cancelled.RequestCounts.Total != rows {
+		t.Fatalf("cancelled: %s", cancelled.RawJSON())
+	}
+	lines := outputLines(t, client, cancelled.OutputFileID)
+	if len(lines) != n {
+		t.Fatalf("%d output lines for %d rows completed", len(lines), n)
+	}
+	for _, l := range lines {
+		var i int
+		if _, err := fmt.Sscanf(l.CustomID, "row-%d", &i); err != nil || answerOf(t, l) != fmt.Sprintf("answer: say %d", i) {
+			t.Fatalf("line %+v", l)
+		}
+	}
+	if _, err := client.Batches.Cancel(ctx, slow.ID); err == nil {
+		t.Fatal("a cancelled batch was cancelled again")
+	}
+	// Every row the upstream answered is charged once; what the reservation had left is
+	// back in the wallet.
+	time.Sleep(500 * time.Millisecond) // a row the drain missed settles meanwhile
+	firstCost, _ := rowCharges(t, env.store, ws, first.ID, 3)
+	slowCost, charged := rowCharges(t, env.store, ws, slow.ID, rows)
+	if charged != ran || slowCost != int64(ran)*rowCost {
+		t.Fatalf("%d rows charged %d; the upstream answered %d", charged, slowCost, ran)
+	}
+	if b := env.balance(ws); b.ReservedNanos != 0 || b.BalanceNanos != 10*usd-firstCost-slowCost {
+		t.Fatalf("wallet %+v; want 10 USD less %d and %d, nothing held", b, firstCost, slowCost)
+	}
+
+	// A wallet that cannot cover the estimate.
+	poorWS, poorKey := env.workspace(usd + usd/10)
+	poor := env.openai(poorKey)
+	big := []byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"chat","max_tokens":1000000,"messages":[{"role":"user","content":"long"}]}}` + "\n")
+	bigFile := uploadBatchFile(t, poor, big)
+	_, err = poor.Batches.New(ctx, openai.BatchNewParams{
+		InputFileID: bigFile, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
+	})
+	wantAPIError(t, "a batch beyond the wallet", err, http.StatusPaymentRequired, "insufficient_funds", "estimated cost is 2.")
+	status, _, refusal := env.call(http.MethodPost, poorKey, "/batches", `{"input_file_id":"`+bigFile+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`)
+	if est, _ := refusal["estimated_nanos"].(float64); status != http.StatusPaymentRequired || est < 2*float64(usd) || refusal["estimation_total_rows"] != 1.0 || refusal["estimation_sample_size"] != 1.0 {
+		t.Fatalf("402 without the estimate: %d %v", status, refusal)
+	}
+	if b := env.balance(poorWS); b.ReservedNanos != 0 || b.BalanceNanos != usd+usd/10 {
+		t.Fatalf("refused batch left the wallet %+v", b)
+	}
+
+	// The list.
+	third := newBatch(t, client, uploadBatchFile(t, client, batchRows(2)))
+	waitBatch(t, client, third.ID, "completed")
+	ids := func(p []openai.Batch) []string {
+		var out []string
+		for _, b := range p {
+			out = append(out, b.ID)
+		}
+		return out
+	}
+	page, err := client.Batches.List(ctx, openai.BatchListParams{Limit: openai.Int(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(page.Data); !page.HasMore || fmt.Sprint(got) != fmt.Sprint([]string{third.ID, slow.ID}) {
+		t.Fatalf("first page %v (has_more %v)", got, page.HasMore)
+	}
+	next, err := page.GetNextPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(next.Data); next.HasMore || fmt.Sprint(got) != fmt.Sprint([]string{first.ID}) {
+		t.Fatalf("second page %v (has_more %v)", got, next.HasMore)
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"status=completed", []string{third.ID, first.ID}},
+		{"status=canceled", []string{slow.ID}},
+		{"statuses=cancelled,completed", []string{third.ID, slow.ID, first.ID}},
+		{"status=running", nil},
+		{"status=expired&status=pending", nil},
+	} {
+		status, _, v := env.call(http.MethodGet, key, "/batches?"+tc.query, "")
+		data, _ := v["data"].([]any)
+		var got []string
+		for _, d := range data {
+			got = append(got, d.(map[string]any)["id"].(string))
+		}
+		if status != 200 || fmt.Sprint(got) != fmt.Sprint(tc.want) || v["object"] != "list" {
+			t.Fatalf("%s: %d %v; want %v", tc.query, status, got, tc.want)
+		}
+	}
+	env.expectError(http.StatusBadRequest, "validation_error", "status", http.MethodGet, key, "/batches?status=done", "")
+	env.expectError(http.StatusBadRequest, "validation_error", "limit", http.MethodGet, key, "/batches?limit=0", "")
+	if theirs, err := other.Batches.List(ctx, openai.BatchListParams{}); err != nil || len(theirs.Data) != 0 {
+		t.Fatalf("another workspace listed %v, %v", theirs, err)
+	}
+}
