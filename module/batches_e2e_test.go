@@ -397,3 +397,87 @@ func TestBatchCancelListAndRefusal(t *testing.T) {
 		t.Fatalf("another workspace listed %v, %v", theirs, err)
 	}
 }
+
+// TestBatchNativeHook runs batches on a route whose adapter is a providers.BatchRunner
+// (batch_fake): the batch is started upstream once with every row, polled through its
+// adapter to its end, and its results, in no order upstream, become an output file in
+// the input's order and an error file; each answered row is priced at the route's price
+// and settled against the reservation once, the rest released. A native batch cancelled
+// is cancelled upstream and ends cancelled with the rows the upstream had answered.
+func TestBatchNativeHook(t *testing.T) {
+	batch.Registered.SetPaces(100*time.Millisecond, 50*time.Millisecond)
+	t.Cleanup(func() { batch.Registered.SetPaces(0, 0) })
+	batchFakeState.Lock()
+	batchFakeState.completeAfter, batchFakeState.failRows = 3, map[string]bool{"row-2": true}
+	batchFakeState.Unlock()
+	env := startGateway(t, `
+		provider native {
+			type batch_fake
+		}
+		model chat {
+			route native chat-native {
+				input 1.00
+				output 2.00
+				max_output_tokens 1000
+			}
+		}`, "")
+	ws, key := env.workspace(10 * usd)
+	client := env.openai(key)
+	const rows = 5
+
+	b := newBatch(t, client, uploadBatchFile(t, client, batchRows(rows)))
+	if raw := batchRaw(t, b); raw["native_batch_id"] == nil || raw["provider"] != "native" {
+		t.Fatalf("created: %s", b.RawJSON())
+	}
+	done := waitBatch(t, client, b.ID, "completed", "failed")
+	if done.Status != openai.BatchStatusCompleted || done.RequestCounts.Completed != rows-1 || done.RequestCounts.Failed != 1 || done.ErrorFileID == "" {
+		t.Fatalf("done: %s", done.RawJSON())
+	}
+	lines := outputLines(t, client, done.OutputFileID)
+	var ids []string
+	for _, l := range lines {
+		ids = append(ids, l.CustomID)
+		if answerOf(t, l) != "native: "+l.CustomID {
+			t.Fatalf("line %+v", l)
+		}
+	}
+	if fmt.Sprint(ids) != "[row-0 row-1 row-3 row-4]" {
+		t.Fatalf("output rows %v", ids)
+	}
+	errs := outputLines(t, client, done.ErrorFileID)
+	if len(errs) != 1 || errs[0].CustomID != "row-2" || errs[0].Error == nil || errs[0].Error.Code != "batch_expired" || errs[0].Response != nil {
+		t.Fatalf("error file %+v", errs)
+	}
+	sum, charged := rowCharges(t, env.store, ws, done.ID, rows)
+	bill := batchRaw(t, done)["billing"].(map[string]any)
+	if charged != rows-1 || sum != (rows-1)*rowCost || int64(bill["cost_nanos"].(float64)) != sum {
+		t.Fatalf("charged %d rows %d; billing %v", charged, sum, bill)
+	}
+	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum {
+		t.Fatalf("wallet %+v", bal)
+	}
+	batchFakeState.Lock()
+	started := batchFakeState.started
+	batchFakeState.completeAfter, batchFakeState.failRows = 1<<30, nil // the next batch runs until cancelled
+	batchFakeState.Unlock()
+
+	// Cancelled: upstream too, and the rows it answered are kept and charged.
+	c := newBatch(t, client, uploadBatchFile(t, client, batchRows(4)))
+	if _, err := client.Batches.Cancel(context.Background(), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := waitBatch(t, client, c.ID, "cancelled")
+	batchFakeState.Lock()
+	nativeCancelled := batchFakeState.batches[cancelled.JSON.ExtraFields["native_batch_id"].Raw()[1:len(cancelled.JSON.ExtraFields["native_batch_id"].Raw())-1]].cancelled
+	nowStarted := batchFakeState.started
+	batchFakeState.Unlock()
+	if !nativeCancelled || nowStarted != started+1 {
+		t.Fatalf("upstream cancelled %v, batches started %d (was %d)", nativeCancelled, nowStarted, started)
+	}
+	if cancelled.RequestCounts.Completed != 2 || len(outputLines(t, client, cancelled.OutputFileID)) != 2 {
+		t.Fatalf("cancelled: %s", cancelled.RawJSON())
+	}
+	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum-2*rowCost {
+		t.Fatalf("wallet after the cancelled batch %+v", bal)
+	}
+}
