@@ -51,7 +51,9 @@ type fakeNativeBatch struct {
 
 type batchFakeAdapter struct{ *mock.Provider }
 
-func (a *batchFakeAdapter) SupportsBatch(endpoint string) bool { return endpoint == "/v1/chat/completions" }
+func (a *batchFakeAdapter) SupportsBatch(endpoint string) bool {
+	return endpoint == "/v1/chat/completions"
+}
 
 func (a *batchFakeAdapter) StartBatch(_ context.Context, req *providers.BatchRequest) (*providers.BatchStatus, error) {
 	b := &fakeNativeBatch{endpoint: req.Endpoint, model: req.Model}
