@@ -480,4 +480,19 @@ func TestBatchNativeHook(t *testing.T) {
 	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum-2*rowCost {
 		t.Fatalf("wallet after the cancelled batch %+v", bal)
 	}
+
+	// A batch beyond the upstream's limits, refused as unsupported before anything was
+	// made there, is run by the gateway on the same route (the mock answers its rows).
+	large := newBatch(t, client, uploadBatchFile(t, client, batchRows(batchFakeMaxRows+2)))
+	largeDone := waitBatch(t, client, large.ID, "completed", "failed")
+	batchFakeState.Lock()
+	startedAfter := batchFakeState.started
+	batchFakeState.Unlock()
+	if raw := batchRaw(t, largeDone); largeDone.Status != openai.BatchStatusCompleted || raw["native_batch_id"] != nil ||
+		largeDone.RequestCounts.Completed != batchFakeMaxRows+2 || startedAfter != nowStarted {
+		t.Fatalf("the large batch: %s (native batches started %d, before %d)", largeDone.RawJSON(), startedAfter, nowStarted)
+	}
+	if got := len(outputLines(t, client, largeDone.OutputFileID)); got != batchFakeMaxRows+2 {
+		t.Fatalf("the large batch's output has %d lines", got)
+	}
 }

@@ -3,6 +3,7 @@ package module
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -49,6 +50,11 @@ type fakeNativeBatch struct {
 	cancelled       bool
 }
 
+// batchFakeMaxRows is the most rows a batch_fake batch holds: a larger one is refused as
+// unsupported, before anything is made, as the real adapters refuse a batch beyond their
+// upstream's limits.
+const batchFakeMaxRows = 8
+
 type batchFakeAdapter struct{ *mock.Provider }
 
 func (a *batchFakeAdapter) SupportsBatch(endpoint string) bool {
@@ -59,6 +65,9 @@ func (a *batchFakeAdapter) StartBatch(_ context.Context, req *providers.BatchReq
 	b := &fakeNativeBatch{endpoint: req.Endpoint, model: req.Model}
 	if err := req.Rows(func(r providers.BatchRow) error { b.rows = append(b.rows, r); return nil }); err != nil {
 		return nil, err
+	}
+	if len(b.rows) > batchFakeMaxRows {
+		return nil, providers.Unsupported(a.Name(), "input_file_id", fmt.Sprintf("a batch holds at most %d rows", batchFakeMaxRows), errors.ErrUnsupported)
 	}
 	s := &batchFakeState
 	s.Lock()

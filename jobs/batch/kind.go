@@ -76,7 +76,7 @@ func (*Kind) PollTimeout(j store.Job) time.Duration {
 		return filesTimeout
 	}
 	spec, err := SpecOf(j)
-	if err == nil && spec.Native {
+	if err == nil && spec.Native && !StateOf(j).GatewayRun {
 		// A native batch's end streams its results into its files.
 		return filesTimeout
 	}
@@ -100,7 +100,7 @@ func (k *Kind) Poll(ctx context.Context, env jobs.Env, j store.Job) (jobs.Report
 		return jobs.Report{}, errors.New("the batch's poll has no store")
 	}
 	st := StateOf(j)
-	if spec.Native {
+	if spec.Native && !st.GatewayRun {
 		return k.pollNative(ctx, env, j, spec, st)
 	}
 	return k.pollRows(ctx, env, j, spec, st)
