@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/jobs/batch"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -494,5 +495,57 @@ func TestBatchNativeHook(t *testing.T) {
 	}
 	if got := len(outputLines(t, client, largeDone.OutputFileID)); got != batchFakeMaxRows+2 {
 		t.Fatalf("the large batch's output has %d lines", got)
+	}
+}
+
+// TestBatchWebhooks: a batch created with a webhook sends its events through the jobs
+// engine's outbox: batch.created, batch.status_changed as it moves, batch.progress at most
+// once per 10 % of its rows (each a new tenth), and batch.completed, each event's data the
+// batch's public fields.
+func TestBatchWebhooks(t *testing.T) {
+	secretKey := newSecretKey(t)
+	t.Setenv("GATEWAY_TEST_SECRET_KEY", secretKey)
+	tuneDeliveries(t, 200*time.Millisecond, nil)
+	rcv := newHookReceiver(t, nil, func(receivedHook) int { return http.StatusOK })
+	up := newBatchUpstream(t)
+	up.delay.Store(int64(20 * time.Millisecond))
+	env := startGateway(t, "\t\tsecret_key {env.GATEWAY_TEST_SECRET_KEY}\n\t\twebhook_allow 127.0.0.1\n"+
+		batchGatewayBlock(up.URL, "\t\tbatches {\n\t\t\trows_per_chunk 2\n\t\t\tbatch_chunks 1\n\t\t}"), "")
+	tm := env.team(10 * usd)
+	endpoint := env.expect(201, http.MethodPost, tm.mgmt, "/webhook-endpoints", `{"name": "r", "url": "`+rcv.URL+`/ep", "events": ["*"]}`)["id"].(string)
+	client := env.openai(tm.std)
+	fileID := uploadBatchFile(t, client, batchRows(30))
+	created := env.expect(200, http.MethodPost, tm.std, "/batches",
+		`{"input_file_id":"`+fileID+`","endpoint":"/v1/chat/completions","completion_window":"24h","webhook":{"endpoint_id":"`+endpoint+`"}}`)
+	id := created["id"].(string)
+	if wh, _ := created["webhook"].(map[string]any); wh == nil || wh["endpoint_id"] != endpoint {
+		t.Fatalf("created without its webhook: %v", created)
+	}
+	waitBatch(t, client, id, "completed")
+	events := func() map[string][]jobs.Event {
+		out := map[string][]jobs.Event{}
+		for _, h := range rcv.hooks("") {
+			var ev jobs.Event
+			if json.Unmarshal(h.body, &ev) == nil && ev.Data.ID == id {
+				out[ev.Type] = append(out[ev.Type], ev)
+			}
+		}
+		return out
+	}
+	waitFor(t, "the batch's completed event", func() bool { return len(events()["batch.completed"]) > 0 })
+	got := events()
+	if len(got["batch.created"]) != 1 || len(got["batch.status_changed"]) == 0 || got["batch.completed"][0].Data.Status != "completed" {
+		t.Fatalf("events %v", got)
+	}
+	seen := map[int]bool{}
+	for _, ev := range got["batch.progress"] {
+		p := ev.Data.Progress
+		if p%10 != 0 || seen[p] {
+			t.Fatalf("progress events %v: each must be a new tenth", got["batch.progress"])
+		}
+		seen[p] = true
+	}
+	if n := len(got["batch.progress"]); n == 0 || n > 10 {
+		t.Fatalf("%d progress events for 30 rows", n)
 	}
 }
