@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 
@@ -520,6 +522,32 @@ func TestBatchWebhooks(t *testing.T) {
 	id := created["id"].(string)
 	if wh, _ := created["webhook"].(map[string]any); wh == nil || wh["endpoint_id"] != endpoint {
 		t.Fatalf("created without its webhook: %v", created)
+	}
+	// Its live updates show the batch object, from a snapshot to its completion.
+	wsCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	live, _, err := websocket.Dial(wsCtx, created["websocket_url"].(string), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tm.std}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = live.CloseNow() }()
+	var last liveMessage
+	for n := 0; ; n++ {
+		m, err := readLive(live)
+		if err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure {
+				t.Fatalf("live updates ended with %v", err)
+			}
+			break
+		}
+		if m.Data["object"] != "batch" || m.Data["id"] != id || (n == 0) != (m.Type == "snapshot") {
+			t.Fatalf("live message %d: %+v", n, m)
+		}
+		last = m
+	}
+	if last.Data["status"] != "completed" || last.Data["output_file_id"] == nil {
+		t.Fatalf("the last live update: %+v", last)
 	}
 	waitBatch(t, client, id, "completed")
 	events := func() map[string][]jobs.Event {
