@@ -317,6 +317,23 @@ func TestBatchCancelListAndRefusal(t *testing.T) {
 			t.Fatalf("line %+v", l)
 		}
 	}
+	// Every other row is in the error file as cancelled: every custom_id is accounted for.
+	if cancelled.RequestCounts.Failed != int64(rows-n) {
+		t.Fatalf("cancelled: %d failed, want the %d rows not run", cancelled.RequestCounts.Failed, rows-n)
+	}
+	accounted := map[string]bool{}
+	for _, l := range lines {
+		accounted[l.CustomID] = true
+	}
+	for _, l := range outputLines(t, client, cancelled.ErrorFileID) {
+		if l.Error == nil || l.Error.Code != "batch_cancelled" || accounted[l.CustomID] {
+			t.Fatalf("error line %+v", l)
+		}
+		accounted[l.CustomID] = true
+	}
+	if len(accounted) != rows {
+		t.Fatalf("%d of %d rows in the files", len(accounted), rows)
+	}
 	if _, err := client.Batches.Cancel(ctx, slow.ID); err == nil {
 		t.Fatal("a cancelled batch was cancelled again")
 	}
