@@ -594,3 +594,40 @@ func TestBatchWebhooks(t *testing.T) {
 		t.Fatalf("%d progress events for 30 rows", n)
 	}
 }
+
+// TestBatchRowsBeyondTheEstimate: the estimate reads the first 100 rows; later rows that
+// are dearer than it (here: they set no max_tokens, where the sampled rows asked for one
+// token) do not fit their chunk's share of the reservation, and are admitted from the
+// wallet like the same requests alone: every row runs, each is charged once, and nothing
+// stays held.
+func TestBatchRowsBeyondTheEstimate(t *testing.T) {
+	up := newBatchUpstream(t)
+	env := startGateway(t, batchGatewayBlock(up.URL, ""), "")
+	ws, key := env.workspace(10 * usd)
+	client := env.openai(key)
+	var file bytes.Buffer
+	const rows = 105
+	for i := range rows {
+		maxTokens := `"max_tokens":1,`
+		if i >= 100 {
+			maxTokens = ""
+		}
+		fmt.Fprintf(&file, `{"custom_id":"row-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"chat",%s"messages":[{"role":"user","content":"say %d"}]}}`+"\n", i, maxTokens, i)
+	}
+	b := newBatch(t, client, uploadBatchFile(t, client, file.Bytes()))
+	bill := batchRaw(t, b)["billing"].(map[string]any)
+	if bill["estimation_truncated"] != true || bill["estimation_sample_size"] != 100.0 {
+		t.Fatalf("billing at create: %v", bill)
+	}
+	done := waitBatch(t, client, b.ID, "completed", "failed")
+	if done.RequestCounts.Completed != rows || done.ErrorFileID != "" {
+		t.Fatalf("done: %s", done.RawJSON())
+	}
+	sum, charged := rowCharges(t, env.store, ws, b.ID, rows)
+	if charged != rows || sum != rows*rowCost {
+		t.Fatalf("%d rows charged %d", charged, sum)
+	}
+	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum {
+		t.Fatalf("wallet %+v", bal)
+	}
+}
