@@ -129,12 +129,6 @@ func (k *Kind) nativeEnd(ctx context.Context, env jobs.Env, j store.Job, spec Sp
 	if err != nil {
 		return jobs.Report{}, err
 	}
-	price := rt.Price
-	if bp, ok := any(price).(interface{ Batch() pricing.Price }); ok {
-		// The upstream bills a native batch at its batch prices: the route's, less the
-		// discount its price carries.
-		price = bp.Batch()
-	}
 	perRow := int64(0)
 	if spec.Rows > 0 {
 		perRow = (spec.EstimatedNanos + int64(spec.Rows) - 1) / int64(spec.Rows)
@@ -147,7 +141,7 @@ func (k *Kind) nativeEnd(ctx context.Context, env jobs.Env, j store.Job, spec Sp
 		row := store.BatchRow{BatchID: j.ID, Index: i, CustomID: res.CustomID, StatusCode: res.StatusCode,
 			RequestID: RowGenerationID(j.ID, i), Body: res.Body, ErrorCode: res.ErrorCode, ErrorMessage: res.ErrorMessage}
 		if res.StatusCode == http.StatusOK {
-			cost, err := settleNative(ctx, s, j, spec, price, res, i, perRow)
+			cost, err := settleNative(ctx, s, j, spec, rt.Price, res, i, perRow)
 			if err != nil {
 				return err
 			}
