@@ -20,6 +20,8 @@
 //   - Notifications (notifications.go): a workspace's notification destinations with
 //     their targets kept sealed, the routes of its events, its low-balance threshold and
 //     the state of its alert.
+//   - BatchRows (batchrows.go): the outcome of each row of a gateway-run batch, recorded
+//     once, counted, read back in order for the batch's output file.
 //
 // A role to come has its place beside these, a file and an interface. Store is the
 // composition of every role; code that needs one role takes that role.
@@ -74,6 +76,7 @@ type Store interface {
 	WebhookEndpoints
 	Files
 	Notifications
+	BatchRows
 
 	// Ping checks that the database can be reached and read, within ctx.
 	Ping(ctx context.Context) error

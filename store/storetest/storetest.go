@@ -115,6 +115,7 @@ func Run(t *testing.T, open Opener) {
 		{"Files", testFiles},
 		{"NotificationDestinations", testNotificationDestinations},
 		{"LowBalance", testLowBalance},
+		{"BatchRows", testBatchRows},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
