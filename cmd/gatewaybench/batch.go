@@ -433,10 +433,16 @@ type batchResult struct {
 	FirstError        string `json:"first_error,omitempty"`
 }
 
-// newBatchResult is an arm's result before its figures: the chat of the three phases.
-func newBatchResult(idle, client, batch latResult) batchResult {
+// newBatchResult is an arm's result before its rows figures: the chat of the three phases.
+// The chat beside a batch that did not complete was not beside a batch's whole run: its
+// ratio is unknown, not a pass.
+func newBatchResult(idle, client, batch latResult, batchOK bool) batchResult {
+	during := nan
+	if batchOK {
+		during = num(ratio(float64(batch.P99Us), float64(idle.P99Us)))
+	}
 	return batchResult{Idle: idle, DuringClient: client, DuringBatch: batch,
-		BatchOverIdleP99:  num(ratio(float64(batch.P99Us), float64(idle.P99Us))),
+		BatchOverIdleP99:  during,
 		ClientOverIdleP99: num(ratio(float64(client.P99Us), float64(idle.P99Us))),
 		ClientSeconds:     nan, BatchSeconds: nan, ClientRowsPerS: nan, BatchRowsPerS: nan, BatchOverClient: nan,
 		UploadSeconds: nan, OutputSeconds: nan}
@@ -544,7 +550,7 @@ func (b *bench) batchRound(ctx context.Context, arms []*arm) map[string]batchRes
 
 	out := make(map[string]batchResult, len(arms))
 	for _, a := range arms {
-		r := newBatchResult(idle[a.name], duringClient[a.name], duringBatch[a.name])
+		r := newBatchResult(idle[a.name], duringClient[a.name], duringBatch[a.name], batchOK)
 		if a == gw {
 			r.setRows(cfg.BatchRows, conc, clientOK, clientDur, run, batchOK)
 			r.Errors, r.FirstError = errs.n.Load(), errs.first

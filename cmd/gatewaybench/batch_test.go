@@ -375,7 +375,7 @@ func TestChatWhile(t *testing.T) {
 // not complete every row.
 func TestBatchResult(t *testing.T) {
 	idle, client, during := latResult{P99Us: 2000}, latResult{P99Us: 3000}, latResult{P99Us: 2200}
-	r := newBatchResult(idle, client, during)
+	r := newBatchResult(idle, client, during, true)
 	if r.BatchOverIdleP99 != 1.1 || r.ClientOverIdleP99 != 1.5 {
 		t.Fatalf("p99 ratios %v %v, want 1.1 1.5", r.BatchOverIdleP99, r.ClientOverIdleP99)
 	}
@@ -388,12 +388,15 @@ func TestBatchResult(t *testing.T) {
 	if r.UploadSeconds != 0.5 || r.BatchSeconds != 4 || r.OutputSeconds != 1 || r.BatchCompleted != 10000 || r.ClientConcurrency != 16 {
 		t.Fatalf("%+v", r)
 	}
-	failed := newBatchResult(idle, client, during)
+	failed := newBatchResult(idle, client, during, false)
 	failed.setRows(10000, 16, 10000, 3*time.Second, batchRun{wait: 4 * time.Second}, false)
 	if !math.IsNaN(float64(failed.BatchRowsPerS)) || !math.IsNaN(float64(failed.BatchOverClient)) || failed.BatchSeconds != 4 {
 		t.Fatalf("a batch that did not complete: %v rows/s, ratio %v, %v s", failed.BatchRowsPerS, failed.BatchOverClient, failed.BatchSeconds)
 	}
-	unknown := newBatchResult(latResult{P99Us: nan}, client, during)
+	if !math.IsNaN(float64(failed.BatchOverIdleP99)) || failed.ClientOverIdleP99 != 1.5 {
+		t.Fatalf("a batch that did not complete: p99 ratios %v during it, %v during the client's", failed.BatchOverIdleP99, failed.ClientOverIdleP99)
+	}
+	unknown := newBatchResult(latResult{P99Us: nan}, client, during, true)
 	if !math.IsNaN(float64(unknown.BatchOverIdleP99)) {
 		t.Fatalf("a ratio over an unknown idle p99: %v", unknown.BatchOverIdleP99)
 	}
@@ -426,7 +429,7 @@ func TestBatchOptions(t *testing.T) {
 // Caddy row; the batch's errors count.
 func TestBuildBatchFigures(t *testing.T) {
 	round := func(idle, during, client, batchRPS, clientRPS float64, errs int64) roundResult {
-		r := newBatchResult(latResult{P99Us: num(idle)}, latResult{P99Us: num(client)}, latResult{P99Us: num(during)})
+		r := newBatchResult(latResult{P99Us: num(idle)}, latResult{P99Us: num(client)}, latResult{P99Us: num(during)}, true)
 		r.BatchRowsPerS, r.ClientRowsPerS = num(batchRPS), num(clientRPS)
 		r.BatchOverClient = num(ratio(batchRPS, clientRPS))
 		r.Errors = errs
