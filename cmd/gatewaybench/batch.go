@@ -26,7 +26,7 @@ import (
 //  1. idle: chat completions at -batch-rate, open loop, on the gateway and on plain Caddy
 //     taking turns in slots, for -batch-idle-duration each: the chat p99 of an idle gateway;
 //  2. client: -batch-rows chat completions sent through the gateway by -batch-c closed-loop
-//     workers (by default the gateway's per-batch row concurrency), the chat of step 1
+//     workers (by default the batch's row concurrency, batchRowConc), the chat of step 1
 //     running meanwhile: rows per second from the first send to the last answer;
 //  3. batch: the same rows as one JSONL file, streamed to POST /v1/files, a batch created
 //     over it (POST /v1/batches) and polled every 50 ms until completed, the same chat
@@ -64,16 +64,20 @@ func (c *config) batchOptions() string {
 	if !c.runs("batch-load") {
 		return ""
 	}
-	return fmt.Sprintf("batches {\n\t\t\trow_concurrency %d\n\t\t\tprovider_row_concurrency %d\n\t\t}", c.BatchRowConc, c.batchProviderConc())
+	return fmt.Sprintf("batches {\n\t\t\tchunks %d\n\t\t\trows_per_chunk %d\n\t\t\tbatch_chunks %d\n\t\t\tprovider_rows %d\n\t\t}",
+		c.BatchProcessChunks, c.BatchRowsPerChunk, c.BatchChunks, c.BatchProviderRows)
 }
 
-// batchProviderConc is -batch-provider-c, by default -batch-row-c: one batch at a time then
-// runs at its own bound.
-func (c *config) batchProviderConc() int { return cmp.Or(c.BatchProviderConc, c.BatchRowConc) }
+// batchRowConc is how many rows of the one batch the gateway runs at once: its chunks at
+// once (the batch's bound, or the process's if lower) times the rows of a chunk at once,
+// at most the rows of one provider at once.
+func (c *config) batchRowConc() int {
+	return min(min(c.BatchChunks, c.BatchProcessChunks)*c.BatchRowsPerChunk, c.BatchProviderRows)
+}
 
-// batchClientConc is -batch-c, by default the gateway's per-batch row concurrency: the client
-// sends the rows as many at a time as the batch runs them.
-func (c *config) batchClientConc() int { return cmp.Or(c.BatchConc, c.BatchRowConc) }
+// batchClientConc is -batch-c, by default the batch's row concurrency: the client sends the
+// rows as many at a time as the batch runs them.
+func (c *config) batchClientConc() int { return cmp.Or(c.BatchConc, c.batchRowConc()) }
 
 // batchSlot is the length of the chat's slots in the batch-load test: -slot, or 250 ms with
 // -slot 0, since the chat during a phase of unknown length can only take turns.
@@ -569,7 +573,8 @@ func (rep *report) batchFigureDefs() []figureDef {
 	conc := c.batchClientConc()
 	return []figureDef{
 		{key: "batch_over_client_rows_per_s", test: "batch-load", arm: batchChatArm, unit: "x", compare: byRatio, proxiesOnly: true, absolute: true,
-			title: fmt.Sprintf("Batch rows per second over the client's: %d chat rows run by the gateway as one batch (row concurrency %d per batch, %d per provider) over the same rows sent through the gateway by %d closed-loop workers, each with the same chat beside it", c.BatchRows, c.BatchRowConc, c.batchProviderConc(), conc),
+			title: fmt.Sprintf("Batch rows per second over the client's: %d chat rows run by the gateway as one batch (%d rows at once: batch_chunks %d, chunks %d, rows_per_chunk %d, provider_rows %d) over the same rows sent through the gateway by %d closed-loop workers, each with the same chat beside it",
+				c.BatchRows, c.batchRowConc(), c.BatchChunks, c.BatchProcessChunks, c.BatchRowsPerChunk, c.BatchProviderRows, conc),
 			value: batch(func(b *batchResult) num { return b.BatchOverClient }), target: gatewayLimit(atLeast, 0.9)},
 		{key: "batch_rows_per_s", test: "batch-load", arm: batchChatArm, unit: "rows/s", compare: byRatio, proxiesOnly: true, absolute: true,
 			title: fmt.Sprintf("Batch rows per second: %d rows over the time from the create's answer (POST /v1/batches, over a file uploaded before) to the first poll, every %s, that saw the batch completed", c.BatchRows, batchPollEvery),

@@ -403,20 +403,34 @@ func TestBatchResult(t *testing.T) {
 }
 
 // TestBatchOptions: the gateway gets the batch options only for the batch-load test, with
-// the flags' values; the client's concurrency and the provider's default to the batch's.
+// the flags' values; the batch's row concurrency is the tightest of its bounds, and the
+// client's defaults to it.
 func TestBatchOptions(t *testing.T) {
-	c := config{Tests: "all", BatchRowConc: 12}
+	c := config{Tests: "all", BatchChunks: 2, BatchProcessChunks: 4, BatchRowsPerChunk: 8, BatchProviderRows: 16}
 	if o := c.batchOptions(); o != "" {
 		t.Fatalf("options without the batch-load test: %q", o)
 	}
-	if c.batchClientConc() != 12 || c.batchProviderConc() != 12 {
-		t.Fatalf("defaults: client %d, provider %d", c.batchClientConc(), c.batchProviderConc())
+	for _, tc := range []struct {
+		batch, process, perChunk, provider, client int
+		want, wantClient                           int
+	}{
+		{2, 4, 8, 16, 0, 16, 16},
+		{2, 4, 8, 10, 0, 10, 10},  // the provider's bound
+		{4, 3, 8, 100, 0, 24, 24}, // the process's chunks
+		{4, 8, 8, 100, 5, 32, 5},  // -batch-c
+	} {
+		c := config{Tests: "all", BatchChunks: tc.batch, BatchProcessChunks: tc.process, BatchRowsPerChunk: tc.perChunk, BatchProviderRows: tc.provider, BatchConc: tc.client}
+		if c.batchRowConc() != tc.want || c.batchClientConc() != tc.wantClient {
+			t.Errorf("%+v: row concurrency %d, client %d; want %d, %d", tc, c.batchRowConc(), c.batchClientConc(), tc.want, tc.wantClient)
+		}
 	}
 	for _, tests := range []string{"jobs", "batch-load", "latency,batch-load"} {
-		c := config{Tests: tests, BatchRowConc: 12, BatchProviderConc: 40, BatchConc: 3}
+		c := config{Tests: tests, BatchChunks: 3, BatchProcessChunks: 5, BatchRowsPerChunk: 7, BatchProviderRows: 40}
 		o := c.batchOptions()
-		if !strings.Contains(o, " 12\n") || !strings.Contains(o, " 40\n") || c.batchClientConc() != 3 {
-			t.Errorf("-tests %s: options %q, client %d", tests, o, c.batchClientConc())
+		for _, want := range []string{"chunks 5\n", "rows_per_chunk 7\n", "batch_chunks 3\n", "provider_rows 40\n"} {
+			if !strings.Contains(o, want) {
+				t.Errorf("-tests %s: options %q lack %q", tests, o, want)
+			}
 		}
 		if cf := gatewayCaddyfile(1, 2, 3, 4, "/db", o); !strings.Contains(cf, o) {
 			t.Errorf("-tests %s: the Caddyfile lacks the options:\n%s", tests, cf)
@@ -435,7 +449,7 @@ func TestBuildBatchFigures(t *testing.T) {
 		r.Errors = errs
 		return roundResult{Batch: &r}
 	}
-	rep := &report{Config: config{Tests: "batch-load", Rounds: 3, BatchRows: 10000, BatchRowConc: 16, BatchRate: 200, BatchIdleDuration: 3 * time.Second},
+	rep := &report{Config: config{Tests: "batch-load", Rounds: 3, BatchRows: 10000, BatchChunks: 2, BatchProcessChunks: 4, BatchRowsPerChunk: 8, BatchProviderRows: 16, BatchRate: 200, BatchIdleDuration: 3 * time.Second},
 		Arms: []string{"caddy", batchChatArm},
 		Rounds: map[string][]roundResult{
 			"caddy":      {round(1000, 1050, 1100, math.NaN(), math.NaN(), 0), round(1000, 1000, 1000, math.NaN(), math.NaN(), 0), round(1000, 1000, 1000, math.NaN(), math.NaN(), 0)},

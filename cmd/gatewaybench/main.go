@@ -140,13 +140,15 @@ type config struct {
 	JobsPollAfter  time.Duration `json:"jobs_poll_after"`
 	JobsCreateConc int           `json:"jobs_create_concurrency"`
 	// The batch-load test's (batch.go).
-	BatchRows         int           `json:"batch_rows"`
-	BatchConc         int           `json:"batch_client_concurrency"`
-	BatchRowConc      int           `json:"batch_row_concurrency"`
-	BatchProviderConc int           `json:"batch_provider_concurrency"`
-	BatchRate         int           `json:"batch_rate"`
-	BatchIdleDuration time.Duration `json:"batch_idle_duration"`
-	BatchTimeout      time.Duration `json:"batch_timeout"`
+	BatchRows          int           `json:"batch_rows"`
+	BatchConc          int           `json:"batch_client_concurrency"`
+	BatchChunks        int           `json:"batch_chunks"`
+	BatchRowsPerChunk  int           `json:"batch_rows_per_chunk"`
+	BatchProviderRows  int           `json:"batch_provider_rows"`
+	BatchProcessChunks int           `json:"batch_process_chunks"`
+	BatchRate          int           `json:"batch_rate"`
+	BatchIdleDuration  time.Duration `json:"batch_idle_duration"`
+	BatchTimeout       time.Duration `json:"batch_timeout"`
 
 	caddyBin       string
 	jsonOut        string
@@ -215,9 +217,11 @@ func main() {
 	flag.DurationVar(&c.JobsPollAfter, "jobs-poll-after", time.Second, "the poll interval the fake asks of the gateway for each live job (openai-poll-after-ms)")
 	flag.IntVar(&c.JobsCreateConc, "jobs-create-c", 8, "live jobs being created at once in the jobs-load test")
 	flag.IntVar(&c.BatchRows, "batch-rows", 10000, "chat rows of the batch-load test's batch, and of its client baseline")
-	flag.IntVar(&c.BatchRowConc, "batch-row-c", 16, "the gateway's row concurrency per batch (its Caddyfile's batch option) in the batch-load test")
-	flag.IntVar(&c.BatchProviderConc, "batch-provider-c", 0, "the gateway's row concurrency per provider over all batches (its Caddyfile's batch option) in the batch-load test (0: -batch-row-c)")
-	flag.IntVar(&c.BatchConc, "batch-c", 0, "closed-loop workers sending the batch-load test's rows as a client (0: -batch-row-c, the batch's own concurrency)")
+	flag.IntVar(&c.BatchChunks, "batch-chunks", 2, "the gateway's batch_chunks in the batch-load test: chunks of 64 rows of one batch run at once")
+	flag.IntVar(&c.BatchRowsPerChunk, "batch-rows-per-chunk", 8, "the gateway's rows_per_chunk in the batch-load test: rows of one chunk run at once")
+	flag.IntVar(&c.BatchProviderRows, "batch-provider-rows", 16, "the gateway's provider_rows in the batch-load test: batch rows the process sends one provider at once")
+	flag.IntVar(&c.BatchProcessChunks, "batch-process-chunks", 4, "the gateway's chunks in the batch-load test: chunks of any batch the process runs at once")
+	flag.IntVar(&c.BatchConc, "batch-c", 0, "closed-loop workers sending the batch-load test's rows as a client (0: the batch's row concurrency, min(-batch-chunks, -batch-process-chunks) × -batch-rows-per-chunk, at most -batch-provider-rows)")
 	flag.IntVar(&c.BatchRate, "batch-rate", 200, "chat requests per second of the batch-load test (open loop), idle, during the client's rows and during the batch")
 	flag.DurationVar(&c.BatchIdleDuration, "batch-idle-duration", 3*time.Second, "measured duration of each arm's idle chat in the batch-load test, in a round")
 	flag.DurationVar(&c.BatchTimeout, "batch-timeout", 10*time.Minute, "the longest the batch-load test waits for its batch, upload to output")
@@ -353,8 +357,10 @@ func (c *config) validate() error {
 		return errors.New("-video-bytes must be at least 1 MiB, -video-downloads, -jobs, -jobs-rate and -jobs-create-c at least 1 (-jobs-rate at most 100000)")
 	case c.JobsDuration <= 0 || c.JobsPollAfter < time.Millisecond:
 		return errors.New("-jobs-duration and -jobs-poll-after must be positive")
-	case c.BatchRows < 1 || c.BatchRows > maxBatchRows || c.BatchRowConc < 1 || c.BatchProviderConc < 0 || c.BatchConc < 0 || c.BatchRate < 1 || c.BatchRate > 100000:
-		return fmt.Errorf("-batch-rows must be between 1 and %d, -batch-row-c and -batch-rate at least 1 (-batch-rate at most 100000), -batch-provider-c and -batch-c not negative", maxBatchRows)
+	case c.BatchRows < 1 || c.BatchRows > maxBatchRows || c.BatchConc < 0 || c.BatchRate < 1 || c.BatchRate > 100000:
+		return fmt.Errorf("-batch-rows must be between 1 and %d, -batch-rate between 1 and 100000, -batch-c not negative", maxBatchRows)
+	case min(c.BatchChunks, c.BatchRowsPerChunk, c.BatchProviderRows, c.BatchProcessChunks) < 1 || max(c.BatchChunks, c.BatchRowsPerChunk, c.BatchProviderRows, c.BatchProcessChunks) > 1024:
+		return errors.New("-batch-chunks, -batch-rows-per-chunk, -batch-provider-rows and -batch-process-chunks must be between 1 and 1024")
 	case c.BatchIdleDuration <= 0 || c.BatchTimeout <= 0:
 		return errors.New("-batch-idle-duration and -batch-timeout must be positive")
 	}
