@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -312,6 +313,29 @@ func readBatchOutput(ctx context.Context, client *http.Client, base, key, fileID
 	return checkBatchOutput(resp.Body, n)
 }
 
+// batchRowSpan is when the gateway recorded a batch's first and last rows (its store's
+// batch_rows, stamped as each row's outcome is recorded), and how many it recorded.
+type batchRowSpan struct {
+	first, last time.Time
+	rows        int64
+}
+
+// batchRowSpan reads the span of a batch's rows from the gateway's SQLite file.
+func (b *bench) batchRowSpan(id string) (batchRowSpan, error) {
+	db, err := sql.Open("sqlite3", "file:"+b.dbPaths[0]+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return batchRowSpan{}, err
+	}
+	defer db.Close()
+	var sp batchRowSpan
+	var first, last sql.NullInt64
+	if err := db.QueryRow(`SELECT COUNT(*), MIN(created_at), MAX(created_at) FROM batch_rows WHERE batch_id = ?`, id).Scan(&sp.rows, &first, &last); err != nil {
+		return sp, err
+	}
+	sp.first, sp.last = time.UnixMilli(first.Int64), time.UnixMilli(last.Int64)
+	return sp, nil
+}
+
 // batchRun is one batch run through the gateway, start to end.
 type batchRun struct {
 	rows          int
@@ -413,6 +437,12 @@ type batchResult struct {
 	// ClientOverIdleP99 during the client's rows over the idle p99.
 	BatchOverIdleP99  num `json:"batch_over_idle_p99"`
 	ClientOverIdleP99 num `json:"client_over_idle_p99"`
+	// Where the batch's seconds went, from the gateway's records of its rows (ms stamps): the
+	// create's answer to the first row recorded, the rows per second from the first row
+	// recorded to the last, and the last row recorded to the poll that saw it completed.
+	StartSeconds    num `json:"batch_start_seconds"`
+	RunningRowsPerS num `json:"batch_running_rows_per_s"`
+	EndSeconds      num `json:"batch_end_seconds"`
 	// The gateway's arm only (0 or NaN on the others): the rows of each way; the client's
 	// rows answered 200 and their seconds, first send to last answer; the batch's seconds,
 	// the create's answer to the first poll that saw it completed, and its rows completed
@@ -435,6 +465,7 @@ type batchResult struct {
 	Polls             int    `json:"polls"`
 	Errors            int64  `json:"errors"`
 	FirstError        string `json:"first_error,omitempty"`
+	Note              string `json:"note,omitempty"`
 }
 
 // newBatchResult is an arm's result before its rows figures: the chat of the three phases.
@@ -449,7 +480,7 @@ func newBatchResult(idle, client, batch latResult, batchOK bool) batchResult {
 		BatchOverIdleP99:  during,
 		ClientOverIdleP99: num(ratio(float64(client.P99Us), float64(idle.P99Us))),
 		ClientSeconds:     nan, BatchSeconds: nan, ClientRowsPerS: nan, BatchRowsPerS: nan, BatchOverClient: nan,
-		UploadSeconds: nan, OutputSeconds: nan}
+		UploadSeconds: nan, OutputSeconds: nan, StartSeconds: nan, RunningRowsPerS: nan, EndSeconds: nan}
 }
 
 // setRows sets the gateway arm's rows figures: the client's rows per second counts the rows
@@ -474,6 +505,21 @@ func (r *batchResult) setRows(rows, conc int, clientOK int64, clientDur time.Dur
 		}
 	}
 	r.BatchOverClient = num(ratio(float64(r.BatchRowsPerS), float64(r.ClientRowsPerS)))
+}
+
+// setSpan sets where the batch's seconds went from the span of its rows; a span of fewer
+// rows than the batch's, or of one row, says nothing of its rate.
+func (r *batchResult) setSpan(run batchRun, sp batchRowSpan) {
+	if sp.rows == 0 || run.createdAt.IsZero() {
+		return
+	}
+	r.StartSeconds = num(sp.first.Sub(run.createdAt).Seconds())
+	if !run.completedSeen.IsZero() {
+		r.EndSeconds = num(run.completedSeen.Sub(sp.last).Seconds())
+	}
+	if d := sp.last.Sub(sp.first); sp.rows == int64(run.rows) && sp.rows > 1 && d > 0 {
+		r.RunningRowsPerS = num(float64(sp.rows-1) / d.Seconds())
+	}
 }
 
 // batchRowBody is every row's request, the client's and the batch's alike: the gateway's
@@ -551,12 +597,22 @@ func (b *bench) batchRound(ctx context.Context, arms []*arm) map[string]batchRes
 		errs.add(runErr)
 	}
 	b.batchRows.Add(run.obj.RequestCounts.Completed)
+	var span batchRowSpan
+	var spanErr error
+	if run.obj.ID != "" {
+		span, spanErr = b.batchRowSpan(run.obj.ID)
+	}
 
 	out := make(map[string]batchResult, len(arms))
 	for _, a := range arms {
 		r := newBatchResult(idle[a.name], duringClient[a.name], duringBatch[a.name], batchOK)
 		if a == gw {
 			r.setRows(cfg.BatchRows, conc, clientOK, clientDur, run, batchOK)
+			if spanErr == nil {
+				r.setSpan(run, span)
+			} else {
+				r.Note = fmt.Sprintf("the batch's rows could not be read from the gateway's store: %v", spanErr)
+			}
 			r.Errors, r.FirstError = errs.n.Load(), errs.first
 		}
 		out[a.name] = r
@@ -582,6 +638,15 @@ func (rep *report) batchFigureDefs() []figureDef {
 		{key: "batch_client_rows_per_s", test: "batch-load", arm: batchChatArm, unit: "rows/s", compare: byRatio, proxiesOnly: true, absolute: true,
 			title: fmt.Sprintf("Client rows per second: the same %d rows as chat completions through the gateway, %d closed-loop workers, first send to last answer", c.BatchRows, conc),
 			value: batch(func(b *batchResult) num { return b.ClientRowsPerS })},
+		{key: "batch_start_seconds", test: "batch-load", arm: batchChatArm, unit: "s", compare: byRatio, proxiesOnly: true, absolute: true,
+			title: "Batch, seconds from the create's answer to the first row recorded (the gateway's batch_rows stamps): validation, queueing of the chunks and their first claim",
+			value: batch(func(b *batchResult) num { return b.StartSeconds })},
+		{key: "batch_running_rows_per_s", test: "batch-load", arm: batchChatArm, unit: "rows/s", compare: byRatio, proxiesOnly: true, absolute: true,
+			title: "Batch rows per second while its rows ran: from the first row recorded to the last",
+			value: batch(func(b *batchResult) num { return b.RunningRowsPerS })},
+		{key: "batch_end_seconds", test: "batch-load", arm: batchChatArm, unit: "s", compare: byRatio, proxiesOnly: true, absolute: true,
+			title: "Batch, seconds from the last row recorded to the poll that saw the batch completed: the batch's end (finalizing, the output file) and the polls' lateness",
+			value: batch(func(b *batchResult) num { return b.EndSeconds })},
 		{key: "batch_chat_p99_idle", test: "batch-load", arm: batchChatArm, unit: "µs", compare: byAdded,
 			title: fmt.Sprintf("Chat latency p99 of an idle gateway: chat completions at %d rps, open loop, %s measured a round, the arms taking turns in %s slots", c.BatchRate, c.BatchIdleDuration, c.batchSlot()),
 			value: batch(func(b *batchResult) num { return b.Idle.P99Us })},
@@ -614,8 +679,9 @@ func batchLog(name string, r batchResult) string {
 	s := fmt.Sprintf("  batch load %-23s chat p99 idle %6.0f µs, during client %6.0f µs (%.2fx), during batch %6.0f µs (%.2fx)",
 		name, r.Idle.P99Us, r.DuringClient.P99Us, r.ClientOverIdleP99, r.DuringBatch.P99Us, r.BatchOverIdleP99)
 	if r.Rows > 0 {
-		s += fmt.Sprintf("  rows %d: client %.0f/s, batch %.0f/s (%.2fx; %d completed, %d failed, %d output lines, %d polls), upload %.2f s, output %.2f s",
-			r.Rows, r.ClientRowsPerS, r.BatchRowsPerS, r.BatchOverClient, r.BatchCompleted, r.BatchFailed, r.OutputLines, r.Polls, r.UploadSeconds, r.OutputSeconds)
+		s += fmt.Sprintf("  rows %d: client %.0f/s, batch %.0f/s (%.2fx; %d completed, %d failed, %d output lines, %d polls; first row after %.2f s, %.0f rows/s while running, completed %.2f s after the last), upload %.2f s, output %.2f s %s",
+			r.Rows, r.ClientRowsPerS, r.BatchRowsPerS, r.BatchOverClient, r.BatchCompleted, r.BatchFailed, r.OutputLines, r.Polls,
+			r.StartSeconds, r.RunningRowsPerS, r.EndSeconds, r.UploadSeconds, r.OutputSeconds, r.Note)
 	}
 	n, first := r.Errors, r.FirstError
 	for _, l := range []latResult{r.Idle, r.DuringClient, r.DuringBatch} {

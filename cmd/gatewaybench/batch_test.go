@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -396,6 +398,17 @@ func TestBatchResult(t *testing.T) {
 	if !math.IsNaN(float64(failed.BatchOverIdleP99)) || failed.ClientOverIdleP99 != 1.5 {
 		t.Fatalf("a batch that did not complete: p99 ratios %v during it, %v during the client's", failed.BatchOverIdleP99, failed.ClientOverIdleP99)
 	}
+	created := time.UnixMilli(1_795_963_498_305)
+	run.createdAt, run.completedSeen = created, created.Add(4*time.Second)
+	r.setSpan(run, batchRowSpan{first: created.Add(1500 * time.Millisecond), last: created.Add(3500 * time.Millisecond), rows: 10000})
+	if r.StartSeconds != 1.5 || r.EndSeconds != 0.5 || r.RunningRowsPerS != 9999.0/2 {
+		t.Fatalf("span: start %v s, end %v s, %v rows/s while running", r.StartSeconds, r.EndSeconds, r.RunningRowsPerS)
+	}
+	short := newBatchResult(idle, client, during, false)
+	short.setSpan(run, batchRowSpan{first: created.Add(time.Second), last: created.Add(2 * time.Second), rows: 6000})
+	if short.StartSeconds != 1 || !math.IsNaN(float64(short.RunningRowsPerS)) {
+		t.Fatalf("a span of some rows: start %v s, %v rows/s while running", short.StartSeconds, short.RunningRowsPerS)
+	}
 	unknown := newBatchResult(latResult{P99Us: nan}, client, during, true)
 	if !math.IsNaN(float64(unknown.BatchOverIdleP99)) {
 		t.Fatalf("a ratio over an unknown idle p99: %v", unknown.BatchOverIdleP99)
@@ -483,5 +496,35 @@ func TestBuildBatchFigures(t *testing.T) {
 	rep.print(&out)
 	if !strings.Contains(out.String(), "Batch rows per second over the client's: 10000 chat rows") {
 		t.Errorf("no batch figure in the report:\n%s", out.String())
+	}
+}
+
+// TestBatchRowSpan: the span of a batch's rows is read from the gateway's batch_rows, the
+// batch's own and no other's.
+func TestBatchRowSpan(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.db")
+	db, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE batch_rows (batch_id TEXT NOT NULL, idx INTEGER NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (batch_id, idx))`); err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range []int64{5000, 4000, 9000, 7000} {
+		if _, err := db.Exec(`INSERT INTO batch_rows VALUES ('batch_a', ?, ?)`, i, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(`INSERT INTO batch_rows VALUES ('batch_b', 0, 1000), ('batch_b', 1, 99000)`); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{dbPaths: []string{path}}
+	sp, err := b.batchRowSpan("batch_a")
+	if err != nil || sp.rows != 4 || sp.first.UnixMilli() != 4000 || sp.last.UnixMilli() != 9000 {
+		t.Fatalf("span %+v, %v", sp, err)
+	}
+	if sp, err := b.batchRowSpan("batch_none"); err != nil || sp.rows != 0 {
+		t.Fatalf("span of a batch without rows %+v, %v", sp, err)
 	}
 }
