@@ -409,13 +409,18 @@ func sendRows(ctx context.Context, a *arm, n, conc int, body []byte, errs *error
 // reports true at the end of a cycle (one cycle at least): the chat beside a phase whose
 // length is not known in advance. Every cycle gives each arm one slot, so the arms' samples
 // stay paired; the last cycle may outlast the phase by up to a cycle. There is no warm-up:
-// the idle spell before it warmed the arms' connections.
-func chatWhile(ctx context.Context, arms []*arm, rate int, slot time.Duration, body func(*arm) []byte, done func() bool) map[string]latResult {
+// the idle spell before it warmed the arms' connections. It also returns when each cycle
+// ran: slot k of every arm's result is cycle k's.
+func chatWhile(ctx context.Context, arms []*arm, rate int, slot time.Duration, body func(*arm) []byte, done func() bool) (map[string]latResult, []window) {
 	samples := make([]latSamples, len(arms))
+	var cycles []window
 	for ctx.Err() == nil {
+		w := window{start: time.Now()}
 		for _, i := range cycleOrder(arms) {
 			samples[i].sample(ctx, arms[i], rate, 0, slot, body(arms[i]))
 		}
+		w.end = time.Now()
+		cycles = append(cycles, w)
 		if done() {
 			break
 		}
@@ -424,7 +429,24 @@ func chatWhile(ctx context.Context, arms []*arm, rate int, slot time.Duration, b
 	for i, a := range arms {
 		out[a.name] = samples[i].result()
 	}
-	return out
+	return out, cycles
+}
+
+// window is a spell of time.
+type window struct{ start, end time.Time }
+
+// p99Within is the p99 of r's samples of the cycles whose middle lies between from and to,
+// and how many samples that is: the chat of the part of a phase that matters, here while a
+// batch's rows ran, without its start and its end. NaN when no cycle's middle is in it.
+func p99Within(r latResult, cycles []window, from, to time.Time) (num, int) {
+	var xs []float64
+	for k, c := range cycles {
+		mid := c.start.Add(c.end.Sub(c.start) / 2)
+		if k < len(r.slots) && !mid.Before(from) && !mid.After(to) {
+			xs = append(xs, r.slots[k]...)
+		}
+	}
+	return num(percentile(xs, 99)), len(xs)
 }
 
 // batchResult is the batch-load test of one arm in one round: its chat latency idle, during
@@ -443,6 +465,13 @@ type batchResult struct {
 	StartSeconds    num `json:"batch_start_seconds"`
 	RunningRowsPerS num `json:"batch_running_rows_per_s"`
 	EndSeconds      num `json:"batch_end_seconds"`
+	// RunningP99Us is the chat p99 of the cycles of slots that ran while the batch's rows did
+	// (p99Within: from the first row recorded to the last), without the batch's start and
+	// end, when the gateway runs no row; RunningSamples the samples behind it, and
+	// RunningOverIdleP99 its ratio to the idle p99.
+	RunningP99Us       num `json:"chat_p99_rows_running_us"`
+	RunningSamples     int `json:"chat_rows_running_samples"`
+	RunningOverIdleP99 num `json:"rows_running_over_idle_p99"`
 	// The gateway's arm only (0 or NaN on the others): the rows of each way; the client's
 	// rows answered 200 and their seconds, first send to last answer; the batch's seconds,
 	// the create's answer to the first poll that saw it completed, and its rows completed
@@ -480,7 +509,8 @@ func newBatchResult(idle, client, batch latResult, batchOK bool) batchResult {
 		BatchOverIdleP99:  during,
 		ClientOverIdleP99: num(ratio(float64(client.P99Us), float64(idle.P99Us))),
 		ClientSeconds:     nan, BatchSeconds: nan, ClientRowsPerS: nan, BatchRowsPerS: nan, BatchOverClient: nan,
-		UploadSeconds: nan, OutputSeconds: nan, StartSeconds: nan, RunningRowsPerS: nan, EndSeconds: nan}
+		UploadSeconds: nan, OutputSeconds: nan, StartSeconds: nan, RunningRowsPerS: nan, EndSeconds: nan,
+		RunningP99Us: nan, RunningOverIdleP99: nan}
 }
 
 // setRows sets the gateway arm's rows figures: the client's rows per second counts the rows
@@ -505,6 +535,13 @@ func (r *batchResult) setRows(rows, conc int, clientOK int64, clientDur time.Dur
 		}
 	}
 	r.BatchOverClient = num(ratio(float64(r.BatchRowsPerS), float64(r.ClientRowsPerS)))
+}
+
+// setRunningChat sets the chat p99 while the batch's rows ran, from the chat beside the
+// batch (whose slot k ran in cycles[k]) and the span of its rows.
+func (r *batchResult) setRunningChat(during latResult, cycles []window, sp batchRowSpan) {
+	r.RunningP99Us, r.RunningSamples = p99Within(during, cycles, sp.first, sp.last)
+	r.RunningOverIdleP99 = num(ratio(float64(r.RunningP99Us), float64(r.Idle.P99Us)))
 }
 
 // setSpan sets where the batch's seconds went from the span of its rows; a span of fewer
@@ -566,7 +603,7 @@ func (b *bench) batchRound(ctx context.Context, arms []*arm) map[string]batchRes
 		defer clientDone.Store(true)
 		clientOK, clientDur = sendRows(ctx, gw, cfg.BatchRows, conc, rowBody, &errs)
 	})
-	duringClient := chatWhile(ctx, arms, cfg.BatchRate, slot, chat, clientDone.Load)
+	duringClient, _ := chatWhile(ctx, arms, cfg.BatchRate, slot, chat, clientDone.Load)
 	wg.Wait()
 	// The client's rows are settled before the batch starts: the batch does not share the
 	// gateway's store writer with the settlements of the rows before it.
@@ -590,7 +627,7 @@ func (b *bench) batchRound(ctx context.Context, arms []*arm) map[string]batchRes
 		}
 	})
 	<-started
-	duringBatch := chatWhile(ctx, arms, cfg.BatchRate, slot, chat, batchDone.Load)
+	duringBatch, cycles := chatWhile(ctx, arms, cfg.BatchRate, slot, chat, batchDone.Load)
 	wg.Wait()
 	batchOK := runErr == nil
 	if runErr != nil {
@@ -606,6 +643,9 @@ func (b *bench) batchRound(ctx context.Context, arms []*arm) map[string]batchRes
 	out := make(map[string]batchResult, len(arms))
 	for _, a := range arms {
 		r := newBatchResult(idle[a.name], duringClient[a.name], duringBatch[a.name], batchOK)
+		if batchOK && spanErr == nil && span.rows == int64(cfg.BatchRows) {
+			r.setRunningChat(duringBatch[a.name], cycles, span)
+		}
 		if a == gw {
 			r.setRows(cfg.BatchRows, conc, clientOK, clientDur, run, batchOK)
 			if spanErr == nil {
@@ -656,6 +696,9 @@ func (rep *report) batchFigureDefs() []figureDef {
 		{key: "batch_chat_p99_during_over_idle", test: "batch-load", arm: batchChatArm, unit: "x", compare: byRatio, absolute: true,
 			title: "Chat latency p99 during the batch over the idle p99, each arm its own (plain Caddy's, which runs no batch, is the machine's drift between the spells)",
 			value: batch(func(b *batchResult) num { return b.BatchOverIdleP99 }), target: gatewayLimit(atMost, 1.2)},
+		{key: "batch_chat_p99_rows_running_over_idle", test: "batch-load", arm: batchChatArm, unit: "x", compare: byRatio, absolute: true,
+			title: "Chat latency p99 while the batch's rows ran over the idle p99: the chat of the cycles of slots whose middle fell between the first row recorded and the last, without the batch's start and end, when no row runs (fewer samples than the figure above)",
+			value: batch(func(b *batchResult) num { return b.RunningOverIdleP99 })},
 		{key: "batch_chat_p99_during_client", test: "batch-load", arm: batchChatArm, unit: "µs", compare: byAdded,
 			title: "Chat latency p99 while the client sent the same rows through the gateway (same rate and slots)",
 			value: batch(func(b *batchResult) num { return b.DuringClient.P99Us })},
@@ -676,8 +719,8 @@ func (rep *report) batchFigureDefs() []figureDef {
 
 // batchLog is the log line of an arm's batch-load round.
 func batchLog(name string, r batchResult) string {
-	s := fmt.Sprintf("  batch load %-23s chat p99 idle %6.0f µs, during client %6.0f µs (%.2fx), during batch %6.0f µs (%.2fx)",
-		name, r.Idle.P99Us, r.DuringClient.P99Us, r.ClientOverIdleP99, r.DuringBatch.P99Us, r.BatchOverIdleP99)
+	s := fmt.Sprintf("  batch load %-23s chat p99 idle %6.0f µs, during client %6.0f µs (%.2fx), during batch %6.0f µs (%.2fx), while its rows ran %6.0f µs (%.2fx, %d samples)",
+		name, r.Idle.P99Us, r.DuringClient.P99Us, r.ClientOverIdleP99, r.DuringBatch.P99Us, r.BatchOverIdleP99, r.RunningP99Us, r.RunningOverIdleP99, r.RunningSamples)
 	if r.Rows > 0 {
 		s += fmt.Sprintf("  rows %d: client %.0f/s, batch %.0f/s (%.2fx; %d completed, %d failed, %d output lines, %d polls; first row after %.2f s, %.0f rows/s while running, completed %.2f s after the last), upload %.2f s, output %.2f s %s",
 			r.Rows, r.ClientRowsPerS, r.BatchRowsPerS, r.BatchOverClient, r.BatchCompleted, r.BatchFailed, r.OutputLines, r.Polls,

@@ -363,7 +363,15 @@ func TestChatWhile(t *testing.T) {
 	body := func(*arm) []byte { return []byte(`{}`) }
 	for _, cycles := range []int{1, 3} {
 		checks := 0
-		res := chatWhile(context.Background(), arms, 200, 20*time.Millisecond, body, func() bool { checks++; return checks >= cycles })
+		res, windows := chatWhile(context.Background(), arms, 200, 20*time.Millisecond, body, func() bool { checks++; return checks >= cycles })
+		if len(windows) != cycles {
+			t.Errorf("%d cycles: %d windows", cycles, len(windows))
+		}
+		for k, w := range windows {
+			if !w.end.After(w.start) || k > 0 && w.start.Before(windows[k-1].end) {
+				t.Errorf("%d cycles: window %d %v–%v out of order", cycles, k, w.start, w.end)
+			}
+		}
 		for _, a := range arms {
 			r := res[a.name]
 			if len(r.slots) != cycles || r.Errors != 0 || r.Sent == 0 {
@@ -526,5 +534,34 @@ func TestBatchRowSpan(t *testing.T) {
 	}
 	if sp, err := b.batchRowSpan("batch_none"); err != nil || sp.rows != 0 {
 		t.Fatalf("span of a batch without rows %+v, %v", sp, err)
+	}
+}
+
+// TestP99Within: the p99 is of the slots of the cycles whose middle lies in the span, and a
+// span that holds no cycle's middle has none.
+func TestP99Within(t *testing.T) {
+	t0 := time.UnixMilli(1_795_963_000_000)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	cycles := []window{{at(0), at(500)}, {at(500), at(1000)}, {at(1000), at(1500)}, {at(1500), at(2000)}}
+	slot := func(base float64) []float64 {
+		var xs []float64
+		for i := 1; i <= 50; i++ {
+			xs = append(xs, base+float64(i))
+		}
+		return xs
+	}
+	r := latResult{slots: [][]float64{slot(9000), slot(100), slot(200), slot(9000)}}
+	// The span from 0.6 s to 1.7 s holds the middles of cycles 1 (0.75 s) and 2 (1.25 s).
+	p, n := p99Within(r, cycles, at(600), at(1700))
+	if n != 100 || p != 249 { // nearest rank: the 99th of 101..150, 201..250
+		t.Fatalf("p99 %v of %d samples, want 249 of 100", p, n)
+	}
+	if p, n := p99Within(r, cycles, at(1300), at(1700)); n != 0 || !math.IsNaN(float64(p)) {
+		t.Fatalf("a span with no cycle's middle: p99 %v of %d samples", p, n)
+	}
+	res := newBatchResult(latResult{P99Us: 200}, latResult{}, r, true)
+	res.setRunningChat(r, cycles, batchRowSpan{first: at(600), last: at(1700), rows: 10})
+	if res.RunningP99Us != 249 || res.RunningSamples != 100 || res.RunningOverIdleP99 != 1.245 {
+		t.Fatalf("running chat: p99 %v of %d samples, %vx idle", res.RunningP99Us, res.RunningSamples, res.RunningOverIdleP99)
 	}
 }
