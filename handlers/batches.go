@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/modelgateway/caddy-modelgateway/files"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
@@ -56,6 +58,14 @@ var batchSurfaces = map[string]*capability{
 	"/v1/responses":        &responsesSurface.capability,
 	"/v1/messages":         &messagesSurface.capability,
 	"/v1/embeddings":       &embeddingsCapability,
+}
+
+// batchTextSurfaces are the batch endpoints that generate text, whose rows bound their
+// output with max_tokens (or its other names).
+var batchTextSurfaces = map[string]*textSurface{
+	"/v1/chat/completions": &chatCompletionsSurface,
+	"/v1/responses":        &responsesSurface,
+	"/v1/messages":         &messagesSurface,
 }
 
 // batchesOn answers a batch route while the gateway cannot run batches: it needs a store
@@ -304,9 +314,9 @@ func (g *Gateway) rowWorst(endpoint string, body []byte, m *Model, routes []Rout
 	if m.Free() {
 		return 0, nil
 	}
+	ts, text := batchTextSurfaces[endpoint]
 	var maxTokens int64
-	if endpoint != "/v1/embeddings" {
-		ts := map[string]*textSurface{"/v1/chat/completions": &chatCompletionsSurface, "/v1/responses": &responsesSurface, "/v1/messages": &messagesSurface}[endpoint]
+	if text {
 		f, apiErr := parseFields(body, ts.inputKey, ts.stringInput)
 		if apiErr != nil {
 			return 0, apiErr
@@ -315,8 +325,8 @@ func (g *Gateway) rowWorst(endpoint string, body []byte, m *Model, routes []Rout
 	}
 	var most int64
 	for _, rt := range routes {
-		out := int64(0)
-		if endpoint != "/v1/embeddings" {
+		out := int64(0) // embeddings make no output tokens
+		if text {
 			out = rt.MaxOutputTokens
 			if maxTokens > 0 {
 				out = maxTokens
@@ -369,6 +379,13 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 				Endpoint: endpoint, Model: rt.UpstreamModel, CompletionWindow: in.CompletionWindow, Metadata: in.Metadata,
 				Rows: batch.Rows(ctx, g.Blobs, c.Key.WorkspaceID, fileID),
 			})
+			if ue, ok := providers.AsUpstreamError(err); ok && ue.Unsupported {
+				// Beyond what the upstream's batches take (its row or size limits, a row it
+				// cannot translate), before anything was made there: the gateway runs it.
+				g.Logger.Info("the route's upstream does not take this batch; the gateway runs it", zap.String("batch_id", id), zapErr(ue))
+				state, _ := json.Marshal(batch.State{GatewayRun: true}) // plain fields
+				return "", jobs.Report{Status: batch.StatusValidating, PollAfter: time.Millisecond, Result: state}, nil
+			}
 			if err != nil {
 				return "", jobs.Report{}, err
 			}

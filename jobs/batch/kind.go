@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/blobs"
@@ -33,8 +34,15 @@ func JobExpiry(deadline time.Time) time.Time { return deadline.Add(expiryGrace) 
 
 // Kind is the batch family's jobs.Kind, registered under store.JobBatch.
 type Kind struct {
-	// Drain is DefaultDrain when zero.
-	Drain time.Duration
+	// drain and nativePace are SetPaces', read by every poll.
+	drain, nativePace atomic.Int64
+}
+
+// SetPaces sets how long a stopping batch drains and how often a native batch's upstream
+// is polled; zero takes DefaultDrain and DefaultNativePace.
+func (k *Kind) SetPaces(drain, nativePace time.Duration) {
+	k.drain.Store(int64(drain))
+	k.nativePace.Store(int64(nativePace))
 }
 
 // Kind is a jobs.StatusKind, a jobs.PiecewiseKind and a jobs.LongPoller.
@@ -44,7 +52,7 @@ var (
 	_ jobs.LongPoller    = (*Kind)(nil)
 )
 
-// Registered is the kind the engine polls batches with (tests shorten its Drain before
+// Registered is the kind the engine polls batches with (tests shorten its paces before
 // any batch runs).
 var Registered = &Kind{}
 
@@ -68,16 +76,16 @@ func (*Kind) PollTimeout(j store.Job) time.Duration {
 		return filesTimeout
 	}
 	spec, err := SpecOf(j)
-	if err == nil && spec.Native {
+	if err == nil && spec.Native && !StateOf(j).GatewayRun {
 		// A native batch's end streams its results into its files.
 		return filesTimeout
 	}
 	return 0
 }
 
-func (k *Kind) drain() time.Duration {
-	if k.Drain > 0 {
-		return k.Drain
+func (k *Kind) drainTime() time.Duration {
+	if d := time.Duration(k.drain.Load()); d > 0 {
+		return d
 	}
 	return DefaultDrain
 }
@@ -92,7 +100,7 @@ func (k *Kind) Poll(ctx context.Context, env jobs.Env, j store.Job) (jobs.Report
 		return jobs.Report{}, errors.New("the batch's poll has no store")
 	}
 	st := StateOf(j)
-	if spec.Native {
+	if spec.Native && !st.GatewayRun {
 		return k.pollNative(ctx, env, j, spec, st)
 	}
 	return k.pollRows(ctx, env, j, spec, st)
@@ -134,21 +142,21 @@ func (k *Kind) pollRows(ctx context.Context, env jobs.Env, j store.Job, spec Spe
 		switch {
 		case !cancelAt.IsZero():
 			st.Ending, st.CancellingAt, st.DoneAtLastPoll = StatusCancelled, unix(cancelAt), counts.Done
-			return report(StatusCancelling, j.Progress, k.drain(), st), nil
+			return report(StatusCancelling, j.Progress, k.drainTime(), st), nil
 		case !now.Before(spec.Deadline):
 			// The row workers stop taking its rows as they do for a cancellation.
 			if _, err := s.RequestBatchCancel(ctx, j.ID); err != nil {
 				return jobs.Report{}, err
 			}
 			st.Ending, st.DoneAtLastPoll = StatusExpired, counts.Done
-			return report(j.Status, j.Progress, k.drain(), st), nil
+			return report(j.Status, j.Progress, k.drainTime(), st), nil
 		}
 	}
 	if st.Ending != "" {
 		if counts.Done != st.DoneAtLastPoll && counts.Done < spec.Rows {
 			// Rows in flight when it stopped are still being recorded.
 			st.DoneAtLastPoll = counts.Done
-			return report(j.Status, j.Progress, k.drain(), st), nil
+			return report(j.Status, j.Progress, k.drainTime(), st), nil
 		}
 		return k.finish(ctx, env, j, st, st.Ending)
 	}
@@ -187,6 +195,17 @@ func (k *Kind) finish(ctx context.Context, env jobs.Env, j store.Job, st State, 
 		return jobs.Report{}, err
 	}
 	spec, _ := SpecOf(j) // read by Poll
+	ran := counts.Done
+	if (status == StatusCancelled || status == StatusExpired) && !spec.Native && counts.Done < spec.Rows {
+		// Every row is accounted for in the files, as in OpenAI's: the rows never run are
+		// failed rows of the batch's end.
+		if err := recordUnrun(ctx, s, env.Blobs, j, spec, status); err != nil {
+			return jobs.Report{}, err
+		}
+		if counts, err = s.CountBatchRows(ctx, j.ID); err != nil {
+			return jobs.Report{}, err
+		}
+	}
 	st.count(counts, spec.Rows)
 	if counts.Done > 0 {
 		if st.OutputFileID, st.ErrorFileID, err = writeFiles(ctx, s, env.Blobs, j, counts); err != nil {
@@ -206,7 +225,7 @@ func (k *Kind) finish(ctx context.Context, env jobs.Env, j store.Job, st State, 
 	st.Ending = ""
 	rep := report(status, progress(counts.Done, spec.Rows), 0, st)
 	if status == StatusExpired {
-		rep.ErrorCode, rep.ErrorMessage = "batch_expired", fmt.Sprintf("the batch did not finish within its %s window: %d of %d rows ran, and their results are kept", spec.CompletionWindow, counts.Done, spec.Rows)
+		rep.ErrorCode, rep.ErrorMessage = "batch_expired", fmt.Sprintf("the batch did not finish within its %s window: %d of %d rows ran, and their results are kept", spec.CompletionWindow, ran, spec.Rows)
 	}
 	return rep, nil
 }
@@ -238,4 +257,36 @@ func enqueueChunks(ctx context.Context, s store.Store, b blobs.Store, j store.Jo
 		return nil
 	})
 	return err
+}
+
+// recordUnrun records each row of a stopped batch that never ran as failed with the
+// batch's end (batch_cancelled, batch_expired), charged nothing.
+func recordUnrun(ctx context.Context, s store.Store, b blobs.Store, j store.Job, spec Spec, status string) error {
+	done, err := s.BatchRowsDone(ctx, j.ID, 0, spec.Rows)
+	if err != nil {
+		return err
+	}
+	ran := make(map[int]bool, len(done))
+	for _, i := range done {
+		ran[i] = true
+	}
+	if b == nil {
+		return errors.New("the gateway has no blob store to read the batch's input file from")
+	}
+	rc, _, err := b.Open(ctx, files.BlobKey(j.WorkspaceID, spec.InputFileID), 0, -1)
+	if err != nil {
+		return fmt.Errorf("reading the input file of batch %s: %w", j.ID, err)
+	}
+	defer func() { _ = rc.Close() }()
+	code, msg := "batch_cancelled", "the batch was cancelled before this request ran"
+	if status == StatusExpired {
+		code, msg = "batch_expired", "the batch's completion window ended before this request ran"
+	}
+	return ScanRows(rc, 0, 0, func(i int, _ int64, l files.BatchLine) error {
+		if ran[i] || i >= spec.Rows {
+			return nil
+		}
+		_, err := s.RecordBatchRow(ctx, store.BatchRow{BatchID: j.ID, Index: i, CustomID: l.CustomID, ErrorCode: code, ErrorMessage: msg})
+		return err
+	})
 }
