@@ -32,8 +32,9 @@ import (
 //	               same way as the machine's control, and the polls the gateway made per
 //	               second.
 
-// jobsTests are the tests that "all" leaves out ("jobs" names them both).
-var jobsTests = []string{"video-content", "jobs-load"}
+// jobsTests are the tests that "all" leaves out ("jobs" names them all; batch-load is in
+// batch.go).
+var jobsTests = []string{"video-content", "jobs-load", "batch-load"}
 
 // The gateway's arm of each jobs test, and the model of the video jobs (gatewayCaddyfile).
 const (
@@ -83,19 +84,25 @@ func callJSON(ctx context.Context, client *http.Client, method, url, key string,
 	if err != nil {
 		return err
 	}
+	return readJSONAnswer(resp, method+" "+url, out)
+}
+
+// readJSONAnswer reads and closes the answer to the request what names, and decodes a 2xx
+// JSON answer into out (unless out is nil); any other status is an error quoting the answer.
+func readJSONAnswer(resp *http.Response, what string, out any) error {
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: status %d: %.300s", method, url, resp.StatusCode, bytes.TrimSpace(data))
+		return fmt.Errorf("%s: status %d: %.300s", what, resp.StatusCode, bytes.TrimSpace(data))
 	}
 	if out == nil {
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: %w: %.300s", method, url, err, data)
+		return fmt.Errorf("%s: %w: %.300s", what, err, data)
 	}
 	return nil
 }

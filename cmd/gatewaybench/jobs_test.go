@@ -184,10 +184,7 @@ func TestBuildJobsFigures(t *testing.T) {
 			jobsChatArm:     {jl(1000, 1100, 990), jl(1000, 1300, 980), jl(1000, 1150, 1000)},
 		}}
 	rep.build()
-	got := map[string]string{}
-	for _, tl := range rep.Targets {
-		got[tl.Target+" "+tl.Arm] = tl.Verdict + " " + tl.Value
-	}
+	got := targetVerdicts(rep)
 	for k, want := range map[string]string{
 		"video_content_throughput >= 0.90x " + videoContentArm:  "pass 0.92x",
 		"video_range_throughput >= 0.90x " + videoContentArm:    "FAIL 0.85x",
@@ -198,14 +195,7 @@ func TestBuildJobsFigures(t *testing.T) {
 			t.Errorf("%s: %q, want %q (all: %v)", k, got[k], want, got)
 		}
 	}
-	rows := map[string]string{}
-	for _, fig := range rep.Figures {
-		var arms []string
-		for _, r := range fig.Rows {
-			arms = append(arms, r.Arm)
-		}
-		rows[fig.Key] = strings.Join(arms, ",")
-	}
+	rows := figureArms(rep)
 	for key, want := range map[string]string{
 		"video_content_throughput":     "direct,caddy," + videoContentArm,
 		"video_heap_growth":            "caddy," + videoContentArm,
@@ -234,4 +224,26 @@ func TestPooledP99(t *testing.T) {
 	if got != 1098 {
 		t.Fatalf("pooled p99 %v, want 1098 (rank 198 of 200)", got)
 	}
+}
+
+// targetVerdicts are the report's target lines by target and arm: the verdict and the value.
+func targetVerdicts(rep *report) map[string]string {
+	got := map[string]string{}
+	for _, tl := range rep.Targets {
+		got[tl.Target+" "+tl.Arm] = tl.Verdict + " " + tl.Value
+	}
+	return got
+}
+
+// figureArms are the arms of each figure's rows, comma-separated, by the figure's key.
+func figureArms(rep *report) map[string]string {
+	rows := map[string]string{}
+	for _, fig := range rep.Figures {
+		var arms []string
+		for _, r := range fig.Rows {
+			arms = append(arms, r.Arm)
+		}
+		rows[fig.Key] = strings.Join(arms, ",")
+	}
+	return rows
 }

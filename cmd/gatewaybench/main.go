@@ -34,18 +34,24 @@
 // POST /v1/audio/transcriptions) and image-edit (throughput of POST /v1/images/edits with
 // two 4 MB images, closed loop).
 //
-// Two jobs tests run only when -tests names them (or "jobs"), on arms of the gateway of their
-// own (jobs.go), over the fake's OpenAI /videos wire (upstream_videos.go): video-content (the
-// throughput of GET /v1/videos/{id}/content of a completed 200 MB job, whole and by Range,
-// against plain Caddy's reverse_proxy to the same upstream path, and the proxy's heap growth
-// during the downloads) and jobs-load (the gateway's chat p99 at a fixed rate with 1,000 live
-// video jobs polled every second, over its p99 with none, before and after them).
+// Three jobs tests run only when -tests names them (or "jobs"), on arms of the gateway of
+// their own. Two are over the fake's OpenAI /videos wire (jobs.go, upstream_videos.go):
+// video-content (the throughput of GET /v1/videos/{id}/content of a completed 200 MB job,
+// whole and by Range, against plain Caddy's reverse_proxy to the same upstream path, and the
+// proxy's heap growth during the downloads) and jobs-load (the gateway's chat p99 at a fixed
+// rate with 1,000 live video jobs polled every second, over its p99 with none, before and
+// after them). The third, batch-load (batch.go), runs 10,000 chat rows as a batch the gateway
+// runs itself (POST /v1/files, POST /v1/batches, polled to completed, the output checked),
+// against the same rows sent through the gateway by as many client workers as the batch's
+// row concurrency: the batch's rows per second over the client's, and the gateway's chat p99
+// at a fixed rate during the batch over its p99 idle.
 //
 //	go run ./cmd/gatewaybench                 # default run, about 3 minutes on 2 cores
 //	go run ./cmd/gatewaybench -quick          # smoke run, under a minute
 //	go run ./cmd/gatewaybench -json out.json  # also write the results as JSON
 //	go run ./cmd/gatewaybench -tests media    # the three media tests, about 2.5 minutes
-//	go run ./cmd/gatewaybench -tests jobs     # the two jobs tests
+//	go run ./cmd/gatewaybench -tests jobs     # the three jobs tests
+//	go run ./cmd/gatewaybench -tests batch-load -rounds 2   # the batch test alone
 //
 // It is not part of "go test": it needs a C compiler (the SQLite driver is cgo), several
 // thousand file descriptors, and a machine left otherwise idle for honest figures.
@@ -71,6 +77,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -132,6 +139,16 @@ type config struct {
 	JobsDuration   time.Duration `json:"jobs_duration"`
 	JobsPollAfter  time.Duration `json:"jobs_poll_after"`
 	JobsCreateConc int           `json:"jobs_create_concurrency"`
+	// The batch-load test's (batch.go).
+	BatchRows          int           `json:"batch_rows"`
+	BatchConc          int           `json:"batch_client_concurrency"`
+	BatchChunks        int           `json:"batch_chunks"`
+	BatchRowsPerChunk  int           `json:"batch_rows_per_chunk"`
+	BatchProviderRows  int           `json:"batch_provider_rows"`
+	BatchProcessChunks int           `json:"batch_process_chunks"`
+	BatchRate          int           `json:"batch_rate"`
+	BatchIdleDuration  time.Duration `json:"batch_idle_duration"`
+	BatchTimeout       time.Duration `json:"batch_timeout"`
 
 	caddyBin       string
 	jsonOut        string
@@ -180,7 +197,7 @@ func main() {
 	flag.DurationVar(&c.Stall, "stall", 2*time.Second, "a held stream silent longer than its interval plus this has stalled")
 	flag.IntVar(&c.IdleConns, "idle-conns", 1024, "keepalive_idle_conns_per_host of both proxies' upstream transport")
 	flag.BoolVar(&c.Fresh, "fresh", true, "restart the proxy (and warm it) before each memory and capacity measurement, so that its baseline is a fresh process's and not memory kept from earlier tests")
-	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity (these five are \"all\"), and the media tests speech-ttfb, transcription-heap, image-edit (\"media\": the three)")
+	flag.StringVar(&c.Tests, "tests", "all", "comma-separated tests to run: saturation, latency, streams, memory, capacity (these five are \"all\"), the media tests speech-ttfb, transcription-heap, image-edit (\"media\": the three), and the jobs tests video-content, jobs-load, batch-load (\"jobs\": the three)")
 	flag.IntVar(&c.SpeechRate, "speech-rate", 50, "speech requests per second of the speech-ttfb test (open loop)")
 	flag.DurationVar(&c.SpeechDuration, "speech-duration", 4*time.Second, "measured duration of each arm's speech-ttfb test in a round")
 	flag.DurationVar(&c.SpeechSlot, "speech-slot", time.Second, "the speech-ttfb test takes turns between the arms in slots of this length (0: one arm after the other)")
@@ -199,6 +216,15 @@ func main() {
 	flag.DurationVar(&c.JobsDuration, "jobs-duration", 5*time.Second, "measured duration of each arm's chat in each phase of the jobs-load test, in a round")
 	flag.DurationVar(&c.JobsPollAfter, "jobs-poll-after", time.Second, "the poll interval the fake asks of the gateway for each live job (openai-poll-after-ms)")
 	flag.IntVar(&c.JobsCreateConc, "jobs-create-c", 8, "live jobs being created at once in the jobs-load test")
+	flag.IntVar(&c.BatchRows, "batch-rows", 10000, "chat rows of the batch-load test's batch, and of its client baseline")
+	flag.IntVar(&c.BatchChunks, "batch-chunks", 2, "the gateway's batch_chunks in the batch-load test: chunks of 64 rows of one batch run at once")
+	flag.IntVar(&c.BatchRowsPerChunk, "batch-rows-per-chunk", 8, "the gateway's rows_per_chunk in the batch-load test: rows of one chunk run at once")
+	flag.IntVar(&c.BatchProviderRows, "batch-provider-rows", 16, "the gateway's provider_rows in the batch-load test: batch rows the process sends one provider at once")
+	flag.IntVar(&c.BatchProcessChunks, "batch-process-chunks", 4, "the gateway's chunks in the batch-load test: chunks of any batch the process runs at once")
+	flag.IntVar(&c.BatchConc, "batch-c", 0, "closed-loop workers sending the batch-load test's rows as a client (0: the batch's row concurrency, min(-batch-chunks, -batch-process-chunks) × -batch-rows-per-chunk, at most -batch-provider-rows)")
+	flag.IntVar(&c.BatchRate, "batch-rate", 200, "chat requests per second of the batch-load test (open loop), idle, during the client's rows and during the batch")
+	flag.DurationVar(&c.BatchIdleDuration, "batch-idle-duration", 3*time.Second, "measured duration of each arm's idle chat in the batch-load test, in a round")
+	flag.DurationVar(&c.BatchTimeout, "batch-timeout", 10*time.Minute, "the longest the batch-load test waits for its batch, upload to output")
 	flag.StringVar(&c.Variant, "variant", "", "also run a second gateway whose process gets these environment variables (space-separated NAME=VALUE, e.g. \"GOGC=400\"), with a twin \""+variantPrefix+"<arm>\" of every gateway arm, so that a runtime setting is compared with the default side by side in the same run")
 	flag.StringVar(&c.VariantCaddy, "variant-caddy", "", "run the second gateway (see -variant, which it needs no more) from this Caddy binary instead: two builds side by side in the same run, each arm of the one taking turns with the other's")
 	flag.StringVar(&c.ProxyCPUs, "proxy-cpus", "", "run both proxies on these CPUs (taskset syntax, e.g. 1) and the load generator and fake upstream on the others, so that they do not compete for a core (needs taskset)")
@@ -233,6 +259,8 @@ func main() {
 		def("image-duration", func() { c.ImageDuration = 1500 * time.Millisecond })
 		def("video-downloads", func() { c.VideoDownloads = 1 })
 		def("jobs-duration", func() { c.JobsDuration = 2 * time.Second })
+		def("batch-rows", func() { c.BatchRows = 2000 })
+		def("batch-idle-duration", func() { c.BatchIdleDuration = time.Second })
 	}
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "gatewaybench:", err)
@@ -277,7 +305,7 @@ func (c *config) runs(test string) bool {
 	return false
 }
 
-var testNames = []string{"saturation", "latency", "streams", "memory", "capacity", "speech-ttfb", "transcription-heap", "image-edit", "video-content", "jobs-load"}
+var testNames = []string{"saturation", "latency", "streams", "memory", "capacity", "speech-ttfb", "transcription-heap", "image-edit", "video-content", "jobs-load", "batch-load"}
 
 // MarshalJSON writes durations as Go duration strings ("1.5s") rather than nanoseconds.
 func (c config) MarshalJSON() ([]byte, error) {
@@ -329,6 +357,12 @@ func (c *config) validate() error {
 		return errors.New("-video-bytes must be at least 1 MiB, -video-downloads, -jobs, -jobs-rate and -jobs-create-c at least 1 (-jobs-rate at most 100000)")
 	case c.JobsDuration <= 0 || c.JobsPollAfter < time.Millisecond:
 		return errors.New("-jobs-duration and -jobs-poll-after must be positive")
+	case c.BatchRows < 1 || c.BatchRows > maxBatchRows || c.BatchConc < 0 || c.BatchRate < 1 || c.BatchRate > 100000:
+		return fmt.Errorf("-batch-rows must be between 1 and %d, -batch-rate between 1 and 100000, -batch-c not negative", maxBatchRows)
+	case min(c.BatchChunks, c.BatchRowsPerChunk, c.BatchProviderRows, c.BatchProcessChunks) < 1 || max(c.BatchChunks, c.BatchRowsPerChunk, c.BatchProviderRows, c.BatchProcessChunks) > 1024:
+		return errors.New("-batch-chunks, -batch-rows-per-chunk, -batch-provider-rows and -batch-process-chunks must be between 1 and 1024")
+	case c.BatchIdleDuration <= 0 || c.BatchTimeout <= 0:
+		return errors.New("-batch-idle-duration and -batch-timeout must be positive")
 	}
 	if _, _, err := c.videoRange(); err != nil {
 		return err
@@ -386,8 +420,12 @@ type bench struct {
 	media     map[string][]*arm
 	imageBody []byte
 	imageType string
-	// gatewayURL is the gateway's address, where the jobs-load test creates its jobs.
+	// gatewayURL is the gateway's address, where the jobs-load test creates its jobs and
+	// the batch-load test its batches.
 	gatewayURL string
+	// batchRows counts the rows the gateway's batches completed: each is an answer with a
+	// generation record of its own, as a client's request is (see answered).
+	batchRows atomic.Int64
 }
 
 func run(ctx context.Context, cfg *config) error {
@@ -673,7 +711,7 @@ type gatewayProc struct {
 func (b *bench) startGateway(ctx context.Context, name, bin string, env []string, port, upPort, admin int, small bool) (*gatewayProc, error) {
 	cfgPath := filepath.Join(b.dir, name+".Caddyfile")
 	dbPath := filepath.Join(b.dir, name, "gateway.db")
-	if err := os.WriteFile(cfgPath, []byte(gatewayCaddyfile(port, upPort, admin, b.cfg.IdleConns, dbPath)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(gatewayCaddyfile(port, upPort, admin, b.cfg.IdleConns, dbPath, b.cfg.batchOptions())), 0o600); err != nil {
 		return nil, err
 	}
 	key, err := bootstrap(ctx, bin, cfgPath, env, "bench", b.cfg.Credits)
@@ -752,6 +790,7 @@ type roundResult struct {
 	// The jobs tests' (jobs.go), on their own arms and on caddy (and direct).
 	Video *videoResult `json:"video_content,omitempty"`
 	Jobs  *jobsResult  `json:"jobs_load,omitempty"`
+	Batch *batchResult `json:"batch_load,omitempty"`
 }
 
 // round runs every test on every arm, test by test so that the arms of one figure are
@@ -952,9 +991,10 @@ func (b *bench) allArms() []*arm {
 	return all
 }
 
-// answered is the number of 200 answers of the gateway's arms.
+// answered is the number of 200 answers of the gateway's arms, and of the rows its batches
+// completed.
 func (b *bench) answered() int64 {
-	var n int64
+	n := b.batchRows.Load()
 	for _, a := range b.allArms() {
 		if a.kind == kindGateway {
 			n += a.ok200.Load()

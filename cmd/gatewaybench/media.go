@@ -56,6 +56,7 @@ var mediaDefs = []mediaDef{
 	// job has completed (prepareVideo).
 	{"video-content", videoContentArm, "/v1/videos", videoModel},
 	{"jobs-load", jobsChatArm, "/v1/chat/completions", "bench-oa"},
+	{"batch-load", batchChatArm, "/v1/chat/completions", "bench-oa"},
 }
 
 // isMediaArm reports whether a is the gateway's arm of a media test.
@@ -81,8 +82,9 @@ func (b *bench) mediaArms(plainURL string, gw *gatewayProc, clientOf func(*arm) 
 			continue
 		}
 		var arms []*arm
-		// The jobs-load test measures the gateway against itself; plain Caddy is its control.
-		if b.cfg.want["direct"] && md.test != "jobs-load" {
+		// The jobs-load and batch-load tests measure the gateway against itself; plain Caddy
+		// is their control.
+		if b.cfg.want["direct"] && md.test != "jobs-load" && md.test != "batch-load" {
 			arms = append(arms, &arm{name: "direct", kind: kindDirect, url: b.upstreamURL + md.path, model: md.model, key: gw.key})
 		}
 		arms = append(arms,
@@ -119,6 +121,11 @@ func (b *bench) mediaSanity(ctx context.Context) error {
 				err = b.prepareVideo(rctx, a)
 			case "jobs-load":
 				err = a.do(rctx, a.body(false, directive{n: b.cfg.AnswerPieces, latency: b.cfg.Latency}))
+			case "batch-load":
+				err = a.do(rctx, a.body(false, directive{n: b.cfg.AnswerPieces, latency: b.cfg.Latency}))
+				if err == nil && a.kind == kindGateway {
+					err = b.batchSanity(rctx, a)
+				}
 			}
 			cancel()
 			if err != nil {
@@ -196,6 +203,14 @@ func (b *bench) mediaRound(ctx context.Context, round int, update func(*arm, fun
 				a.name, r.IdleP99Us, r.IdleBefore.P99Us, r.IdleAfter.P99Us, r.Live.P99Us, r.LiveOverIdleP99, r.Live.P50Us, r.Jobs, r.PollsPerSecond, r.WantPollsPerS, r.CreateSeconds, r.EndSeconds,
 				r.Errors+r.IdleBefore.Errors+r.Live.Errors+r.IdleAfter.Errors, r.FirstError+r.IdleBefore.FirstError+r.Live.FirstError+r.IdleAfter.FirstError, r.Note)
 			update(a, func(rr *roundResult) { rr.Jobs = &r })
+		}
+	}
+	if arms := b.media["batch-load"]; len(arms) > 0 && ctx.Err() == nil {
+		res := b.batchRound(ctx, rotate(arms))
+		for _, a := range arms {
+			r := res[a.name]
+			logf("%s", batchLog(a.name, r))
+			update(a, func(rr *roundResult) { rr.Batch = &r })
 		}
 	}
 }

@@ -267,8 +267,9 @@ http://127.0.0.1:%d {
 
 // gatewayCaddyfile configures the gateway: an OpenAI-wire provider and an Anthropic-wire
 // provider on the fake upstream, priced models on each (so every request reserves and
-// settles; the media tests' on the OpenAI-wire one), and the API on /v1.
-func gatewayCaddyfile(port, upstreamPort, adminPort, idleConns int, dbPath string) string {
+// settles; the media tests' on the OpenAI-wire one), the batch options (batchOptions, ""
+// but for the batch-load test), and the API on /v1.
+func gatewayCaddyfile(port, upstreamPort, adminPort, idleConns int, dbPath, batchOptions string) string {
 	return fmt.Sprintf(`{
 	%[1]s
 	persist_config off
@@ -276,6 +277,7 @@ func gatewayCaddyfile(port, upstreamPort, adminPort, idleConns int, dbPath strin
 	grace_period 1s
 	model_gateway {
 		store sqlite %[2]s
+		%[6]s
 		provider oa {
 			type openai
 			base_url http://127.0.0.1:%[3]d/v1
@@ -351,7 +353,7 @@ http://127.0.0.1:%[5]d {
 		}
 	}
 }
-`, adminLine(adminPort), dbPath, upstreamPort, idleConns, port)
+`, adminLine(adminPort), dbPath, upstreamPort, idleConns, port, batchOptions)
 }
 
 var keyPattern = regexp.MustCompile(`gateway_v1_sk_[a-z0-9]+_[a-z0-9]+`)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -291,7 +292,7 @@ func (rep *report) figureDefs() []figureDef {
 				return nil
 			}},
 	}
-	return append(append(defs, rep.mediaFigureDefs()...), rep.jobsFigureDefs()...)
+	return slices.Concat(defs, rep.mediaFigureDefs(), rep.jobsFigureDefs(), rep.batchFigureDefs())
 }
 
 // mediaFigureDefs are the figures of the media tests (media.go).
@@ -500,6 +501,14 @@ func (rep *report) build() {
 				}
 				n += j.Errors
 				note("jobs-load", j.FirstError)
+			}
+			if bl := r.Batch; bl != nil {
+				for _, l := range []latResult{bl.Idle, bl.DuringClient, bl.DuringBatch} {
+					n += l.Errors + l.Dropped
+					note("batch-load chat", l.FirstError)
+				}
+				n += bl.Errors
+				note("batch-load", bl.FirstError)
 			}
 			if r.Memory != nil {
 				n += r.Memory.Errors
