@@ -373,7 +373,8 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 		Most: spec.EstimatedNanos, Endpoint: "/batches",
 		Start: func(ctx context.Context) (string, jobs.Report, error) {
 			if !native {
-				return "", jobs.Report{Status: batch.StatusValidating, PollAfter: time.Millisecond}, nil
+				// Its first poll queues its chunks from the gateway's own store: at once.
+				return "", jobs.Report{Status: batch.StatusValidating, PollNow: true}, nil
 			}
 			st, err := runner.StartBatch(ctx, &providers.BatchRequest{
 				Endpoint: endpoint, Model: rt.UpstreamModel, CompletionWindow: in.CompletionWindow, Metadata: in.Metadata,
@@ -384,7 +385,7 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 				// cannot translate), before anything was made there: the gateway runs it.
 				g.Logger.Info("the route's upstream does not take this batch; the gateway runs it", zap.String("batch_id", id), zapErr(ue))
 				state, _ := json.Marshal(batch.State{GatewayRun: true}) // plain fields
-				return "", jobs.Report{Status: batch.StatusValidating, PollAfter: time.Millisecond, Result: state}, nil
+				return "", jobs.Report{Status: batch.StatusValidating, PollNow: true, Result: state}, nil
 			}
 			if err != nil {
 				return "", jobs.Report{}, err

@@ -61,6 +61,10 @@ type Runner struct {
 	// Lease is how long a chunk's claim is held between extensions; Idle how long the
 	// Runner waits when no chunk is due.
 	Lease, Idle time.Duration
+	// WakeJobs, when set, wakes the process's jobs engine: a batch whose last row was
+	// recorded has its poll made due at once, so that it completes without waiting its
+	// pace, and the engine is told.
+	WakeJobs func()
 
 	providersMu sync.Mutex
 	providers   map[string]chan struct{}
@@ -103,6 +107,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
+		// Taken before the claim, so that chunks queued while it runs wake the wait below.
+		queued := chunksQueued.Wait()
 		if free := cap(slots) - len(slots); free > 0 {
 			items, err := r.Store.Claim(ctx, store.ClaimParams{
 				Queue: RowQueue, Owner: r.Owner, Lease: orDur(r.Lease, defaultLease), Limit: free,
@@ -139,6 +145,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-freed:
+		case <-queued:
 		case <-t.C:
 		}
 		t.Stop()
@@ -218,6 +225,28 @@ func (r *Runner) runChunk(ctx context.Context, it store.ClaimedItem) {
 	default:
 		// Every row ran, or the batch stopped (cancelled, expired) and the rest never will.
 		r.complete(ctx, log, it.Claim)
+		r.pollIfDone(ctx, log, j, spec)
+	}
+}
+
+// pollIfDone makes the poll of batch j due now when every one of its rows is recorded,
+// so that it is finalized at once rather than at its next poll (its pace). Any chunk's
+// end may be the batch's last: each one looks (a read, not a write). A failure only
+// leaves the batch to its pace.
+func (r *Runner) pollIfDone(ctx context.Context, log *zap.Logger, j store.Job, spec Spec) {
+	ctx = context.WithoutCancel(ctx)
+	counts, err := r.Store.CountBatchRows(ctx, j.ID)
+	if err != nil || counts.Done < spec.Rows {
+		return
+	}
+	if err := r.Store.Reschedule(ctx, store.JobQueue(j.Kind), j.ID, time.Time{}); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			log.Info("making a done batch's poll due failed; its pace polls it", zap.Error(err))
+		}
+		return
+	}
+	if r.WakeJobs != nil {
+		r.WakeJobs()
 	}
 }
 
