@@ -225,13 +225,25 @@ func (r *Runner) runChunk(ctx context.Context, it store.ClaimedItem) {
 	default:
 		// Every row ran, or the batch stopped (cancelled, expired) and the rest never will.
 		r.complete(ctx, log, it.Claim)
-		r.pollIfDone(ctx, log, j, spec)
+		if r.mayBeLast(it, c, spec) {
+			r.pollIfDone(ctx, log, j, spec)
+		}
 	}
 }
 
+// mayBeLast tells whether chunk c (claimed as it) may be the last of its batch to end:
+// one of its last chunks, which are claimed last (a batch's chunks are claimed in order,
+// a few at once), or one run again (after a failure, a lost lease), which may end after
+// them. Counting the rows at every chunk's end would read the batch's every row once a
+// chunk; a batch whose last chunk is not caught here is polled at its pace.
+func (r *Runner) mayBeLast(it store.ClaimedItem, c Chunk, spec Spec) bool {
+	per := max(spec.ChunkRows, 1)
+	tail := 4 * max(orInt(r.BatchChunks, DefaultBatchChunks), orInt(r.Chunks, DefaultChunks))
+	return it.Attempt > 1 || c.First+tail*per >= spec.Rows
+}
+
 // pollIfDone makes the poll of batch j due now when every one of its rows is recorded,
-// so that it is finalized at once rather than at its next poll (its pace). Any chunk's
-// end may be the batch's last: each one looks (a read, not a write). A failure only
+// so that it is finalized at once rather than at its next poll (its pace). A failure only
 // leaves the batch to its pace.
 func (r *Runner) pollIfDone(ctx context.Context, log *zap.Logger, j store.Job, spec Spec) {
 	ctx = context.WithoutCancel(ctx)
