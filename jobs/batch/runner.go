@@ -294,6 +294,7 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 	}()
 	defer func() { stop(); <-watch }()
 
+	rec := startRowRecorder(ctx, r.Store, log)
 	rowSlots := make(chan struct{}, orInt(r.RowsPerChunk, DefaultRowsPerChunk))
 	provider := r.providerSlots(j.Provider)
 	var wg sync.WaitGroup
@@ -321,7 +322,7 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 		go func() {
 			defer func() { <-provider; <-rowSlots; wg.Done() }()
 			if p := background.Call(fmt.Sprintf("running row %d of batch %s", i, j.ID), func() {
-				r.runRow(runCtx, log, j, spec, i, l, budget, dispatch)
+				r.runRow(runCtx, log, j, spec, i, l, budget, dispatch, rec)
 			}); p != nil {
 				log.Error("a batch row panicked; run again with its chunk", zap.Int("row", i), zap.Error(p))
 			}
@@ -329,8 +330,14 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 		return nil
 	})
 	wg.Wait()
+	recErr := rec.close()
 	if lost.Load() {
 		return store.ErrClaimLost
+	}
+	if recErr != nil {
+		// The rows whose write failed are not recorded: the chunk runs them again (each
+		// charged once, under its generation id).
+		return fmt.Errorf("recording rows: %w", recErr)
 	}
 	if err != nil && !errors.Is(err, errStop) {
 		return fmt.Errorf("reading the input file: %w", err)
@@ -375,20 +382,59 @@ func (r *Runner) watchChunk(ctx context.Context, c store.Claim, batchID string, 
 type rowAdmission struct {
 	budget *billing.BatchBudget
 	own    billing.Admission
+	// charge, when set, is told what the row's settlement charged.
+	charge *rowCharge
 }
 
 func (a rowAdmission) Admit(ctx context.Context, r billing.Request) (billing.Hold, error) {
 	h, err := a.budget.Admit(ctx, r)
 	if errors.Is(err, billing.ErrBudgetExhausted) {
-		return a.own.Admit(ctx, r)
+		h, err = a.own.Admit(ctx, r)
 	}
-	return h, err
+	if err != nil || a.charge == nil {
+		return h, err
+	}
+	return chargedHold{Hold: h, charge: a.charge}, nil
+}
+
+// rowCharge is what a row's settlement charged, as the store recorded it: the row's
+// record takes its cost from there rather than reading the generation back.
+type rowCharge struct {
+	mu    sync.Mutex
+	cost  int64
+	known bool
+}
+
+func (c *rowCharge) get() (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cost, c.known
+}
+
+// chargedHold tells its rowCharge what its settlement charged.
+type chargedHold struct {
+	billing.Hold
+	charge *rowCharge
+}
+
+func (h chargedHold) Settle(ctx context.Context, g *store.Generation) (store.Generation, error) {
+	stored, err := h.Hold.Settle(ctx, g)
+	if err == nil {
+		h.charge.mu.Lock()
+		h.charge.cost, h.charge.known = stored.CostNanos, true
+		h.charge.mu.Unlock()
+	}
+	return stored, err
 }
 
 // runRow runs row i of batch j and records its outcome, unless the run was cut short by
 // the process stopping: then the row is run again with its chunk.
-func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec Spec, i int, l files.BatchLine, adm billing.Admission, dispatch Dispatch) {
+func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec Spec, i int, l files.BatchLine, budget rowAdmission,
+	dispatch Dispatch, rec *rowRecorder) {
 	genID := RowGenerationID(j.ID, i)
+	charge := &rowCharge{}
+	adm := budget
+	adm.charge = charge
 	rowCtx, cancel := context.WithTimeout(ctx, orDur(r.RowTimeout, DefaultRowTimeout))
 	status, answer, err := dispatch(rowCtx, j.WorkspaceID, j.KeyID, adm, genID, PathOf(spec.Endpoint), l.Body)
 	cancel()
@@ -407,16 +453,16 @@ func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec 
 			row.Body, _ = json.Marshal(string(answer)) // a string is always JSON
 		}
 	}
-	rctx := context.WithoutCancel(ctx)
-	if gen, gerr := r.Store.GetGeneration(rctx, j.WorkspaceID, genID); gerr == nil {
+	if cost, ok := charge.get(); ok {
+		row.CostNanos = cost
+	} else if gen, gerr := r.Store.GetGeneration(context.WithoutCancel(ctx), j.WorkspaceID, genID); gerr == nil {
+		// Settled otherwise (journaled, or before a crash by an earlier run of the row).
 		row.CostNanos = gen.CostNanos
 	} else if !errors.Is(gerr, store.ErrNotFound) {
 		log.Warn("reading a batch row's charge failed; the row runs again with its chunk", zap.Int("row", i), zap.Error(gerr))
 		return
 	}
-	if _, err := r.Store.RecordBatchRow(rctx, row); err != nil {
-		log.Warn("recording a batch row failed; the row runs again with its chunk (charged once)", zap.Int("row", i), zap.Error(err))
-	}
+	rec.add(row)
 }
 
 func (r *Runner) complete(ctx context.Context, log *zap.Logger, c store.Claim) {
