@@ -259,6 +259,10 @@ func enqueueChunks(ctx context.Context, s store.Store, b blobs.Store, j store.Jo
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("queueing chunk %d of batch %s: %w", n, j.ID, err)
 		}
+		if n == 0 {
+			// The first rows run while the others are queued.
+			chunksQueued.Wake()
+		}
 		return nil
 	})
 	return err

@@ -233,12 +233,13 @@ func (r *Runner) runChunk(ctx context.Context, it store.ClaimedItem) {
 
 // mayBeLast tells whether chunk c (claimed as it) may be the last of its batch to end:
 // one of its last chunks, which are claimed last (a batch's chunks are claimed in order,
-// a few at once), or one run again (after a failure, a lost lease), which may end after
-// them. Counting the rows at every chunk's end would read the batch's every row once a
-// chunk; a batch whose last chunk is not caught here is polled at its pace.
+// at most BatchChunks at once), or one run again (after a failure, a lost lease), which
+// may end after them. Counting the rows at every chunk's end would read the batch's
+// every row once a chunk; a batch whose last chunk is not caught here (a chunk slower
+// than every chunk after it) is polled at its pace.
 func (r *Runner) mayBeLast(it store.ClaimedItem, c Chunk, spec Spec) bool {
 	per := max(spec.ChunkRows, 1)
-	tail := 4 * max(orInt(r.BatchChunks, DefaultBatchChunks), orInt(r.Chunks, DefaultChunks))
+	tail := 2 * max(orInt(r.BatchChunks, DefaultBatchChunks), orInt(r.Chunks, DefaultChunks))
 	return it.Attempt > 1 || c.First+tail*per >= spec.Rows
 }
 
