@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -359,7 +360,7 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 	native = native && runner.SupportsBatch(endpoint)
 	spec := batch.Spec{
 		Endpoint: endpoint, InputFileID: fileID, CompletionWindow: in.CompletionWindow, Metadata: in.Metadata,
-		Rows: sc.rows, ChunkRows: batch.DefaultChunkRows, Native: native, Deadline: now.Add(window),
+		Rows: sc.rows, ChunkRows: cmp.Or(g.BatchChunkRows, batch.DefaultChunkRows), Native: native, Deadline: now.Add(window),
 		EstimatedNanos: sc.estimate(), SampleSize: sc.sample, Truncated: sc.sample < sc.rows,
 	}
 	request, _ := json.Marshal(spec) // plain fields
