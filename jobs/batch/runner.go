@@ -288,6 +288,9 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 	defer stop()
 	var halted atomic.Bool
 	var lost atomic.Bool
+	// unrecorded is set when a row ran but its outcome could not be handed to the recorder
+	// (its charge could not be read, it panicked): the chunk is run again for it.
+	var unrecorded atomic.Bool
 	watch := make(chan struct{})
 	go func() {
 		defer close(watch)
@@ -322,10 +325,14 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 		wg.Add(1)
 		go func() {
 			defer func() { <-provider; <-rowSlots; wg.Done() }()
+			handed := false
 			if p := background.Call(fmt.Sprintf("running row %d of batch %s", i, j.ID), func() {
-				r.runRow(runCtx, log, j, spec, i, l, budget, dispatch, rec)
+				handed = r.runRow(runCtx, log, j, spec, i, l, budget, dispatch, rec)
 			}); p != nil {
 				log.Error("a batch row panicked; run again with its chunk", zap.Int("row", i), zap.Error(p))
+			}
+			if !handed && runCtx.Err() == nil {
+				unrecorded.Store(true)
 			}
 		}()
 		return nil
@@ -339,6 +346,9 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 		// The rows whose write failed are not recorded: the chunk runs them again (each
 		// charged once, under its generation id).
 		return fmt.Errorf("recording rows: %w", recErr)
+	}
+	if unrecorded.Load() {
+		return errors.New("a row's outcome could not be recorded; the chunk runs it again")
 	}
 	if err != nil && !errors.Is(err, errStop) {
 		return fmt.Errorf("reading the input file: %w", err)
@@ -428,10 +438,11 @@ func (h chargedHold) Settle(ctx context.Context, g *store.Generation) (store.Gen
 	return stored, err
 }
 
-// runRow runs row i of batch j and records its outcome, unless the run was cut short by
-// the process stopping: then the row is run again with its chunk.
+// runRow runs row i of batch j and hands its outcome to rec, reporting whether it did: not
+// when the run was cut short by the process stopping (the chunk is handed back) or its
+// charge could not be read (the chunk is run again); either way the row runs again.
 func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec Spec, i int, l files.BatchLine, budget rowAdmission,
-	dispatch Dispatch, rec *rowRecorder) {
+	dispatch Dispatch, rec *rowRecorder) (handed bool) {
 	genID := RowGenerationID(j.ID, i)
 	charge := &rowCharge{}
 	adm := budget
@@ -461,9 +472,10 @@ func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec 
 		row.CostNanos = gen.CostNanos
 	} else if !errors.Is(gerr, store.ErrNotFound) {
 		log.Warn("reading a batch row's charge failed; the row runs again with its chunk", zap.Int("row", i), zap.Error(gerr))
-		return
+		return false
 	}
 	rec.add(row)
+	return true
 }
 
 func (r *Runner) complete(ctx context.Context, log *zap.Logger, c store.Claim) {

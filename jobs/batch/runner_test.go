@@ -44,6 +44,8 @@ type runnerFixture struct {
 	spec Spec
 	mu   sync.Mutex
 	sent map[int]int
+	// dispatchFn, when set, is the Runner's Dispatch instead of dispatch.
+	dispatchFn Dispatch
 }
 
 // newRunnerFixture stores a running gateway-run batch of n rows in chunks of per, its
@@ -106,8 +108,13 @@ func (f *runnerFixture) run(t *testing.T, idle time.Duration) int64 {
 	t.Cleanup(func() { _ = ledger.Close() })
 	r := &Runner{
 		Store: f.s, Ledger: ledger, Logger: zap.NewNop(), Owner: "test", Idle: idle, BatchChunks: 2, Chunks: 2,
-		Blobs:    func() blobs.Store { return f.b },
-		Dispatch: func() Dispatch { return f.dispatch },
+		Blobs: func() blobs.Store { return f.b },
+		Dispatch: func() Dispatch {
+			if f.dispatchFn != nil {
+				return f.dispatchFn
+			}
+			return f.dispatch
+		},
 		WakeJobs: func() { woken.Add(1) },
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -212,4 +219,32 @@ func TestPollQueueingChunksWakesRunners(t *testing.T) {
 	default:
 		t.Fatal("queueing the chunks woke no Runner")
 	}
+}
+
+// panickyDispatch panics on the first run of one row, then answers as f does.
+type panickyDispatch struct {
+	f     *runnerFixture
+	row   int
+	fired atomic.Bool
+}
+
+func (p *panickyDispatch) dispatch(ctx context.Context, ws, key string, adm billing.Admission, genID, path string, body []byte) (int, []byte, error) {
+	if genID == RowGenerationID(p.f.j.ID, p.row) && p.fired.CompareAndSwap(false, true) {
+		panic("a bug in a row")
+	}
+	return p.f.dispatch(ctx, ws, key, adm, genID, path, body)
+}
+
+// TestRunnerRunsAgainARowThatPanicked: a row whose run panicked is not recorded, and its
+// chunk is not completed without it: the chunk runs again and the batch ends with every
+// row recorded.
+func TestRunnerRunsAgainARowThatPanicked(t *testing.T) {
+	f := newRunnerFixture(t, 12, 4, func(s store.Store) store.Store { return s })
+	p := &panickyDispatch{f: f, row: 5}
+	f.dispatchFn = p.dispatch
+	f.run(t, 20*time.Millisecond)
+	if !p.fired.Load() {
+		t.Fatal("the row did not panic")
+	}
+	f.checkRows(t)
 }
