@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -325,6 +326,11 @@ const DefaultKeyCacheTTL = 2 * time.Second
 
 // lookupKey reads a key through the cache.
 func (g *Gateway) lookupKey(r *http.Request, id string) (store.Key, error) {
+	return g.lookupKeyContext(r.Context(), id)
+}
+
+// lookupKeyContext is lookupKey for a call without a request (a batch row).
+func (g *Gateway) lookupKeyContext(reqCtx context.Context, id string) (store.Key, error) {
 	now := g.Now()
 	kc := g.keys
 	if kc != nil && kc.ttl > 0 {
@@ -335,7 +341,7 @@ func (g *Gateway) lookupKey(r *http.Request, id string) (store.Key, error) {
 			return ck.key, nil
 		}
 	}
-	ctx, cancel := g.storeContext(r.Context())
+	ctx, cancel := g.storeContext(reqCtx)
 	k, err := g.Store.GetKey(ctx, id)
 	cancel()
 	if err != nil || kc == nil || kc.ttl <= 0 {

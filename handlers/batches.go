@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -359,7 +360,7 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 	native = native && runner.SupportsBatch(endpoint)
 	spec := batch.Spec{
 		Endpoint: endpoint, InputFileID: fileID, CompletionWindow: in.CompletionWindow, Metadata: in.Metadata,
-		Rows: sc.rows, ChunkRows: batch.DefaultChunkRows, Native: native, Deadline: now.Add(window),
+		Rows: sc.rows, ChunkRows: cmp.Or(g.BatchChunkRows, batch.DefaultChunkRows), Native: native, Deadline: now.Add(window),
 		EstimatedNanos: sc.estimate(), SampleSize: sc.sample, Truncated: sc.sample < sc.rows,
 	}
 	request, _ := json.Marshal(spec) // plain fields
@@ -373,7 +374,8 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 		Most: spec.EstimatedNanos, Endpoint: "/batches",
 		Start: func(ctx context.Context) (string, jobs.Report, error) {
 			if !native {
-				return "", jobs.Report{Status: batch.StatusValidating, PollAfter: time.Millisecond}, nil
+				// Its first poll queues its chunks from the gateway's own store: at once.
+				return "", jobs.Report{Status: batch.StatusValidating, PollNow: true}, nil
 			}
 			st, err := runner.StartBatch(ctx, &providers.BatchRequest{
 				Endpoint: endpoint, Model: rt.UpstreamModel, CompletionWindow: in.CompletionWindow, Metadata: in.Metadata,
@@ -384,7 +386,7 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 				// cannot translate), before anything was made there: the gateway runs it.
 				g.Logger.Info("the route's upstream does not take this batch; the gateway runs it", zap.String("batch_id", id), zapErr(ue))
 				state, _ := json.Marshal(batch.State{GatewayRun: true}) // plain fields
-				return "", jobs.Report{Status: batch.StatusValidating, PollAfter: time.Millisecond, Result: state}, nil
+				return "", jobs.Report{Status: batch.StatusValidating, PollNow: true, Result: state}, nil
 			}
 			if err != nil {
 				return "", jobs.Report{}, err

@@ -68,7 +68,9 @@ func generationID(ctx context.Context) string {
 // and body. A key that is gone or revoked answers the row as a request with it would be
 // answered (401).
 func (g *Gateway) DispatchRow(ctx context.Context, workspaceID, keyID string, adm billing.Admission, generationID, path string, body []byte) (int, []byte, error) {
-	key, err := g.Store.GetKey(ctx, keyID)
+	// Through the key cache, as a request's key: a key revoked elsewhere stops the rows
+	// within its TTL, as it stops requests.
+	key, err := g.lookupKeyContext(ctx, keyID)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || err == nil && (key.WorkspaceID != workspaceID || key.RevokedAt != nil):
 		e := newError(http.StatusUnauthorized, CodeUnauthorised, "the batch's API key was revoked or deleted; its rows are not run")

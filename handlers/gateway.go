@@ -54,6 +54,9 @@ type Gateway struct {
 	MaxBodyBytes int64
 	// StreamIdleTimeout ends an upstream stream that sends nothing for this long.
 	StreamIdleTimeout time.Duration
+	// BatchChunkRows is how many rows a chunk of a gateway-run batch holds (one claim of a
+	// row worker). Default: batch.DefaultChunkRows.
+	BatchChunkRows int
 	// KeyCacheTTL is how long a key read from the store is trusted; negative turns the cache
 	// off. Default: DefaultKeyCacheTTL.
 	KeyCacheTTL time.Duration

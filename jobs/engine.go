@@ -189,12 +189,20 @@ func (e *Engine) Submit(ctx context.Context, s Submission) (store.Job, error) {
 		}
 		events = e.Events(j, "created")
 	}
-	if err := e.Store.CreateJob(ctx, j, now.Add(e.pace(first.PollAfter)), events); err != nil {
+	if err := e.Store.CreateJob(ctx, j, e.next(first), events); err != nil {
 		return store.Job{}, release(fmt.Errorf("storing job %q: %w", j.ID, err))
 	}
 	e.changed(j)
 	e.Wake()
 	return j, nil
+}
+
+// next is when to poll next after a poll that reported rep.
+func (e *Engine) next(rep Report) time.Time {
+	if rep.PollNow {
+		return e.now()
+	}
+	return e.now().Add(e.pace(rep.PollAfter))
 }
 
 // pace is when to poll next after a poll whose upstream asked for after.
@@ -413,7 +421,7 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 			events = append(events, e.Events(changed, "progress")...)
 		}
 	}
-	if err := e.Store.AdvanceJob(ctx, it.Claim, u, events, e.now().Add(e.pace(rep.PollAfter))); err != nil {
+	if err := e.Store.AdvanceJob(ctx, it.Claim, u, events, e.next(rep)); err != nil {
 		e.advanceFailed(ctx, log, it, err)
 		return
 	}

@@ -49,3 +49,38 @@ func TestRunPollsPastTheGroupCap(t *testing.T) {
 		}
 	}
 }
+
+// TestPollNowIsDueAtOnce: a report with PollNow makes the next poll due at once, whatever
+// the engine's MinPoll; one without waits at least MinPoll.
+func TestPollNowIsDueAtOnce(t *testing.T) {
+	f := newFixture(t)
+	f.e.MinPoll = time.Hour
+	submit := func(first Report) {
+		t.Helper()
+		_, err := f.e.Submit(context.Background(), Submission{
+			Job: store.Job{ID: ids.New("job"), WorkspaceID: f.ws, Kind: "longtest", KeyID: f.kd, Model: "video", Provider: "up",
+				UpstreamModel: "vid-1", ExpiresAt: time.Now().Add(2 * time.Hour)},
+			Most: usd, Endpoint: "/videos",
+			Start: func(context.Context) (string, Report, error) { return "native", first, nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func() int {
+		t.Helper()
+		items, err := f.s.Claim(context.Background(), store.ClaimParams{Queue: store.JobQueue("longtest"), Owner: "t", Lease: time.Minute, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(items)
+	}
+	submit(Report{Status: StatusQueued, PollAfter: time.Millisecond})
+	if n := claim(); n != 0 {
+		t.Fatalf("a poll asked after 1ms was due before MinPoll (an hour): %d claimed", n)
+	}
+	submit(Report{Status: StatusQueued, PollNow: true})
+	if n := claim(); n != 1 {
+		t.Fatalf("a PollNow poll: %d claimed, want 1 due at once", n)
+	}
+}

@@ -107,6 +107,10 @@ type Report struct {
 	// PollAfter is when the upstream asks to be polled again (openai-poll-after-ms, an
 	// operation's hint); 0 leaves it to the engine's pace.
 	PollAfter time.Duration
+	// PollNow makes the next poll due at once, not after the engine's MinPoll, which is
+	// there to spare upstreams: for a poll that asks nothing of an upstream (a batch the
+	// gateway runs, whose next step is its own store's and files').
+	PollNow bool
 	// Usage is what the job consumed, by dimension: what a completed job is charged for.
 	Usage pricing.Usage
 	// Result is the job's result for its family (an output's location, its metadata).

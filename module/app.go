@@ -157,9 +157,12 @@ type App struct {
 
 // BatchesConfig bounds the work of gateway-run batches.
 type BatchesConfig struct {
-	// Chunks is how many chunks of rows (64 rows each) this process runs at once, of any
-	// batches. Default: 4.
+	// Chunks is how many chunks of rows this process runs at once, of any batches.
+	// Default: 4.
 	Chunks int `json:"chunks,omitempty"`
+	// ChunkRows is how many rows a chunk (one claim of a worker) holds; a batch keeps the
+	// size it was created with. Default: 256.
+	ChunkRows int `json:"chunk_rows,omitempty"`
 	// RowsPerChunk is how many rows of one chunk run at once. Default: 8.
 	RowsPerChunk int `json:"rows_per_chunk,omitempty"`
 	// BatchChunks is how many chunks of one batch run at once across every instance, so
@@ -525,7 +528,7 @@ func (a *App) Validate() error {
 	if a.MaxFileSize < 0 {
 		return fmt.Errorf("max_file_size must not be negative")
 	}
-	if b := a.Batches; b != nil && (b.Chunks < 0 || b.RowsPerChunk < 0 || b.BatchChunks < 0 || b.ProviderRows < 0 || b.RowTimeout < 0) {
+	if b := a.Batches; b != nil && (b.Chunks < 0 || b.ChunkRows < 0 || b.RowsPerChunk < 0 || b.BatchChunks < 0 || b.ProviderRows < 0 || b.RowTimeout < 0) {
 		return fmt.Errorf("batches: bounds must not be negative")
 	}
 	return store.ValidateIntervals(time.Duration(a.InstanceHeartbeat), time.Duration(a.InstanceTimeout))
@@ -843,6 +846,9 @@ func (a *App) gateway(logger *zap.Logger, basePath string, maxBody int64, idle t
 		Blobs:              a.blobs,
 		MusicRetention:     time.Duration(a.MusicRetention),
 		MaxFileSize:        a.MaxFileSize,
+	}
+	if a.Batches != nil {
+		g.BatchChunkRows = a.Batches.ChunkRows
 	}
 	if a.sealer != nil {
 		g.LinkKey = a.sealer.Derive("download links")

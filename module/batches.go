@@ -41,6 +41,12 @@ func runBatchRows(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 			}
 			return nil
 		},
+		WakeJobs: func() {
+			select {
+			case jobsWakeup <- struct{}{}:
+			default:
+			}
+		},
 		Dispatch: func() batch.Dispatch {
 			if c := rt.Current(); c != nil {
 				return c.BatchRow

@@ -117,7 +117,7 @@ func TestBatchTwoInstancesOnPostgres(t *testing.T) {
 	up.delay.Store(int64(40 * time.Millisecond))
 	dir := t.TempDir()
 	block := batchGatewayBlock(up.URL, "\t\tblob_store file "+filepath.Join(dir, "blobs")+
-		"\n\t\tinstance_heartbeat 100ms\n\t\tinstance_timeout 2s\n\t\tbatches {\n\t\t\tchunks 2\n\t\t\trows_per_chunk 4\n\t\t\tbatch_chunks 4\n\t\t}")
+		"\n\t\tinstance_heartbeat 100ms\n\t\tinstance_timeout 2s\n\t\tbatches {\n\t\t\tchunks 2\n\t\t\tchunk_rows 64\n\t\t\trows_per_chunk 4\n\t\t\tbatch_chunks 4\n\t\t}")
 	s := openPostgres(t, dsn)
 	startCrashChild(t, gatewayCaddyfileOn(freePort(t), "postgres {env.GATEWAY_TEST_PG_DSN}", block, ""))
 	env := startPostgresGateway(t, dsn, block)

@@ -56,6 +56,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			max_file_size <size>
 //			batches {
 //				chunks <n>
+//				chunk_rows <n>
 //				rows_per_chunk <n>
 //				batch_chunks <n>
 //				provider_rows <n>
@@ -1133,7 +1134,7 @@ func parseBatches(d *caddyfile.Dispenser, b *BatchesConfig) error {
 			}
 			continue
 		}
-		field, ok := map[string]*int{"chunks": &b.Chunks, "rows_per_chunk": &b.RowsPerChunk, "batch_chunks": &b.BatchChunks, "provider_rows": &b.ProviderRows}[opt]
+		field, ok := map[string]*int{"chunks": &b.Chunks, "chunk_rows": &b.ChunkRows, "rows_per_chunk": &b.RowsPerChunk, "batch_chunks": &b.BatchChunks, "provider_rows": &b.ProviderRows}[opt]
 		if !ok {
 			return d.Errf("unrecognized subdirective %q", opt)
 		}

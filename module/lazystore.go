@@ -664,6 +664,14 @@ func (l *lazyStore) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool,
 	return s.RecordBatchRow(ctx, r)
 }
 
+func (l *lazyStore) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return s.RecordBatchRows(ctx, rows)
+}
+
 func (l *lazyStore) BatchRowsDone(ctx context.Context, batchID string, from, to int) ([]int, error) {
 	s, err := l.get(ctx)
 	if err != nil {

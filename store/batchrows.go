@@ -18,6 +18,11 @@ type BatchRows interface {
 	// RecordBatchRow stores the outcome of row r.Index of batch r.BatchID, once: a row
 	// already recorded is left as the first record made it, and false is returned.
 	RecordBatchRow(ctx context.Context, r BatchRow) (bool, error)
+	// RecordBatchRows stores the outcomes of rows in one write, as RecordBatchRow of each
+	// in order would (a row already recorded, before or earlier in rows, is left as the
+	// first record made it), and returns how many were recorded anew. It records all of
+	// them or, with an error, none: a row given is recorded once the call returns nil.
+	RecordBatchRows(ctx context.Context, rows []BatchRow) (int, error)
 	// BatchRowsDone returns, in order, the indexes in [from, to) of batch's recorded rows.
 	BatchRowsDone(ctx context.Context, batchID string, from, to int) ([]int, error)
 	// CountBatchRows counts the recorded rows of batch and sums their costs.

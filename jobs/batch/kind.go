@@ -128,6 +128,7 @@ func (k *Kind) pollRows(ctx context.Context, env jobs.Env, j store.Job, spec Spe
 			}
 			return jobs.Report{}, err
 		}
+		chunksQueued.Wake()
 		st.Chunked, st.InProgressAt, st.Total = true, unix(now), spec.Rows
 		return report(StatusInProgress, 0, runningPace, st), nil
 	case StatusFinalizing:
@@ -162,7 +163,11 @@ func (k *Kind) pollRows(ctx context.Context, env jobs.Env, j store.Job, spec Spe
 	}
 	if counts.Done >= spec.Rows {
 		st.FinalizingAt = unix(now)
-		return report(StatusFinalizing, 100, time.Millisecond, st), nil
+		// Writing the files is the gateway's own work: at once, not after the pace that
+		// spares upstreams.
+		rep := report(StatusFinalizing, 100, 0, st)
+		rep.PollNow = true
+		return rep, nil
 	}
 	return report(StatusInProgress, progress(counts.Done, spec.Rows), runningPace, st), nil
 }
@@ -253,6 +258,10 @@ func enqueueChunks(ctx context.Context, s store.Store, b blobs.Store, j store.Jo
 		err := s.Enqueue(ctx, store.EnqueueParams{Queue: RowQueue, ID: ChunkID(j.ID, n), Group: j.ID, Payload: payload})
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("queueing chunk %d of batch %s: %w", n, j.ID, err)
+		}
+		if n == 0 {
+			// The first rows run while the others are queued.
+			chunksQueued.Wake()
 		}
 		return nil
 	})

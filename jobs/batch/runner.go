@@ -61,6 +61,10 @@ type Runner struct {
 	// Lease is how long a chunk's claim is held between extensions; Idle how long the
 	// Runner waits when no chunk is due.
 	Lease, Idle time.Duration
+	// WakeJobs, when set, wakes the process's jobs engine: a batch whose last row was
+	// recorded has its poll made due at once, so that it completes without waiting its
+	// pace, and the engine is told.
+	WakeJobs func()
 
 	providersMu sync.Mutex
 	providers   map[string]chan struct{}
@@ -103,6 +107,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
+		// Taken before the claim, so that chunks queued while it runs wake the wait below.
+		queued := chunksQueued.Wait()
 		if free := cap(slots) - len(slots); free > 0 {
 			items, err := r.Store.Claim(ctx, store.ClaimParams{
 				Queue: RowQueue, Owner: r.Owner, Lease: orDur(r.Lease, defaultLease), Limit: free,
@@ -139,6 +145,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-freed:
+		case <-queued:
 		case <-t.C:
 		}
 		t.Stop()
@@ -218,6 +225,41 @@ func (r *Runner) runChunk(ctx context.Context, it store.ClaimedItem) {
 	default:
 		// Every row ran, or the batch stopped (cancelled, expired) and the rest never will.
 		r.complete(ctx, log, it.Claim)
+		if r.mayBeLast(it, c, spec) {
+			r.pollIfDone(ctx, log, j, spec)
+		}
+	}
+}
+
+// mayBeLast tells whether chunk c (claimed as it) may be the last of its batch to end:
+// one of its last chunks, which are claimed last (a batch's chunks are claimed in order,
+// at most BatchChunks at once), or one run again (after a failure, a lost lease), which
+// may end after them. Counting the rows at every chunk's end would read the batch's
+// every row once a chunk; a batch whose last chunk is not caught here (a chunk slower
+// than every chunk after it) is polled at its pace.
+func (r *Runner) mayBeLast(it store.ClaimedItem, c Chunk, spec Spec) bool {
+	per := max(spec.ChunkRows, 1)
+	tail := 2 * max(orInt(r.BatchChunks, DefaultBatchChunks), orInt(r.Chunks, DefaultChunks))
+	return it.Attempt > 1 || c.First+tail*per >= spec.Rows
+}
+
+// pollIfDone makes the poll of batch j due now when every one of its rows is recorded,
+// so that it is finalized at once rather than at its next poll (its pace). A failure only
+// leaves the batch to its pace.
+func (r *Runner) pollIfDone(ctx context.Context, log *zap.Logger, j store.Job, spec Spec) {
+	ctx = context.WithoutCancel(ctx)
+	counts, err := r.Store.CountBatchRows(ctx, j.ID)
+	if err != nil || counts.Done < spec.Rows {
+		return
+	}
+	if err := r.Store.Reschedule(ctx, store.JobQueue(j.Kind), j.ID, time.Time{}); err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			log.Info("making a done batch's poll due failed; its pace polls it", zap.Error(err))
+		}
+		return
+	}
+	if r.WakeJobs != nil {
+		r.WakeJobs()
 	}
 }
 
@@ -246,6 +288,9 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 	defer stop()
 	var halted atomic.Bool
 	var lost atomic.Bool
+	// unrecorded is set when a row ran but its outcome could not be handed to the recorder
+	// (its charge could not be read, it panicked): the chunk is run again for it.
+	var unrecorded atomic.Bool
 	watch := make(chan struct{})
 	go func() {
 		defer close(watch)
@@ -253,6 +298,7 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 	}()
 	defer func() { stop(); <-watch }()
 
+	rec := startRowRecorder(ctx, r.Store, log)
 	rowSlots := make(chan struct{}, orInt(r.RowsPerChunk, DefaultRowsPerChunk))
 	provider := r.providerSlots(j.Provider)
 	var wg sync.WaitGroup
@@ -279,17 +325,30 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 		wg.Add(1)
 		go func() {
 			defer func() { <-provider; <-rowSlots; wg.Done() }()
+			handed := false
 			if p := background.Call(fmt.Sprintf("running row %d of batch %s", i, j.ID), func() {
-				r.runRow(runCtx, log, j, spec, i, l, budget, dispatch)
+				handed = r.runRow(runCtx, log, j, spec, i, l, budget, dispatch, rec)
 			}); p != nil {
 				log.Error("a batch row panicked; run again with its chunk", zap.Int("row", i), zap.Error(p))
+			}
+			if !handed && runCtx.Err() == nil {
+				unrecorded.Store(true)
 			}
 		}()
 		return nil
 	})
 	wg.Wait()
+	recErr := rec.close()
 	if lost.Load() {
 		return store.ErrClaimLost
+	}
+	if recErr != nil {
+		// The rows whose write failed are not recorded: the chunk runs them again (each
+		// charged once, under its generation id).
+		return fmt.Errorf("recording rows: %w", recErr)
+	}
+	if unrecorded.Load() {
+		return errors.New("a row's outcome could not be recorded; the chunk runs it again")
 	}
 	if err != nil && !errors.Is(err, errStop) {
 		return fmt.Errorf("reading the input file: %w", err)
@@ -334,20 +393,60 @@ func (r *Runner) watchChunk(ctx context.Context, c store.Claim, batchID string, 
 type rowAdmission struct {
 	budget *billing.BatchBudget
 	own    billing.Admission
+	// charge, when set, is told what the row's settlement charged.
+	charge *rowCharge
 }
 
 func (a rowAdmission) Admit(ctx context.Context, r billing.Request) (billing.Hold, error) {
 	h, err := a.budget.Admit(ctx, r)
 	if errors.Is(err, billing.ErrBudgetExhausted) {
-		return a.own.Admit(ctx, r)
+		h, err = a.own.Admit(ctx, r)
 	}
-	return h, err
+	if err != nil || a.charge == nil {
+		return h, err
+	}
+	return chargedHold{Hold: h, charge: a.charge}, nil
 }
 
-// runRow runs row i of batch j and records its outcome, unless the run was cut short by
-// the process stopping: then the row is run again with its chunk.
-func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec Spec, i int, l files.BatchLine, adm billing.Admission, dispatch Dispatch) {
+// rowCharge is what a row's settlement charged, as the store recorded it: the row's
+// record takes its cost from there rather than reading the generation back.
+type rowCharge struct {
+	mu    sync.Mutex
+	cost  int64
+	known bool
+}
+
+func (c *rowCharge) get() (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cost, c.known
+}
+
+// chargedHold tells its rowCharge what its settlement charged.
+type chargedHold struct {
+	billing.Hold
+	charge *rowCharge
+}
+
+func (h chargedHold) Settle(ctx context.Context, g *store.Generation) (store.Generation, error) {
+	stored, err := h.Hold.Settle(ctx, g)
+	if err == nil {
+		h.charge.mu.Lock()
+		h.charge.cost, h.charge.known = stored.CostNanos, true
+		h.charge.mu.Unlock()
+	}
+	return stored, err
+}
+
+// runRow runs row i of batch j and hands its outcome to rec, reporting whether it did: not
+// when the run was cut short by the process stopping (the chunk is handed back) or its
+// charge could not be read (the chunk is run again); either way the row runs again.
+func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec Spec, i int, l files.BatchLine, budget rowAdmission,
+	dispatch Dispatch, rec *rowRecorder) (handed bool) {
 	genID := RowGenerationID(j.ID, i)
+	charge := &rowCharge{}
+	adm := budget
+	adm.charge = charge
 	rowCtx, cancel := context.WithTimeout(ctx, orDur(r.RowTimeout, DefaultRowTimeout))
 	status, answer, err := dispatch(rowCtx, j.WorkspaceID, j.KeyID, adm, genID, PathOf(spec.Endpoint), l.Body)
 	cancel()
@@ -366,16 +465,17 @@ func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec 
 			row.Body, _ = json.Marshal(string(answer)) // a string is always JSON
 		}
 	}
-	rctx := context.WithoutCancel(ctx)
-	if gen, gerr := r.Store.GetGeneration(rctx, j.WorkspaceID, genID); gerr == nil {
+	if cost, ok := charge.get(); ok {
+		row.CostNanos = cost
+	} else if gen, gerr := r.Store.GetGeneration(context.WithoutCancel(ctx), j.WorkspaceID, genID); gerr == nil {
+		// Settled otherwise (journaled, or before a crash by an earlier run of the row).
 		row.CostNanos = gen.CostNanos
 	} else if !errors.Is(gerr, store.ErrNotFound) {
 		log.Warn("reading a batch row's charge failed; the row runs again with its chunk", zap.Int("row", i), zap.Error(gerr))
-		return
+		return false
 	}
-	if _, err := r.Store.RecordBatchRow(rctx, row); err != nil {
-		log.Warn("recording a batch row failed; the row runs again with its chunk (charged once)", zap.Int("row", i), zap.Error(err))
-	}
+	rec.add(row)
+	return true
 }
 
 func (r *Runner) complete(ctx context.Context, log *zap.Logger, c store.Claim) {

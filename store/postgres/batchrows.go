@@ -40,6 +40,44 @@ func (s *Store) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool, err
 	return inserted, nil
 }
 
+// RecordBatchRows stores rows' outcomes, each once, in one transaction.
+func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int, error) {
+	prepared := make([]store.BatchRow, len(rows))
+	for i, r := range rows {
+		p, err := store.PrepareBatchRow(r, s.now)
+		if err != nil {
+			return 0, err
+		}
+		prepared[i] = p
+	}
+	if len(prepared) == 0 {
+		return 0, nil
+	}
+	inserted := 0
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		inserted = 0
+		for _, r := range prepared {
+			var body *string
+			if r.Body != nil {
+				b := string(r.Body)
+				body = &b
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO batch_rows (`+batchRowColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+				ON CONFLICT (batch_id, idx) DO NOTHING`,
+				r.BatchID, r.Index, r.CustomID, r.StatusCode, r.RequestID, body, r.ErrorCode, r.ErrorMessage, r.CostNanos, r.CreatedAt)
+			if err != nil {
+				return err
+			}
+			inserted += int(tag.RowsAffected())
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recording %d rows of batch %q: %w", len(prepared), prepared[0].BatchID, err)
+	}
+	return inserted, nil
+}
+
 // BatchRowsDone returns the recorded indexes in [from, to).
 func (s *Store) BatchRowsDone(ctx context.Context, batchID string, from, to int) ([]int, error) {
 	var out []int

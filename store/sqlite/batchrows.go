@@ -42,6 +42,52 @@ func (s *Store) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool, err
 	return inserted, nil
 }
 
+// RecordBatchRows stores rows' outcomes, each once, in one write op: the rows of a batch's
+// chunk gathered while they were answered share a savepoint and a commit.
+func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int, error) {
+	prepared := make([]store.BatchRow, len(rows))
+	for i, r := range rows {
+		p, err := store.PrepareBatchRow(r, s.now)
+		if err != nil {
+			return 0, err
+		}
+		prepared[i] = p
+	}
+	if len(prepared) == 0 {
+		return 0, nil
+	}
+	inserted := 0
+	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		inserted = 0
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO batch_rows (`+batchRowColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (batch_id, idx) DO NOTHING`)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = stmt.Close() }()
+		for _, r := range prepared {
+			var body sql.NullString
+			if r.Body != nil {
+				body = sql.NullString{String: string(r.Body), Valid: true}
+			}
+			res, err := stmt.ExecContext(ctx, r.BatchID, r.Index, r.CustomID, r.StatusCode, r.RequestID, body, r.ErrorCode, r.ErrorMessage, r.CostNanos, millis(r.CreatedAt))
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			inserted += int(n)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recording %d rows of batch %q: %w", len(prepared), prepared[0].BatchID, markUnavailable(err))
+	}
+	return inserted, nil
+}
+
 // BatchRowsDone returns the recorded indexes in [from, to).
 func (s *Store) BatchRowsDone(ctx context.Context, batchID string, from, to int) ([]int, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT idx FROM batch_rows WHERE batch_id = ? AND idx >= ? AND idx < ? ORDER BY idx`, batchID, from, to)

@@ -130,3 +130,82 @@ func testBatchRows(t *testing.T, s store.Store, c *Clock) {
 		t.Fatal("a negative index was recorded")
 	}
 }
+
+// testBatchRowsGathered holds RecordBatchRows to RecordBatchRow: the same rows, with
+// repeats within the call and of rows recorded before it, recorded in one call on one
+// batch and one by one on another, leave the same records, counts and number recorded
+// anew; a call with a row that does not check records none of its rows.
+func testBatchRowsGathered(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	row := func(batch string, i, status int, cost int64) store.BatchRow {
+		r := store.BatchRow{BatchID: batch, Index: i, CustomID: fmt.Sprintf("req-%d", i), StatusCode: status,
+			RequestID: fmt.Sprintf("gen_%d", i), CostNanos: cost}
+		if status == 0 {
+			r.ErrorCode, r.ErrorMessage = "row_failed", "no answer"
+		} else {
+			r.Body = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))
+		}
+		return r
+	}
+	rowsOf := func(batch string) (before, rows []store.BatchRow) {
+		before = []store.BatchRow{row(batch, 4, 200, 40)}
+		rows = []store.BatchRow{row(batch, 0, 200, 1), row(batch, 2, 500, 0), row(batch, 4, 429, 99),
+			row(batch, 1, 0, 0), row(batch, 2, 200, 77), row(batch, 9, 200, 9)}
+		return before, rows
+	}
+	read := func(batch string) ([]store.BatchRow, store.BatchRowCounts) {
+		rows, err := s.ListBatchRows(ctx, batch, -1, store.MaxBatchRowPage)
+		if err != nil {
+			t.Fatalf("ListBatchRows of %s: %v", batch, err)
+		}
+		for i := range rows {
+			rows[i].BatchID = ""
+		}
+		counts, err := s.CountBatchRows(ctx, batch)
+		if err != nil {
+			t.Fatalf("CountBatchRows of %s: %v", batch, err)
+		}
+		return rows, counts
+	}
+
+	before, rows := rowsOf("batch_plain")
+	plain := 0
+	for _, r := range append(before, rows...) {
+		ok, err := s.RecordBatchRow(ctx, r)
+		if err != nil {
+			t.Fatalf("RecordBatchRow: %v", err)
+		}
+		if ok {
+			plain++
+		}
+	}
+	plain -= len(before)
+
+	before, rows = rowsOf("batch_gathered")
+	if _, err := s.RecordBatchRows(ctx, before); err != nil {
+		t.Fatalf("RecordBatchRows before: %v", err)
+	}
+	gathered, err := s.RecordBatchRows(ctx, rows)
+	if err != nil {
+		t.Fatalf("RecordBatchRows: %v", err)
+	}
+	if gathered != plain || plain != 4 {
+		t.Fatalf("RecordBatchRows recorded %d anew, one by one %d; want 4 both", gathered, plain)
+	}
+	wantRows, wantCounts := read("batch_plain")
+	gotRows, gotCounts := read("batch_gathered")
+	if !reflect.DeepEqual(gotRows, wantRows) || gotCounts != wantCounts {
+		t.Fatalf("gathered rows:\n got %+v %+v\nwant %+v %+v (one by one)", gotRows, gotCounts, wantRows, wantCounts)
+	}
+
+	bad := []store.BatchRow{row("batch_gathered", 20, 200, 1), {BatchID: "batch_gathered", Index: -1}}
+	if _, err := s.RecordBatchRows(ctx, bad); err == nil {
+		t.Fatal("RecordBatchRows took a row with a negative index")
+	}
+	if done, err := s.BatchRowsDone(ctx, "batch_gathered", 20, 21); err != nil || len(done) != 0 {
+		t.Fatalf("a row of a refused RecordBatchRows was recorded: %v, %v", done, err)
+	}
+	if n, err := s.RecordBatchRows(ctx, nil); n != 0 || err != nil {
+		t.Fatalf("RecordBatchRows of none: %d, %v", n, err)
+	}
+}

@@ -116,6 +116,7 @@ func Run(t *testing.T, open Opener) {
 		{"NotificationDestinations", testNotificationDestinations},
 		{"LowBalance", testLowBalance},
 		{"BatchRows", testBatchRows},
+		{"BatchRowsGathered", testBatchRowsGathered},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
