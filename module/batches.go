@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelgateway/caddy-modelgateway/billing"
 	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/files"
 	"github.com/modelgateway/caddy-modelgateway/handlers"
@@ -22,16 +21,7 @@ func init() {
 func runBatchRows(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 	cur := rt.Current()
 	log := rt.Logger()
-	owner := "worker"
-	if cur.Owner != nil {
-		owner = cur.Owner.ID()
-	}
-	ledger := billing.NewLedger(&billing.Config{
-		Store: rt.Store(), Logger: log, Now: time.Now,
-		ReservationTTL: orDuration(cur.ReservationTTL, handlers.DefaultReservationTTL),
-		StoreTimeout:   orDuration(cur.StoreTimeout, handlers.DefaultStoreTimeout),
-		SettleTimeout:  orDuration(cur.SettleTimeout, handlers.DefaultSettleTimeout),
-	})
+	ledger, owner := workerLedger(rt)
 	defer func() { _ = ledger.Close() }()
 	r := &batch.Runner{
 		Store: rt.Store(), Ledger: ledger, Logger: log, Owner: owner,
@@ -41,12 +31,7 @@ func runBatchRows(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 			}
 			return nil
 		},
-		WakeJobs: func() {
-			select {
-			case jobsWakeup <- struct{}{}:
-			default:
-			}
-		},
+		WakeJobs: wakeJobs,
 		Dispatch: func() batch.Dispatch {
 			if c := rt.Current(); c != nil {
 				return c.BatchRow

@@ -21,18 +21,8 @@ func init() {
 // ends. Its holds are durable (owned by no instance), so its ledger needs no owner; its
 // prices and routes are the newest started configuration's, read at each poll.
 func runJobs(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
-	cur := rt.Current()
 	log := rt.Logger()
-	owner := "worker"
-	if cur.Owner != nil {
-		owner = cur.Owner.ID()
-	}
-	ledger := billing.NewLedger(&billing.Config{
-		Store: rt.Store(), Logger: log, Now: time.Now,
-		ReservationTTL: orDuration(cur.ReservationTTL, handlers.DefaultReservationTTL),
-		StoreTimeout:   orDuration(cur.StoreTimeout, handlers.DefaultStoreTimeout),
-		SettleTimeout:  orDuration(cur.SettleTimeout, handlers.DefaultSettleTimeout),
-	})
+	ledger, owner := workerLedger(rt)
 	defer func() { _ = ledger.Close() }()
 	e := &jobs.Engine{
 		Store: rt.Store(), Ledger: ledger, Logger: log, Owner: owner,
@@ -42,6 +32,31 @@ func runJobs(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 		Wakeup:  jobsWakeup,
 	}
 	return e.Run(ctx)
+}
+
+// workerLedger is the ledger of a background worker's holds and settlements, bounded as
+// the configuration the worker started with says, and the owner its claims are made as
+// (the instance's id).
+func workerLedger(rt workers.Runtime[*appRuntime]) (*billing.Ledger, string) {
+	cur := rt.Current()
+	owner := "worker"
+	if cur.Owner != nil {
+		owner = cur.Owner.ID()
+	}
+	return billing.NewLedger(&billing.Config{
+		Store: rt.Store(), Logger: rt.Logger(), Now: time.Now,
+		ReservationTTL: orDuration(cur.ReservationTTL, handlers.DefaultReservationTTL),
+		StoreTimeout:   orDuration(cur.StoreTimeout, handlers.DefaultStoreTimeout),
+		SettleTimeout:  orDuration(cur.SettleTimeout, handlers.DefaultSettleTimeout),
+	}), owner
+}
+
+// wakeJobs wakes the process's job poller, unless it is already to wake.
+func wakeJobs() {
+	select {
+	case jobsWakeup <- struct{}{}:
+	default:
+	}
 }
 
 // jobsWakeup is how a request that created a job wakes the process's poller, so that its
