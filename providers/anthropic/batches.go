@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
@@ -41,10 +39,6 @@ const (
 // (an endpoint Message Batches do not run, more rows or bytes than they take, a custom_id
 // they refuse, a row that cannot be translated): the gateway may run such a batch itself.
 var ErrUnsupportedBatch = errors.New("batch not supported by Anthropic Message Batches")
-
-// errUploadAborted ends the request's writer when the request ended before it read the
-// whole body (the upstream answered early, or the caller left).
-var errUploadAborted = errors.New("batch upload aborted")
 
 // batchState is what the adapter keeps between calls, BatchStatus.State: the endpoint of the
 // rows, which says what the results are translated into.
@@ -95,30 +89,7 @@ func (p *Provider) StartBatch(ctx context.Context, req *providers.BatchRequest) 
 	if !p.SupportsBatch(req.Endpoint) {
 		return nil, providers.Unsupported(p.name, "endpoint", fmt.Sprintf("provider %s runs no native batch of %s", p.name, req.Endpoint), ErrUnsupportedBatch)
 	}
-	pr, pw := io.Pipe()
-	var rowsErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var err error
-		if panicked := background.Call("anthropic batch request", func() { err = p.writeBatchRequest(pw, req) }); panicked != nil {
-			err = panicked
-		}
-		rowsErr = err
-		_ = pw.CloseWithError(err)
-	}()
-	resp, at, err := p.up.SendBody(ctx, p.url+"/batches", upstreamhttp.Body{Reader: pr, Length: -1}, false, nil)
-	_ = pr.CloseWithError(errUploadAborted)
-	<-done
-	// A row the adapter refused, or a failure of Rows, is why the request broke off: it
-	// explains more than the transport's error does.
-	if rowsErr != nil && !errors.Is(rowsErr, errUploadAborted) {
-		if err == nil {
-			_ = resp.Body.Close()
-			at.Cancel()
-		}
-		return nil, rowsErr
-	}
+	resp, at, err := p.up.SendWritten(ctx, p.url+"/batches", "", func(w io.Writer) error { return p.writeBatchRequest(w, req) })
 	if err != nil {
 		return nil, err
 	}
@@ -326,31 +297,14 @@ func (p *Provider) BatchResults(ctx context.Context, nativeID string, state []by
 	if err != nil {
 		return upstreamhttp.JobNotFound(err)
 	}
-	body := p.up.RawResponse(ctx, at, resp, true, p.idle).Body
-	defer body.Close()
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxBatchLine)
 	created := time.Now().Unix()
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
+	return p.up.EachLine(ctx, at, resp, p.idle, maxBatchLine, func(n int, line []byte) error {
 		r, err := batchResult(line, st.Endpoint, created)
 		if err != nil {
 			return p.up.Malformed(resp.StatusCode, line, fmt.Errorf("batch results line %d: %w", n, err))
 		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return p.up.Malformed(resp.StatusCode, nil, fmt.Errorf("batch results have a line longer than %d bytes", maxBatchLine))
-		}
-		return err
-	}
-	return nil
+		return fn(r)
+	})
 }
 
 // batchResult reads one line of results for rows of endpoint.

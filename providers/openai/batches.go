@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"net/textproto"
 	"net/url"
 
-	"github.com/modelgateway/caddy-modelgateway/internal/background"
 	"github.com/modelgateway/caddy-modelgateway/internal/rawjson"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamhttp"
@@ -39,10 +37,6 @@ var batchEndpoints = map[string]bool{"/v1/chat/completions": true, "/v1/response
 // (an endpoint the Batch API does not run, more rows than it takes, a row it cannot read):
 // the gateway may run such a batch itself.
 var ErrUnsupportedBatch = errors.New("batch not supported by the OpenAI Batch API")
-
-// errUploadAborted ends the upload's writer when the request ended before it read the
-// whole body (the upstream answered early, or the caller left).
-var errUploadAborted = errors.New("batch upload aborted")
 
 // batchState is what the adapter keeps between calls, BatchStatus.State: the batch's
 // files at the upstream.
@@ -130,35 +124,18 @@ func (p *Provider) StartBatch(ctx context.Context, req *providers.BatchRequest) 
 	return p.readBatch(ctx, at, resp, batchState{InputFileID: fileID})
 }
 
-// uploadBatchFile streams the rows to POST {base}/files and returns the file's id. A writer
-// goroutine encodes the rows into a pipe that the request reads, so that no more than a
-// row and the buffers in between are held.
+// uploadBatchFile streams the rows to POST {base}/files as they are encoded, and returns
+// the file's id.
 func (p *Provider) uploadBatchFile(ctx context.Context, req *providers.BatchRequest) (string, error) {
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	var rowsErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var err error
-		if panicked := background.Call("openai batch upload", func() { err = p.writeBatchForm(mw, req) }); panicked != nil {
-			err = panicked
+	// The Content-Type names the boundary before the writer that uses it exists.
+	form := multipart.NewWriter(io.Discard)
+	resp, at, err := p.up.SendWritten(ctx, p.base+"/files", form.FormDataContentType(), func(w io.Writer) error {
+		mw := multipart.NewWriter(w)
+		if err := mw.SetBoundary(form.Boundary()); err != nil {
+			return err
 		}
-		rowsErr = err
-		_ = pw.CloseWithError(err)
-	}()
-	resp, at, err := p.up.SendBody(ctx, p.base+"/files", upstreamhttp.Body{Reader: pr, Length: -1, ContentType: mw.FormDataContentType()}, false, nil)
-	_ = pr.CloseWithError(errUploadAborted)
-	<-done
-	// A row the adapter refused, or a failure of Rows, is why the upload broke off: it
-	// explains more than the transport's error does.
-	if rowsErr != nil && !errors.Is(rowsErr, errUploadAborted) {
-		if err == nil {
-			_ = resp.Body.Close()
-			at.Cancel()
-		}
-		return "", rowsErr
-	}
+		return p.writeBatchForm(mw, req)
+	})
 	if err != nil {
 		return "", err
 	}
@@ -358,30 +335,13 @@ func (p *Provider) streamResultFile(ctx context.Context, fileID string, fn func(
 	if err != nil {
 		return upstreamhttp.JobNotFound(err)
 	}
-	body := p.up.RawResponse(ctx, at, resp, true, p.idle).Body
-	defer body.Close()
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 64<<10), maxBatchLine)
-	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
+	return p.up.EachLine(ctx, at, resp, p.idle, maxBatchLine, func(n int, line []byte) error {
 		r, err := p.batchResult(line)
 		if err != nil {
 			return p.up.Malformed(resp.StatusCode, line, fmt.Errorf("batch file %s line %d: %w", fileID, n, err))
 		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return p.up.Malformed(resp.StatusCode, nil, fmt.Errorf("batch file %s has a line longer than %d bytes", fileID, maxBatchLine))
-		}
-		return err
-	}
-	return nil
+		return fn(r)
+	})
 }
 
 // batchResult reads one line of an output or error file.
