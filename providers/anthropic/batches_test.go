@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamtest"
@@ -287,7 +286,7 @@ func TestChatBatch(t *testing.T) {
 		Object  string `json:"object"`
 		Choices []struct {
 			Message      struct{ Role, Content string } `json:"message"`
-			FinishReason string                          `json:"finish_reason"`
+			FinishReason string                         `json:"finish_reason"`
 		} `json:"choices"`
 		Usage struct {
 			PromptTokens     int `json:"prompt_tokens"`
@@ -495,30 +494,10 @@ func TestMessageBatchSupport(t *testing.T) {
 func TestMessageBatchStreams(t *testing.T) {
 	f, p := newFakeMessageBatches(t)
 	f.keep = false
-	reached := make(chan struct{})
-	var once sync.Once
-	f.onRequest = func(n int) {
-		if n == 5000 {
-			once.Do(func() { close(reached) })
-		}
-	}
 	pad := strings.Repeat("y", 1000)
-	_, err := p.StartBatch(context.Background(), &providers.BatchRequest{Endpoint: "/v1/chat/completions", Model: "m", Rows: func(yield func(providers.BatchRow) error) error {
-		for i := range 20_000 {
-			if i == 15_000 {
-				select {
-				case <-reached:
-				case <-time.After(time.Minute):
-					return errors.New("the API had not read request 5,000 when row 15,000 was yielded: the request is not streamed")
-				}
-			}
-			body := `{"messages":[{"role":"user","content":"` + pad + `"}]}`
-			if err := yield(providers.BatchRow{CustomID: fmt.Sprint("row-", i), Body: json.RawMessage(body)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}})
+	streamed, seen := upstreamtest.StreamedRows(20_000, 5_000, 15_000, func(int) string { return `{"messages":[{"role":"user","content":"` + pad + `"}]}` })
+	f.onRequest = seen
+	_, err := p.StartBatch(context.Background(), &providers.BatchRequest{Endpoint: "/v1/chat/completions", Model: "m", Rows: streamed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/providers/internal/upstreamtest"
@@ -571,31 +570,11 @@ func TestBatchAnswerUsage(t *testing.T) {
 func TestBatchUploadStreams(t *testing.T) {
 	f, p := newFakeBatchAPI(t)
 	f.keepRows = false
-	reached := make(chan struct{})
-	var once sync.Once
-	f.onLine = func(n int) {
-		if n == 5000 {
-			once.Do(func() { close(reached) })
-		}
-	}
 	pad := strings.Repeat("x", 1000)
 	const rows = 20_000
-	_, err := p.StartBatch(context.Background(), &providers.BatchRequest{Endpoint: "/v1/chat/completions", Model: "gpt-4o-mini", Rows: func(yield func(providers.BatchRow) error) error {
-		for i := range rows {
-			if i == 15_000 {
-				select {
-				case <-reached:
-				case <-time.After(time.Minute):
-					return errors.New("the upstream had not read row 5,000 when row 15,000 was yielded: the upload is not streamed")
-				}
-			}
-			body := `{"messages":[{"role":"user","content":"` + pad + `"}]}`
-			if err := yield(providers.BatchRow{CustomID: fmt.Sprint("row-", i), Body: json.RawMessage(body)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}})
+	streamed, seen := upstreamtest.StreamedRows(rows, 5_000, 15_000, func(int) string { return `{"messages":[{"role":"user","content":"` + pad + `"}]}` })
+	f.onLine = seen
+	_, err := p.StartBatch(context.Background(), &providers.BatchRequest{Endpoint: "/v1/chat/completions", Model: "gpt-4o-mini", Rows: streamed})
 	if err != nil {
 		t.Fatal(err)
 	}
