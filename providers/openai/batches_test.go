@@ -582,3 +582,38 @@ func TestBatchUploadStreams(t *testing.T) {
 		t.Fatalf("the upstream received %d rows", f.received)
 	}
 }
+
+// TestBatchStatuses: OpenAI's statuses are kept, the cancel spellings of compatible servers
+// read, an unknown status is in_progress, and a failed batch says why with the line at
+// fault.
+func TestBatchStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		name, status, errors string
+		want, code, message  string
+	}{
+		{name: "validating", status: "validating", want: providers.BatchValidating},
+		{name: "finalizing", status: "finalizing", want: providers.BatchFinalizing},
+		{name: "expired", status: "expired", want: providers.BatchExpired},
+		{name: "canceling", status: "canceling", want: providers.BatchCancelling},
+		{name: "canceled", status: "canceled", want: providers.BatchCancelled},
+		{name: "unknown", status: "queued_for_gpu", want: providers.BatchInProgress},
+		{name: "failed", status: "failed", errors: `{"object":"list","data":[{"code":"invalid_json_line","message":"This line is not parseable as valid JSON.","param":null,"line":2}]}`,
+			want: providers.BatchFailed, code: "invalid_json_line", message: "line 2: This line is not parseable as valid JSON."},
+		{name: "failed without errors", status: "failed", errors: "null", want: providers.BatchFailed, code: "batch_failed", message: "the upstream reports the batch failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, tr := upstreamtest.NewServer(t, func(w http.ResponseWriter, r *http.Request) {
+				errs := tc.errors
+				if errs == "" {
+					errs = "null"
+				}
+				writeOpenAIJSON(w, 200, `{"id":"batch_9","object":"batch","status":"`+tc.status+`","errors":`+errs+`,"request_counts":{"total":3,"completed":1,"failed":1}}`)
+			})
+			p := upstreamtest.NewProvider(t, New, Config{BaseURL: srv.URL + "/v1", Transport: tr})
+			s, err := p.PollBatch(context.Background(), "batch_9", nil)
+			if err != nil || s.Status != tc.want || s.Total != 3 || s.Completed != 1 || s.Failed != 1 || s.ErrorCode != tc.code || s.ErrorMessage != tc.message {
+				t.Fatalf("status %+v %v", s, err)
+			}
+		})
+	}
+}
