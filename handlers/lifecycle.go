@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgateway/caddy-modelgateway/billing"
-	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
 	"github.com/modelgateway/caddy-modelgateway/store"
@@ -172,7 +171,7 @@ func (g *Gateway) beginFitting(w http.ResponseWriter, r *http.Request, caller *C
 	}
 	c := &call{
 		Charge: billing.Charge{
-			GenerationID: ids.New("gen"), WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID,
+			GenerationID: generationID(r.Context()), WorkspaceID: caller.Key.WorkspaceID, KeyID: caller.Key.ID,
 			Endpoint: cp.endpoint, Model: m.Name, Most: most, Start: g.Now(),
 		},
 		g: g, caller: caller, model: m, routes: routes, skipped: dropped,

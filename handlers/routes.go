@@ -99,10 +99,10 @@ var routeTable = func() []apiRoute {
 		// Live updates of a job of any family (video, music, batch): a websocket.
 		{get, "/async/{kind}/{id}/ws", permInference, oa, none, (*Gateway).liveJob},
 		// Files and batches.
-		{post, "/batches", permInference, oa, none, nil},
-		{get, "/batches", permInference, oa, none, nil},
-		{get, "/batches/{batch_id}", permInference, oa, none, nil},
-		{post, "/batches/{batch_id}/cancel", permInference, oa, none, nil},
+		{post, "/batches", permInference, oa, none, batchesOn((*Gateway).createBatch)},
+		{get, "/batches", permInference, oa, none, batchesOn(storeBounded((*Gateway).listBatches))},
+		{get, "/batches/{batch_id}", permInference, oa, none, batchesOn(storeBounded((*Gateway).getBatch))},
+		{post, "/batches/{batch_id}/cancel", permInference, oa, none, batchesOn(storeBoundedWrite((*Gateway).cancelBatch))},
 		{post, "/files", permInference, oa, none, (*Gateway).createFile},
 		{get, "/files", permInference, oa, none, (*Gateway).listFiles},
 		{get, "/files/{file_id}", permInference, oa, none, storeBounded((*Gateway).getFile)},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -345,6 +346,9 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 	if e.Env != nil {
 		env = e.Env()
 	}
+	if env.Store == nil {
+		env.Store = e.Store
+	}
 	timeout := orDefault(e.Lease, DefaultLease) / 2
 	if lp, ok := k.(LongPoller); ok {
 		if d := lp.PollTimeout(j); d > timeout {
@@ -383,19 +387,22 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 		e.retry(ctx, log, it, perr)
 		return
 	}
-	switch rep.Status {
-	case StatusCompleted, StatusFailed:
+	switch {
+	case Terminal(rep.Status):
 		e.end(ctx, log, it, j, rep)
 		return
-	case StatusQueued, StatusInProgress:
+	case rep.Status == StatusQueued || rep.Status == StatusInProgress || ownStatus(k, rep.Status):
 	default:
 		e.retry(ctx, log, it, fmt.Errorf("the upstream reported status %q, which is no job status", rep.Status))
 		return
 	}
-	u := store.JobUpdate{Status: &rep.Status, Progress: &rep.Progress, Lifecycle: ptr(LifecyclePolling)}
+	u := store.JobUpdate{Status: &rep.Status, Progress: &rep.Progress, Lifecycle: ptr(LifecyclePolling), Result: rep.Result}
 	// The events tell of the job as this poll leaves it.
 	changed := j
 	changed.Status, changed.Progress, changed.Lifecycle = rep.Status, rep.Progress, LifecyclePolling
+	if rep.Result != nil {
+		changed.Result = rep.Result
+	}
 	var events []store.Event
 	if e.Events != nil {
 		if rep.Status != j.Status {
@@ -409,9 +416,25 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 		e.advanceFailed(ctx, log, it, err)
 		return
 	}
-	if changed.Status != j.Status || changed.Progress != j.Progress || changed.Lifecycle != j.Lifecycle {
+	if changed.Status != j.Status || changed.Progress != j.Progress || changed.Lifecycle != j.Lifecycle || rep.Result != nil {
 		e.changed(changed)
 	}
+}
+
+// ownStatus tells whether status is a live status of kind k's own (StatusKind).
+func ownStatus(k Kind, status string) bool {
+	sk, ok := k.(StatusKind)
+	return ok && !Terminal(status) && slices.Contains(sk.LiveStatuses(), status)
+}
+
+// piecewise tells whether the jobs of kind are charged piecewise (PiecewiseKind).
+func piecewise(kind string) bool {
+	k, ok := kindOf(kind)
+	if !ok {
+		return false
+	}
+	_, ok = k.(PiecewiseKind)
+	return ok
 }
 
 // changed tells Changed of a change committed to j, if it is set.
@@ -422,29 +445,21 @@ func (e *Engine) changed(j store.Job) {
 }
 
 // end settles a completed job's hold at its usage's price, or a failed, cancelled or
-// expired one's at nothing (which releases the hold and records the job's generation),
-// then completes the job with its claim. The settlement is idempotent by the job's
+// expired one's at nothing (which releases the hold and records the job's generation), or
+// releases what a piecewise job's hold has left (PiecewiseKind), then completes the job
+// with its claim. The settlement is idempotent by the job's
 // generation id: an instance that died between the two settles again and is charged once.
 func (e *Engine) end(ctx context.Context, log *zap.Logger, it store.ClaimedItem, j store.Job, rep Report) {
-	gen := &store.Generation{
-		ID: GenerationID(j.ID), WorkspaceID: j.WorkspaceID, KeyID: j.KeyID, Endpoint: "/" + j.Kind,
-		Model: j.Model, Provider: j.Provider, UpstreamModel: j.UpstreamModel, UpstreamID: j.NativeID,
-		Status: 200, CreatedAt: j.CreatedAt,
-	}
-	lifecycle := LifecycleReleased
-	if rep.Status == StatusCompleted {
-		lifecycle = LifecycleSettled
-		gen.CostLines, gen.CostNanos = e.price(log, j, rep.Usage)
-		gen.RecordDimensions(&rep.Usage)
-		gen.InputTokens, gen.CacheReadTokens, gen.OutputTokens = rep.Usage.Input, rep.Usage.CachedInput, rep.Usage.Output
+	var lifecycle string
+	var err error
+	if piecewise(j.Kind) {
+		// Its pieces were settled as they were made, whatever its end: what the hold has
+		// left goes back.
+		lifecycle, err = LifecycleSettled, e.releaseRest(ctx, j)
 	} else {
-		gen.Status, gen.ErrorCode, gen.ErrorMessage, gen.ErrorOrigin = 0, rep.ErrorCode, rep.ErrorMessage, "upstream"
-		if rep.Status == StatusExpired || rep.Status == StatusCancelled {
-			gen.ErrorOrigin = "gateway"
-		}
+		lifecycle, err = e.settleEnd(ctx, log, j, rep)
 	}
-	gen.EndToEndMs = e.now().Sub(j.CreatedAt).Milliseconds()
-	if _, err := e.settle(ctx, j, gen); err != nil {
+	if err != nil {
 		e.retry(ctx, log, it, fmt.Errorf("settling the job: %w", err))
 		return
 	}
@@ -468,6 +483,9 @@ func (e *Engine) end(ctx context.Context, log *zap.Logger, it store.ClaimedItem,
 		changed.Progress = *u.Progress
 	}
 	changed.ErrorCode, changed.ErrorMessage = rep.ErrorCode, rep.ErrorMessage
+	if rep.Result != nil {
+		changed.Result = rep.Result
+	}
 	var events []store.Event
 	if e.Events != nil && rep.Status != j.Status {
 		// A job's terminal statuses are the phases of its end's event.
@@ -478,6 +496,44 @@ func (e *Engine) end(ctx context.Context, log *zap.Logger, it store.ClaimedItem,
 		return
 	}
 	e.changed(changed)
+}
+
+// settleEnd settles a job's hold at its end: a completed job at its usage's price, any
+// other at nothing (which releases the hold and records the job's generation). It returns
+// the job's lifecycle stage then.
+func (e *Engine) settleEnd(ctx context.Context, log *zap.Logger, j store.Job, rep Report) (string, error) {
+	gen := &store.Generation{
+		ID: GenerationID(j.ID), WorkspaceID: j.WorkspaceID, KeyID: j.KeyID, Endpoint: "/" + j.Kind,
+		Model: j.Model, Provider: j.Provider, UpstreamModel: j.UpstreamModel, UpstreamID: j.NativeID,
+		Status: 200, CreatedAt: j.CreatedAt,
+	}
+	lifecycle := LifecycleReleased
+	if rep.Status == StatusCompleted {
+		lifecycle = LifecycleSettled
+		gen.CostLines, gen.CostNanos = e.price(log, j, rep.Usage)
+		gen.RecordDimensions(&rep.Usage)
+		gen.InputTokens, gen.CacheReadTokens, gen.OutputTokens = rep.Usage.Input, rep.Usage.CachedInput, rep.Usage.Output
+	} else {
+		gen.Status, gen.ErrorCode, gen.ErrorMessage, gen.ErrorOrigin = 0, rep.ErrorCode, rep.ErrorMessage, "upstream"
+		if rep.Status == StatusExpired || rep.Status == StatusCancelled {
+			gen.ErrorOrigin = "gateway"
+		}
+	}
+	gen.EndToEndMs = e.now().Sub(j.CreatedAt).Milliseconds()
+	_, err := e.settle(ctx, j, gen)
+	return lifecycle, err
+}
+
+// releaseRest releases what a piecewise job's hold has left; a hold already gone (released
+// before a crash, or expired) is nothing to release.
+func (e *Engine) releaseRest(ctx context.Context, j store.Job) error {
+	if j.ReservationID == "" {
+		return nil
+	}
+	if _, err := e.Store.ReleaseReservation(ctx, j.ReservationID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 // settle charges gen against the job's durable hold. A hold already gone (the job's

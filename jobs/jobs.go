@@ -78,9 +78,27 @@ type LongPoller interface {
 	PollTimeout(j store.Job) time.Duration
 }
 
+// StatusKind is a Kind whose jobs go through live statuses of their own beside queued and
+// in_progress (a batch's validating, finalizing, cancelling): its polls may report them.
+type StatusKind interface {
+	Kind
+	LiveStatuses() []string
+}
+
+// PiecewiseKind is a Kind whose jobs are charged piecewise while they run (each row of a
+// batch settles against the job's hold as it is answered): at the job's end the engine
+// releases what the hold has left instead of settling the job's usage, and records no
+// generation of the job's own.
+type PiecewiseKind interface {
+	Kind
+	SettlesPiecewise()
+}
+
 // Report is where an upstream says a job stands.
 type Report struct {
-	// Status is StatusQueued, StatusInProgress, StatusCompleted or StatusFailed.
+	// Status is StatusQueued, StatusInProgress, StatusCompleted or StatusFailed; a kind may
+	// also end a job as StatusCancelled or StatusExpired (with its Result), and a
+	// StatusKind report its own live statuses.
 	Status string
 	// Progress is a percentage, 0 to 100.
 	Progress int
@@ -114,6 +132,9 @@ type Env struct {
 	// Blobs is the configuration's blob store, where a kind keeps what its jobs made
 	// (music audio, batch output files); nil when none is configured.
 	Blobs blobs.Store
+	// Store is the engine's store, for a kind that keeps records of its own beside the job
+	// (a batch's rows and files); the engine sets it when the Env has none.
+	Store store.Store
 }
 
 // Route is a job's route in a configuration.

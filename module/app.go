@@ -111,6 +111,9 @@ type App struct {
 	// MaxFileSize is the largest file POST /files takes, in bytes; a larger one is refused
 	// with 413 and nothing is kept. Default: 512 MiB (OpenAI's limit).
 	MaxFileSize int64 `json:"max_file_size,omitempty"`
+	// Batches bounds how gateway-run batches share the gateway with interactive traffic
+	// (docs/batches.md). Default: each field's default.
+	Batches *BatchesConfig `json:"batches,omitempty"`
 
 	catalog *catalog.Catalog
 	sealer  *delivery.Sealer
@@ -137,6 +140,25 @@ type App struct {
 	// runtimeStopped tells the workers that this configuration stopped; nil until it
 	// started.
 	runtimeStopped func()
+	// batchRowRunner runs the rows of gateway-run batches (batchDispatcher); made by Provision.
+	batchRowRunner *batchRowRunner
+}
+
+// BatchesConfig bounds the work of gateway-run batches.
+type BatchesConfig struct {
+	// Chunks is how many chunks of rows (64 rows each) this process runs at once, of any
+	// batches. Default: 4.
+	Chunks int `json:"chunks,omitempty"`
+	// RowsPerChunk is how many rows of one chunk run at once. Default: 8.
+	RowsPerChunk int `json:"rows_per_chunk,omitempty"`
+	// BatchChunks is how many chunks of one batch run at once across every instance, so
+	// that one batch never takes every worker. Default: 2.
+	BatchChunks int `json:"batch_chunks,omitempty"`
+	// ProviderRows is how many batch rows this process sends one provider at once, so
+	// that batches never take every connection its interactive requests need. Default: 16.
+	ProviderRows int `json:"provider_rows,omitempty"`
+	// RowTimeout bounds one row. Default: 10m.
+	RowTimeout caddy.Duration `json:"row_timeout,omitempty"`
 }
 
 // StoreConfig selects the database.
@@ -386,6 +408,7 @@ func (p *pooledStore) Destruct() error {
 // store, which opens at Start: Provision also runs under `caddy validate`.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.batchRowRunner = &batchRowRunner{}
 	repl := caddy.NewReplacer()
 	if a.Store == nil {
 		a.Store = &StoreConfig{}
@@ -492,6 +515,9 @@ func (a *App) Validate() error {
 	}
 	if a.MaxFileSize < 0 {
 		return fmt.Errorf("max_file_size must not be negative")
+	}
+	if b := a.Batches; b != nil && (b.Chunks < 0 || b.RowsPerChunk < 0 || b.BatchChunks < 0 || b.ProviderRows < 0 || b.RowTimeout < 0) {
+		return fmt.Errorf("batches: bounds must not be negative")
 	}
 	return store.ValidateIntervals(time.Duration(a.InstanceHeartbeat), time.Duration(a.InstanceTimeout))
 }
@@ -784,6 +810,9 @@ func (a *App) Stop() error {
 
 // Cleanup releases this instance's hold on the store and on the metrics.
 func (a *App) Cleanup() error {
+	if a.batchRowRunner != nil {
+		a.batchRowRunner.close()
+	}
 	if a.metrics != nil {
 		a.withdrawBreakers()
 		_, _ = metricsPool.Delete(metricsKey)

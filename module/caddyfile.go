@@ -52,6 +52,13 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //			credit_top_up on|off
 //			music_retention <duration>
 //			max_file_size <size>
+//			batches {
+//				chunks <n>
+//				rows_per_chunk <n>
+//				batch_chunks <n>
+//				provider_rows <n>
+//				row_timeout <duration>
+//			}
 //			blob_store file [<directory>]
 //			blob_store s3 {
 //				endpoint <host[:port]>
@@ -179,6 +186,17 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "max_file_size":
 			if err := parseByteSize(d, "512MiB", &a.MaxFileSize); err != nil {
+				return err
+			}
+		case "batches":
+			if a.Batches != nil {
+				return d.Err("batches already specified")
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			a.Batches = new(BatchesConfig)
+			if err := parseBatches(d, a.Batches); err != nil {
 				return err
 			}
 		case "credit_lease_linger":
@@ -1001,6 +1019,37 @@ func parseOptionalOnOff(d *caddyfile.Dispenser, out **bool) error {
 		return err
 	}
 	*out = &on
+	return nil
+}
+
+// parseBatches reads the batches block.
+func parseBatches(d *caddyfile.Dispenser, b *BatchesConfig) error {
+	seen := map[string]bool{}
+	for d.NextBlock(1) {
+		opt := d.Val()
+		if seen[opt] {
+			return d.Errf("%s already specified", opt)
+		}
+		seen[opt] = true
+		if opt == "row_timeout" {
+			if err := parsePositiveDuration(d, &b.RowTimeout); err != nil {
+				return err
+			}
+			continue
+		}
+		field, ok := map[string]*int{"chunks": &b.Chunks, "rows_per_chunk": &b.RowsPerChunk, "batch_chunks": &b.BatchChunks, "provider_rows": &b.ProviderRows}[opt]
+		if !ok {
+			return d.Errf("unrecognized subdirective %q", opt)
+		}
+		var n int64
+		if err := parseInt(d, &n); err != nil {
+			return err
+		}
+		if n > 1024 {
+			return d.Errf("%s: at most 1024, got %d", opt, n)
+		}
+		*field = int(n)
+	}
 	return nil
 }
 

@@ -567,3 +567,59 @@ func (l *lazyStore) PurgeFile(ctx context.Context, workspaceID, id string) error
 	}
 	return s.PurgeFile(ctx, workspaceID, id)
 }
+
+func (l *lazyStore) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return false, err
+	}
+	return s.RecordBatchRow(ctx, r)
+}
+
+func (l *lazyStore) BatchRowsDone(ctx context.Context, batchID string, from, to int) ([]int, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.BatchRowsDone(ctx, batchID, from, to)
+}
+
+func (l *lazyStore) CountBatchRows(ctx context.Context, batchID string) (store.BatchRowCounts, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return store.BatchRowCounts{}, err
+	}
+	return s.CountBatchRows(ctx, batchID)
+}
+
+func (l *lazyStore) ListBatchRows(ctx context.Context, batchID string, after, limit int) ([]store.BatchRow, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.ListBatchRows(ctx, batchID, after, limit)
+}
+
+func (l *lazyStore) DeleteBatchRows(ctx context.Context, batchID string) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.DeleteBatchRows(ctx, batchID)
+}
+
+func (l *lazyStore) RequestBatchCancel(ctx context.Context, batchID string) (time.Time, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return s.RequestBatchCancel(ctx, batchID)
+}
+
+func (l *lazyStore) BatchCancelRequested(ctx context.Context, batchID string) (time.Time, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return s.BatchCancelRequested(ctx, batchID)
+}

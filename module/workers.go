@@ -1,6 +1,7 @@
 package module
 
 import (
+	"github.com/modelgateway/caddy-modelgateway/jobs/batch"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,6 +54,11 @@ type appRuntime struct {
 	// Emit publishes a Caddy event through the configuration's events app, when anything
 	// subscribes to it.
 	Emit func(name string, data map[string]any)
+	// BatchRow runs a row of a gateway-run batch through this configuration's routes;
+	// nil when it has none.
+	BatchRow batch.Dispatch
+	// Batches are the bounds of gateway-run batches (nil: the defaults).
+	Batches *BatchesConfig
 }
 
 // runtime is the app's configuration as the workers see it.
@@ -61,5 +67,6 @@ func (a *App) runtime() *appRuntime {
 		Logger: a.logger, Registry: a.registry, Providers: a.providers, Metrics: a.metrics, Owner: a.pooled.inst,
 		ReservationTTL: time.Duration(a.ReservationTTL), StoreTimeout: time.Duration(a.StoreTimeout),
 		SettleTimeout: time.Duration(a.SettleTimeout), Blobs: a.blobs, Sealer: a.sealer, Outbound: a.outbound, Emit: a.emit,
+		BatchRow: a.batchDispatcher(), Batches: a.Batches,
 	}
 }

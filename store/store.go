@@ -17,6 +17,8 @@
 //     secrets kept sealed.
 //   - Files (files.go): uploaded files and the files the gateway writes, owned by a
 //     workspace, their content in the blob store.
+//   - BatchRows (batchrows.go): the outcome of each row of a gateway-run batch, recorded
+//     once, counted, read back in order for the batch's output file.
 //
 // The roles to come have their place beside these, a file and an interface each:
 // notification destinations. Store is the composition of every role; code that needs
@@ -71,6 +73,7 @@ type Store interface {
 	Deliveries
 	WebhookEndpoints
 	Files
+	BatchRows
 
 	// Ping checks that the database can be reached and read, within ctx.
 	Ping(ctx context.Context) error

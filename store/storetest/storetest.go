@@ -112,6 +112,7 @@ func Run(t *testing.T, open Opener) {
 		{"WebhookRotation", testWebhookRotation},
 		{"WebhookOutcomes", testWebhookOutcomes},
 		{"Files", testFiles},
+		{"BatchRows", testBatchRows},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,380 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgateway/caddy-modelgateway/billing"
+	"github.com/modelgateway/caddy-modelgateway/blobs"
+	"github.com/modelgateway/caddy-modelgateway/files"
+	"github.com/modelgateway/caddy-modelgateway/internal/background"
+	"github.com/modelgateway/caddy-modelgateway/jobs"
+	"github.com/modelgateway/caddy-modelgateway/store"
+)
+
+// Dispatch runs one row of a batch as an API request of key keyID of workspace
+// workspaceID, through the gateway's route table and request lifecycle, with its credit
+// from adm and its generation id fixed to generationID; path is relative to the API's
+// base path ("/chat/completions"). It returns the answer's status and body; its error is
+// for a row that got no answer at all.
+type Dispatch func(ctx context.Context, workspaceID, keyID string, adm billing.Admission, generationID, path string, body []byte) (status int, answer []byte, err error)
+
+// Defaults of the Runner's bounds.
+const (
+	DefaultChunks       = 4
+	DefaultRowsPerChunk = 8
+	DefaultBatchChunks  = 2
+	DefaultProviderRows = 16
+	DefaultRowTimeout   = 10 * time.Minute
+	defaultLease        = 2 * time.Minute
+	defaultIdle         = time.Second
+	// cancelCheck is how often a chunk looks whether its batch was cancelled or expired.
+	cancelCheck = time.Second
+)
+
+// Runner runs the rows of gateway-run batches: it claims chunks of RowQueue, at most
+// BatchChunks of one batch at once across every instance, and runs each chunk's rows not
+// yet recorded, RowsPerChunk at once, at most ProviderRows of one provider at once in the
+// process, so that batches never take every connection an upstream's interactive traffic
+// needs. A row's outcome is recorded once (store.BatchRows); its charge settles against
+// the batch's reservation under a generation id derived from the row, so that a row run
+// again after a crash is charged once.
+type Runner struct {
+	Store  store.Store
+	Ledger *billing.Ledger
+	// Blobs and Dispatch are the newest configuration's; nil while there is none.
+	Blobs    func() blobs.Store
+	Dispatch func() Dispatch
+	Logger   *zap.Logger
+	// Owner names this process's claims (its instance id).
+	Owner string
+	// Bounds; zero values take the defaults above.
+	Chunks, RowsPerChunk, BatchChunks, ProviderRows int
+	RowTimeout                                      time.Duration
+	// Lease is how long a chunk's claim is held between extensions; Idle how long the
+	// Runner waits when no chunk is due.
+	Lease, Idle time.Duration
+
+	providersMu sync.Mutex
+	providers   map[string]chan struct{}
+}
+
+func orInt(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func orDur(v, def time.Duration) time.Duration {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// providerSlots is the process's semaphore of rows of provider at once.
+func (r *Runner) providerSlots(provider string) chan struct{} {
+	r.providersMu.Lock()
+	defer r.providersMu.Unlock()
+	if r.providers == nil {
+		r.providers = map[string]chan struct{}{}
+	}
+	s, ok := r.providers[provider]
+	if !ok {
+		s = make(chan struct{}, orInt(r.ProviderRows, DefaultProviderRows))
+		r.providers[provider] = s
+	}
+	return s
+}
+
+// Run claims and runs chunks until ctx ends. Its error (the store cannot be reached to
+// claim) is for the worker runtime, which runs it again after a backoff.
+func (r *Runner) Run(ctx context.Context) error {
+	slots := make(chan struct{}, orInt(r.Chunks, DefaultChunks))
+	freed := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		if free := cap(slots) - len(slots); free > 0 {
+			items, err := r.Store.Claim(ctx, store.ClaimParams{
+				Queue: RowQueue, Owner: r.Owner, Lease: orDur(r.Lease, defaultLease), Limit: free,
+				GroupCap: orInt(r.BatchChunks, DefaultBatchChunks),
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("claiming chunks of batch rows: %w", err)
+			}
+			for _, it := range items {
+				slots <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() {
+						<-slots
+						wg.Done()
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+					}()
+					if p := background.Call("running chunk "+it.ID, func() { r.runChunk(ctx, it) }); p != nil {
+						r.Logger.Error("a chunk of batch rows panicked; its lease running out runs it again", zap.Error(p))
+					}
+				}()
+			}
+			if len(items) > 0 {
+				continue
+			}
+		}
+		t := time.NewTimer(orDur(r.Idle, defaultIdle))
+		select {
+		case <-ctx.Done():
+		case <-freed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
+}
+
+// runChunk runs the rows of a claimed chunk that are not recorded yet, then completes it.
+func (r *Runner) runChunk(ctx context.Context, it store.ClaimedItem) {
+	log := r.Logger.With(zap.String("chunk", it.ID))
+	var c Chunk
+	if err := json.Unmarshal(it.Payload, &c); err != nil || c.BatchID == "" {
+		log.Error("a queued chunk names no batch; dropped")
+		r.complete(ctx, log, it.Claim)
+		return
+	}
+	j, err := r.Store.GetJob(ctx, c.WorkspaceID, c.BatchID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		r.complete(ctx, log, it.Claim)
+		return
+	case err != nil:
+		r.retry(ctx, log, it, fmt.Errorf("reading the batch: %w", err))
+		return
+	}
+	if jobs.Terminal(j.Status) || j.Status == StatusCancelling || StateOf(j).Ending != "" {
+		r.complete(ctx, log, it.Claim)
+		return
+	}
+	if at, err := r.Store.BatchCancelRequested(ctx, j.ID); err != nil || !at.IsZero() {
+		if err != nil {
+			r.retry(ctx, log, it, err)
+		} else {
+			r.complete(ctx, log, it.Claim)
+		}
+		return
+	}
+	spec, err := SpecOf(j)
+	if err != nil {
+		log.Error("a batch's spec does not read; its chunk dropped", zap.Error(err))
+		r.complete(ctx, log, it.Claim)
+		return
+	}
+	doneIdx, err := r.Store.BatchRowsDone(ctx, j.ID, c.First, c.First+c.Count)
+	if err != nil {
+		r.retry(ctx, log, it, err)
+		return
+	}
+	if len(doneIdx) >= c.Count {
+		r.complete(ctx, log, it.Claim)
+		return
+	}
+	done := make(map[int]bool, len(doneIdx))
+	for _, i := range doneIdx {
+		done[i] = true
+	}
+	var dispatch Dispatch
+	var b blobs.Store
+	if r.Dispatch != nil {
+		dispatch = r.Dispatch()
+	}
+	if r.Blobs != nil {
+		b = r.Blobs()
+	}
+	if dispatch == nil || b == nil {
+		r.retry(ctx, log, it, errors.New("no configuration runs batch rows yet (a gateway with a blob store)"))
+		return
+	}
+	err = r.runRows(ctx, it, log, j, spec, c, done, dispatch, b)
+	switch {
+	case ctx.Err() != nil:
+		r.handBack(log, it.Claim)
+	case errors.Is(err, store.ErrClaimLost):
+		// Its lease ran out and another claim holds the chunk: that one runs what is left.
+	case err != nil:
+		r.retry(ctx, log, it, err)
+	default:
+		// Every row ran, or the batch stopped (cancelled, expired) and the rest never will.
+		r.complete(ctx, log, it.Claim)
+	}
+}
+
+// runRows runs the rows of chunk c not in done, until they ran or the batch stopped
+// (cancelled, expired); its error is one to retry the chunk for, or store.ErrClaimLost.
+func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Logger, j store.Job, spec Spec, c Chunk,
+	done map[int]bool, dispatch Dispatch, b blobs.Store) error {
+	rc, _, err := b.Open(ctx, files.BlobKey(j.WorkspaceID, spec.InputFileID), c.Offset, -1)
+	if err != nil {
+		return fmt.Errorf("reading the input file: %w", err)
+	}
+	defer func() { _ = rc.Close() }()
+
+	// The chunk's share of the reservation: what its rows not yet run were reserved for.
+	undone := int64(c.Count - len(done))
+	share := int64(0)
+	if spec.Rows > 0 {
+		share = (spec.EstimatedNanos*undone + int64(spec.Rows) - 1) / int64(spec.Rows)
+	}
+	budget := r.Ledger.ResumeBatchBudget(j.ReservationID, j.WorkspaceID, j.KeyID, share)
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var halted atomic.Bool
+	var lost atomic.Bool
+	watch := make(chan struct{})
+	go func() {
+		defer close(watch)
+		_ = background.Call("watching chunk "+it.ID, func() { r.watchChunk(runCtx, it.Claim, j.ID, &halted, &lost, stop) })
+	}()
+	defer func() { stop(); <-watch }()
+
+	rowSlots := make(chan struct{}, orInt(r.RowsPerChunk, DefaultRowsPerChunk))
+	provider := r.providerSlots(j.Provider)
+	var wg sync.WaitGroup
+	errStop := errors.New("stop")
+	end := c.First + c.Count
+	err = ScanRows(rc, c.Offset, c.First, func(i int, _ int64, l files.BatchLine) error {
+		if i >= end || runCtx.Err() != nil || halted.Load() {
+			return errStop
+		}
+		if done[i] {
+			return nil
+		}
+		select {
+		case rowSlots <- struct{}{}:
+		case <-runCtx.Done():
+			return errStop
+		}
+		select {
+		case provider <- struct{}{}:
+		case <-runCtx.Done():
+			<-rowSlots
+			return errStop
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-provider; <-rowSlots; wg.Done() }()
+			if p := background.Call(fmt.Sprintf("running row %d of batch %s", i, j.ID), func() {
+				r.runRow(runCtx, log, j, spec, i, l, budget, dispatch)
+			}); p != nil {
+				log.Error("a batch row panicked; run again with its chunk", zap.Int("row", i), zap.Error(p))
+			}
+		}()
+		return nil
+	})
+	wg.Wait()
+	if lost.Load() {
+		return store.ErrClaimLost
+	}
+	if err != nil && !errors.Is(err, errStop) {
+		return fmt.Errorf("reading the input file: %w", err)
+	}
+	return nil
+}
+
+// watchChunk keeps a running chunk's claim and looks whether its batch was stopped
+// (cancelled, expired: halted), until ctx ends. A claim lost (its lease ran out and
+// another took it) stops the chunk: the other claim runs its rows.
+func (r *Runner) watchChunk(ctx context.Context, c store.Claim, batchID string, halted, lost *atomic.Bool, stop func()) {
+	lease := orDur(r.Lease, defaultLease)
+	extend := time.NewTicker(lease / 3)
+	check := time.NewTicker(cancelCheck)
+	defer extend.Stop()
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-extend.C:
+			if _, err := r.Store.Extend(ctx, c, lease); errors.Is(err, store.ErrClaimLost) {
+				lost.Store(true)
+				stop()
+				return
+			}
+		case <-check.C:
+			if at, err := r.Store.BatchCancelRequested(ctx, batchID); err == nil && !at.IsZero() {
+				// Rows in flight finish; no row more starts.
+				halted.Store(true)
+			}
+		}
+	}
+}
+
+// runRow runs row i of batch j and records its outcome, unless the run was cut short by
+// the process stopping: then the row is run again with its chunk.
+func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec Spec, i int, l files.BatchLine, adm billing.Admission, dispatch Dispatch) {
+	genID := RowGenerationID(j.ID, i)
+	rowCtx, cancel := context.WithTimeout(ctx, orDur(r.RowTimeout, DefaultRowTimeout))
+	status, answer, err := dispatch(rowCtx, j.WorkspaceID, j.KeyID, adm, genID, PathOf(spec.Endpoint), l.Body)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	row := store.BatchRow{BatchID: j.ID, Index: i, CustomID: l.CustomID, RequestID: genID}
+	switch {
+	case err != nil:
+		row.ErrorCode, row.ErrorMessage = "row_failed", err.Error()
+	default:
+		row.StatusCode = status
+		if json.Valid(answer) {
+			row.Body = answer
+		} else {
+			row.Body, _ = json.Marshal(string(answer)) // a string is always JSON
+		}
+	}
+	rctx := context.WithoutCancel(ctx)
+	if gen, gerr := r.Store.GetGeneration(rctx, j.WorkspaceID, genID); gerr == nil {
+		row.CostNanos = gen.CostNanos
+	} else if !errors.Is(gerr, store.ErrNotFound) {
+		log.Warn("reading a batch row's charge failed; the row runs again with its chunk", zap.Int("row", i), zap.Error(gerr))
+		return
+	}
+	if _, err := r.Store.RecordBatchRow(rctx, row); err != nil {
+		log.Warn("recording a batch row failed; the row runs again with its chunk (charged once)", zap.Int("row", i), zap.Error(err))
+	}
+}
+
+func (r *Runner) complete(ctx context.Context, log *zap.Logger, c store.Claim) {
+	if err := r.Store.Complete(context.WithoutCancel(ctx), c); err != nil && !errors.Is(err, store.ErrClaimLost) {
+		log.Error("completing a chunk of batch rows failed", zap.Error(err))
+	}
+}
+
+func (r *Runner) retry(ctx context.Context, log *zap.Logger, it store.ClaimedItem, cause error) {
+	log.Warn("a chunk of batch rows failed; run again later", zap.Error(cause))
+	wait := min(time.Duration(it.Attempt)*time.Second, time.Minute)
+	if err := r.Store.Retry(context.WithoutCancel(ctx), it.Claim, time.Now().Add(wait), cause.Error()); err != nil && !errors.Is(err, store.ErrClaimLost) {
+		log.Error("rescheduling a chunk failed; its lease running out runs it again", zap.Error(err))
+	}
+}
+
+// handBack makes a chunk cut short by shutdown due again at once, for the next Runner.
+func (r *Runner) handBack(log *zap.Logger, c store.Claim) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.Store.Requeue(ctx, c, time.Time{}); err != nil && !errors.Is(err, store.ErrClaimLost) {
+		log.Info("a chunk cut short by shutdown could not be handed back; its lease running out does", zap.Error(err))
+	}
+}
