@@ -2,9 +2,12 @@ package module
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
@@ -73,5 +76,27 @@ func TestRouteBatchDiscount(t *testing.T) {
 				t.Fatalf("interactive %d, batch %d, want batch %d", price.Input, price.Batch().Input, tc.wantBatch)
 			}
 		})
+	}
+}
+
+// TestBatchesNativeDocCaddyfiles adapts the Caddyfile fragments of docs/batches-native.md, so
+// that what operators copy from it loads.
+func TestBatchesNativeDocCaddyfiles(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "docs", "batches-native.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := readmeCaddyfiles(t, src)
+	if len(blocks) == 0 {
+		t.Fatal("docs/batches-native.md has no ```caddyfile block")
+	}
+	for _, b := range blocks {
+		body := wrapFragment(b.body)
+		if !b.fragment {
+			body = b.body
+		}
+		if _, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(body), map[string]any{"filename": "block"}); err != nil || len(warnings) > 0 {
+			t.Errorf("line %d: adapting:\n%s\n%v %v", b.line, body, err, warnings)
+		}
 	}
 }
