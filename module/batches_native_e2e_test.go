@@ -32,6 +32,9 @@ type nativeBatchUpstream struct {
 	rows  []nativeRow
 	calls []string
 	polls int
+	// hold keeps the batch in progress until it is cancelled; cancelled, it ends with its
+	// first row answered and the others cancelled.
+	hold, cancelled bool
 }
 
 type nativeRow struct {
@@ -45,12 +48,34 @@ func (u *nativeBatchUpstream) record(r *http.Request) {
 	u.calls = append(u.calls, r.Method+" "+r.URL.Path)
 }
 
-// firstPoll counts a poll and tells whether it is the batch's first.
-func (u *nativeBatchUpstream) firstPoll() bool {
+// pollEnds counts a poll and tells whether the batch has ended: at its second poll, or
+// after its cancel when it is held.
+func (u *nativeBatchUpstream) pollEnds() bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.polls++
-	return u.polls == 1
+	if u.hold {
+		return u.cancelled
+	}
+	return u.polls > 1
+}
+
+// cancel records the batch's cancel.
+func (u *nativeBatchUpstream) cancel() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.cancelled = true
+}
+
+// answered are the rows the batch answered: all, or the first after a cancel.
+func (u *nativeBatchUpstream) answered() []nativeRow {
+	rows, _ := u.received()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.cancelled {
+		return rows[:min(len(rows), 1)]
+	}
+	return rows
 }
 
 func (u *nativeBatchUpstream) received() ([]nativeRow, []string) {
@@ -61,8 +86,8 @@ func (u *nativeBatchUpstream) received() ([]nativeRow, []string) {
 
 // newOpenAIBatchUpstream speaks OpenAI's Files and Batch APIs: the batch is in progress at
 // its first poll and completed after, with an output file answering every row.
-func newOpenAIBatchUpstream(t *testing.T) *nativeBatchUpstream {
-	u := &nativeBatchUpstream{}
+func newOpenAIBatchUpstream(t *testing.T, hold bool) *nativeBatchUpstream {
+	u := &nativeBatchUpstream{hold: hold}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.record(r)
 		if r.Header.Get("Authorization") != "Bearer sk-upstream-secret-oai" {
@@ -76,6 +101,9 @@ func newOpenAIBatchUpstream(t *testing.T) *nativeBatchUpstream {
 			done := 0
 			if out != "null" {
 				done = len(u.rows)
+				if u.cancelled {
+					done = min(done, 1)
+				}
 			}
 			return fmt.Sprintf(`{"id":"batch_up1","object":"batch","endpoint":"/v1/chat/completions","input_file_id":"file-up-in","completion_window":"24h","status":%q,`+
 				`"output_file_id":%s,"error_file_id":null,"created_at":1700000000,"request_counts":{"total":%d,"completed":%d,"failed":0}}`, status, out, len(u.rows), done)
@@ -111,14 +139,19 @@ func newOpenAIBatchUpstream(t *testing.T) *nativeBatchUpstream {
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/batches":
 			_, _ = io.WriteString(w, batchObject("validating", "null"))
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/batches/batch_up1":
-			if u.firstPoll() {
+			switch {
+			case !u.pollEnds():
 				_, _ = io.WriteString(w, batchObject("in_progress", "null"))
-				return
+			case u.hold:
+				_, _ = io.WriteString(w, batchObject("cancelled", `"file-up-out"`))
+			default:
+				_, _ = io.WriteString(w, batchObject("completed", `"file-up-out"`))
 			}
-			_, _ = io.WriteString(w, batchObject("completed", `"file-up-out"`))
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/batches/batch_up1/cancel":
+			u.cancel()
+			_, _ = io.WriteString(w, batchObject("cancelling", "null"))
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/files/file-up-out/content":
-			rows, _ := u.received()
-			for i, row := range rows {
+			for i, row := range u.answered() {
 				fmt.Fprintf(w, `{"id":"batch_req_%d","custom_id":%q,"response":{"status_code":200,"request_id":"req_%d","body":{"id":"chatcmpl-up%d","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini",`+
 					`"choices":[{"index":0,"message":{"role":"assistant","content":"answer %s"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1000,"completion_tokens":500,"total_tokens":1500}}},"error":null}`+"\n",
 					i, row.CustomID, i, i, row.CustomID)
@@ -133,8 +166,8 @@ func newOpenAIBatchUpstream(t *testing.T) *nativeBatchUpstream {
 
 // newAnthropicBatchUpstream speaks Anthropic's Message Batches: the batch is in progress at
 // its first poll and ended after, every request succeeded.
-func newAnthropicBatchUpstream(t *testing.T) *nativeBatchUpstream {
-	u := &nativeBatchUpstream{}
+func newAnthropicBatchUpstream(t *testing.T, hold bool) *nativeBatchUpstream {
+	u := &nativeBatchUpstream{hold: hold}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.record(r)
 		if r.Header.Get("X-Api-Key") != "sk-ant-upstream-secret" || r.Header.Get("Anthropic-Version") == "" {
@@ -145,12 +178,18 @@ func newAnthropicBatchUpstream(t *testing.T) *nativeBatchUpstream {
 		object := func(status string) string {
 			u.mu.Lock()
 			defer u.mu.Unlock()
-			processing, succeeded := len(u.rows), 0
-			if status == "ended" {
+			processing, succeeded, canceled, cancelAt := len(u.rows), 0, 0, "null"
+			if u.cancelled {
+				cancelAt = `"2026-11-29T10:00:00Z"`
+			}
+			switch {
+			case status == "ended" && u.cancelled:
+				processing, succeeded, canceled = 0, min(len(u.rows), 1), max(len(u.rows)-1, 0)
+			case status == "ended":
 				processing, succeeded = 0, len(u.rows)
 			}
-			return fmt.Sprintf(`{"id":"msgbatch_up1","type":"message_batch","processing_status":%q,"request_counts":{"processing":%d,"succeeded":%d,"errored":0,"canceled":0,"expired":0},`+
-				`"created_at":"2026-11-29T09:00:00Z","expires_at":"2026-11-30T09:00:00Z","cancel_initiated_at":null,"results_url":null}`, status, processing, succeeded)
+			return fmt.Sprintf(`{"id":"msgbatch_up1","type":"message_batch","processing_status":%q,"request_counts":{"processing":%d,"succeeded":%d,"errored":0,"canceled":%d,"expired":0},`+
+				`"created_at":"2026-11-29T09:00:00Z","expires_at":"2026-11-30T09:00:00Z","cancel_initiated_at":%s,"results_url":null}`, status, processing, succeeded, canceled, cancelAt)
 		}
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/batches":
@@ -171,14 +210,22 @@ func newAnthropicBatchUpstream(t *testing.T) *nativeBatchUpstream {
 			u.mu.Unlock()
 			_, _ = io.WriteString(w, object("in_progress"))
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/messages/batches/msgbatch_up1":
-			if u.firstPoll() {
+			if !u.pollEnds() {
 				_, _ = io.WriteString(w, object("in_progress"))
 				return
 			}
 			_, _ = io.WriteString(w, object("ended"))
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/messages/batches/msgbatch_up1/cancel":
+			u.cancel()
+			_, _ = io.WriteString(w, object("canceling"))
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/messages/batches/msgbatch_up1/results":
 			rows, _ := u.received()
+			answered := len(u.answered())
 			for i, row := range rows {
+				if i >= answered {
+					fmt.Fprintf(w, `{"custom_id":%q,"result":{"type":"canceled"}}`+"\n", row.CustomID)
+					continue
+				}
 				fmt.Fprintf(w, `{"custom_id":%q,"result":{"type":"succeeded","message":{"id":"msg_up%d","type":"message","role":"assistant","model":"claude-sonnet-4-5",`+
 					`"content":[{"type":"text","text":"answer %s"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1000,"output_tokens":500}}}}`+"\n",
 					row.CustomID, i, row.CustomID)
@@ -198,10 +245,13 @@ func newAnthropicBatchUpstream(t *testing.T) *nativeBatchUpstream {
 // Anthropic), the output file has one line a row with the upstream's answer as a chat
 // completion and its custom_id, and each row is charged at the route's batch price, half
 // its interactive price by default.
-func TestNativeBatchesEndToEnd(t *testing.T) {
-	oai, anth := newOpenAIBatchUpstream(t), newAnthropicBatchUpstream(t)
+// nativeBatchGateway starts a gateway whose model gpt-batch is routed to oai, an upstream
+// with OpenAI's Batch API, and claude-batch to anth, one with Anthropic's Message Batches,
+// both at $2 and $8 per million input and output tokens.
+func nativeBatchGateway(t *testing.T, oai, anth *nativeBatchUpstream) *gatewayEnv {
+	t.Helper()
 	// The OpenAI-wire fake is not api.openai.com: batch_api on says it has the Batch API.
-	env := startGateway(t, `
+	return startGateway(t, `
 		provider oai {
 			type openai
 			base_url `+oai.URL+`/v1
@@ -228,7 +278,102 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 				output 8
 			}
 		}`, "")
+}
+
+// nativeBatchIDs are the custom_ids of the native batches' rows.
+var nativeBatchIDs = []string{"row-a", "row-b", "row-c"}
+
+// createNativeBatch uploads a chat batch of nativeBatchIDs for model and creates it.
+func createNativeBatch(t *testing.T, client openai.Client, model string) *openai.Batch {
+	t.Helper()
 	ctx := context.Background()
+	var input bytes.Buffer
+	for _, id := range nativeBatchIDs {
+		fmt.Fprintf(&input, `{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":%q,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"question %s"}],"max_tokens":600}}`+"\n", id, model, id)
+	}
+	f, err := client.Files.New(ctx, openai.FileNewParams{File: openai.File(bytes.NewReader(input.Bytes()), "rows.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+	if err != nil {
+		t.Fatalf("Files.New: %v", err)
+	}
+	b, err := client.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatalf("Batches.New: %v", err)
+	}
+	return b
+}
+
+// pollBatch polls the batch until its status is want, and fails on any other end.
+func pollBatch(t *testing.T, client openai.Client, b *openai.Batch, want openai.BatchStatus) *openai.Batch {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for b.Status != want {
+		switch b.Status {
+		case openai.BatchStatusCompleted, openai.BatchStatusFailed, openai.BatchStatusExpired, openai.BatchStatusCancelled:
+			t.Fatalf("batch ended %s, want %s: %s", b.Status, want, b.RawJSON())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch still %s: %s", b.Status, b.RawJSON())
+		}
+		time.Sleep(200 * time.Millisecond)
+		var err error
+		if b, err = client.Batches.Get(context.Background(), b.ID); err != nil {
+			t.Fatalf("Batches.Get: %v", err)
+		}
+	}
+	return b
+}
+
+// fileLines reads a file of the gateway line by line.
+func fileLines(t *testing.T, client openai.Client, id string) []string {
+	t.Helper()
+	resp, err := client.Files.Content(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Files.Content %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// outputLine is a line of a batch's output or error file.
+type outputLine struct {
+	CustomID string `json:"custom_id"`
+	Response *struct {
+		StatusCode int                   `json:"status_code"`
+		Body       openai.ChatCompletion `json:"body"`
+	} `json:"response"`
+	Error *struct {
+		Code string `json:"code"`
+	} `json:"error"`
+}
+
+// wantSpent waits until the workspace spent spent of its 10 USD and holds nothing reserved.
+func wantSpent(t *testing.T, env *gatewayEnv, ws string, spent int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		bal := env.balance(ws)
+		if bal.BalanceNanos == 10*usd-spent && bal.ReservedNanos == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("balance %+v, want %d spent and nothing reserved", bal, spent)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNativeBatchesEndToEnd drives a batch with openai-go through in-process Caddy on a route
+// whose upstream runs batches itself, OpenAI's Batch API and Anthropic's Message Batches:
+// Files.New, Batches.New, polling to completed, and the output file. The upstream receives
+// every row once with the route's upstream model (translated into Messages params for
+// Anthropic), the output file has one line a row with the upstream's answer as a chat
+// completion and its custom_id, and each row is charged at the route's batch price, half
+// its interactive price by default.
+func TestNativeBatchesEndToEnd(t *testing.T) {
+	oai, anth := newOpenAIBatchUpstream(t, false), newAnthropicBatchUpstream(t, false)
+	env := nativeBatchGateway(t, oai, anth)
 	for _, tc := range []struct {
 		name, model, upstreamModel string
 		upstream                   *nativeBatchUpstream
@@ -242,30 +387,7 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, key := env.workspace(10 * usd)
 			client := env.openai(key)
-			var input bytes.Buffer
-			ids := []string{"row-a", "row-b", "row-c"}
-			for _, id := range ids {
-				fmt.Fprintf(&input, `{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":%q,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"question %s"}],"max_tokens":600}}`+"\n", id, tc.model, id)
-			}
-			f, err := client.Files.New(ctx, openai.FileNewParams{File: openai.File(bytes.NewReader(input.Bytes()), "rows.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
-			if err != nil {
-				t.Fatalf("Files.New: %v", err)
-			}
-			b, err := client.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
-				CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
-			if err != nil {
-				t.Fatalf("Batches.New: %v", err)
-			}
-			deadline := time.Now().Add(2 * time.Minute)
-			for b.Status != openai.BatchStatusCompleted {
-				if b.Status == openai.BatchStatusFailed || b.Status == openai.BatchStatusExpired || b.Status == openai.BatchStatusCancelled || time.Now().After(deadline) {
-					t.Fatalf("batch %s", b.RawJSON())
-				}
-				time.Sleep(200 * time.Millisecond)
-				if b, err = client.Batches.Get(ctx, b.ID); err != nil {
-					t.Fatalf("Batches.Get: %v", err)
-				}
-			}
+			b := pollBatch(t, client, createNativeBatch(t, client, tc.model), openai.BatchStatusCompleted)
 			if b.RequestCounts.Total != 3 || b.RequestCounts.Completed != 3 || b.RequestCounts.Failed != 0 || b.OutputFileID == "" {
 				t.Fatalf("completed batch %s", b.RawJSON())
 			}
@@ -275,7 +397,7 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 				t.Fatalf("the upstream received %d rows: %+v", len(rows), rows)
 			}
 			for i, row := range rows {
-				if row.CustomID != ids[i] || row.Body["model"] != tc.upstreamModel {
+				if row.CustomID != nativeBatchIDs[i] || row.Body["model"] != tc.upstreamModel {
 					t.Errorf("row %d upstream: %+v", i, row)
 				}
 				// Anthropic's params are Messages: the system prompt lifted out of the messages.
@@ -289,26 +411,11 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 				}
 			}
 
-			resp, err := client.Files.Content(ctx, b.OutputFileID)
-			if err != nil {
-				t.Fatalf("Files.Content: %v", err)
-			}
-			out, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			if len(lines) != 3 {
-				t.Fatalf("output file %s", out)
-			}
+			lines := fileLines(t, client, b.OutputFileID)
 			seen := map[string]bool{}
 			for _, line := range lines {
-				var l struct {
-					CustomID string `json:"custom_id"`
-					Response struct {
-						StatusCode int                   `json:"status_code"`
-						Body       openai.ChatCompletion `json:"body"`
-					} `json:"response"`
-				}
-				if err := json.Unmarshal([]byte(line), &l); err != nil {
+				var l outputLine
+				if err := json.Unmarshal([]byte(line), &l); err != nil || l.Response == nil {
 					t.Fatalf("output line %s: %v", line, err)
 				}
 				cc := l.Response.Body
@@ -317,29 +424,80 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 				}
 				seen[l.CustomID] = true
 			}
-			if len(seen) != 3 {
-				t.Fatalf("custom_ids %v", seen)
+			if len(lines) != 3 || len(seen) != 3 {
+				t.Fatalf("output file %q", lines)
 			}
 
 			// 1,000 input tokens at $2/M and 500 output tokens at $8/M are $0.006 a row
 			// interactively; the batch price is half: $0.003 a row, $0.009 in all.
-			for i := range ids {
+			for i := range nativeBatchIDs {
 				g := env.generation(ws, batch.RowGenerationID(b.ID, i))
 				if g.CostNanos != 3_000_000 || g.InputTokens != 1000 || g.OutputTokens != 500 {
 					t.Errorf("row %d charged %d nanodollars for %d+%d tokens, want 3000000", i, g.CostNanos, g.InputTokens, g.OutputTokens)
 				}
 			}
-			deadline = time.Now().Add(10 * time.Second)
-			for {
-				bal := env.balance(ws)
-				if bal.BalanceNanos == 10*usd-9_000_000 && bal.ReservedNanos == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("balance %+v, want %d spent and nothing reserved", bal, 9_000_000)
-				}
-				time.Sleep(50 * time.Millisecond)
+			wantSpent(t, env, ws, 9_000_000)
+		})
+	}
+}
+
+// TestNativeBatchCancelEndToEnd: Batches.Cancel on a batch its upstream runs passes the
+// cancel on (OpenAI's cancel, Anthropic's); the batch ends cancelled with the row the
+// upstream answered in its output file (and, from Anthropic, the others in its error file as
+// batch_cancelled), only that row is charged (at the batch price), and the rest of the
+// reservation is released.
+func TestNativeBatchCancelEndToEnd(t *testing.T) {
+	oai, anth := newOpenAIBatchUpstream(t, true), newAnthropicBatchUpstream(t, true)
+	env := nativeBatchGateway(t, oai, anth)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, model, cancel string
+		upstream            *nativeBatchUpstream
+	}{
+		{name: "openai", model: "gpt-batch", cancel: "POST /v1/batches/batch_up1/cancel", upstream: oai},
+		{name: "anthropic", model: "claude-batch", cancel: "POST /v1/messages/batches/msgbatch_up1/cancel", upstream: anth},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, key := env.workspace(10 * usd)
+			client := env.openai(key)
+			b := pollBatch(t, client, createNativeBatch(t, client, tc.model), openai.BatchStatusInProgress)
+			c, err := client.Batches.Cancel(ctx, b.ID)
+			if err != nil {
+				t.Fatalf("Batches.Cancel: %v", err)
 			}
+			if c.Status != openai.BatchStatusCancelling && c.Status != openai.BatchStatusCancelled {
+				t.Fatalf("cancel answered %s", c.RawJSON())
+			}
+			b = pollBatch(t, client, c, openai.BatchStatusCancelled)
+			if _, calls := tc.upstream.received(); !slices.Contains(calls, tc.cancel) {
+				t.Fatalf("the upstream got no %s: %v", tc.cancel, calls)
+			}
+			out := fileLines(t, client, b.OutputFileID)
+			var first outputLine
+			if len(out) != 1 || json.Unmarshal([]byte(out[0]), &first) != nil || first.CustomID != "row-a" || first.Response == nil || first.Response.StatusCode != 200 {
+				t.Fatalf("output file %q", out)
+			}
+			// Anthropic reports the requests it did not run as canceled; OpenAI's files leave
+			// them out.
+			if tc.name == "anthropic" {
+				if b.ErrorFileID == "" {
+					t.Fatalf("no error file: %s", b.RawJSON())
+				}
+				errs := fileLines(t, client, b.ErrorFileID)
+				for _, line := range errs {
+					var l outputLine
+					if err := json.Unmarshal([]byte(line), &l); err != nil || l.CustomID == "row-a" || l.Error == nil || l.Error.Code != "batch_cancelled" {
+						t.Fatalf("error line %s: %v", line, err)
+					}
+				}
+				if len(errs) != 2 {
+					t.Fatalf("error file %q", errs)
+				}
+			}
+			if g := env.generation(ws, batch.RowGenerationID(b.ID, 0)); g.CostNanos != 3_000_000 {
+				t.Fatalf("row-a charged %d", g.CostNanos)
+			}
+			wantSpent(t, env, ws, 3_000_000)
 		})
 	}
 }
