@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,69 +282,13 @@ func nativeBatchGateway(t *testing.T, oai, anth *nativeBatchUpstream) *gatewayEn
 // nativeBatchIDs are the custom_ids of the native batches' rows.
 var nativeBatchIDs = []string{"row-a", "row-b", "row-c"}
 
-// createNativeBatch uploads a chat batch of nativeBatchIDs for model and creates it.
-func createNativeBatch(t *testing.T, client openai.Client, model string) *openai.Batch {
-	t.Helper()
-	ctx := context.Background()
+// nativeBatchRows is a chat batch file of nativeBatchIDs for model.
+func nativeBatchRows(model string) []byte {
 	var input bytes.Buffer
 	for _, id := range nativeBatchIDs {
 		fmt.Fprintf(&input, `{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":%q,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"question %s"}],"max_tokens":600}}`+"\n", id, model, id)
 	}
-	f, err := client.Files.New(ctx, openai.FileNewParams{File: openai.File(bytes.NewReader(input.Bytes()), "rows.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
-	if err != nil {
-		t.Fatalf("Files.New: %v", err)
-	}
-	b, err := client.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
-		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
-	if err != nil {
-		t.Fatalf("Batches.New: %v", err)
-	}
-	return b
-}
-
-// pollBatch polls the batch until its status is want, and fails on any other end.
-func pollBatch(t *testing.T, client openai.Client, b *openai.Batch, want openai.BatchStatus) *openai.Batch {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for b.Status != want {
-		switch b.Status {
-		case openai.BatchStatusCompleted, openai.BatchStatusFailed, openai.BatchStatusExpired, openai.BatchStatusCancelled:
-			t.Fatalf("batch ended %s, want %s: %s", b.Status, want, b.RawJSON())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("batch still %s: %s", b.Status, b.RawJSON())
-		}
-		time.Sleep(200 * time.Millisecond)
-		var err error
-		if b, err = client.Batches.Get(context.Background(), b.ID); err != nil {
-			t.Fatalf("Batches.Get: %v", err)
-		}
-	}
-	return b
-}
-
-// fileLines reads a file of the gateway line by line.
-func fileLines(t *testing.T, client openai.Client, id string) []string {
-	t.Helper()
-	resp, err := client.Files.Content(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Files.Content %s: %v", id, err)
-	}
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return strings.Split(strings.TrimSpace(string(out)), "\n")
-}
-
-// outputLine is a line of a batch's output or error file.
-type outputLine struct {
-	CustomID string `json:"custom_id"`
-	Response *struct {
-		StatusCode int                   `json:"status_code"`
-		Body       openai.ChatCompletion `json:"body"`
-	} `json:"response"`
-	Error *struct {
-		Code string `json:"code"`
-	} `json:"error"`
+	return input.Bytes()
 }
 
 // wantSpent waits until the workspace spent spent of its 10 USD and holds nothing reserved.
@@ -387,7 +330,8 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, key := env.workspace(10 * usd)
 			client := env.openai(key)
-			b := pollBatch(t, client, createNativeBatch(t, client, tc.model), openai.BatchStatusCompleted)
+			b := newBatch(t, client, uploadBatchFile(t, client, nativeBatchRows(tc.model)))
+			b = waitBatch(t, client, b.ID, string(openai.BatchStatusCompleted))
 			if b.RequestCounts.Total != 3 || b.RequestCounts.Completed != 3 || b.RequestCounts.Failed != 0 || b.OutputFileID == "" {
 				t.Fatalf("completed batch %s", b.RawJSON())
 			}
@@ -411,21 +355,18 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 				}
 			}
 
-			lines := fileLines(t, client, b.OutputFileID)
+			lines := outputLines(t, client, b.OutputFileID)
 			seen := map[string]bool{}
-			for _, line := range lines {
-				var l outputLine
-				if err := json.Unmarshal([]byte(line), &l); err != nil || l.Response == nil {
-					t.Fatalf("output line %s: %v", line, err)
-				}
-				cc := l.Response.Body
-				if l.Response.StatusCode != 200 || len(cc.Choices) != 1 || cc.Choices[0].Message.Content != "answer "+l.CustomID || cc.Usage.PromptTokens != 1000 || cc.Usage.CompletionTokens != 500 {
-					t.Fatalf("output line %s", line)
+			for _, l := range lines {
+				var cc openai.ChatCompletion
+				if answerOf(t, l) != "answer "+l.CustomID || l.Response.StatusCode != 200 || json.Unmarshal(l.Response.Body, &cc) != nil ||
+					cc.Usage.PromptTokens != 1000 || cc.Usage.CompletionTokens != 500 {
+					t.Fatalf("output line %+v %s", l, l.Response.Body)
 				}
 				seen[l.CustomID] = true
 			}
 			if len(lines) != 3 || len(seen) != 3 {
-				t.Fatalf("output file %q", lines)
+				t.Fatalf("output file %+v", lines)
 			}
 
 			// 1,000 input tokens at $2/M and 500 output tokens at $8/M are $0.006 a row
@@ -449,7 +390,6 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 func TestNativeBatchCancelEndToEnd(t *testing.T) {
 	oai, anth := newOpenAIBatchUpstream(t, true), newAnthropicBatchUpstream(t, true)
 	env := nativeBatchGateway(t, oai, anth)
-	ctx := context.Background()
 	for _, tc := range []struct {
 		name, model, cancel string
 		upstream            *nativeBatchUpstream
@@ -460,22 +400,22 @@ func TestNativeBatchCancelEndToEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ws, key := env.workspace(10 * usd)
 			client := env.openai(key)
-			b := pollBatch(t, client, createNativeBatch(t, client, tc.model), openai.BatchStatusInProgress)
-			c, err := client.Batches.Cancel(ctx, b.ID)
+			b := newBatch(t, client, uploadBatchFile(t, client, nativeBatchRows(tc.model)))
+			b = waitBatch(t, client, b.ID, string(openai.BatchStatusInProgress))
+			c, err := client.Batches.Cancel(context.Background(), b.ID)
 			if err != nil {
 				t.Fatalf("Batches.Cancel: %v", err)
 			}
 			if c.Status != openai.BatchStatusCancelling && c.Status != openai.BatchStatusCancelled {
 				t.Fatalf("cancel answered %s", c.RawJSON())
 			}
-			b = pollBatch(t, client, c, openai.BatchStatusCancelled)
+			b = waitBatch(t, client, c.ID, string(openai.BatchStatusCancelled))
 			if _, calls := tc.upstream.received(); !slices.Contains(calls, tc.cancel) {
 				t.Fatalf("the upstream got no %s: %v", tc.cancel, calls)
 			}
-			out := fileLines(t, client, b.OutputFileID)
-			var first outputLine
-			if len(out) != 1 || json.Unmarshal([]byte(out[0]), &first) != nil || first.CustomID != "row-a" || first.Response == nil || first.Response.StatusCode != 200 {
-				t.Fatalf("output file %q", out)
+			out := outputLines(t, client, b.OutputFileID)
+			if len(out) != 1 || out[0].CustomID != "row-a" || answerOf(t, out[0]) != "answer row-a" {
+				t.Fatalf("output file %+v", out)
 			}
 			// Anthropic reports the requests it did not run as canceled; OpenAI's files leave
 			// them out.
@@ -483,15 +423,14 @@ func TestNativeBatchCancelEndToEnd(t *testing.T) {
 				if b.ErrorFileID == "" {
 					t.Fatalf("no error file: %s", b.RawJSON())
 				}
-				errs := fileLines(t, client, b.ErrorFileID)
-				for _, line := range errs {
-					var l outputLine
-					if err := json.Unmarshal([]byte(line), &l); err != nil || l.CustomID == "row-a" || l.Error == nil || l.Error.Code != "batch_cancelled" {
-						t.Fatalf("error line %s: %v", line, err)
+				errs := outputLines(t, client, b.ErrorFileID)
+				for _, l := range errs {
+					if l.CustomID == "row-a" || l.Error == nil || l.Error.Code != "batch_cancelled" {
+						t.Fatalf("error line %+v", l)
 					}
 				}
 				if len(errs) != 2 {
-					t.Fatalf("error file %q", errs)
+					t.Fatalf("error file %+v", errs)
 				}
 			}
 			if g := env.generation(ws, batch.RowGenerationID(b.ID, 0)); g.CostNanos != 3_000_000 {
