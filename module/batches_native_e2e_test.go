@@ -440,3 +440,24 @@ func TestNativeBatchCancelEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeBatchRefusedEndToEnd: a batch its upstream cannot take (a custom_id outside
+// what Message Batches accept) is refused by Batches.New with a 400 that names the row, the
+// upstream's request broken off before its end so that it creates nothing, and the wallet
+// is left as it was.
+func TestNativeBatchRefusedEndToEnd(t *testing.T) {
+	oai, anth := newOpenAIBatchUpstream(t, false), newAnthropicBatchUpstream(t, false)
+	env := nativeBatchGateway(t, oai, anth)
+	ws, key := env.workspace(10 * usd)
+	client := env.openai(key)
+	rows := `{"custom_id":"row one","method":"POST","url":"/v1/chat/completions","body":{"model":"claude-batch","messages":[{"role":"user","content":"hi"}],"max_tokens":10}}` + "\n"
+	fileID := uploadBatchFile(t, client, []byte(rows))
+	_, err := client.Batches.New(context.Background(), openai.BatchNewParams{InputFileID: fileID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	wantAPIError(t, "Batches.New", err, http.StatusBadRequest, "unsupported_value", `custom_id "row one"`)
+	// The request's body broke off before its end: the upstream created nothing.
+	if rows, calls := anth.received(); len(rows) != 0 || slices.Contains(calls, "GET /v1/messages/batches/msgbatch_up1") {
+		t.Fatalf("the upstream has a batch of %+v: %v", rows, calls)
+	}
+	wantSpent(t, env, ws, 0)
+}
