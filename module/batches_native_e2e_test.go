@@ -335,6 +335,19 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 			if b.RequestCounts.Total != 3 || b.RequestCounts.Completed != 3 || b.RequestCounts.Failed != 0 || b.OutputFileID == "" {
 				t.Fatalf("completed batch %s", b.RawJSON())
 			}
+			// The reservation is the rows' worst cases at the batch price: each row's body
+			// bytes as its prompt tokens at $1/M and its 600 max_tokens at $4/M.
+			var estimate int64
+			for _, line := range bytes.Split(bytes.TrimSpace(nativeBatchRows(tc.model)), []byte("\n")) {
+				var l struct{ Body json.RawMessage }
+				if err := json.Unmarshal(line, &l); err != nil {
+					t.Fatal(err)
+				}
+				estimate += int64(len(l.Body))*1_000 + 600*4_000
+			}
+			if billing, _ := batchRaw(t, b)["billing"].(map[string]any); billing["estimated_nanos"] != float64(estimate) {
+				t.Fatalf("estimated %v, want %d: %s", billing["estimated_nanos"], estimate, b.RawJSON())
+			}
 
 			rows, calls := tc.upstream.received()
 			if len(rows) != 3 {
