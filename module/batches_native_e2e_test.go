@@ -474,3 +474,48 @@ func TestNativeBatchRefusedEndToEnd(t *testing.T) {
 	}
 	wantSpent(t, env, ws, 0)
 }
+
+// TestNativeMessagesBatchEndToEnd: a batch of Messages rows on an Anthropic route is sent
+// to Message Batches as it is (the upstream model set, stream left out), and its output
+// file has the upstream's messages under their custom_ids, each charged at the batch price.
+func TestNativeMessagesBatchEndToEnd(t *testing.T) {
+	oai, anth := newOpenAIBatchUpstream(t, false), newAnthropicBatchUpstream(t, false)
+	env := nativeBatchGateway(t, oai, anth)
+	ws, key := env.workspace(10 * usd)
+	client := env.openai(key)
+	var rows bytes.Buffer
+	for _, id := range nativeBatchIDs {
+		fmt.Fprintf(&rows, `{"custom_id":%q,"method":"POST","url":"/v1/messages","body":{"model":"claude-batch","max_tokens":600,"system":"Be brief.","messages":[{"role":"user","content":"question %s"}]}}`+"\n", id, id)
+	}
+	b, err := client.Batches.New(context.Background(), openai.BatchNewParams{InputFileID: uploadBatchFile(t, client, rows.Bytes()),
+		Endpoint: openai.BatchNewParamsEndpoint("/v1/messages"), CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatalf("Batches.New: %v", err)
+	}
+	b = waitBatch(t, client, b.ID, string(openai.BatchStatusCompleted))
+	sent, _ := anth.received()
+	if len(sent) != 3 || sent[0].Body["model"] != "claude-sonnet-4-5" || sent[0].Body["system"] != "Be brief." || sent[0].Body["max_tokens"] != 600.0 {
+		t.Fatalf("the upstream received %+v", sent)
+	}
+	lines := outputLines(t, client, b.OutputFileID)
+	if len(lines) != 3 {
+		t.Fatalf("output file %+v", lines)
+	}
+	for i, l := range lines {
+		var msg struct {
+			Type    string `json:"type"`
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		}
+		if l.Response == nil || json.Unmarshal(l.Response.Body, &msg) != nil || msg.Type != "message" || len(msg.Content) != 1 || msg.Content[0].Text != "answer "+l.CustomID {
+			t.Fatalf("output line %d: %+v", i, l)
+		}
+	}
+	for i := range nativeBatchIDs {
+		if g := env.generation(ws, batch.RowGenerationID(b.ID, i)); g.CostNanos != 3_000_000 {
+			t.Errorf("row %d charged %d, want 3000000", i, g.CostNanos)
+		}
+	}
+	wantSpent(t, env, ws, 9_000_000)
+}
