@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/modelgateway/caddy-modelgateway/files"
 	"github.com/modelgateway/caddy-modelgateway/internal/ids"
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
@@ -381,6 +383,13 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 				Endpoint: endpoint, Model: rt.UpstreamModel, CompletionWindow: in.CompletionWindow, Metadata: in.Metadata,
 				Rows: batch.Rows(ctx, g.Blobs, c.Key.WorkspaceID, fileID),
 			})
+			if ue, ok := providers.AsUpstreamError(err); ok && ue.Unsupported {
+				// Beyond what the upstream's batches take (its row or size limits, a row it
+				// cannot translate), before anything was made there: the gateway runs it.
+				g.Logger.Info("the route's upstream does not take this batch; the gateway runs it", zap.String("batch_id", id), zapErr(ue))
+				state, _ := json.Marshal(batch.State{GatewayRun: true}) // plain fields
+				return "", jobs.Report{Status: batch.StatusValidating, PollAfter: time.Millisecond, Result: state}, nil
+			}
 			if err != nil {
 				return "", jobs.Report{}, err
 			}

@@ -100,9 +100,10 @@ func TestRoutePatternsAndAliases(t *testing.T) {
 	a := newAdminGateway(t, nil, nil)
 	_, std, mgmt := a.workspace(0)
 
-	// A family not built yet answers 501; an alias answers as its route does.
+	// A family that needs what the gateway was not given (batches: a job store and a blob
+	// store) says so; an alias answers as its route does.
 	status, v := a.do(http.MethodPost, "/batches", std, `{"model":"m"}`)
-	wantError(t, "/batches", status, v, 501, CodeNotImplemented, "")
+	wantError(t, "/batches", status, v, 503, CodeNotConfigured, "")
 	for _, path := range []string{"/moderations", "/moderation"} {
 		status, v := a.do(http.MethodPost, path, std, `{"input":"hi"}`)
 		wantError(t, path, status, v, 400, CodeUnsupportedModel, "model")

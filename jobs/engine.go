@@ -396,12 +396,13 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 		e.retry(ctx, log, it, fmt.Errorf("the upstream reported status %q, which is no job status", rep.Status))
 		return
 	}
-	u := store.JobUpdate{Status: &rep.Status, Progress: &rep.Progress, Lifecycle: ptr(LifecyclePolling), Result: rep.Result}
+	u := store.JobUpdate{Status: &rep.Status, Progress: &rep.Progress, Lifecycle: ptr(LifecyclePolling)}
 	// The events tell of the job as this poll leaves it.
 	changed := j
 	changed.Status, changed.Progress, changed.Lifecycle = rep.Status, rep.Progress, LifecyclePolling
-	if rep.Result != nil {
-		changed.Result = rep.Result
+	if _, keeps := k.(StatusKind); keeps && rep.Result != nil {
+		// A kind with statuses of its own keeps its running state in the job's result.
+		u.Result, changed.Result = rep.Result, rep.Result
 	}
 	var events []store.Event
 	if e.Events != nil {
@@ -416,7 +417,7 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 		e.advanceFailed(ctx, log, it, err)
 		return
 	}
-	if changed.Status != j.Status || changed.Progress != j.Progress || changed.Lifecycle != j.Lifecycle || rep.Result != nil {
+	if changed.Status != j.Status || changed.Progress != j.Progress || changed.Lifecycle != j.Lifecycle || u.Result != nil {
 		e.changed(changed)
 	}
 }

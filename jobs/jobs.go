@@ -79,7 +79,9 @@ type LongPoller interface {
 }
 
 // StatusKind is a Kind whose jobs go through live statuses of their own beside queued and
-// in_progress (a batch's validating, finalizing, cancelling): its polls may report them.
+// in_progress (a batch's validating, finalizing, cancelling): its polls may report them,
+// and the Result of each of its polls is kept as the job's (its running state), where
+// another kind's is kept only from its start and its end.
 type StatusKind interface {
 	Kind
 	LiveStatuses() []string

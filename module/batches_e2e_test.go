@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/jobs/batch"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -395,5 +396,156 @@ func TestBatchCancelListAndRefusal(t *testing.T) {
 	env.expectError(http.StatusBadRequest, "validation_error", "limit", http.MethodGet, key, "/batches?limit=0", "")
 	if theirs, err := other.Batches.List(ctx, openai.BatchListParams{}); err != nil || len(theirs.Data) != 0 {
 		t.Fatalf("another workspace listed %v, %v", theirs, err)
+	}
+}
+
+// TestBatchNativeHook runs batches on a route whose adapter is a providers.BatchRunner
+// (batch_fake): the batch is started upstream once with every row, polled through its
+// adapter to its end, and its results, in no order upstream, become an output file in
+// the input's order and an error file; each answered row is priced at the route's price
+// and settled against the reservation once, the rest released. A native batch cancelled
+// is cancelled upstream and ends cancelled with the rows the upstream had answered.
+func TestBatchNativeHook(t *testing.T) {
+	batch.Registered.SetPaces(100*time.Millisecond, 50*time.Millisecond)
+	t.Cleanup(func() { batch.Registered.SetPaces(0, 0) })
+	batchFakeState.Lock()
+	batchFakeState.completeAfter, batchFakeState.failRows = 3, map[string]bool{"row-2": true}
+	batchFakeState.Unlock()
+	env := startGateway(t, `
+		provider native {
+			type batch_fake
+		}
+		model chat {
+			route native chat-native {
+				input 1.00
+				output 2.00
+				max_output_tokens 1000
+			}
+		}`, "")
+	ws, key := env.workspace(10 * usd)
+	client := env.openai(key)
+	const rows = 5
+
+	b := newBatch(t, client, uploadBatchFile(t, client, batchRows(rows)))
+	if raw := batchRaw(t, b); raw["native_batch_id"] == nil || raw["provider"] != "native" {
+		t.Fatalf("created: %s", b.RawJSON())
+	}
+	done := waitBatch(t, client, b.ID, "completed", "failed")
+	if done.Status != openai.BatchStatusCompleted || done.RequestCounts.Completed != rows-1 || done.RequestCounts.Failed != 1 || done.ErrorFileID == "" {
+		t.Fatalf("done: %s", done.RawJSON())
+	}
+	lines := outputLines(t, client, done.OutputFileID)
+	var ids []string
+	for _, l := range lines {
+		ids = append(ids, l.CustomID)
+		if answerOf(t, l) != "native: "+l.CustomID {
+			t.Fatalf("line %+v", l)
+		}
+	}
+	if fmt.Sprint(ids) != "[row-0 row-1 row-3 row-4]" {
+		t.Fatalf("output rows %v", ids)
+	}
+	errs := outputLines(t, client, done.ErrorFileID)
+	if len(errs) != 1 || errs[0].CustomID != "row-2" || errs[0].Error == nil || errs[0].Error.Code != "batch_expired" || errs[0].Response != nil {
+		t.Fatalf("error file %+v", errs)
+	}
+	sum, charged := rowCharges(t, env.store, ws, done.ID, rows)
+	bill := batchRaw(t, done)["billing"].(map[string]any)
+	if charged != rows-1 || sum != (rows-1)*rowCost || int64(bill["cost_nanos"].(float64)) != sum {
+		t.Fatalf("charged %d rows %d; billing %v", charged, sum, bill)
+	}
+	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum {
+		t.Fatalf("wallet %+v", bal)
+	}
+	batchFakeState.Lock()
+	started := batchFakeState.started
+	batchFakeState.completeAfter, batchFakeState.failRows = 1<<30, nil // the next batch runs until cancelled
+	batchFakeState.Unlock()
+
+	// Cancelled: upstream too, and the rows it answered are kept and charged.
+	c := newBatch(t, client, uploadBatchFile(t, client, batchRows(4)))
+	if _, err := client.Batches.Cancel(context.Background(), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := waitBatch(t, client, c.ID, "cancelled")
+	batchFakeState.Lock()
+	nativeCancelled := batchFakeState.batches[cancelled.JSON.ExtraFields["native_batch_id"].Raw()[1:len(cancelled.JSON.ExtraFields["native_batch_id"].Raw())-1]].cancelled
+	nowStarted := batchFakeState.started
+	batchFakeState.Unlock()
+	if !nativeCancelled || nowStarted != started+1 {
+		t.Fatalf("upstream cancelled %v, batches started %d (was %d)", nativeCancelled, nowStarted, started)
+	}
+	if cancelled.RequestCounts.Completed != 2 || len(outputLines(t, client, cancelled.OutputFileID)) != 2 {
+		t.Fatalf("cancelled: %s", cancelled.RawJSON())
+	}
+	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum-2*rowCost {
+		t.Fatalf("wallet after the cancelled batch %+v", bal)
+	}
+
+	// A batch beyond the upstream's limits, refused as unsupported before anything was
+	// made there, is run by the gateway on the same route (the mock answers its rows).
+	large := newBatch(t, client, uploadBatchFile(t, client, batchRows(batchFakeMaxRows+2)))
+	largeDone := waitBatch(t, client, large.ID, "completed", "failed")
+	batchFakeState.Lock()
+	startedAfter := batchFakeState.started
+	batchFakeState.Unlock()
+	if raw := batchRaw(t, largeDone); largeDone.Status != openai.BatchStatusCompleted || raw["native_batch_id"] != nil ||
+		largeDone.RequestCounts.Completed != batchFakeMaxRows+2 || startedAfter != nowStarted {
+		t.Fatalf("the large batch: %s (native batches started %d, before %d)", largeDone.RawJSON(), startedAfter, nowStarted)
+	}
+	if got := len(outputLines(t, client, largeDone.OutputFileID)); got != batchFakeMaxRows+2 {
+		t.Fatalf("the large batch's output has %d lines", got)
+	}
+}
+
+// TestBatchWebhooks: a batch created with a webhook sends its events through the jobs
+// engine's outbox: batch.created, batch.status_changed as it moves, batch.progress at most
+// once per 10 % of its rows (each a new tenth), and batch.completed, each event's data the
+// batch's public fields.
+func TestBatchWebhooks(t *testing.T) {
+	secretKey := newSecretKey(t)
+	t.Setenv("GATEWAY_TEST_SECRET_KEY", secretKey)
+	tuneDeliveries(t, 200*time.Millisecond, nil)
+	rcv := newHookReceiver(t, nil, func(receivedHook) int { return http.StatusOK })
+	up := newBatchUpstream(t)
+	up.delay.Store(int64(20 * time.Millisecond))
+	env := startGateway(t, "\t\tsecret_key {env.GATEWAY_TEST_SECRET_KEY}\n\t\twebhook_allow 127.0.0.1\n"+
+		batchGatewayBlock(up.URL, "\t\tbatches {\n\t\t\trows_per_chunk 2\n\t\t\tbatch_chunks 1\n\t\t}"), "")
+	tm := env.team(10 * usd)
+	endpoint := env.expect(201, http.MethodPost, tm.mgmt, "/webhook-endpoints", `{"name": "r", "url": "`+rcv.URL+`/ep", "events": ["*"]}`)["id"].(string)
+	client := env.openai(tm.std)
+	fileID := uploadBatchFile(t, client, batchRows(30))
+	created := env.expect(200, http.MethodPost, tm.std, "/batches",
+		`{"input_file_id":"`+fileID+`","endpoint":"/v1/chat/completions","completion_window":"24h","webhook":{"endpoint_id":"`+endpoint+`"}}`)
+	id := created["id"].(string)
+	if wh, _ := created["webhook"].(map[string]any); wh == nil || wh["endpoint_id"] != endpoint {
+		t.Fatalf("created without its webhook: %v", created)
+	}
+	waitBatch(t, client, id, "completed")
+	events := func() map[string][]jobs.Event {
+		out := map[string][]jobs.Event{}
+		for _, h := range rcv.hooks("") {
+			var ev jobs.Event
+			if json.Unmarshal(h.body, &ev) == nil && ev.Data.ID == id {
+				out[ev.Type] = append(out[ev.Type], ev)
+			}
+		}
+		return out
+	}
+	waitFor(t, "the batch's completed event", func() bool { return len(events()["batch.completed"]) > 0 })
+	got := events()
+	if len(got["batch.created"]) != 1 || len(got["batch.status_changed"]) == 0 || got["batch.completed"][0].Data.Status != "completed" {
+		t.Fatalf("events %v", got)
+	}
+	seen := map[int]bool{}
+	for _, ev := range got["batch.progress"] {
+		p := ev.Data.Progress
+		if p%10 != 0 || seen[p] {
+			t.Fatalf("progress events %v: each must be a new tenth", got["batch.progress"])
+		}
+		seen[p] = true
+	}
+	if n := len(got["batch.progress"]); n == 0 || n > 10 {
+		t.Fatalf("%d progress events for 30 rows", n)
 	}
 }

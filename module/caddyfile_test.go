@@ -74,7 +74,7 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "elevenlabs option of another type", input: "model_gateway {\n provider el {\n type elevenlabs\n organization org-1\n }\n}", wantErr: `unrecognized subdirective "organization"`},
 		{name: "elevenlabs duplicate api_key", input: "model_gateway {\n provider el {\n type elevenlabs\n api_key a\n api_key b\n }\n}", wantErr: "api_key already specified"},
 		{name: "third-party provider type", input: "model_gateway {\n provider p {\n type echo\n greeting hi\n retries 0\n }\n}", want: `{"providers":{"p":{"adapter":{"greeting":"hi","type":"echo"},"retries":0}}}`},
-		{name: "unknown provider type", input: "model_gateway {\n provider x {\n type bedrock\n }\n}", wantErr: `unknown provider type "bedrock": no module model_gateway.providers.bedrock in this build, whose types are anthropic, echo, elevenlabs, gemini, media_fake, mistral, mock and openai; add a provider type from another Go module with xcaddy build --with <its module path>, at Testfile:3`},
+		{name: "unknown provider type", input: "model_gateway {\n provider x {\n type bedrock\n }\n}", wantErr: `unknown provider type "bedrock": no module model_gateway.providers.bedrock in this build, whose types are anthropic, batch_fake, echo, elevenlabs, gemini, media_fake, mistral, mock and openai; add a provider type from another Go module with xcaddy build --with <its module path>, at Testfile:3`},
 		{name: "option of another type", input: "model_gateway {\n provider x {\n type mock\n base_url http://a\n }\n}", wantErr: `unrecognized subdirective "base_url"`},
 		{name: "bad api", input: "model_gateway {\n provider x {\n type openai\n api completions\n }\n}", wantErr: "want chat or responses"},
 		{name: "duplicate resilience option", input: "model_gateway {\n provider x {\n type mock\n retries 1\n retries 2\n }\n}", wantErr: "retries already specified"},
@@ -104,6 +104,14 @@ func TestAppCaddyfile(t *testing.T) {
 		{name: "bad duration", input: "model_gateway {\n provider x {\n type mock\n latency soon\n }\n}", wantErr: "invalid duration"},
 		{name: "bad chunks", input: "model_gateway {\n provider x {\n type mock\n chunks -2\n }\n}", wantErr: "positive whole number"},
 		{name: "route args", input: "model_gateway {\n model x {\n route a b c\n }\n}", wantErr: "wrong argument count"},
+		{name: "batches", input: "model_gateway {\n batches {\n  chunks 8\n  rows_per_chunk 4\n  batch_chunks 3\n  provider_rows 32\n  row_timeout 2m\n }\n}",
+			want: `{"batches":{"chunks":8,"rows_per_chunk":4,"batch_chunks":3,"provider_rows":32,"row_timeout":120000000000}}`},
+		{name: "batches empty", input: "model_gateway {\n batches\n}", want: `{"batches":{}}`},
+		{name: "batches duplicate option", input: "model_gateway {\n batches {\n  chunks 1\n  chunks 2\n }\n}", wantErr: "chunks already specified"},
+		{name: "batches unknown option", input: "model_gateway {\n batches {\n  rows 1\n }\n}", wantErr: `unrecognized subdirective "rows"`},
+		{name: "batches zero", input: "model_gateway {\n batches {\n  provider_rows 0\n }\n}", wantErr: "positive whole number"},
+		{name: "batches too many", input: "model_gateway {\n batches {\n  chunks 5000\n }\n}", wantErr: "at most 1024"},
+		{name: "batches twice", input: "model_gateway {\n batches\n batches\n}", wantErr: "batches already specified"},
 	}
 	runCaddyfileCases(t, tests, func() caddyfile.Unmarshaler { return new(App) })
 }

@@ -128,7 +128,7 @@ func TestDiscoveryEndToEnd(t *testing.T) {
 	for _, path := range []string{"/moderations", "/moderation"} {
 		env.expectError(400, "unsupported_model_or_endpoint", "model", http.MethodPost, a.std, path, `{"input":"hello"}`)
 	}
-	env.expectError(501, "not_implemented_yet", "", http.MethodPost, a.std, "/batches", `{"model":"m"}`)
+	env.expectError(400, "validation_error", "endpoint", http.MethodPost, a.std, "/batches", `{"model":"m"}`)
 
 	// Bad input, each with its precise code and param.
 	bad := []struct {

@@ -93,6 +93,9 @@ type State struct {
 	CostNanos int64 `json:"cost_nanos"`
 	// Chunked is set once every chunk of a gateway-run batch was queued.
 	Chunked bool `json:"chunked,omitempty"`
+	// GatewayRun is set on a batch whose route runs batches natively but whose upstream
+	// refused this one before making anything (beyond its limits): the gateway runs it.
+	GatewayRun bool `json:"gateway_run,omitempty"`
 	// Ending is the end a stopping batch is headed for (cancelled or expired), and
 	// DoneAtLastPoll how many rows were recorded at the poll before: the batch ends once
 	// no row is recorded between two polls, so that rows in flight when it stopped count.

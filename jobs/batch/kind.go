@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/blobs"
@@ -33,8 +34,15 @@ func JobExpiry(deadline time.Time) time.Time { return deadline.Add(expiryGrace) 
 
 // Kind is the batch family's jobs.Kind, registered under store.JobBatch.
 type Kind struct {
-	// Drain is DefaultDrain when zero.
-	Drain time.Duration
+	// drain and nativePace are SetPaces', read by every poll.
+	drain, nativePace atomic.Int64
+}
+
+// SetPaces sets how long a stopping batch drains and how often a native batch's upstream
+// is polled; zero takes DefaultDrain and DefaultNativePace.
+func (k *Kind) SetPaces(drain, nativePace time.Duration) {
+	k.drain.Store(int64(drain))
+	k.nativePace.Store(int64(nativePace))
 }
 
 // Kind is a jobs.StatusKind, a jobs.PiecewiseKind and a jobs.LongPoller.
@@ -44,7 +52,7 @@ var (
 	_ jobs.LongPoller    = (*Kind)(nil)
 )
 
-// Registered is the kind the engine polls batches with (tests shorten its Drain before
+// Registered is the kind the engine polls batches with (tests shorten its paces before
 // any batch runs).
 var Registered = &Kind{}
 
@@ -68,16 +76,16 @@ func (*Kind) PollTimeout(j store.Job) time.Duration {
 		return filesTimeout
 	}
 	spec, err := SpecOf(j)
-	if err == nil && spec.Native {
+	if err == nil && spec.Native && !StateOf(j).GatewayRun {
 		// A native batch's end streams its results into its files.
 		return filesTimeout
 	}
 	return 0
 }
 
-func (k *Kind) drain() time.Duration {
-	if k.Drain > 0 {
-		return k.Drain
+func (k *Kind) drainTime() time.Duration {
+	if d := time.Duration(k.drain.Load()); d > 0 {
+		return d
 	}
 	return DefaultDrain
 }
@@ -92,7 +100,7 @@ func (k *Kind) Poll(ctx context.Context, env jobs.Env, j store.Job) (jobs.Report
 		return jobs.Report{}, errors.New("the batch's poll has no store")
 	}
 	st := StateOf(j)
-	if spec.Native {
+	if spec.Native && !st.GatewayRun {
 		return k.pollNative(ctx, env, j, spec, st)
 	}
 	return k.pollRows(ctx, env, j, spec, st)
@@ -134,21 +142,21 @@ func (k *Kind) pollRows(ctx context.Context, env jobs.Env, j store.Job, spec Spe
 		switch {
 		case !cancelAt.IsZero():
 			st.Ending, st.CancellingAt, st.DoneAtLastPoll = StatusCancelled, unix(cancelAt), counts.Done
-			return report(StatusCancelling, j.Progress, k.drain(), st), nil
+			return report(StatusCancelling, j.Progress, k.drainTime(), st), nil
 		case !now.Before(spec.Deadline):
 			// The row workers stop taking its rows as they do for a cancellation.
 			if _, err := s.RequestBatchCancel(ctx, j.ID); err != nil {
 				return jobs.Report{}, err
 			}
 			st.Ending, st.DoneAtLastPoll = StatusExpired, counts.Done
-			return report(j.Status, j.Progress, k.drain(), st), nil
+			return report(j.Status, j.Progress, k.drainTime(), st), nil
 		}
 	}
 	if st.Ending != "" {
 		if counts.Done != st.DoneAtLastPoll && counts.Done < spec.Rows {
 			// Rows in flight when it stopped are still being recorded.
 			st.DoneAtLastPoll = counts.Done
-			return report(j.Status, j.Progress, k.drain(), st), nil
+			return report(j.Status, j.Progress, k.drainTime(), st), nil
 		}
 		return k.finish(ctx, env, j, st, st.Ending)
 	}

@@ -15,8 +15,15 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// nativePace is how often a native batch's upstream is asked where it stands.
-const nativePace = 5 * time.Second
+// DefaultNativePace is how often a native batch's upstream is asked where it stands.
+const DefaultNativePace = 5 * time.Second
+
+func (k *Kind) nativePaceTime() time.Duration {
+	if d := time.Duration(k.nativePace.Load()); d > 0 {
+		return d
+	}
+	return DefaultNativePace
+}
 
 // NativeRunner returns the BatchRunner of the route batch j runs on, in the newest
 // configuration; false when it no longer has one.
@@ -96,14 +103,14 @@ func (k *Kind) pollNative(ctx context.Context, env jobs.Env, j store.Job, spec S
 		}
 		return report(StatusFinalizing, progress(done, st.Total), time.Millisecond, st), nil
 	case providers.BatchCancelling:
-		return report(StatusCancelling, progress(done, st.Total), nativePace, st), nil
+		return report(StatusCancelling, progress(done, st.Total), k.nativePaceTime(), st), nil
 	case providers.BatchValidating:
-		return report(StatusValidating, 0, nativePace, st), nil
+		return report(StatusValidating, 0, k.nativePaceTime(), st), nil
 	}
 	if st.CancellingAt != 0 {
-		return report(StatusCancelling, progress(done, st.Total), nativePace, st), nil
+		return report(StatusCancelling, progress(done, st.Total), k.nativePaceTime(), st), nil
 	}
-	return report(StatusInProgress, progress(done, st.Total), nativePace, st), nil
+	return report(StatusInProgress, progress(done, st.Total), k.nativePaceTime(), st), nil
 }
 
 func firstOf(a, b string) string {
