@@ -219,13 +219,6 @@ type batchScan struct {
 	m            *Model
 	routes       []Route
 	dropped      []droppedRoute
-	// runner runs the batch on its first route's upstream, when that has a batch API
-	// for the endpoint (providers.BatchRunner); nil when the gateway runs it.
-	runner providers.BatchRunner
-	// priced are the routes the rows' worst cases are priced at: the first alone at its
-	// batch price when its upstream runs the batch, else every route at its own price, any
-	// of which may answer a row the gateway runs.
-	priced []Route
 }
 
 // scanBatchFile reads the batch file once, a line at a time: every row must call the
@@ -276,18 +269,12 @@ func (g *Gateway) scanBatchFile(ctx context.Context, c *Caller, fileID, endpoint
 			if !g.isFor(sc.m, cp) {
 				return g.notServed(sc.m, cp)
 			}
-			sc.priced = sc.routes
-			if br, ok := sc.routes[0].Provider.(providers.BatchRunner); ok && br.SupportsBatch(endpoint) {
-				rt := sc.routes[0]
-				rt.Price = rt.Price.Batch()
-				sc.runner, sc.priced = br, []Route{rt}
-			}
 		} else if named.Model != sc.model {
 			return bad(i, fmt.Sprintf("names model %q, and an earlier row %q: a batch runs on one model", named.Model, sc.model))
 		}
 		sc.rows++
 		if sc.sample < estimationSample {
-			worst, err := g.rowWorst(endpoint, l.Body, sc.m, sc.priced)
+			worst, err := g.rowWorst(endpoint, l.Body, sc.m, sc.routes)
 			if err != nil {
 				return err
 			}
@@ -314,7 +301,7 @@ func (g *Gateway) scanBatchFile(ctx context.Context, c *Caller, fileID, endpoint
 
 // rowWorst is the worst case of one row, as the same request made alone would be held:
 // its prompt estimated from its bytes and its output bound (max_tokens, or the route's
-// most when it sets none), at the dearest of routes (batchScan.priced).
+// most when it sets none), at the dearest of the model's routes.
 func (g *Gateway) rowWorst(endpoint string, body []byte, m *Model, routes []Route) (int64, error) {
 	if m.Free() {
 		return 0, nil
@@ -360,7 +347,8 @@ func (g *Gateway) startBatch(w http.ResponseWriter, r *http.Request, c *Caller, 
 	fileID string, webhook json.RawMessage, sc *batchScan) error {
 	now := g.Now()
 	rt := sc.routes[0]
-	runner, native := sc.runner, sc.runner != nil
+	runner, native := rt.Provider.(providers.BatchRunner)
+	native = native && runner.SupportsBatch(endpoint)
 	spec := batch.Spec{
 		Endpoint: endpoint, InputFileID: fileID, CompletionWindow: in.CompletionWindow, Metadata: in.Metadata,
 		Rows: sc.rows, ChunkRows: batch.DefaultChunkRows, Native: native, Deadline: now.Add(window),

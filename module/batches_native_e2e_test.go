@@ -335,15 +335,16 @@ func TestNativeBatchesEndToEnd(t *testing.T) {
 			if b.RequestCounts.Total != 3 || b.RequestCounts.Completed != 3 || b.RequestCounts.Failed != 0 || b.OutputFileID == "" {
 				t.Fatalf("completed batch %s", b.RawJSON())
 			}
-			// The reservation is the rows' worst cases at the batch price: each row's body
-			// bytes as its prompt tokens at $1/M and its 600 max_tokens at $4/M.
+			// The reservation is the rows' worst cases at the interactive price, each row's
+			// body bytes as its prompt tokens at $2/M and its 600 max_tokens at $8/M: a
+			// batch the upstream does not take after all is run by the gateway at that price.
 			var estimate int64
 			for _, line := range bytes.Split(bytes.TrimSpace(nativeBatchRows(tc.model)), []byte("\n")) {
 				var l struct{ Body json.RawMessage }
 				if err := json.Unmarshal(line, &l); err != nil {
 					t.Fatal(err)
 				}
-				estimate += int64(len(l.Body))*1_000 + 600*4_000
+				estimate += int64(len(l.Body))*2_000 + 600*8_000
 			}
 			if billing, _ := batchRaw(t, b)["billing"].(map[string]any); billing["estimated_nanos"] != float64(estimate) {
 				t.Fatalf("estimated %v, want %d: %s", billing["estimated_nanos"], estimate, b.RawJSON())
@@ -455,22 +456,25 @@ func TestNativeBatchCancelEndToEnd(t *testing.T) {
 }
 
 // TestNativeBatchRefusedEndToEnd: a batch its upstream cannot take (a custom_id outside
-// what Message Batches accept) is refused by Batches.New with a 400 that names the row, the
-// upstream's request broken off before its end so that it creates nothing, and the wallet
-// is left as it was.
+// what Message Batches accept) is refused by the adapter before anything is created there
+// (the request's body broken off before its end), and the gateway runs the batch itself,
+// each row through the route's chat endpoint at the interactive price.
 func TestNativeBatchRefusedEndToEnd(t *testing.T) {
 	oai, anth := newOpenAIBatchUpstream(t, false), newAnthropicBatchUpstream(t, false)
 	env := nativeBatchGateway(t, oai, anth)
 	ws, key := env.workspace(10 * usd)
 	client := env.openai(key)
 	rows := `{"custom_id":"row one","method":"POST","url":"/v1/chat/completions","body":{"model":"claude-batch","messages":[{"role":"user","content":"hi"}],"max_tokens":10}}` + "\n"
-	fileID := uploadBatchFile(t, client, []byte(rows))
-	_, err := client.Batches.New(context.Background(), openai.BatchNewParams{InputFileID: fileID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
-		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
-	wantAPIError(t, "Batches.New", err, http.StatusBadRequest, "unsupported_value", `custom_id "row one"`)
-	// The request's body broke off before its end: the upstream created nothing.
-	if rows, calls := anth.received(); len(rows) != 0 || slices.Contains(calls, "GET /v1/messages/batches/msgbatch_up1") {
-		t.Fatalf("the upstream has a batch of %+v: %v", rows, calls)
+	b := newBatch(t, client, uploadBatchFile(t, client, []byte(rows)))
+	b = waitBatch(t, client, b.ID, string(openai.BatchStatusCompleted), string(openai.BatchStatusFailed))
+	sent, calls := anth.received()
+	if len(sent) != 0 || slices.Contains(calls, "GET /v1/messages/batches/msgbatch_up1") {
+		t.Fatalf("the upstream has a batch of %+v: %v", sent, calls)
+	}
+	// The fake has no /v1/messages: the row the gateway ran failed there, and nothing is
+	// charged for it.
+	if !slices.Contains(calls, "POST /v1/messages") || b.RequestCounts.Total != 1 || b.RequestCounts.Completed != 0 {
+		t.Fatalf("the gateway did not run the row itself: %v %s", calls, b.RawJSON())
 	}
 	wantSpent(t, env, ws, 0)
 }
