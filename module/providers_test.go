@@ -26,9 +26,9 @@ func TestProviderAdapter(t *testing.T) {
 		wantPrefill bool
 	}{
 		{name: "missing", wantErr: "adapter is required"},
-		{name: "no type", adapter: `{"api_key":"` + secret + `"}`, wantErr: "type is required (anthropic, echo, elevenlabs, gemini, media_fake, mistral, mock or openai)"},
+		{name: "no type", adapter: `{"api_key":"` + secret + `"}`, wantErr: "type is required (anthropic, batch_fake, echo, elevenlabs, gemini, media_fake, mistral, mock or openai)"},
 		{name: "unknown type", adapter: `{"type":"nope","api_key":"` + secret + `"}`,
-			wantErr: "no module model_gateway.providers.nope in this build, whose types are anthropic, echo, elevenlabs, gemini, media_fake, mistral, mock and openai; add a provider type from another Go module with xcaddy build --with"},
+			wantErr: "no module model_gateway.providers.nope in this build, whose types are anthropic, batch_fake, echo, elevenlabs, gemini, media_fake, mistral, mock and openai; add a provider type from another Go module with xcaddy build --with"},
 		{name: "unknown option", adapter: `{"type":"mock","base_url":"http://a"}`, wantErr: `unknown field "base_url"`},
 		{name: "bad base_url", adapter: `{"type":"openai","base_url":"localhost:8000"}`, wantErr: "must be an http or https URL"},
 		{name: "bad api", adapter: `{"type":"openai","api":"completions"}`, wantErr: "want chat or responses"},
