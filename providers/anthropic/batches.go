@@ -287,6 +287,11 @@ func (p *Provider) readBatch(ctx context.Context, at *upstreamhttp.Attempt, resp
 //     completion rows), and its type and message as ErrorCode and ErrorMessage.
 //   - canceled and expired: no status, ErrorCode batch_cancelled or batch_expired, the codes
 //     of OpenAI's error files.
+//   - a succeeded answer the adapter cannot read (or translate): status 502 and ErrorCode
+//     upstream_answer_unreadable, so that one bad answer does not hold up the others.
+//
+// A line that is not JSON, or names no custom_id, cannot be given to any row: it fails the
+// reading as a malformed answer.
 func (p *Provider) BatchResults(ctx context.Context, nativeID string, state []byte, fn func(providers.BatchResult) error) error {
 	if nativeID == "" {
 		return upstreamhttp.NotFound(p.name, "the batch has no upstream id")
@@ -320,18 +325,22 @@ func batchResult(line []byte, endpoint string, created int64) (providers.BatchRe
 	switch l.Result.Type {
 	case "succeeded":
 		msg, err := DecodeResponse(l.Result.Message)
+		if err == nil && endpoint == endpointChat {
+			r.Body, err = openai.EncodeChatResponse(msg, "", created)
+		}
 		if err != nil {
-			return r, fmt.Errorf("custom_id %q: %w", l.CustomID, err)
+			// One answer the adapter cannot read must not hold up the others': the row
+			// fails as a bad answer of the upstream, which is not charged.
+			r.StatusCode, r.ErrorCode = http.StatusBadGateway, "upstream_answer_unreadable"
+			r.ErrorMessage = upstreamhttp.Truncate("the upstream's answer could not be read: "+err.Error(), upstreamhttp.MaxMessage)
+			r.Body = resultErrorBody(endpoint, "api_error", r.ErrorMessage)
+			return r, nil
 		}
 		r.StatusCode, r.RequestID = http.StatusOK, msg.ID
 		raw, _ := rawjson.Get(l.Result.Message, "usage")
 		r.Usage, r.UsageKnown = msg.Usage, !rawjson.IsNull(raw)
 		if endpoint != endpointChat {
 			r.Body = l.Result.Message
-			return r, nil
-		}
-		if r.Body, err = openai.EncodeChatResponse(msg, "", created); err != nil {
-			return r, fmt.Errorf("custom_id %q: %w", l.CustomID, err)
 		}
 	case "errored":
 		typ, msg := resultError(l.Result.Error)
@@ -342,7 +351,7 @@ func batchResult(line []byte, endpoint string, created int64) (providers.BatchRe
 		}
 		r.Body = l.Result.Error
 		if endpoint == endpointChat {
-			r.Body = openAIError(typ, msg)
+			r.Body = resultErrorBody(endpoint, typ, msg)
 		}
 	case "canceled":
 		r.ErrorCode, r.ErrorMessage = "batch_cancelled", "The batch was cancelled before this request ran."
@@ -375,9 +384,16 @@ func resultError(raw json.RawMessage) (typ, msg string) {
 	return e.Type, upstreamhttp.Truncate(e.Message, upstreamhttp.MaxMessage)
 }
 
-// openAIError is an error as a chat completion row's error body: {"error":{message, type,
-// param, code}}.
-func openAIError(typ, msg string) json.RawMessage {
+// resultErrorBody is an error as a row's error body: OpenAI's {"error":{message, type, param,
+// code}} for chat completion rows, Anthropic's {"type":"error","error":{type, message}} for
+// Messages rows.
+func resultErrorBody(endpoint, typ, msg string) json.RawMessage {
+	if endpoint != endpointChat {
+		b := append([]byte(`{"type":"error","error":{"type":`), rawjson.AppendString(nil, typ)...)
+		b = append(b, `,"message":`...)
+		b = rawjson.AppendString(b, msg)
+		return append(b, "}}"...)
+	}
 	b := append([]byte(`{"error":{"message":`), rawjson.AppendString(nil, msg)...)
 	b = append(b, `,"type":`...)
 	b = rawjson.AppendString(b, typ)

@@ -505,3 +505,39 @@ func TestMessageBatchStreams(t *testing.T) {
 		t.Fatalf("the API received %d requests", f.received)
 	}
 }
+
+// TestMessageBatchResultLines: each kind of result line becomes its row's result, in the
+// shapes of the rows' endpoint; an answer that cannot be read fails its row only, and a
+// line that names no row fails the reading.
+func TestMessageBatchResultLines(t *testing.T) {
+	for _, tc := range []struct {
+		name, endpoint, line string
+		status               int
+		code, body           string
+		fatal                bool
+	}{
+		{name: "unreadable answer, chat", endpoint: "/v1/chat/completions", line: `{"custom_id":"x","result":{"type":"succeeded","message":{"type":"completion"}}}`,
+			status: 502, code: "upstream_answer_unreadable", body: `{"error":{"message":"the upstream's answer could not be read: decoding message: type is \"completion\", not message","type":"api_error","param":null,"code":null}}`},
+		{name: "unreadable answer, messages", endpoint: "/v1/messages", line: `{"custom_id":"x","result":{"type":"succeeded","message":{"type":"message","content":[{"type":"tool_use","id":"t","name":"f","input":[1]}]}}}`,
+			status: 502, code: "upstream_answer_unreadable"},
+		{name: "errored, messages", endpoint: "/v1/messages", line: `{"custom_id":"x","result":{"type":"errored","error":{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}}}`,
+			status: 529, code: "overloaded_error", body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`},
+		{name: "errored, inner error alone", endpoint: "/v1/chat/completions", line: `{"custom_id":"x","result":{"type":"errored","error":{"type":"rate_limit_error","message":"slow down"}}}`,
+			status: 429, code: "rate_limit_error", body: `{"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":null}}`},
+		{name: "unknown result type", endpoint: "/v1/messages", line: `{"custom_id":"x","result":{"type":"archived"}}`, fatal: true},
+		{name: "no custom_id", endpoint: "/v1/messages", line: `{"result":{"type":"expired"}}`, fatal: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := batchResult([]byte(tc.line), tc.endpoint, 1700000000)
+			if tc.fatal {
+				if err == nil {
+					t.Fatalf("no error: %+v", r)
+				}
+				return
+			}
+			if err != nil || r.CustomID != "x" || r.StatusCode != tc.status || r.ErrorCode != tc.code || tc.body != "" && string(r.Body) != tc.body || r.UsageKnown {
+				t.Fatalf("result %+v %s, %v", r, r.Body, err)
+			}
+		})
+	}
+}
