@@ -344,7 +344,8 @@ func (p *Provider) streamResultFile(ctx context.Context, fileID string, fn func(
 	})
 }
 
-// batchResult reads one line of an output or error file.
+// batchResult reads one line of an output or error file. A line that is not JSON, or names
+// no custom_id, cannot be given to any row: it is an error.
 func (p *Provider) batchResult(line []byte) (providers.BatchResult, error) {
 	var l batchOutputLine
 	if err := json.Unmarshal(line, &l); err != nil {
@@ -368,7 +369,9 @@ func (p *Provider) batchResult(line []byte) (providers.BatchResult, error) {
 		r.ErrorCode, r.ErrorMessage = string(l.Error.Code), upstreamhttp.Truncate(l.Error.Message, upstreamhttp.MaxMessage)
 	}
 	if r.StatusCode == 0 && r.ErrorCode == "" {
-		return r, errors.New("a line with neither a response nor an error")
+		// The row is known but not what became of it: it fails alone, as a bad answer of
+		// the upstream, rather than hold up the others.
+		r.StatusCode, r.ErrorCode, r.ErrorMessage = http.StatusBadGateway, "upstream_answer_unreadable", "the upstream's line for this row has neither a response nor an error"
 	}
 	return r, nil
 }

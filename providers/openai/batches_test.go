@@ -617,3 +617,30 @@ func TestBatchStatuses(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchResultLines: the lines of output and error files become their rows' results; a
+// line that says nothing of its row fails that row alone, one that names no row fails the
+// reading.
+func TestBatchResultLines(t *testing.T) {
+	p := upstreamtest.NewProvider(t, New, Config{})
+	for _, tc := range []struct {
+		name, line string
+		status     int
+		code       string
+		fatal      bool
+	}{
+		{name: "answer", line: `{"custom_id":"x","response":{"status_code":200,"request_id":"r","body":{"usage":{"prompt_tokens":1}}},"error":null}`, status: 200},
+		{name: "refused", line: `{"custom_id":"x","response":{"status_code":429,"body":{"error":{"message":"slow","type":"requests","code":"rate_limit_exceeded"}}}}`, status: 429, code: "rate_limit_exceeded"},
+		{name: "expired", line: `{"custom_id":"x","response":null,"error":{"code":"batch_expired","message":"late"}}`, code: "batch_expired"},
+		{name: "neither", line: `{"custom_id":"x","response":null,"error":null}`, status: 502, code: "upstream_answer_unreadable"},
+		{name: "no custom_id", line: `{"response":{"status_code":200,"body":{}}}`, fatal: true},
+		{name: "not JSON", line: `<html>`, fatal: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := p.batchResult([]byte(tc.line))
+			if tc.fatal != (err != nil) || !tc.fatal && (r.CustomID != "x" || r.StatusCode != tc.status || r.ErrorCode != tc.code) {
+				t.Fatalf("result %+v, %v", r, err)
+			}
+		})
+	}
+}
