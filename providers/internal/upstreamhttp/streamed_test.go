@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/providers"
 )
@@ -111,5 +112,44 @@ func TestEachLine(t *testing.T) {
 	err := read(50, func(int, []byte) error { return nil })
 	if _, ok := providers.AsUpstreamError(err); !ok || !errors.Is(err, ErrMalformedResponse) {
 		t.Fatalf("long line: %v", err)
+	}
+}
+
+// TestEachLineStreams: lines reach fn as the answer arrives: the upstream writes its
+// 15,000th line only once fn has seen the 5,000th, which a reader that took the answer
+// whole before reading its lines would never let happen.
+func TestEachLineStreams(t *testing.T) {
+	seen := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		line := `{"custom_id":"row","pad":"` + strings.Repeat("p", 1000) + `"}` + "\n"
+		for i := range 20_000 {
+			if i == 15_000 {
+				w.(http.Flusher).Flush()
+				select {
+				case <-seen:
+				case <-time.After(time.Minute):
+					return // the reader fails on the short answer below
+				}
+			}
+			_, _ = io.WriteString(w, line)
+		}
+	}))
+	defer srv.Close()
+	var got parsed
+	c := testClient(srv.Client().Transport, &got)
+	ctx := context.Background()
+	resp, at, err := c.Fetch(ctx, Fetch{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = c.EachLine(ctx, at, resp, 0, 1<<20, func(int, []byte) error {
+		if n++; n == 5_000 {
+			close(seen)
+		}
+		return nil
+	})
+	if err != nil || n != 20_000 {
+		t.Fatalf("%d lines, %v: the lines were not read as they came", n, err)
 	}
 }
