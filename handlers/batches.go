@@ -60,6 +60,14 @@ var batchSurfaces = map[string]*capability{
 	"/v1/embeddings":       &embeddingsCapability,
 }
 
+// batchTextSurfaces are the batch endpoints that generate text, whose rows bound their
+// output with max_tokens (or its other names).
+var batchTextSurfaces = map[string]*textSurface{
+	"/v1/chat/completions": &chatCompletionsSurface,
+	"/v1/responses":        &responsesSurface,
+	"/v1/messages":         &messagesSurface,
+}
+
 // batchesOn answers a batch route while the gateway cannot run batches: it needs a store
 // for jobs and a blob store for files.
 func batchesOn(serve handler) handler {
@@ -306,9 +314,9 @@ func (g *Gateway) rowWorst(endpoint string, body []byte, m *Model, routes []Rout
 	if m.Free() {
 		return 0, nil
 	}
+	ts, text := batchTextSurfaces[endpoint]
 	var maxTokens int64
-	if endpoint != "/v1/embeddings" {
-		ts := map[string]*textSurface{"/v1/chat/completions": &chatCompletionsSurface, "/v1/responses": &responsesSurface, "/v1/messages": &messagesSurface}[endpoint]
+	if text {
 		f, apiErr := parseFields(body, ts.inputKey, ts.stringInput)
 		if apiErr != nil {
 			return 0, apiErr
@@ -317,8 +325,8 @@ func (g *Gateway) rowWorst(endpoint string, body []byte, m *Model, routes []Rout
 	}
 	var most int64
 	for _, rt := range routes {
-		out := int64(0)
-		if endpoint != "/v1/embeddings" {
+		out := int64(0) // embeddings make no output tokens
+		if text {
 			out = rt.MaxOutputTokens
 			if maxTokens > 0 {
 				out = maxTokens

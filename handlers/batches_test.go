@@ -1,10 +1,17 @@
 package handlers
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/modelgateway/caddy-modelgateway/blobs"
+	"github.com/modelgateway/caddy-modelgateway/files"
+	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 )
 
 // The list rules of GET /batches, each a row: limit 1 to 100, 20 by default, capped above
@@ -69,6 +76,73 @@ func TestBatchListRules(t *testing.T) {
 			}
 			if limit != tc.limit || !slices.Equal(statuses, tc.statuses) {
 				t.Fatalf("limit %d statuses %v; want %d %v", limit, statuses, tc.limit, tc.statuses)
+			}
+		})
+	}
+}
+
+// The estimate of a batch reads the first estimationSample rows, each at the worst case
+// the same request alone would be held at (its prompt's estimate from its size, its
+// max_tokens or else the route's most, at the dearest route), and scales their sum to
+// every row of the file, rounding up; it says when the sample is not the whole file.
+func TestBatchEstimateScalesTheSample(t *testing.T) {
+	cheap, dear := route("a", "m-a", "1", "2"), route("b", "m-b", "3", "4")
+	cheap.MaxOutputTokens, dear.MaxOutputTokens = 1000, 500
+	a := newAdminGateway(t, []*Model{{Name: "m", Routes: []Route{cheap, dear}}}, func(g *Gateway) {
+		b, err := blobs.NewFS(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Blobs = b
+	})
+	ws, std, _ := a.workspace(100 * usdNanos)
+	key, err := a.s.GetKey(context.Background(), kidOf(t, std))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		rows      int
+		truncated bool
+	}{
+		{"the whole file", 40, false},
+		{"a sample", 150, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var file bytes.Buffer
+			var want, sampleSum int64
+			for i := range tc.rows {
+				maxTokens := ""
+				if i%3 == 0 {
+					maxTokens = fmt.Sprintf(`"max_tokens":%d,`, 10*i+1)
+				}
+				body := fmt.Sprintf(`{"model":"m",%s"messages":[{"role":"user","content":"%s"}]}`, maxTokens, strings.Repeat("w", i))
+				fmt.Fprintf(&file, `{"custom_id":"c%d","method":"POST","url":"/v1/chat/completions","body":%s}`+"\n", i, body)
+				if i >= estimationSample {
+					continue
+				}
+				var worst int64
+				for _, rt := range []Route{cheap, dear} {
+					out := rt.MaxOutputTokens
+					if i%3 == 0 {
+						out = int64(10*i + 1)
+					}
+					worst = max(worst, pricing.WorstCase(rt.Price, estimateTokens(len(body)), out))
+				}
+				sampleSum += worst
+			}
+			sample := min(tc.rows, estimationSample)
+			want = (sampleSum*int64(tc.rows) + int64(sample) - 1) / int64(sample)
+			f, err := files.Save(context.Background(), a.s, a.g.Blobs, files.Meta{WorkspaceID: ws, Purpose: files.PurposeBatch, Filename: "b.jsonl"}, &file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := a.g.scanBatchFile(context.Background(), &Caller{Key: key}, f.ID, "/v1/chat/completions")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.rows != tc.rows || sc.sample != sample || sc.estimate() != want || (sc.sample < sc.rows) != tc.truncated {
+				t.Fatalf("rows %d sample %d estimate %d; want %d %d %d", sc.rows, sc.sample, sc.estimate(), tc.rows, sample, want)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 
@@ -315,6 +317,23 @@ func TestBatchCancelListAndRefusal(t *testing.T) {
 			t.Fatalf("line %+v", l)
 		}
 	}
+	// Every other row is in the error file as cancelled: every custom_id is accounted for.
+	if cancelled.RequestCounts.Failed != int64(rows-n) {
+		t.Fatalf("cancelled: %d failed, want the %d rows not run", cancelled.RequestCounts.Failed, rows-n)
+	}
+	accounted := map[string]bool{}
+	for _, l := range lines {
+		accounted[l.CustomID] = true
+	}
+	for _, l := range outputLines(t, client, cancelled.ErrorFileID) {
+		if l.Error == nil || l.Error.Code != "batch_cancelled" || accounted[l.CustomID] {
+			t.Fatalf("error line %+v", l)
+		}
+		accounted[l.CustomID] = true
+	}
+	if len(accounted) != rows {
+		t.Fatalf("%d of %d rows in the files", len(accounted), rows)
+	}
 	if _, err := client.Batches.Cancel(ctx, slow.ID); err == nil {
 		t.Fatal("a cancelled batch was cancelled again")
 	}
@@ -524,6 +543,32 @@ func TestBatchWebhooks(t *testing.T) {
 	if wh, _ := created["webhook"].(map[string]any); wh == nil || wh["endpoint_id"] != endpoint {
 		t.Fatalf("created without its webhook: %v", created)
 	}
+	// Its live updates show the batch object, from a snapshot to its completion.
+	wsCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	live, _, err := websocket.Dial(wsCtx, created["websocket_url"].(string), &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + tm.std}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = live.CloseNow() }()
+	var last liveMessage
+	for n := 0; ; n++ {
+		m, err := readLive(live)
+		if err != nil {
+			var ce websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure {
+				t.Fatalf("live updates ended with %v", err)
+			}
+			break
+		}
+		if m.Data["object"] != "batch" || m.Data["id"] != id || (n == 0) != (m.Type == "snapshot") {
+			t.Fatalf("live message %d: %+v", n, m)
+		}
+		last = m
+	}
+	if last.Data["status"] != "completed" || last.Data["output_file_id"] == nil {
+		t.Fatalf("the last live update: %+v", last)
+	}
 	waitBatch(t, client, id, "completed")
 	events := func() map[string][]jobs.Event {
 		out := map[string][]jobs.Event{}
@@ -550,5 +595,42 @@ func TestBatchWebhooks(t *testing.T) {
 	}
 	if n := len(got["batch.progress"]); n == 0 || n > 10 {
 		t.Fatalf("%d progress events for 30 rows", n)
+	}
+}
+
+// TestBatchRowsBeyondTheEstimate: the estimate reads the first 100 rows; later rows that
+// are dearer than it (here: they set no max_tokens, where the sampled rows asked for one
+// token) do not fit their chunk's share of the reservation, and are admitted from the
+// wallet like the same requests alone: every row runs, each is charged once, and nothing
+// stays held.
+func TestBatchRowsBeyondTheEstimate(t *testing.T) {
+	up := newBatchUpstream(t)
+	env := startGateway(t, batchGatewayBlock(up.URL, ""), "")
+	ws, key := env.workspace(10 * usd)
+	client := env.openai(key)
+	var file bytes.Buffer
+	const rows = 105
+	for i := range rows {
+		maxTokens := `"max_tokens":1,`
+		if i >= 100 {
+			maxTokens = ""
+		}
+		fmt.Fprintf(&file, `{"custom_id":"row-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"chat",%s"messages":[{"role":"user","content":"say %d"}]}}`+"\n", i, maxTokens, i)
+	}
+	b := newBatch(t, client, uploadBatchFile(t, client, file.Bytes()))
+	bill := batchRaw(t, b)["billing"].(map[string]any)
+	if bill["estimation_truncated"] != true || bill["estimation_sample_size"] != 100.0 {
+		t.Fatalf("billing at create: %v", bill)
+	}
+	done := waitBatch(t, client, b.ID, "completed", "failed")
+	if done.RequestCounts.Completed != rows || done.ErrorFileID != "" {
+		t.Fatalf("done: %s", done.RawJSON())
+	}
+	sum, charged := rowCharges(t, env.store, ws, b.ID, rows)
+	if charged != rows || sum != rows*rowCost {
+		t.Fatalf("%d rows charged %d", charged, sum)
+	}
+	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum {
+		t.Fatalf("wallet %+v", bal)
 	}
 }

@@ -114,9 +114,28 @@ func TestBatchExpiresWithPartialResults(t *testing.T) {
 	}
 	var st State
 	_ = json.Unmarshal(rep.Result, &st)
-	if rep.Status != StatusExpired || rep.ErrorCode != "batch_expired" || st.ExpiredAt == 0 || st.Completed != 1 || st.CostNanos != 5 ||
-		st.OutputFileID != OutputFileID(j.ID) || st.ErrorFileID != "" {
+	if rep.Status != StatusExpired || rep.ErrorCode != "batch_expired" || !strings.Contains(rep.ErrorMessage, "1 of 3 rows ran") ||
+		st.ExpiredAt == 0 || st.Completed != 1 || st.Failed != 2 || st.CostNanos != 5 ||
+		st.OutputFileID != OutputFileID(j.ID) || st.ErrorFileID != ErrorFileID(j.ID) {
 		t.Fatalf("second poll: %+v, state %+v", rep, st)
+	}
+	// The rows that never ran are in the error file, in order, as expired.
+	_, erc, err := files.Open(ctx, s, b, ws, st.ErrorFileID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, _ := io.ReadAll(erc)
+	_ = erc.Close()
+	var unrun []string
+	for _, raw := range bytes.Split(bytes.TrimSpace(errs), []byte("\n")) {
+		var l OutputLine
+		if err := json.Unmarshal(raw, &l); err != nil || l.Response != nil || l.Error == nil || l.Error.Code != "batch_expired" {
+			t.Fatalf("error line %s: %v", raw, err)
+		}
+		unrun = append(unrun, l.CustomID)
+	}
+	if fmt.Sprint(unrun) != "[r0 r2]" {
+		t.Fatalf("error file rows %v", unrun)
 	}
 	_, rc, err := files.Open(ctx, s, b, ws, st.OutputFileID)
 	if err != nil {

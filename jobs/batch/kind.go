@@ -195,6 +195,17 @@ func (k *Kind) finish(ctx context.Context, env jobs.Env, j store.Job, st State, 
 		return jobs.Report{}, err
 	}
 	spec, _ := SpecOf(j) // read by Poll
+	ran := counts.Done
+	if (status == StatusCancelled || status == StatusExpired) && !spec.Native && counts.Done < spec.Rows {
+		// Every row is accounted for in the files, as in OpenAI's: the rows never run are
+		// failed rows of the batch's end.
+		if err := recordUnrun(ctx, s, env.Blobs, j, spec, status); err != nil {
+			return jobs.Report{}, err
+		}
+		if counts, err = s.CountBatchRows(ctx, j.ID); err != nil {
+			return jobs.Report{}, err
+		}
+	}
 	st.count(counts, spec.Rows)
 	if counts.Done > 0 {
 		if st.OutputFileID, st.ErrorFileID, err = writeFiles(ctx, s, env.Blobs, j, counts); err != nil {
@@ -214,7 +225,7 @@ func (k *Kind) finish(ctx context.Context, env jobs.Env, j store.Job, st State, 
 	st.Ending = ""
 	rep := report(status, progress(counts.Done, spec.Rows), 0, st)
 	if status == StatusExpired {
-		rep.ErrorCode, rep.ErrorMessage = "batch_expired", fmt.Sprintf("the batch did not finish within its %s window: %d of %d rows ran, and their results are kept", spec.CompletionWindow, counts.Done, spec.Rows)
+		rep.ErrorCode, rep.ErrorMessage = "batch_expired", fmt.Sprintf("the batch did not finish within its %s window: %d of %d rows ran, and their results are kept", spec.CompletionWindow, ran, spec.Rows)
 	}
 	return rep, nil
 }
@@ -246,4 +257,36 @@ func enqueueChunks(ctx context.Context, s store.Store, b blobs.Store, j store.Jo
 		return nil
 	})
 	return err
+}
+
+// recordUnrun records each row of a stopped batch that never ran as failed with the
+// batch's end (batch_cancelled, batch_expired), charged nothing.
+func recordUnrun(ctx context.Context, s store.Store, b blobs.Store, j store.Job, spec Spec, status string) error {
+	done, err := s.BatchRowsDone(ctx, j.ID, 0, spec.Rows)
+	if err != nil {
+		return err
+	}
+	ran := make(map[int]bool, len(done))
+	for _, i := range done {
+		ran[i] = true
+	}
+	if b == nil {
+		return errors.New("the gateway has no blob store to read the batch's input file from")
+	}
+	rc, _, err := b.Open(ctx, files.BlobKey(j.WorkspaceID, spec.InputFileID), 0, -1)
+	if err != nil {
+		return fmt.Errorf("reading the input file of batch %s: %w", j.ID, err)
+	}
+	defer func() { _ = rc.Close() }()
+	code, msg := "batch_cancelled", "the batch was cancelled before this request ran"
+	if status == StatusExpired {
+		code, msg = "batch_expired", "the batch's completion window ended before this request ran"
+	}
+	return ScanRows(rc, 0, 0, func(i int, _ int64, l files.BatchLine) error {
+		if ran[i] || i >= spec.Rows {
+			return nil
+		}
+		_, err := s.RecordBatchRow(ctx, store.BatchRow{BatchID: j.ID, Index: i, CustomID: l.CustomID, ErrorCode: code, ErrorMessage: msg})
+		return err
+	})
 }

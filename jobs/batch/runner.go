@@ -237,7 +237,10 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 	if spec.Rows > 0 {
 		share = (spec.EstimatedNanos*undone + int64(spec.Rows) - 1) / int64(spec.Rows)
 	}
-	budget := r.Ledger.ResumeBatchBudget(j.ReservationID, j.WorkspaceID, j.KeyID, share)
+	budget := rowAdmission{
+		budget: r.Ledger.ResumeBatchBudget(j.ReservationID, j.WorkspaceID, j.KeyID, share),
+		own:    r.Ledger.Durable(time.Now().Add(orDur(r.RowTimeout, DefaultRowTimeout) + time.Hour)),
+	}
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -320,6 +323,25 @@ func (r *Runner) watchChunk(ctx context.Context, c store.Claim, batchID string, 
 			}
 		}
 	}
+}
+
+// rowAdmission admits a row from its chunk's share of the batch's reservation and, when the
+// share cannot hold the row's worst case (the estimate, made from a sample of the rows,
+// was short for it), from the wallet with a hold of its own, as the same request alone
+// would be: the batch goes on while the workspace can pay, and no row is ever free. The
+// shares of every chunk add up to the reservation, so that instances sharing a batch never
+// admit from it more than it was made for.
+type rowAdmission struct {
+	budget *billing.BatchBudget
+	own    billing.Admission
+}
+
+func (a rowAdmission) Admit(ctx context.Context, r billing.Request) (billing.Hold, error) {
+	h, err := a.budget.Admit(ctx, r)
+	if errors.Is(err, billing.ErrBudgetExhausted) {
+		return a.own.Admit(ctx, r)
+	}
+	return h, err
 }
 
 // runRow runs row i of batch j and records its outcome, unless the run was cut short by
