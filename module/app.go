@@ -339,6 +339,12 @@ type PriceConfig struct {
 	OutputVideoSeconds []VideoPriceConfig `json:"output_video_seconds,omitempty"`
 	// Request is a fixed fee per request.
 	Request string `json:"request,omitempty"`
+	// BatchDiscountPercent is taken off every price above for a request the route's
+	// upstream runs in its own batch (OpenAI's Batch API, Anthropic's Message Batches), 0 to
+	// 100. A batch the gateway runs itself, request by request, pays the prices above.
+	// Default: 50, what OpenAI and Anthropic take off, when the route's provider runs
+	// batches natively (batch_api); 0 otherwise.
+	BatchDiscountPercent *int64 `json:"batch_discount_percent,omitempty"`
 }
 
 // ImagePriceConfig is the price of one image of a size and quality.
@@ -615,6 +621,9 @@ func (a *App) buildModels(provs map[string]providers.Provider) ([]*handlers.Mode
 			if err != nil {
 				return nil, fmt.Errorf("model %q route %d: %w", mc.Name, i+1, err)
 			}
+			if price, err = price.WithBatchDiscount(rc.Pricing.batchDiscount(p)); err != nil {
+				return nil, fmt.Errorf("model %q route %d: %w", mc.Name, i+1, err)
+			}
 			upstream := rc.Model
 			if upstream == "" {
 				upstream = strings.TrimSuffix(mc.Name, handlers.FreeSuffix)
@@ -632,6 +641,22 @@ func (a *App) buildModels(provs map[string]providers.Provider) ([]*handlers.Mode
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// batchDiscount is the percent taken off the route's prices in a batch that p runs
+// natively: the configured one, else the upstreams' own discount when p runs any batch.
+func (pc *PriceConfig) batchDiscount(p providers.Provider) int64 {
+	if pc != nil && pc.BatchDiscountPercent != nil {
+		return *pc.BatchDiscountPercent
+	}
+	if br, ok := p.(providers.BatchRunner); ok {
+		for _, endpoint := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings"} {
+			if br.SupportsBatch(endpoint) {
+				return pricing.DefaultBatchDiscountPercent
+			}
+		}
+	}
+	return 0
 }
 
 func (pc *PriceConfig) resolve() (pricing.Price, error) {

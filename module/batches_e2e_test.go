@@ -421,8 +421,8 @@ func TestBatchCancelListAndRefusal(t *testing.T) {
 // TestBatchNativeHook runs batches on a route whose adapter is a providers.BatchRunner
 // (batch_fake): the batch is started upstream once with every row, polled through its
 // adapter to its end, and its results, in no order upstream, become an output file in
-// the input's order and an error file; each answered row is priced at the route's price
-// and settled against the reservation once, the rest released. A native batch cancelled
+// the input's order and an error file; each answered row is priced at the route's batch
+// price and settled against the reservation once, the rest released. A native batch cancelled
 // is cancelled upstream and ends cancelled with the rows the upstream had answered.
 func TestBatchNativeHook(t *testing.T) {
 	batch.Registered.SetPaces(100*time.Millisecond, 50*time.Millisecond)
@@ -470,7 +470,10 @@ func TestBatchNativeHook(t *testing.T) {
 	}
 	sum, charged := rowCharges(t, env.store, ws, done.ID, rows)
 	bill := batchRaw(t, done)["billing"].(map[string]any)
-	if charged != rows-1 || sum != (rows-1)*rowCost || int64(bill["cost_nanos"].(float64)) != sum {
+	// A native batch's rows are charged at the route's batch price: half its price, the
+	// default on a route whose upstream runs batches.
+	nativeRowCost := int64(rowCost / 2)
+	if charged != rows-1 || sum != (rows-1)*nativeRowCost || int64(bill["cost_nanos"].(float64)) != sum {
 		t.Fatalf("charged %d rows %d; billing %v", charged, sum, bill)
 	}
 	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum {
@@ -497,7 +500,7 @@ func TestBatchNativeHook(t *testing.T) {
 	if cancelled.RequestCounts.Completed != 2 || len(outputLines(t, client, cancelled.OutputFileID)) != 2 {
 		t.Fatalf("cancelled: %s", cancelled.RawJSON())
 	}
-	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum-2*rowCost {
+	if bal := env.balance(ws); bal.ReservedNanos != 0 || bal.BalanceNanos != 10*usd-sum-2*nativeRowCost {
 		t.Fatalf("wallet after the cancelled batch %+v", bal)
 	}
 

@@ -119,6 +119,7 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //					page <usd per page>
 //					output_video_seconds <usd per second> [resolution <resolution>]
 //					request <usd per request>
+//					batch_discount_percent <0-100>
 //					max_output_tokens <n>
 //					context_window <n>
 //					<any resilience option of the provider>
@@ -130,7 +131,9 @@ func parseHandlerDirective(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 // Prices are exact decimals in USD. image and output_video_seconds may repeat, once per
 // key: a line without size (quality, resolution) prices any size (quality, resolution) that
 // no other line names, and a route with such lines refuses a request they do not price. A
-// started second counts as one.
+// started second counts as one. batch_discount_percent is taken off every price for a
+// request that the route's upstream runs in its own batch (default 50 when the provider has
+// batch_api on, else 0).
 //
 // Placeholders such as {env.OPENAI_API_KEY} are kept as written and resolved when the
 // configuration loads.
@@ -620,6 +623,7 @@ func parseProvider(d *caddyfile.Dispenser) (*ProviderConfig, error) {
 //		organization <id>
 //		project <id>
 //		api chat|responses
+//		batch_api on|off
 //		header <field> <value>
 //		timeout <duration>
 //		stream_idle_timeout <duration>
@@ -634,6 +638,8 @@ func (p *OpenAIProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return true, parseString(d, &p.Organization)
 		case "project":
 			return true, parseString(d, &p.Project)
+		case "batch_api":
+			return true, parseOptionalOnOff(d, &p.BatchAPI)
 		case "api":
 			if err := parseString(d, &p.API); err != nil {
 				return true, err
@@ -654,6 +660,7 @@ func (p *OpenAIProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 //		type anthropic
 //		version <anthropic-version>
 //		default_max_tokens <n>
+//		batch_api on|off
 //		<base_url, api_key, header, timeout, stream_idle_timeout, transport as for openai>
 //	}
 func (p *AnthropicProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -663,6 +670,8 @@ func (p *AnthropicProvider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return true, parseString(d, &p.Version)
 		case "default_max_tokens":
 			return true, parseInt(d, &p.DefaultMaxTokens)
+		case "batch_api":
+			return true, parseOptionalOnOff(d, &p.BatchAPI)
 		}
 		return false, nil
 	})
@@ -881,6 +890,20 @@ func parseRoute(d *caddyfile.Dispenser, rc *RouteConfig) error {
 			if err := parseResilience(d, &rc.Resilience); err != nil {
 				return err
 			}
+			continue
+		case "batch_discount_percent":
+			var s string
+			if err := parseString(d, &s); err != nil {
+				return err
+			}
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 0 || n > 100 {
+				return d.Errf("batch_discount_percent: want a whole number from 0 to 100, got %q", s)
+			}
+			if rc.Pricing == nil {
+				rc.Pricing = new(PriceConfig)
+			}
+			rc.Pricing.BatchDiscountPercent = &n
 			continue
 		}
 		if rc.Pricing == nil {
@@ -1116,6 +1139,20 @@ func parsePositiveDuration(d *caddyfile.Dispenser, out *caddy.Duration) error {
 	if *out == 0 {
 		return d.Errf("%s must be longer than 0", name)
 	}
+	return nil
+}
+
+// parseOptionalOnOff reads an option whose value is on or off into a setting that is
+// unset until then: a second line of it is an error.
+func parseOptionalOnOff(d *caddyfile.Dispenser, out **bool) error {
+	if *out != nil {
+		return d.Errf("%s already specified", d.Val())
+	}
+	on, err := parseOnOff(d)
+	if err != nil {
+		return err
+	}
+	*out = &on
 	return nil
 }
 

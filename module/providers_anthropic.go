@@ -22,6 +22,11 @@ type AnthropicProvider struct {
 	// DefaultMaxTokens is the max_tokens sent when a request has none (the API requires
 	// one). Default: 4096.
 	DefaultMaxTokens int64 `json:"default_max_tokens,omitempty"`
+	// BatchAPI says whether the upstream has Message Batches (/v1/messages/batches): the
+	// gateway then runs batches of messages and chat completions there, at the route's batch
+	// price, and runs every other batch itself. Default: true when the base URL is
+	// api.anthropic.com's, false otherwise.
+	BatchAPI *bool `json:"batch_api,omitempty"`
 
 	version string
 }
@@ -47,6 +52,7 @@ func (p *AnthropicProvider) Build(name string) (providers.Provider, error) {
 		Name: name, BaseURL: p.baseURL, APIKey: p.apiKey, RequireKey: p.requireKey(), Version: p.version,
 		Headers: p.headers, Transport: p.transport, Timeout: p.timeout(),
 		StreamIdleTimeout: time.Duration(p.StreamIdleTimeout), DefaultMaxTokens: p.DefaultMaxTokens,
+		BatchAPI: p.BatchAPI,
 	})
 	if err != nil {
 		return nil, err

@@ -26,6 +26,12 @@ type OpenAIProvider struct {
 	// placeholders are resolved. Default: none.
 	Organization string `json:"organization,omitempty"`
 	Project      string `json:"project,omitempty"`
+	// BatchAPI says whether the upstream has OpenAI's Batch API (/files and /batches): the
+	// gateway then runs batches of chat completions, responses and embeddings there, at the
+	// route's batch price, and runs every other batch itself, request by request. Default:
+	// true when the base URL is api.openai.com's, false otherwise (compatible servers such as
+	// vLLM, Ollama or Groq mostly lack it).
+	BatchAPI *bool `json:"batch_api,omitempty"`
 
 	organization string
 	project      string
@@ -57,6 +63,7 @@ func (p *OpenAIProvider) Build(name string) (providers.Provider, error) {
 		Name: name, BaseURL: p.baseURL, APIKey: p.apiKey, RequireKey: p.requireKey(),
 		Organization: p.organization, Project: p.project, Headers: p.headers, Transport: p.transport,
 		Timeout: p.timeout(), StreamIdleTimeout: time.Duration(p.StreamIdleTimeout), API: p.API,
+		BatchAPI: p.BatchAPI,
 	})
 	if err != nil {
 		return nil, err

@@ -36,6 +36,8 @@ type Price struct {
 
 	PerRequest int64
 
+	// batchDiscount is the percent Batch takes off (WithBatchDiscount).
+	batchDiscount int64
 	// keyed is shared by the copies of a price and never changed: With* make a new one.
 	keyed *keyed
 }
@@ -325,8 +327,9 @@ func checkKey(dim string, nanos int64, parts ...string) error {
 	return nil
 }
 
-// IsZero tells whether nothing about the route costs money.
+// IsZero tells whether nothing about the route costs money, in batches or not.
 func (p Price) IsZero() bool {
+	p.batchDiscount = 0
 	for _, ip := range p.images() {
 		if ip.Nanos != 0 {
 			return false
@@ -341,7 +344,7 @@ func (p Price) IsZero() bool {
 	return p == Price{}
 }
 
-// Equal tells whether p and q charge the same for everything.
+// Equal tells whether p and q charge the same for everything, batches included.
 func (p Price) Equal(q Price) bool {
 	if !slices.Equal(p.images(), q.images()) || !slices.Equal(p.video(), q.video()) {
 		return false

@@ -201,9 +201,10 @@ func (k *Kind) finish(ctx context.Context, env jobs.Env, j store.Job, st State, 
 	}
 	spec, _ := SpecOf(j) // read by Poll
 	ran := counts.Done
-	if (status == StatusCancelled || status == StatusExpired) && !spec.Native && counts.Done < spec.Rows {
+	if (status == StatusCancelled || status == StatusExpired) && counts.Done < spec.Rows {
 		// Every row is accounted for in the files, as in OpenAI's: the rows never run are
-		// failed rows of the batch's end.
+		// failed rows of the batch's end, a native batch's too (OpenAI's output and error
+		// files of a cancelled batch leave them out).
 		if err := recordUnrun(ctx, s, env.Blobs, j, spec, status); err != nil {
 			return jobs.Report{}, err
 		}

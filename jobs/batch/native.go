@@ -141,7 +141,8 @@ func (k *Kind) nativeEnd(ctx context.Context, env jobs.Env, j store.Job, spec Sp
 		row := store.BatchRow{BatchID: j.ID, Index: i, CustomID: res.CustomID, StatusCode: res.StatusCode,
 			RequestID: RowGenerationID(j.ID, i), Body: res.Body, ErrorCode: res.ErrorCode, ErrorMessage: res.ErrorMessage}
 		if res.StatusCode == http.StatusOK {
-			cost, err := settleNative(ctx, s, j, spec, rt.Price, res, i, perRow)
+			// The upstream bills the rows of its own batches at its batch prices.
+			cost, err := settleNative(ctx, s, j, spec, rt.Price.Batch(), res, i, perRow)
 			if err != nil {
 				return err
 			}

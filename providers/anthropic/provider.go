@@ -76,6 +76,11 @@ type Config struct {
 	// DefaultMaxTokens is the max_tokens sent when a neutral request has none (the API
 	// requires it); zero means DefaultMaxTokens (4096).
 	DefaultMaxTokens int64
+	// BatchAPI says whether the upstream has Message Batches (/v1/messages/batches), on
+	// which the gateway runs batches natively (providers.BatchRunner). Nil means true for
+	// api.anthropic.com and false elsewhere: servers that speak Messages mostly lack them,
+	// and the gateway runs their batches itself.
+	BatchAPI *bool
 }
 
 // Provider calls one Anthropic upstream. It is safe for concurrent use.
@@ -85,6 +90,7 @@ type Provider struct {
 	up        *upstreamhttp.Client
 	idle      time.Duration
 	maxTokens int64
+	batchAPI  bool // the upstream runs Message Batches (Config.BatchAPI)
 }
 
 // adapter is what upstreamhttp sets an Anthropic upstream up with.
@@ -116,12 +122,17 @@ func New(cfg Config) (*Provider, error) {
 		cfg.DefaultMaxTokens = DefaultMaxTokens
 	}
 	up.Client.Header.Set("Anthropic-Version", cfg.Version)
+	batchAPI := up.URL.Hostname() == "api.anthropic.com"
+	if cfg.BatchAPI != nil {
+		batchAPI = *cfg.BatchAPI
+	}
 	return &Provider{
 		name:      name,
 		url:       up.Base + "/v1/messages",
 		up:        up.Client,
 		idle:      up.StreamIdleTimeout,
 		maxTokens: cfg.DefaultMaxTokens,
+		batchAPI:  batchAPI,
 	}, nil
 }
 

@@ -72,6 +72,11 @@ type Config struct {
 	// "responses" (/responses, for models served only there); it defaults to "chat".
 	// Forward takes both formats whatever it is.
 	API string
+	// BatchAPI says whether the upstream has OpenAI's Batch API (/files and /batches), on
+	// which the gateway runs batches natively (providers.BatchRunner). Nil means true for
+	// api.openai.com and false elsewhere: compatible servers mostly lack it, and the gateway
+	// runs their batches itself.
+	BatchAPI *bool
 }
 
 // Provider calls one OpenAI-compatible upstream. It is safe for concurrent use.
@@ -83,6 +88,7 @@ type Provider struct {
 	maxCompletion bool
 	responsesURL  string
 	responses     bool // Chat and ChatStream use /responses
+	batchAPI      bool // the upstream runs batches (Config.BatchAPI)
 	// base is the base URL without a trailing slash, under which the other endpoints are.
 	base string
 }
@@ -114,6 +120,10 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.API != "" && cfg.API != "chat" && cfg.API != "responses" {
 		return nil, fmt.Errorf("openai provider %s: api must be chat or responses", name)
 	}
+	batchAPI := up.URL.Hostname() == "api.openai.com"
+	if cfg.BatchAPI != nil {
+		batchAPI = *cfg.BatchAPI
+	}
 	if cfg.Organization != "" {
 		up.Client.Header.Set("OpenAI-Organization", cfg.Organization)
 	}
@@ -129,6 +139,7 @@ func New(cfg Config) (*Provider, error) {
 		responsesURL:  up.Base + "/responses",
 		base:          up.Base,
 		responses:     cfg.API == "responses",
+		batchAPI:      batchAPI,
 	}, nil
 }
 

@@ -2,10 +2,15 @@
 package upstreamtest
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelgateway/caddy-modelgateway/providers"
 )
 
 // NewServer starts an httptest server that answers with h, and returns it with a transport
@@ -52,4 +57,36 @@ func Next[T any](t testing.TB, requests <-chan T) T {
 		var zero T
 		return zero
 	}
+}
+
+// StreamedRows are the rows of a batch that proves its adapter streams them: rows yields n
+// rows whose bodies body makes and, before it yields row after, waits until the fake
+// upstream has received row before (it calls seen with each count it received). An adapter
+// that held the rows before it sent them never lets the upstream see row before while rows
+// is still yielding, and rows fails with an error saying so after a minute instead of
+// hanging the test.
+func StreamedRows(n, before, after int, body func(i int) string) (rows func(yield func(providers.BatchRow) error) error, seen func(count int)) {
+	reached := make(chan struct{})
+	var once sync.Once
+	seen = func(count int) {
+		if count >= before {
+			once.Do(func() { close(reached) })
+		}
+	}
+	rows = func(yield func(providers.BatchRow) error) error {
+		for i := range n {
+			if i == after {
+				select {
+				case <-reached:
+				case <-time.After(time.Minute):
+					return fmt.Errorf("the upstream had not received row %d when row %d was yielded: the rows are not streamed", before, after)
+				}
+			}
+			if err := yield(providers.BatchRow{CustomID: fmt.Sprint("row-", i), Body: json.RawMessage(body(i))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return rows, seen
 }
