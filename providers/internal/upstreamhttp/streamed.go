@@ -40,7 +40,10 @@ func (c *Client) SendWritten(ctx context.Context, u, contentType string, write f
 	resp, at, err := c.SendBody(ctx, u, Body{Reader: pr, Length: -1, ContentType: contentType}, false, nil)
 	_ = pr.CloseWithError(errWriteAborted)
 	<-done
-	if writeErr != nil && !errors.Is(writeErr, errWriteAborted) {
+	// A writer stopped by the pipe's reader going away (the transport closes the request
+	// body when the upstream answers before reading it all, or here once the call ended)
+	// did not fail: the call's own outcome is the error.
+	if writeErr != nil && !errors.Is(writeErr, errWriteAborted) && !errors.Is(writeErr, io.ErrClosedPipe) {
 		if err == nil {
 			_ = resp.Body.Close()
 			at.Cancel()
