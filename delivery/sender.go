@@ -317,7 +317,7 @@ func (s *Sender) next(n int, o outcome) time.Time {
 	if !o.retry || n > len(sched) {
 		return time.Time{}
 	}
-	wait := s.jitter(sched[n-1])
+	wait := Jitter(sched[n-1], s.Jitter)
 	if o.retryAfter > 0 {
 		// The receiver knows best when it can take the event again, within bounds.
 		wait = min(o.retryAfter, orDefault(s.MaxRetryAfter, DefaultMaxRetryAfter))
@@ -325,13 +325,15 @@ func (s *Sender) next(n int, o outcome) time.Time {
 	return s.now().Add(wait)
 }
 
-func (s *Sender) jitter(d time.Duration) time.Duration {
-	j := s.Jitter
-	if j == 0 {
-		j = DefaultJitter
+// Jitter spreads a retry's wait d by fraction of it either way, at random, so that the
+// retries of many deliveries that failed together do not arrive together: DefaultJitter
+// when fraction is zero, none when it is negative.
+func Jitter(d time.Duration, fraction float64) time.Duration {
+	if fraction == 0 {
+		fraction = DefaultJitter
 	}
-	span := time.Duration(float64(d) * j)
-	if j < 0 || span <= 0 {
+	span := time.Duration(float64(d) * fraction)
+	if fraction < 0 || span <= 0 {
 		return d
 	}
 	return d - span + rand.N(2*span+1)

@@ -70,6 +70,12 @@ type Email struct {
 	from *mail.Address
 }
 
+// Retryable: an SMTP 4xx reply is a transient refusal (mailbox busy, greylisting), worth
+// trying again; a 5xx is permanent.
+func (*Email) Retryable(status int) bool { return status >= 400 && status < 500 }
+
+var _ RetryPolicy = (*Email)(nil)
+
 // NewEmail checks cfg and returns the email kind.
 func NewEmail(cfg SMTPConfig) (*Email, error) {
 	cfg.Host = strings.TrimSpace(cfg.Host)

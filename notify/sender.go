@@ -3,7 +3,6 @@ package notify
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -21,7 +20,6 @@ const (
 	DefaultIdle        = time.Second
 	DefaultConcurrency = 4
 	DefaultGroupCap    = 2
-	DefaultJitter      = 0.2
 )
 
 // RetryPolicy is implemented by a kind whose statuses are not HTTP's (an SMTP reply code):
@@ -50,7 +48,7 @@ type Sender struct {
 	// Schedule is the wait before each retry; delivery.DefaultSchedule when nil.
 	Schedule []time.Duration
 	// Jitter is the random part of a retry's wait, as a fraction; negative for none,
-	// DefaultJitter when zero.
+	// delivery.DefaultJitter when zero.
 	Jitter float64
 	// Lease, Idle, Concurrency and GroupCap pace the claims; zero takes the defaults.
 	Lease       time.Duration
@@ -133,9 +131,9 @@ func (s *Sender) Send(ctx context.Context, it store.ClaimedItem) {
 		return
 	}
 	reason := SafeError(err)
-	if s.retryable(d.Kind, kinds[d.Kind], err) && it.Attempt <= len(s.schedule()) {
+	if s.retryable(kinds[d.Kind], err) && it.Attempt <= len(s.schedule()) {
 		log.Info("a notification failed; retried later", zap.String("error", reason))
-		s.retry(ctx, log, it, s.now().Add(s.jitter(s.schedule()[it.Attempt-1])), reason)
+		s.retry(ctx, log, it, s.now().Add(delivery.Jitter(s.schedule()[it.Attempt-1], s.Jitter)), reason)
 		return
 	}
 	log.Warn("a notification failed for good", zap.String("error", reason))
@@ -146,7 +144,7 @@ func (s *Sender) Send(ctx context.Context, it store.ClaimedItem) {
 // as its kind judges it (HTTP: 429 and 5xx; an email's SMTP reply: 4xx, transient), an address or scheme the guard refused never,
 // a target that cannot be opened or a kind that is not configured (or set up) never, anything else
 // (network, timeout, panic) always.
-func (s *Sender) retryable(name string, kind Kind, err error) bool {
+func (s *Sender) retryable(kind Kind, err error) bool {
 	var se *SendError
 	var te *TargetError
 	var uk *UnknownKindError
@@ -154,9 +152,6 @@ func (s *Sender) retryable(name string, kind Kind, err error) bool {
 	case errors.As(err, &se):
 		if p, ok := kind.(RetryPolicy); ok {
 			return p.Retryable(se.Status)
-		}
-		if name == "email" {
-			return se.Status >= 400 && se.Status < 500
 		}
 		return se.Status == http.StatusTooManyRequests || se.Status >= 500
 	case errors.As(err, &te), errors.As(err, &uk), errors.Is(err, ErrKindNotConfigured),
@@ -167,18 +162,6 @@ func (s *Sender) retryable(name string, kind Kind, err error) bool {
 	}
 	var oe *openError
 	return !errors.As(err, &oe)
-}
-
-func (s *Sender) jitter(d time.Duration) time.Duration {
-	j := s.Jitter
-	if j == 0 {
-		j = DefaultJitter
-	}
-	span := time.Duration(float64(d) * j)
-	if j < 0 || span <= 0 {
-		return d
-	}
-	return d - span + rand.N(2*span+1)
 }
 
 // finish ends the item and records its outcome on the destination.
