@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,17 +39,6 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
-// fileError names the error of reading or writing file id, doing what.
-func fileError(id, doing string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("file %q: %w", id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s file %q: %w", doing, id, err)
-}
-
 // CreateFile stores f.
 func (s *Store) CreateFile(ctx context.Context, f store.File) (store.File, error) {
 	f, err := store.PrepareFile(f, s.now)
@@ -78,7 +66,7 @@ func (s *Store) GetFile(ctx context.Context, workspaceID, id string) (store.File
 			workspaceID, id, s.now()))
 		return err
 	})
-	return f, fileError(id, "getting", err)
+	return f, recordError("file", id, "getting", err)
 }
 
 // DeleteFile marks a live file of the workspace deleted.
@@ -94,7 +82,7 @@ func (s *Store) DeleteFile(ctx context.Context, workspaceID, id string) (store.F
 		}
 		return err
 	})
-	return f, fileError(id, "deleting", err)
+	return f, recordError("file", id, "deleting", err)
 }
 
 // DueFiles returns files deleted or expired at now, oldest first.

@@ -37,17 +37,6 @@ func utcOrZero(t *time.Time) time.Time {
 	return utc(*t)
 }
 
-// destinationError names the error of reading or writing destination id, doing what.
-func destinationError(id, doing string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("notification destination %q: %w", id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s notification destination %q: %w", doing, id, err)
-}
-
 // CreateNotificationDestination stores d.
 func (s *Store) CreateNotificationDestination(ctx context.Context, d store.NotificationDestination) (store.NotificationDestination, error) {
 	d, err := store.PrepareNotificationDestination(d, s.now)
@@ -75,7 +64,7 @@ func (s *Store) GetNotificationDestination(ctx context.Context, workspaceID, id 
 			WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL`, workspaceID, id))
 		return err
 	})
-	return d, destinationError(id, "getting", err)
+	return d, recordError("notification destination", id, "getting", err)
 }
 
 // ListNotificationDestinations returns a page of the workspace's live destinations.
@@ -122,7 +111,7 @@ func (s *Store) UpdateNotificationDestination(ctx context.Context, workspaceID, 
 		d, err = scanDestination(tx.QueryRow(ctx, stmt, args...))
 		return err
 	})
-	return d, destinationError(id, "updating", err)
+	return d, recordError("notification destination", id, "updating", err)
 }
 
 // DeleteNotificationDestination marks a destination deleted and takes it out of every
@@ -140,7 +129,7 @@ func (s *Store) DeleteNotificationDestination(ctx context.Context, workspaceID, 
 		_, err = tx.Exec(ctx, `DELETE FROM notification_routes WHERE workspace_id = $1 AND destination_id = $2`, workspaceID, id)
 		return err
 	})
-	return d, destinationError(id, "deleting", err)
+	return d, recordError("notification destination", id, "deleting", err)
 }
 
 // RecordNotificationOutcome stamps the end of a delivery to a live destination.
@@ -153,10 +142,10 @@ func (s *Store) RecordNotificationOutcome(ctx context.Context, workspaceID, id s
 		tag, err := tx.Exec(ctx, `UPDATE notification_destinations SET `+column+` = $1, last_status = $2
 			WHERE workspace_id = $3 AND id = $4 AND deleted_at IS NULL`, s.stamp(o.At), o.Status, workspaceID, id)
 		if err != nil {
-			return destinationError(id, "recording a delivery to", err)
+			return recordError("notification destination", id, "recording a delivery to", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return destinationError(id, "", pgx.ErrNoRows)
+			return recordError("notification destination", id, "", pgx.ErrNoRows)
 		}
 		return nil
 	})

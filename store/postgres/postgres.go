@@ -283,3 +283,15 @@ func (s *Store) stamp(t time.Time) time.Time { return store.Stamp(t, s.now) }
 func utc(t time.Time) time.Time { return t.UTC() }
 
 var _ store.Store = (*Store)(nil)
+
+// recordError names the error of reading or writing the record id of what ("file",
+// "webhook endpoint"...), doing what: no row is store.ErrNotFound.
+func recordError(what, id, doing string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%s %q: %w", what, id, store.ErrNotFound)
+	}
+	return fmt.Errorf("%s %s %q: %w", doing, what, id, err)
+}

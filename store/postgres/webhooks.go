@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -43,17 +42,6 @@ func (s *Store) scanWebhookNow(row pgx.Row) (store.WebhookEndpoint, error) {
 	return scanWebhook(row, s.now())
 }
 
-// webhookError names the error of reading or writing endpoint id, doing what.
-func webhookError(id, doing string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("webhook endpoint %q: %w", id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s webhook endpoint %q: %w", doing, id, err)
-}
-
 // CreateWebhookEndpoint stores e.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, e store.WebhookEndpoint) (store.WebhookEndpoint, error) {
 	e, err := store.PrepareWebhookEndpoint(e, s.now)
@@ -81,7 +69,7 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, workspaceID, id string) 
 			WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL`, workspaceID, id))
 		return err
 	})
-	return e, webhookError(id, "getting", err)
+	return e, recordError("webhook endpoint", id, "getting", err)
 }
 
 // ListWebhookEndpoints returns a page of the workspace's endpoints, oldest first.
@@ -139,7 +127,7 @@ func (s *Store) writeWebhook(ctx context.Context, id, doing, stmt string, args [
 		}
 		return err
 	})
-	return e, webhookError(id, doing, err)
+	return e, recordError("webhook endpoint", id, doing, err)
 }
 
 // DeleteWebhookEndpoint marks an endpoint of the workspace deleted, keeping its row.

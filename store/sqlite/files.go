@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -43,17 +42,6 @@ func nullMillis(t time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: millis(t), Valid: true}
 }
 
-// fileError names the error of reading or writing file id, doing what.
-func fileError(id, doing string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("file %q: %w", id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s file %q: %w", doing, id, markUnavailable(err))
-}
-
 // CreateFile stores f.
 func (s *Store) CreateFile(ctx context.Context, f store.File) (store.File, error) {
 	f, err := store.PrepareFile(f, s.now)
@@ -75,7 +63,7 @@ func (s *Store) CreateFile(ctx context.Context, f store.File) (store.File, error
 func (s *Store) GetFile(ctx context.Context, workspaceID, id string) (store.File, error) {
 	f, err := scanFile(s.r.QueryRowContext(ctx, `SELECT `+fileColumns+` FROM files
 		WHERE workspace_id = ? AND id = ? AND `+fileLive, workspaceID, id, millis(s.now())))
-	return f, fileError(id, "getting", err)
+	return f, recordError("file", id, "getting", err)
 }
 
 // DeleteFile marks a live file of the workspace deleted.
@@ -88,7 +76,7 @@ func (s *Store) DeleteFile(ctx context.Context, workspaceID, id string) (store.F
 			WHERE workspace_id = ? AND id = ? AND `+fileLive+` RETURNING `+fileColumns, millis(now), workspaceID, id, millis(now)))
 		return err
 	})
-	return f, fileError(id, "deleting", err)
+	return f, recordError("file", id, "deleting", err)
 }
 
 // DueFiles returns files deleted or expired at now, oldest first.

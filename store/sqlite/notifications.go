@@ -37,17 +37,6 @@ func timeOfMillis(v sql.NullInt64) time.Time {
 	return fromMillis(v.Int64)
 }
 
-// destinationError names the error of reading or writing destination id, doing what.
-func destinationError(id, doing string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("notification destination %q: %w", id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s notification destination %q: %w", doing, id, markUnavailable(err))
-}
-
 // CreateNotificationDestination stores d.
 func (s *Store) CreateNotificationDestination(ctx context.Context, d store.NotificationDestination) (store.NotificationDestination, error) {
 	d, err := store.PrepareNotificationDestination(d, s.now)
@@ -70,7 +59,7 @@ func (s *Store) CreateNotificationDestination(ctx context.Context, d store.Notif
 func (s *Store) GetNotificationDestination(ctx context.Context, workspaceID, id string) (store.NotificationDestination, error) {
 	d, err := scanDestination(s.r.QueryRowContext(ctx, `SELECT `+destinationColumns+` FROM notification_destinations
 		WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL`, workspaceID, id))
-	return d, destinationError(id, "getting", err)
+	return d, recordError("notification destination", id, "getting", err)
 }
 
 // ListNotificationDestinations returns a page of the workspace's live destinations.
@@ -109,7 +98,7 @@ func (s *Store) UpdateNotificationDestination(ctx context.Context, workspaceID, 
 		d, err = scanDestination(tx.QueryRowContext(ctx, stmt, args...))
 		return err
 	})
-	return d, destinationError(id, "updating", err)
+	return d, recordError("notification destination", id, "updating", err)
 }
 
 // DeleteNotificationDestination marks a destination deleted and takes it out of every
@@ -127,7 +116,7 @@ func (s *Store) DeleteNotificationDestination(ctx context.Context, workspaceID, 
 		_, err = tx.ExecContext(ctx, `DELETE FROM notification_routes WHERE workspace_id = ? AND destination_id = ?`, workspaceID, id)
 		return err
 	})
-	return d, destinationError(id, "deleting", err)
+	return d, recordError("notification destination", id, "deleting", err)
 }
 
 // RecordNotificationOutcome stamps the end of a delivery to a live destination.
@@ -140,10 +129,10 @@ func (s *Store) RecordNotificationOutcome(ctx context.Context, workspaceID, id s
 		res, err := tx.ExecContext(ctx, `UPDATE notification_destinations SET `+column+` = ?, last_status = ?
 			WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL`, millis(s.stamp(o.At)), o.Status, workspaceID, id)
 		if err != nil {
-			return destinationError(id, "recording a delivery to", err)
+			return recordError("notification destination", id, "recording a delivery to", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return destinationError(id, "", sql.ErrNoRows)
+			return recordError("notification destination", id, "", sql.ErrNoRows)
 		}
 		return nil
 	})

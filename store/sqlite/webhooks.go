@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -70,18 +69,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e store.WebhookEndpoi
 func (s *Store) GetWebhookEndpoint(ctx context.Context, workspaceID, id string) (store.WebhookEndpoint, error) {
 	e, err := s.scanWebhookNow(s.r.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhook_endpoints
 		WHERE workspace_id = ? AND id = ? AND deleted_at IS NULL`, workspaceID, id))
-	return e, webhookReadError(id, "getting", err)
-}
-
-// webhookReadError names the error of reading or writing endpoint id, doing what.
-func webhookReadError(id, doing string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("webhook endpoint %q: %w", id, store.ErrNotFound)
-	}
-	return fmt.Errorf("%s webhook endpoint %q: %w", doing, id, markUnavailable(err))
+	return e, recordError("webhook endpoint", id, "getting", err)
 }
 
 // ListWebhookEndpoints returns a page of the workspace's endpoints, oldest first.
@@ -136,7 +124,7 @@ func (s *Store) writeWebhook(ctx context.Context, id, doing, stmt string, args [
 		e, err = s.scanWebhookNow(tx.QueryRowContext(ctx, stmt, args...))
 		return err
 	})
-	return e, webhookReadError(id, doing, err)
+	return e, recordError("webhook endpoint", id, doing, err)
 }
 
 // DeleteWebhookEndpoint marks an endpoint of the workspace deleted, keeping its row.
