@@ -717,38 +717,17 @@ func parseBatchStatuses(q map[string][]string) ([]string, *APIError) {
 	return out, nil
 }
 
-// parseBatchLimit reads a list's limit: 1 to 100, 20 when absent, capped at 100; any
-// other value is a 400 naming it.
-func parseBatchLimit(q map[string][]string) (int, *APIError) {
-	vs, ok := q["limit"]
-	if !ok {
-		return defaultPageLimit, nil
-	}
-	raw := first(vs)
-	n, err := strconv.Atoi(strings.TrimSpace(raw))
-	if err != nil || n < 1 {
-		return 0, paramError("limit", fmt.Sprintf("limit %q is not an integer from 1 to %d (values above %d are capped)", raw, maxPageLimit, maxPageLimit))
-	}
-	return min(n, maxPageLimit), nil
-}
-
 // listBatches serves GET /batches: the workspace's own batches, newest first, a page at a
 // time (limit, after), of the statuses asked.
 func (g *Gateway) listBatches(w http.ResponseWriter, r *http.Request, c *Caller) error {
 	q := r.URL.Query()
-	limit, apiErr := parseBatchLimit(q)
+	p, apiErr := parsePage(q)
 	if apiErr != nil {
 		return apiErr
 	}
 	statuses, apiErr := parseBatchStatuses(q)
 	if apiErr != nil {
 		return apiErr
-	}
-	p := pageRequest{limit: limit, set: true}
-	if vs, ok := q["after"]; ok {
-		if p.after = first(vs); p.after == "" {
-			return paramError("after", "after must be the id of the last batch of the previous page")
-		}
 	}
 	query := store.JobQuery{WorkspaceID: c.Key.WorkspaceID, Kind: store.JobBatch, Statuses: statuses, Order: store.NewestFirst, Page: p.store()}
 	items, err := g.Store.ListJobs(r.Context(), query)

@@ -59,7 +59,8 @@ func TestBatchListRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			limit, limitErr := parseBatchLimit(q)
+			page, limitErr := parsePage(q)
+			limit := page.limit
 			statuses, statusErr := parseBatchStatuses(q)
 			apiErr := limitErr
 			if apiErr == nil {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -57,9 +58,10 @@ func parsePage(q url.Values) (pageRequest, *APIError) {
 	p := pageRequest{limit: defaultPageLimit}
 	if vs, ok := q["limit"]; ok {
 		p.set = true
-		n, err := strconv.Atoi(strings.TrimSpace(first(vs)))
+		raw := first(vs)
+		n, err := strconv.Atoi(strings.TrimSpace(raw))
 		if err != nil || n < 1 {
-			return p, paramError("limit", "limit must be an integer from 1 to 100 (values above 100 are capped)")
+			return p, paramError("limit", fmt.Sprintf("limit %q is not an integer from 1 to %d (values above %d are capped)", raw, maxPageLimit, maxPageLimit))
 		}
 		p.limit = min(n, maxPageLimit)
 	}
