@@ -6,11 +6,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/openai/openai-go/v3"
 
 	"github.com/modelgateway/caddy-modelgateway/jobs/batch"
@@ -125,38 +123,13 @@ func TestBatchTwoInstancesOnPostgres(t *testing.T) {
 	tm := env.team(10 * usd)
 	client := env.openai(tm.std)
 
-	owners := map[string]bool{}
-	var ownersMu sync.Mutex
-	sampling, stopSampling := context.WithCancel(context.Background())
-	sampled := make(chan struct{})
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(sampled)
-		defer func() { _ = conn.Close(context.Background()) }()
-		for sampling.Err() == nil {
-			rows, err := conn.Query(sampling, `SELECT DISTINCT owner FROM queue_items WHERE queue = $1 AND owner <> ''`, batch.RowQueue)
-			if err == nil {
-				held, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-				ownersMu.Lock()
-				for _, o := range held {
-					owners[o] = true
-				}
-				ownersMu.Unlock()
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
+	owners := sampleClaimOwners(t, dsn, `SELECT DISTINCT owner FROM queue_items WHERE queue = $1 AND owner <> ''`, batch.RowQueue)
 
 	const rows = 400
 	b := newBatch(t, client, uploadBatchFile(t, client, batchRows(rows)))
 	done := waitBatch(t, client, b.ID, "completed", "failed")
-	stopSampling()
-	<-sampled
-	if len(owners) < 2 {
-		t.Fatalf("chunks were claimed by %v: the other instance took no part", owners)
+	if held := owners(); len(held) < 2 {
+		t.Fatalf("chunks were claimed by %v: the other instance took no part", held)
 	}
 	seen := map[string]int{}
 	seenCounts(up, seen)

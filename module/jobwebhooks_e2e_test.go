@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -549,30 +550,7 @@ func TestJobWebhooksTwoInstancesOnPostgres(t *testing.T) {
 
 	// Which instances hold claims (of polls and of deliveries), sampled as the test runs:
 	// both must take part, or the test proves nothing about two of them.
-	owners := map[string]bool{}
-	var ownersMu sync.Mutex
-	sampling, stopSampling := context.WithCancel(context.Background())
-	sampled := make(chan struct{})
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(sampled)
-		defer func() { _ = conn.Close(context.Background()) }()
-		for sampling.Err() == nil {
-			rows, err := conn.Query(sampling, `SELECT DISTINCT owner FROM queue_items WHERE owner <> ''`)
-			if err == nil {
-				held, _ := pgx.CollectRows(rows, pgx.RowTo[string])
-				ownersMu.Lock()
-				for _, o := range held {
-					owners[o] = true
-				}
-				ownersMu.Unlock()
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
+	owners := sampleClaimOwners(t, dsn, `SELECT DISTINCT owner FROM queue_items WHERE owner <> ''`)
 
 	var jobIDs []string
 	for i := range 6 {
@@ -615,13 +593,12 @@ func TestJobWebhooksTwoInstancesOnPostgres(t *testing.T) {
 	if p := pending(); len(p) > 0 {
 		t.Fatalf("deliveries not delivered after 30 s: %v", p)
 	}
-	stopSampling()
-	<-sampled
+	held := owners()
 	_ = child.Process.Kill()
-	if len(owners) < 2 {
-		t.Fatalf("claims were held by %v; want both instances", owners)
+	if len(held) < 2 {
+		t.Fatalf("claims were held by %v; want both instances", held)
 	}
-	t.Logf("claims held by %v", owners)
+	t.Logf("claims held by %v", held)
 
 	up.mu.Lock()
 	overlaps := up.overlaps
@@ -650,5 +627,45 @@ func TestJobWebhooksTwoInstancesOnPostgres(t *testing.T) {
 		if d := obj["delivery"].(map[string]any); d["delivered_events"] != float64(len(events)) || d["total_attempts"] != float64(2*len(events)) {
 			t.Fatalf("job %s: %d events, webhook delivery %v", id, len(events), d)
 		}
+	}
+}
+
+// sampleClaimOwners samples, every 10 ms from now on, which owners hold the claims query
+// (with args) selects on PostgreSQL at dsn; the function it returns stops the sampling and
+// returns every owner seen, so that a test of several instances can check that each took
+// part.
+func sampleClaimOwners(t *testing.T, dsn, query string, args ...any) func() map[string]bool {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := map[string]bool{}
+	var mu sync.Mutex
+	sampling, stop := context.WithCancel(context.Background())
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		defer func() { _ = conn.Close(context.Background()) }()
+		for sampling.Err() == nil {
+			rows, err := conn.Query(sampling, query, args...)
+			if err == nil {
+				held, _ := pgx.CollectRows(rows, pgx.RowTo[string])
+				mu.Lock()
+				for _, o := range held {
+					owners[o] = true
+				}
+				mu.Unlock()
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(stop)
+	return func() map[string]bool {
+		stop()
+		<-sampled
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(owners)
 	}
 }
