@@ -180,9 +180,9 @@ func ReadBatch(r io.Reader, fn func(line int, l BatchLine) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var lines batchLines
 	for n := 1; ; n++ {
-		raw, err := readLine(br)
+		raw, err := ReadLine(br)
 		if err != nil && err != io.EOF {
-			if errors.Is(err, errLineTooLong) {
+			if errors.Is(err, ErrLineTooLong) {
 				return &LineError{Line: n, Reason: fmt.Sprintf("is longer than %d bytes", MaxBatchLineBytes)}
 			}
 			return err
@@ -244,24 +244,24 @@ func (b *batchLines) end() *LineError {
 	return nil
 }
 
-var errLineTooLong = errors.New("line too long")
+// ErrLineTooLong refuses a line of a batch file longer than MaxBatchLineBytes.
+var ErrLineTooLong = errors.New("a line of the batch file is longer than the most a line may be")
 
-// readLine reads a line without its newline, at most MaxBatchLineBytes of it; io.EOF comes
-// with the last line.
-func readLine(br *bufio.Reader) ([]byte, error) {
+// ReadLine reads the next line of a batch file from br with its newline (none on the
+// file's last line), at most MaxBatchLineBytes of it, holding one line at a time; io.EOF
+// comes with the last line, which may be empty. Its length is the line's length in the
+// file: readers of byte offsets (a batch's chunks) count it.
+func ReadLine(br *bufio.Reader) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if len(line)+len(chunk) > MaxBatchLineBytes+1 {
-			return nil, errLineTooLong
+			return nil, ErrLineTooLong
 		}
 		line = append(line, chunk...)
-		switch {
-		case err == bufio.ErrBufferFull:
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
-		case err != nil:
-			return line, err
 		}
-		return line[:len(line)-1], nil
+		return line, err
 	}
 }

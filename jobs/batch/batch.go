@@ -188,7 +188,7 @@ func ScanRows(r io.Reader, base int64, firstIndex int, fn func(index int, offset
 	br := bufio.NewReaderSize(r, 64<<10)
 	offset, index := base, firstIndex
 	for n := 1; ; n++ {
-		line, err := readLine(br)
+		line, err := files.ReadLine(br)
 		start := offset
 		offset += int64(len(line))
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -207,32 +207,6 @@ func ScanRows(r io.Reader, base int64, firstIndex int, fn func(index int, offset
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-	}
-}
-
-// errLineTooLong refuses a line longer than files.MaxBatchLineBytes.
-var errLineTooLong = errors.New("a line of the batch file is longer than the most a line may be")
-
-// readLine reads a line with its newline (without one at the end of the file), at most
-// files.MaxBatchLineBytes of it; io.EOF comes with the last line.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > files.MaxBatchLineBytes+1 {
-			return nil, errLineTooLong
-		}
-		line = append(line, chunk...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if err == nil && len(line) > 0 {
-			return line, nil
-		}
-		if err == nil {
-			err = io.EOF
-		}
-		return line, err
 	}
 }
 
