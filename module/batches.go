@@ -2,6 +2,7 @@ package module
 
 import (
 	"context"
+	"github.com/modelgateway/caddy-modelgateway/internal/priority"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ func runBatchRows(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 			return nil
 		},
 		WakeJobs: wakeJobs,
+		Lane:     priority.Background,
 		Dispatch: func() batch.Dispatch {
 			if c := rt.Current(); c != nil {
 				return c.BatchRow
