@@ -130,7 +130,7 @@ func Wait(ctx context.Context) (done func()) {
 	switch c := ctx.Value(classKey{}).(type) {
 	case nil:
 		Interactive.Stop()
-		return Interactive.Start
+		return startInteractive // a method value would be allocated on every call
 	case *Turn:
 		if !c.yield() {
 			return noop
@@ -142,6 +142,8 @@ func Wait(ctx context.Context) (done func()) {
 }
 
 func noop() {}
+
+func startInteractive() { Interactive.Start() }
 
 // Foreground counts the interactive requests that are running (not waiting for their
 // upstream) and wakes the background waiting for none to be.

@@ -190,3 +190,15 @@ func TestTurnSharedByTheHoldersGoroutines(t *testing.T) {
 		t.Fatalf("%d turns taken after every holder left", n)
 	}
 }
+
+// The marks on an interactive request's path allocate nothing.
+func TestInteractiveMarksAllocateNothing(t *testing.T) {
+	ctx := context.WithValue(context.Background(), struct{ k int }{1}, 2)
+	if n := testing.AllocsPerRun(100, func() {
+		Interactive.Start()
+		Wait(ctx)()
+		Interactive.Stop()
+	}); n != 0 {
+		t.Fatalf("%.0f allocations a request, want 0", n)
+	}
+}
