@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -25,14 +27,23 @@ type BatchRows interface {
 	RecordBatchRows(ctx context.Context, rows []BatchRow) (int, error)
 	// BatchRowsDone returns, in order, the indexes in [from, to) of batch's recorded rows.
 	BatchRowsDone(ctx context.Context, batchID string, from, to int) ([]int, error)
-	// CountBatchRows counts the recorded rows of batch and sums their costs.
+	// CountBatchRows counts the recorded rows of batch and sums their costs. It reads the
+	// batch's counts, kept beside its rows in the writes that record them, not the rows:
+	// the batch's job reads them every second while it runs, whatever the batch's size.
 	CountBatchRows(ctx context.Context, batchID string) (BatchRowCounts, error)
 	// ListBatchRows returns up to limit (at most MaxBatchRowPage) recorded rows of batch
 	// whose index is above after (-1: from the first), in index order.
 	ListBatchRows(ctx context.Context, batchID string, after, limit int) ([]BatchRow, error)
-	// DeleteBatchRows removes every recorded row of batch (its output file written); a
-	// batch with none is not an error.
+	// DeleteBatchRows removes every recorded row of batch (its output file written), its
+	// counts and its cancellation; a batch with none is not an error. It removes the rows
+	// a page at a time, each page in a write of its own that takes its rows off the counts,
+	// so that no write holds the store long however large the batch; an error leaves the
+	// rest, and the counts of what is left, for a call again.
 	DeleteBatchRows(ctx context.Context, batchID string) error
+	// EndedBatchesWithRows returns the ids of up to limit (at most MaxBatchRowPage)
+	// batches whose job ended (its CompletedAt) before endedBefore and that still have
+	// recorded rows or a cancellation, those that ended first first.
+	EndedBatchesWithRows(ctx context.Context, endedBefore time.Time, limit int) ([]string, error)
 	// RequestBatchCancel records that batch's owner asked to cancel it, and returns when
 	// that was first asked: asking again changes nothing. Only the batch's job changes the
 	// job (its poll), so the request waits here for it and for the row workers.
@@ -41,8 +52,12 @@ type BatchRows interface {
 	BatchCancelRequested(ctx context.Context, batchID string) (time.Time, error)
 }
 
-// MaxBatchRowPage is the most rows one ListBatchRows returns.
+// MaxBatchRowPage is the most rows one ListBatchRows returns, and the most batches one
+// EndedBatchesWithRows does.
 const MaxBatchRowPage = 500
+
+// BatchRowDeletePage is how many rows of a batch one write of DeleteBatchRows removes.
+const BatchRowDeletePage = 1000
 
 // BatchRow is the outcome of one row of a batch: the answer's status and body (a chat
 // completion, an error object), or, with StatusCode 0, why the row could not be run at
@@ -74,6 +89,47 @@ type BatchRowCounts struct {
 	// Done counts the recorded rows, Completed those answered with a 2xx, Failed the others.
 	Done, Completed, Failed int
 	CostNanos               int64
+}
+
+// Add counts row r, recorded anew, in c.
+func (c *BatchRowCounts) Add(r BatchRow) {
+	c.Done++
+	if r.Succeeded() {
+		c.Completed++
+	} else {
+		c.Failed++
+	}
+	c.CostNanos += r.CostNanos
+}
+
+// CountsOf is the counts of row r alone.
+func CountsOf(r BatchRow) BatchRowCounts {
+	var c BatchRowCounts
+	c.Add(r)
+	return c
+}
+
+// BatchRowTally sums up, by batch, the rows one write recorded anew: what the write adds
+// to the batches' counts.
+type BatchRowTally map[string]BatchRowCounts
+
+// Add counts row r, recorded anew.
+func (t BatchRowTally) Add(r BatchRow) {
+	c := t[r.BatchID]
+	c.Add(r)
+	t[r.BatchID] = c
+}
+
+// Each calls fn with each batch's sums, in the order of the batches' ids: every write
+// takes the counts of its batches in that order, so that two writes never wait for each
+// other's (PostgreSQL locks each batch's counts until the write commits).
+func (t BatchRowTally) Each(fn func(batchID string, c BatchRowCounts) error) error {
+	for _, id := range slices.Sorted(maps.Keys(t)) {
+		if err := fn(id, t[id]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // PrepareBatchRow checks a row given to RecordBatchRow and stamps its creation time (now

@@ -32,7 +32,10 @@ func (s *Store) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool, err
 			ON CONFLICT (batch_id, idx) DO NOTHING`,
 			r.BatchID, r.Index, r.CustomID, r.StatusCode, r.RequestID, body, r.ErrorCode, r.ErrorMessage, r.CostNanos, r.CreatedAt)
 		inserted = err == nil && tag.RowsAffected() == 1
-		return err
+		if !inserted {
+			return err
+		}
+		return addBatchRowCounts(ctx, tx, r.BatchID, store.CountsOf(r))
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording row %d of batch %q: %w", r.Index, r.BatchID, err)
@@ -56,6 +59,7 @@ func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int
 	inserted := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		inserted = 0
+		tally := store.BatchRowTally{}
 		for _, r := range prepared {
 			var body *string
 			if r.Body != nil {
@@ -68,9 +72,14 @@ func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int
 			if err != nil {
 				return err
 			}
-			inserted += int(tag.RowsAffected())
+			if tag.RowsAffected() == 1 {
+				tally.Add(r)
+				inserted++
+			}
 		}
-		return nil
+		return tally.Each(func(batchID string, c store.BatchRowCounts) error {
+			return addBatchRowCounts(ctx, tx, batchID, c)
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("recording %d rows of batch %q: %w", len(prepared), prepared[0].BatchID, err)
@@ -103,16 +112,29 @@ func (s *Store) BatchRowsDone(ctx context.Context, batchID string, from, to int)
 	return out, nil
 }
 
-// CountBatchRows counts a batch's recorded rows.
+// addBatchRowCounts adds c, what a write recorded anew, to the counts of batch, which
+// stay locked until the write commits: the write's last statement, so that no write
+// waits for the counts while holding a row another waits for.
+func addBatchRowCounts(ctx context.Context, tx pgx.Tx, batchID string, c store.BatchRowCounts) error {
+	_, err := tx.Exec(ctx, `INSERT INTO batch_row_counts (batch_id, done, completed, cost_nanos) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (batch_id) DO UPDATE SET done = batch_row_counts.done + EXCLUDED.done,
+			completed = batch_row_counts.completed + EXCLUDED.completed, cost_nanos = batch_row_counts.cost_nanos + EXCLUDED.cost_nanos`,
+		batchID, c.Done, c.Completed, c.CostNanos)
+	return err
+}
+
+// CountBatchRows reads a batch's counts.
 func (s *Store) CountBatchRows(ctx context.Context, batchID string) (store.BatchRowCounts, error) {
 	var c store.BatchRowCounts
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, `SELECT COUNT(*),
-			COALESCE(SUM(CASE WHEN status_code >= 200 AND status_code < 300 THEN 1 ELSE 0 END), 0),
-			COALESCE(SUM(cost_nanos), 0)::BIGINT FROM batch_rows WHERE batch_id = $1`, batchID).Scan(&c.Done, &c.Completed, &c.CostNanos)
+		return conn.QueryRow(ctx, `SELECT done, completed, cost_nanos FROM batch_row_counts WHERE batch_id = $1`, batchID).
+			Scan(&c.Done, &c.Completed, &c.CostNanos)
 	})
-	if err != nil {
-		return c, fmt.Errorf("counting the rows of batch %q: %w", batchID, err)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.BatchRowCounts{}, nil
+	case err != nil:
+		return store.BatchRowCounts{}, fmt.Errorf("counting the rows of batch %q: %w", batchID, err)
 	}
 	c.Failed = c.Done - c.Completed
 	return c, nil
@@ -150,19 +172,78 @@ func (s *Store) ListBatchRows(ctx context.Context, batchID string, after, limit 
 	return out, nil
 }
 
-// DeleteBatchRows removes a batch's recorded rows.
+// DeleteBatchRows removes a batch's rows a page a transaction, then its counts and its
+// cancellation.
 func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM batch_rows WHERE batch_id = $1`, batchID); err != nil {
+	for {
+		last := false
+		err := s.tx(ctx, func(tx pgx.Tx) error {
+			// The counts first: a write recording rows of the batch meanwhile takes them
+			// last, so it either committed before this page read the rows (its rows are
+			// in the page's reach) or waits until this commits and then counts its rows
+			// on what this left.
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM batch_row_counts WHERE batch_id = $1 FOR UPDATE`, batchID); err != nil {
+				return err
+			}
+			var gone store.BatchRowCounts
+			err := tx.QueryRow(ctx, `WITH gone AS (
+					DELETE FROM batch_rows WHERE batch_id = $1 AND idx IN
+						(SELECT idx FROM batch_rows WHERE batch_id = $1 ORDER BY idx LIMIT $2)
+					RETURNING status_code, cost_nanos)
+				SELECT COUNT(*), COALESCE(SUM(CASE WHEN status_code >= 200 AND status_code < 300 THEN 1 ELSE 0 END), 0),
+					COALESCE(SUM(cost_nanos), 0)::BIGINT FROM gone`, batchID, store.BatchRowDeletePage).Scan(&gone.Done, &gone.Completed, &gone.CostNanos)
+			if err != nil {
+				return err
+			}
+			last = gone.Done < store.BatchRowDeletePage
+			if !last {
+				_, err := tx.Exec(ctx, `UPDATE batch_row_counts SET done = done - $2, completed = completed - $3, cost_nanos = cost_nanos - $4
+					WHERE batch_id = $1`, batchID, gone.Done, gone.Completed, gone.CostNanos)
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM batch_row_counts WHERE batch_id = $1`, batchID); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `DELETE FROM batch_cancels WHERE batch_id = $1`, batchID)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("deleting the rows of batch %q: %w", batchID, err)
+		}
+		if last {
+			return nil
+		}
+	}
+}
+
+// EndedBatchesWithRows lists the batches ended before endedBefore that still have rows
+// (their counts) or a cancellation.
+func (s *Store) EndedBatchesWithRows(ctx context.Context, endedBefore time.Time, limit int) ([]string, error) {
+	var out []string
+	err := s.withConn(ctx, func(conn *pgx.Conn) error {
+		out = nil
+		rows, err := conn.Query(ctx, `SELECT b.batch_id FROM
+			(SELECT batch_id FROM batch_row_counts UNION SELECT batch_id FROM batch_cancels) b
+			JOIN jobs j ON j.id = b.batch_id
+			WHERE j.kind = $1 AND j.completed_at < $2 ORDER BY j.completed_at, b.batch_id LIMIT $3`,
+			store.JobBatch, endedBefore, store.ClampBatchRowPage(limit))
+		if err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM batch_cancels WHERE batch_id = $1`, batchID)
-		return err
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			out = append(out, id)
+		}
+		return rows.Err()
 	})
 	if err != nil {
-		return fmt.Errorf("deleting the rows of batch %q: %w", batchID, err)
+		return nil, fmt.Errorf("listing the ended batches with rows: %w", err)
 	}
-	return nil
+	return out, nil
 }
 
 // RequestBatchCancel records a batch's cancellation once.

@@ -33,8 +33,10 @@ func (s *Store) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool, err
 			return err
 		}
 		n, err := res.RowsAffected()
-		inserted = n == 1
-		return err
+		if inserted = n == 1; err != nil || !inserted {
+			return err
+		}
+		return addBatchRowCounts(ctx, tx, r.BatchID, store.CountsOf(r))
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording row %d of batch %q: %w", r.Index, r.BatchID, markUnavailable(err))
@@ -59,6 +61,7 @@ func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int
 	inserted := 0
 	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		inserted = 0
+		tally := store.BatchRowTally{}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO batch_rows (`+batchRowColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (batch_id, idx) DO NOTHING`)
 		if err != nil {
@@ -78,9 +81,14 @@ func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int
 			if err != nil {
 				return err
 			}
-			inserted += int(n)
+			if n == 1 {
+				tally.Add(r)
+				inserted++
+			}
 		}
-		return nil
+		return tally.Each(func(batchID string, c store.BatchRowCounts) error {
+			return addBatchRowCounts(ctx, tx, batchID, c)
+		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("recording %d rows of batch %q: %w", len(prepared), prepared[0].BatchID, markUnavailable(err))
@@ -109,14 +117,25 @@ func (s *Store) BatchRowsDone(ctx context.Context, batchID string, from, to int)
 	return out, nil
 }
 
-// CountBatchRows counts a batch's recorded rows.
+// addBatchRowCounts adds c, what a write recorded anew, to the counts of batch.
+func addBatchRowCounts(ctx context.Context, tx *sql.Tx, batchID string, c store.BatchRowCounts) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO batch_row_counts (batch_id, done, completed, cost_nanos) VALUES (?, ?, ?, ?)
+		ON CONFLICT (batch_id) DO UPDATE SET done = batch_row_counts.done + excluded.done,
+			completed = batch_row_counts.completed + excluded.completed, cost_nanos = batch_row_counts.cost_nanos + excluded.cost_nanos`,
+		batchID, c.Done, c.Completed, c.CostNanos)
+	return err
+}
+
+// CountBatchRows reads a batch's counts.
 func (s *Store) CountBatchRows(ctx context.Context, batchID string) (store.BatchRowCounts, error) {
 	var c store.BatchRowCounts
-	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*),
-		COALESCE(SUM(CASE WHEN status_code >= 200 AND status_code < 300 THEN 1 ELSE 0 END), 0),
-		COALESCE(SUM(cost_nanos), 0) FROM batch_rows WHERE batch_id = ?`, batchID).Scan(&c.Done, &c.Completed, &c.CostNanos)
-	if err != nil {
-		return c, fmt.Errorf("counting the rows of batch %q: %w", batchID, markUnavailable(err))
+	err := s.r.QueryRowContext(ctx, `SELECT done, completed, cost_nanos FROM batch_row_counts WHERE batch_id = ?`, batchID).
+		Scan(&c.Done, &c.Completed, &c.CostNanos)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.BatchRowCounts{}, nil
+	case err != nil:
+		return store.BatchRowCounts{}, fmt.Errorf("counting the rows of batch %q: %w", batchID, markUnavailable(err))
 	}
 	c.Failed = c.Done - c.Completed
 	return c, nil
@@ -151,19 +170,82 @@ func (s *Store) ListBatchRows(ctx context.Context, batchID string, after, limit 
 	return out, nil
 }
 
-// DeleteBatchRows removes a batch's recorded rows.
+// DeleteBatchRows removes a batch's rows a page a write, then its counts and its
+// cancellation.
 func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
-	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM batch_rows WHERE batch_id = ?`, batchID); err != nil {
+	for {
+		last := false
+		err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			gone, err := deleteBatchRowPage(ctx, tx, batchID)
+			if err != nil {
+				return err
+			}
+			last = gone.Done < store.BatchRowDeletePage
+			if !last {
+				_, err := tx.ExecContext(ctx, `UPDATE batch_row_counts SET done = done - ?, completed = completed - ?, cost_nanos = cost_nanos - ?
+					WHERE batch_id = ?`, gone.Done, gone.Completed, gone.CostNanos, batchID)
+				return err
+			}
+			// No row is left: the one writer makes that exact within this write.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM batch_row_counts WHERE batch_id = ?`, batchID); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `DELETE FROM batch_cancels WHERE batch_id = ?`, batchID)
 			return err
+		})
+		if err != nil {
+			return fmt.Errorf("deleting the rows of batch %q: %w", batchID, markUnavailable(err))
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM batch_cancels WHERE batch_id = ?`, batchID)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("deleting the rows of batch %q: %w", batchID, markUnavailable(err))
+		if last {
+			return nil
+		}
 	}
-	return nil
+}
+
+// deleteBatchRowPage deletes the first page of a batch's rows and sums up what it deleted.
+func deleteBatchRowPage(ctx context.Context, tx *sql.Tx, batchID string) (store.BatchRowCounts, error) {
+	var gone store.BatchRowCounts
+	rows, err := tx.QueryContext(ctx, `DELETE FROM batch_rows WHERE batch_id = ? AND idx IN
+		(SELECT idx FROM batch_rows WHERE batch_id = ? ORDER BY idx LIMIT ?) RETURNING status_code, cost_nanos`,
+		batchID, batchID, store.BatchRowDeletePage)
+	if err != nil {
+		return gone, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r store.BatchRow
+		if err := rows.Scan(&r.StatusCode, &r.CostNanos); err != nil {
+			return gone, err
+		}
+		gone.Add(r)
+	}
+	return gone, rows.Err()
+}
+
+// EndedBatchesWithRows lists the batches ended before endedBefore that still have rows
+// (their counts) or a cancellation.
+func (s *Store) EndedBatchesWithRows(ctx context.Context, endedBefore time.Time, limit int) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT b.batch_id FROM
+		(SELECT batch_id FROM batch_row_counts UNION SELECT batch_id FROM batch_cancels) b
+		JOIN jobs j ON j.id = b.batch_id
+		WHERE j.kind = ? AND j.completed_at < ? ORDER BY j.completed_at, b.batch_id LIMIT ?`,
+		store.JobBatch, millis(endedBefore), store.ClampBatchRowPage(limit))
+	if err != nil {
+		return nil, fmt.Errorf("listing the ended batches with rows: %w", markUnavailable(err))
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("listing the ended batches with rows: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing the ended batches with rows: %w", markUnavailable(err))
+	}
+	return out, nil
 }
 
 // RequestBatchCancel records a batch's cancellation once.

@@ -117,6 +117,8 @@ func Run(t *testing.T, open Opener) {
 		{"LowBalance", testLowBalance},
 		{"BatchRows", testBatchRows},
 		{"BatchRowsGathered", testBatchRowsGathered},
+		{"BatchRowCounts", testBatchRowCounts},
+		{"EndedBatchesWithRows", testEndedBatchesWithRows},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
