@@ -178,11 +178,13 @@ func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
 	for {
 		last := false
 		err := s.tx(ctx, func(tx pgx.Tx) error {
-			// The counts first: a write recording rows of the batch meanwhile takes them
-			// last, so it either committed before this page read the rows (its rows are
-			// in the page's reach) or waits until this commits and then counts its rows
-			// on what this left.
-			if _, err := tx.Exec(ctx, `SELECT 1 FROM batch_row_counts WHERE batch_id = $1 FOR UPDATE`, batchID); err != nil {
+			// The counts first, locked, made if the batch has none (its rows all deleted
+			// while a write recorded more): a write recording rows of the batch takes them
+			// last, so every write either committed before this took them, and each of
+			// this transaction's statements sees its rows and counts, or waits until this
+			// commits and then counts its rows on what this left.
+			if _, err := tx.Exec(ctx, `INSERT INTO batch_row_counts (batch_id, done, completed, cost_nanos) VALUES ($1, 0, 0, 0)
+				ON CONFLICT (batch_id) DO UPDATE SET done = batch_row_counts.done`, batchID); err != nil {
 				return err
 			}
 			var gone store.BatchRowCounts

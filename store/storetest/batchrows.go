@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -530,4 +531,57 @@ func CheckUpgradedBatchRowCounts(t *testing.T, s store.BatchRows) {
 		t.Fatalf("RecordBatchRows after the upgrade: %d, %v; want 1 anew", n, err)
 	}
 	CheckBatchRowCounts(t, s, "after the upgrade", "batch_a", "batch_b")
+}
+
+// testBatchRowCountsRace holds the counts to the rows while writers record rows of a
+// batch and its deletion runs at the same time, again and again: once all are done, the
+// counts are what the rows left add up to (none lost to, or counted twice by, a deletion
+// page between a write's rows and its counts).
+func testBatchRowCountsRace(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const batchID = "batch_raced"
+	var wg sync.WaitGroup
+	var writing atomic.Int32
+	for w := range 4 {
+		writing.Add(1)
+		wg.Go(func() {
+			defer writing.Add(-1)
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range 40 {
+				rows := make([]store.BatchRow, 50)
+				for i := range rows {
+					rows[i] = store.BatchRow{BatchID: batchID, Index: rng.IntN(3000), CustomID: "req",
+						StatusCode: []int{200, 500}[rng.IntN(2)], CostNanos: rng.Int64N(1000)}
+				}
+				// In index order, as a chunk's rows are: writers taking rows in another
+				// order would wait for each other (PostgreSQL breaks the deadlock).
+				slices.SortFunc(rows, func(a, b store.BatchRow) int { return a.Index - b.Index })
+				if _, err := s.RecordBatchRows(ctx, rows); err != nil {
+					t.Errorf("RecordBatchRows: %v", err)
+					return
+				}
+			}
+		})
+	}
+	deletions := 0
+	wg.Go(func() {
+		for writing.Load() > 0 {
+			if err := s.DeleteBatchRows(ctx, batchID); err != nil {
+				t.Errorf("DeleteBatchRows: %v", err)
+				return
+			}
+			deletions++
+		}
+	})
+	wg.Wait()
+	if deletions < 2 {
+		t.Logf("only %d deletions ran beside the writers", deletions)
+	}
+	CheckBatchRowCounts(t, s, "after writers and deletions raced", batchID)
+	if err := s.DeleteBatchRows(ctx, batchID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.CountBatchRows(ctx, batchID); err != nil || got != (store.BatchRowCounts{}) {
+		t.Fatalf("counts after the last deletion: %+v, %v", got, err)
+	}
 }

@@ -81,6 +81,7 @@ func Run(t *testing.T, open Opener) {
 		{"WebhookPages", testWebhookPages},
 		{"WorkspaceAsyncAccess", testWorkspaceAsyncAccess},
 		{"NotificationRoutes", testNotificationRoutes},
+		{"BatchRowCountsRace", testBatchRowCountsRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
