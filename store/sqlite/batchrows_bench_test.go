@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/store/storetest"
 )
 
 // benchBatch records a batch of n rows in writes of 100, as chunks of a batch do.
@@ -64,4 +65,10 @@ func BenchmarkDeleteBatchRows(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(n/store.BatchRowDeletePage), "ns/page")
+}
+
+// BenchmarkRecordBatchRows records a batch's rows in writes of 100 new rows, as a
+// batch's chunks do (storetest.BenchRecordBatchRows).
+func BenchmarkRecordBatchRows(b *testing.B) {
+	storetest.BenchRecordBatchRows(b, openBenchStore(b))
 }

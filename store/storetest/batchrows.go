@@ -585,3 +585,23 @@ func testBatchRowCountsRace(t *testing.T, s store.Store) {
 		t.Fatalf("counts after the last deletion: %+v, %v", got, err)
 	}
 }
+
+// BenchRecordBatchRows records a batch's rows in s in writes of 100 new rows, as a
+// batch's chunks do; ns/row is one row's share of a write.
+func BenchRecordBatchRows(b *testing.B, s store.BatchRows) {
+	ctx := context.Background()
+	const perWrite = 100
+	rows := make([]store.BatchRow, perWrite)
+	next := 0
+	for b.Loop() {
+		for i := range rows {
+			rows[i] = store.BatchRow{BatchID: "batch_bench", Index: next, CustomID: "req", StatusCode: 200, RequestID: "gen",
+				Body: []byte(`{"id":"chatcmpl","choices":[{"message":{"content":"an answer of some length"}}]}`), CostNanos: 25}
+			next++
+		}
+		if n, err := s.RecordBatchRows(ctx, rows); err != nil || n != perWrite {
+			b.Fatal(n, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perWrite), "ns/row")
+}
