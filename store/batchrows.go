@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 )
 
@@ -28,15 +26,16 @@ type BatchRows interface {
 	// BatchRowsDone returns, in order, the indexes in [from, to) of batch's recorded rows.
 	BatchRowsDone(ctx context.Context, batchID string, from, to int) ([]int, error)
 	// CountBatchRows counts the recorded rows of batch and sums their costs. It reads the
-	// batch's counts, kept beside its rows in the writes that record them, not the rows:
-	// the batch's job reads them every second while it runs, whatever the batch's size.
+	// batch's counts, kept beside its rows by the database (triggers: every writer of the
+	// rows, whatever the gateway's version, keeps them in a rolling upgrade), not the
+	// rows: the batch's job reads them every second while it runs, whatever its size.
 	CountBatchRows(ctx context.Context, batchID string) (BatchRowCounts, error)
 	// ListBatchRows returns up to limit (at most MaxBatchRowPage) recorded rows of batch
 	// whose index is above after (-1: from the first), in index order.
 	ListBatchRows(ctx context.Context, batchID string, after, limit int) ([]BatchRow, error)
 	// DeleteBatchRows removes every recorded row of batch (its output file written), its
 	// counts and its cancellation; a batch with none is not an error. It removes the rows
-	// a page at a time, each page in a write of its own that takes its rows off the counts,
+	// a page at a time, each page in a write of its own (its rows come off the counts),
 	// so that no write holds the store long however large the batch; an error leaves the
 	// rest, and the counts of what is left, for a call again.
 	DeleteBatchRows(ctx context.Context, batchID string) error
@@ -94,7 +93,7 @@ type BatchRowCounts struct {
 	CostNanos               int64
 }
 
-// Add counts row r, recorded anew, in c.
+// Add counts row r in c.
 func (c *BatchRowCounts) Add(r BatchRow) {
 	c.Done++
 	if r.Succeeded() {
@@ -103,36 +102,6 @@ func (c *BatchRowCounts) Add(r BatchRow) {
 		c.Failed++
 	}
 	c.CostNanos += r.CostNanos
-}
-
-// CountsOf is the counts of row r alone.
-func CountsOf(r BatchRow) BatchRowCounts {
-	var c BatchRowCounts
-	c.Add(r)
-	return c
-}
-
-// BatchRowTally sums up, by batch, the rows one write recorded anew: what the write adds
-// to the batches' counts.
-type BatchRowTally map[string]BatchRowCounts
-
-// Add counts row r, recorded anew.
-func (t BatchRowTally) Add(r BatchRow) {
-	c := t[r.BatchID]
-	c.Add(r)
-	t[r.BatchID] = c
-}
-
-// Each calls fn with each batch's sums, in the order of the batches' ids: every write
-// takes the counts of its batches in that order, so that two writes never wait for each
-// other's (PostgreSQL locks each batch's counts until the write commits).
-func (t BatchRowTally) Each(fn func(batchID string, c BatchRowCounts) error) error {
-	for _, id := range slices.Sorted(maps.Keys(t)) {
-		if err := fn(id, t[id]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // PrepareBatchRow checks a row given to RecordBatchRow and stamps its creation time (now

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,10 +34,7 @@ func (s *Store) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool, err
 			ON CONFLICT (batch_id, idx) DO NOTHING`,
 			r.BatchID, r.Index, r.CustomID, r.StatusCode, r.RequestID, body, r.ErrorCode, r.ErrorMessage, r.CostNanos, r.CreatedAt)
 		inserted = err == nil && tag.RowsAffected() == 1
-		if !inserted {
-			return err
-		}
-		return addBatchRowCounts(ctx, tx, r.BatchID, store.CountsOf(r))
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording row %d of batch %q: %w", r.Index, r.BatchID, err)
@@ -43,7 +42,10 @@ func (s *Store) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool, err
 	return inserted, nil
 }
 
-// RecordBatchRows stores rows' outcomes, each once, in one transaction.
+// RecordBatchRows stores rows' outcomes, each once, in one transaction, the rows of one
+// batch after another's in the order of the batches' ids: the batches' counts, which the
+// triggers of batch_rows lock at the commit in the order the rows went in, are then taken
+// in that order by every write, so that two writes never wait for each other's.
 func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int, error) {
 	prepared := make([]store.BatchRow, len(rows))
 	for i, r := range rows {
@@ -56,10 +58,10 @@ func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int
 	if len(prepared) == 0 {
 		return 0, nil
 	}
+	slices.SortStableFunc(prepared, func(a, b store.BatchRow) int { return strings.Compare(a.BatchID, b.BatchID) })
 	inserted := 0
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		inserted = 0
-		tally := store.BatchRowTally{}
 		for _, r := range prepared {
 			var body *string
 			if r.Body != nil {
@@ -72,14 +74,9 @@ func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int
 			if err != nil {
 				return err
 			}
-			if tag.RowsAffected() == 1 {
-				tally.Add(r)
-				inserted++
-			}
+			inserted += int(tag.RowsAffected())
 		}
-		return tally.Each(func(batchID string, c store.BatchRowCounts) error {
-			return addBatchRowCounts(ctx, tx, batchID, c)
-		})
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("recording %d rows of batch %q: %w", len(prepared), prepared[0].BatchID, err)
@@ -112,18 +109,8 @@ func (s *Store) BatchRowsDone(ctx context.Context, batchID string, from, to int)
 	return out, nil
 }
 
-// addBatchRowCounts adds c, what a write recorded anew, to the counts of batch, which
-// stay locked until the write commits: the write's last statement, so that no write
-// waits for the counts while holding a row another waits for.
-func addBatchRowCounts(ctx context.Context, tx pgx.Tx, batchID string, c store.BatchRowCounts) error {
-	_, err := tx.Exec(ctx, `INSERT INTO batch_row_counts (batch_id, done, completed, cost_nanos) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (batch_id) DO UPDATE SET done = batch_row_counts.done + EXCLUDED.done,
-			completed = batch_row_counts.completed + EXCLUDED.completed, cost_nanos = batch_row_counts.cost_nanos + EXCLUDED.cost_nanos`,
-		batchID, c.Done, c.Completed, c.CostNanos)
-	return err
-}
-
-// CountBatchRows reads a batch's counts.
+// CountBatchRows reads a batch's counts, kept by the triggers of batch_rows (migration
+// 15).
 func (s *Store) CountBatchRows(ctx context.Context, batchID string) (store.BatchRowCounts, error) {
 	var c store.BatchRowCounts
 	err := s.withConn(ctx, func(conn *pgx.Conn) error {
@@ -180,28 +167,21 @@ func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
 		err := s.tx(ctx, func(tx pgx.Tx) error {
 			// The counts first, locked, made if the batch has none (its rows all deleted
 			// while a write recorded more): a write recording rows of the batch takes them
-			// last, so every write either committed before this took them, and each of
-			// this transaction's statements sees its rows and counts, or waits until this
-			// commits and then counts its rows on what this left.
+			// at its commit (the triggers of batch_rows), so every write either committed
+			// before this took them, and each of this transaction's statements sees its
+			// rows and counts, or waits until this commits and then counts its rows on
+			// what this left. The triggers take the rows deleted off the counts.
 			if _, err := tx.Exec(ctx, `INSERT INTO batch_row_counts (batch_id, done, completed, cost_nanos) VALUES ($1, 0, 0, 0)
 				ON CONFLICT (batch_id) DO UPDATE SET done = batch_row_counts.done`, batchID); err != nil {
 				return err
 			}
-			var gone store.BatchRowCounts
-			err := tx.QueryRow(ctx, `WITH gone AS (
-					DELETE FROM batch_rows WHERE batch_id = $1 AND idx IN
-						(SELECT idx FROM batch_rows WHERE batch_id = $1 ORDER BY idx LIMIT $2)
-					RETURNING status_code, cost_nanos)
-				SELECT COUNT(*), COALESCE(SUM(CASE WHEN status_code >= 200 AND status_code < 300 THEN 1 ELSE 0 END), 0),
-					COALESCE(SUM(cost_nanos), 0)::BIGINT FROM gone`, batchID, store.BatchRowDeletePage).Scan(&gone.Done, &gone.Completed, &gone.CostNanos)
+			tag, err := tx.Exec(ctx, `DELETE FROM batch_rows WHERE batch_id = $1 AND idx IN
+				(SELECT idx FROM batch_rows WHERE batch_id = $1 ORDER BY idx LIMIT $2)`, batchID, store.BatchRowDeletePage)
 			if err != nil {
 				return err
 			}
-			last = gone.Done < store.BatchRowDeletePage
-			if !last {
-				_, err := tx.Exec(ctx, `UPDATE batch_row_counts SET done = done - $2, completed = completed - $3, cost_nanos = cost_nanos - $4
-					WHERE batch_id = $1`, batchID, gone.Done, gone.Completed, gone.CostNanos)
-				return err
+			if last = tag.RowsAffected() < store.BatchRowDeletePage; !last {
+				return nil
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM batch_row_counts WHERE batch_id = $1`, batchID); err != nil {
 				return err

@@ -40,3 +40,11 @@ func TestUpgradeCountsBatchRows(t *testing.T) {
 	s := openStore(t, dsn)
 	storetest.CheckUpgradedBatchRowCounts(t, s)
 }
+
+// TestPlainBatchRowWritesCounted writes batch_rows beside the store, as an instance of
+// before migration 15 does in a rolling upgrade: the triggers count its rows all the same.
+func TestPlainBatchRowWritesCounted(t *testing.T) {
+	dsn := freshSchema(t)
+	s := openStore(t, dsn)
+	storetest.CheckPlainBatchRowWrites(t, s, func(stmt string) { adminExec(t, dsn, stmt) }, "now()")
+}

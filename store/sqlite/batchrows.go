@@ -33,10 +33,8 @@ func (s *Store) RecordBatchRow(ctx context.Context, r store.BatchRow) (bool, err
 			return err
 		}
 		n, err := res.RowsAffected()
-		if inserted = n == 1; err != nil || !inserted {
-			return err
-		}
-		return addBatchRowCounts(ctx, tx, r.BatchID, store.CountsOf(r))
+		inserted = n == 1
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("recording row %d of batch %q: %w", r.Index, r.BatchID, markUnavailable(err))
@@ -61,7 +59,6 @@ func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int
 	inserted := 0
 	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		inserted = 0
-		tally := store.BatchRowTally{}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO batch_rows (`+batchRowColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (batch_id, idx) DO NOTHING`)
 		if err != nil {
@@ -81,14 +78,9 @@ func (s *Store) RecordBatchRows(ctx context.Context, rows []store.BatchRow) (int
 			if err != nil {
 				return err
 			}
-			if n == 1 {
-				tally.Add(r)
-				inserted++
-			}
+			inserted += int(n)
 		}
-		return tally.Each(func(batchID string, c store.BatchRowCounts) error {
-			return addBatchRowCounts(ctx, tx, batchID, c)
-		})
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("recording %d rows of batch %q: %w", len(prepared), prepared[0].BatchID, markUnavailable(err))
@@ -117,16 +109,8 @@ func (s *Store) BatchRowsDone(ctx context.Context, batchID string, from, to int)
 	return out, nil
 }
 
-// addBatchRowCounts adds c, what a write recorded anew, to the counts of batch.
-func addBatchRowCounts(ctx context.Context, tx *sql.Tx, batchID string, c store.BatchRowCounts) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO batch_row_counts (batch_id, done, completed, cost_nanos) VALUES (?, ?, ?, ?)
-		ON CONFLICT (batch_id) DO UPDATE SET done = batch_row_counts.done + excluded.done,
-			completed = batch_row_counts.completed + excluded.completed, cost_nanos = batch_row_counts.cost_nanos + excluded.cost_nanos`,
-		batchID, c.Done, c.Completed, c.CostNanos)
-	return err
-}
-
-// CountBatchRows reads a batch's counts.
+// CountBatchRows reads a batch's counts, kept by the triggers of batch_rows (migration
+// 15).
 func (s *Store) CountBatchRows(ctx context.Context, batchID string) (store.BatchRowCounts, error) {
 	var c store.BatchRowCounts
 	err := s.r.QueryRowContext(ctx, `SELECT done, completed, cost_nanos FROM batch_row_counts WHERE batch_id = ?`, batchID).
@@ -170,20 +154,19 @@ func (s *Store) ListBatchRows(ctx context.Context, batchID string, after, limit 
 	return out, nil
 }
 
-// DeleteBatchRows removes a batch's rows a page a write, then its counts and its
-// cancellation.
+// DeleteBatchRows removes a batch's rows a page a write (the triggers of batch_rows take
+// them off the counts), then its counts and its cancellation.
 func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
 	for {
 		last := false
 		err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-			gone, err := deleteBatchRowPage(ctx, tx, batchID)
+			res, err := tx.ExecContext(ctx, `DELETE FROM batch_rows WHERE batch_id = ? AND idx IN
+				(SELECT idx FROM batch_rows WHERE batch_id = ? ORDER BY idx LIMIT ?)`, batchID, batchID, store.BatchRowDeletePage)
 			if err != nil {
 				return err
 			}
-			last = gone.Done < store.BatchRowDeletePage
-			if !last {
-				_, err := tx.ExecContext(ctx, `UPDATE batch_row_counts SET done = done - ?, completed = completed - ?, cost_nanos = cost_nanos - ?
-					WHERE batch_id = ?`, gone.Done, gone.Completed, gone.CostNanos, batchID)
+			n, err := res.RowsAffected()
+			if last = n < store.BatchRowDeletePage; err != nil || !last {
 				return err
 			}
 			// No row is left: the one writer makes that exact within this write.
@@ -200,26 +183,6 @@ func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
 			return nil
 		}
 	}
-}
-
-// deleteBatchRowPage deletes the first page of a batch's rows and sums up what it deleted.
-func deleteBatchRowPage(ctx context.Context, tx *sql.Tx, batchID string) (store.BatchRowCounts, error) {
-	var gone store.BatchRowCounts
-	rows, err := tx.QueryContext(ctx, `DELETE FROM batch_rows WHERE batch_id = ? AND idx IN
-		(SELECT idx FROM batch_rows WHERE batch_id = ? ORDER BY idx LIMIT ?) RETURNING status_code, cost_nanos`,
-		batchID, batchID, store.BatchRowDeletePage)
-	if err != nil {
-		return gone, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var r store.BatchRow
-		if err := rows.Scan(&r.StatusCode, &r.CostNanos); err != nil {
-			return gone, err
-		}
-		gone.Add(r)
-	}
-	return gone, rows.Err()
 }
 
 // EndedBatchesWithRows lists the batches ended before endedBefore that still have rows

@@ -55,3 +55,11 @@ func TestUpgradeCountsBatchRows(t *testing.T) {
 	s := openTemp(t, path)
 	storetest.CheckUpgradedBatchRowCounts(t, s)
 }
+
+// TestPlainBatchRowWritesCounted writes batch_rows beside the store, as a gateway of
+// before migration 15 does: the triggers count its rows all the same.
+func TestPlainBatchRowWritesCounted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.db")
+	s := openTemp(t, path)
+	storetest.CheckPlainBatchRowWrites(t, s, func(stmt string) { execOn(t, path, stmt) }, "0")
+}

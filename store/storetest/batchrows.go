@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -531,6 +532,63 @@ func CheckUpgradedBatchRowCounts(t *testing.T, s store.BatchRows) {
 		t.Fatalf("RecordBatchRows after the upgrade: %d, %v; want 1 anew", n, err)
 	}
 	CheckBatchRowCounts(t, s, "after the upgrade", "batch_a", "batch_b")
+}
+
+// plainBatchRowWrites are writes of batch_rows as a gateway of before migration 15 makes
+// them, beside the store (a row at a time, ON CONFLICT DO NOTHING), and as a person or a
+// tool might (several rows in one statement, an update, a deletion), for
+// CheckPlainBatchRowWrites; %[1]s, where there is one, is the backend's time expression.
+var plainBatchRowWrites = []string{
+	`INSERT INTO batch_rows (` + batchRowColumns + `) VALUES ('batch_p', 0, 'r0', 200, 'g0', '{}', '', '', 1500, %[1]s)
+		ON CONFLICT (batch_id, idx) DO NOTHING`,
+	`INSERT INTO batch_rows (` + batchRowColumns + `) VALUES ('batch_p', 0, 'r0', 500, 'g0', '{}', '', '', 99, %[1]s)
+		ON CONFLICT (batch_id, idx) DO NOTHING`,
+	`INSERT INTO batch_rows (` + batchRowColumns + `) VALUES ('batch_p', 1, 'r1', 500, 'g1', '{}', '', '', 20, %[1]s),
+		('batch_p', 2, 'r2', 0, '', NULL, 'batch_expired', 'not run', 0, %[1]s),
+		('batch_p', 3, 'r3', 201, 'g3', '{}', '', '', 3000000000, %[1]s),
+		('batch_q', 0, 'r0', 299, 'g0', '{}', '', '', 9, %[1]s)`,
+	`UPDATE batch_rows SET status_code = 200, cost_nanos = 7 WHERE batch_id = 'batch_p' AND idx = 2`,
+	`DELETE FROM batch_rows WHERE batch_id = 'batch_p' AND idx = 1`,
+}
+
+// batchRowColumns are batch_rows's columns in the order of plainBatchRowWrites's values.
+const batchRowColumns = `batch_id, idx, custom_id, status_code, request_id, body, error_code, error_message, cost_nanos, created_at`
+
+// CheckPlainBatchRowWrites holds the counts to the rows whoever writes them: exec runs
+// each of plainBatchRowWrites (made with the backend's time expression) on the store's
+// database through a connection of its own, not through s, as an instance not yet
+// upgraded would; the counts are then what the rows add up to, a row skipped as already
+// recorded counted nowhere, and rows the store records afterwards add to them.
+func CheckPlainBatchRowWrites(t *testing.T, s store.BatchRows, exec func(stmt string), now string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range plainBatchRowWrites {
+		if strings.Contains(q, "%[1]s") {
+			q = fmt.Sprintf(q, now)
+		}
+		exec(q)
+	}
+	want := map[string]store.BatchRowCounts{
+		"batch_p": {Done: 3, Completed: 3, CostNanos: 3_000_001_507},
+		"batch_q": {Done: 1, Completed: 1, CostNanos: 9},
+	}
+	for id, w := range want {
+		if got, err := s.CountBatchRows(ctx, id); err != nil || got != w {
+			t.Fatalf("counts of %s after plain writes: %+v, %v; want %+v", id, got, err, w)
+		}
+	}
+	CheckBatchRowCounts(t, s, "after plain writes", "batch_p", "batch_q")
+	rows := []store.BatchRow{{BatchID: "batch_p", Index: 0, StatusCode: 500, CostNanos: 1}, {BatchID: "batch_p", Index: 1, StatusCode: 404, CostNanos: 5}}
+	if n, err := s.RecordBatchRows(ctx, rows); err != nil || n != 1 {
+		t.Fatalf("RecordBatchRows after plain writes: %d, %v; want 1 anew", n, err)
+	}
+	CheckBatchRowCounts(t, s, "the store's writes after plain writes", "batch_p", "batch_q")
+	if err := s.DeleteBatchRows(ctx, "batch_p"); err != nil {
+		t.Fatal(err)
+	}
+	CheckBatchRowCounts(t, s, "after DeleteBatchRows", "batch_p", "batch_q")
+	exec(fmt.Sprintf(plainBatchRowWrites[0], now))
+	CheckBatchRowCounts(t, s, "a plain write after DeleteBatchRows", "batch_p")
 }
 
 // testBatchRowCountsRace holds the counts to the rows while writers record rows of a
