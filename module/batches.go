@@ -14,7 +14,24 @@ import (
 )
 
 func init() {
-	backgroundWorkers = append(backgroundWorkers, worker{Name: "batch rows", Run: runBatchRows})
+	backgroundWorkers = append(backgroundWorkers, worker{Name: "batch rows", Run: runBatchRows},
+		worker{Name: "batch row records", Run: runBatchRowSweep})
+}
+
+// batchRowSweepEvery is how often the ended batches' row records are looked for, and
+// batchRowGrace how long after its end a batch keeps them (batch.SweepRows). Atomic
+// because every gateway of a process reads them (tests shorten them).
+var (
+	batchRowSweepEvery = sweepInterval(time.Minute)
+	batchRowGrace      = sweepInterval(batch.DefaultRowsGrace)
+)
+
+// runBatchRowSweep removes the row records of the batches that ended more than
+// batchRowGrace ago (batch.SweepRows) every so often, until ctx ends.
+func runBatchRowSweep(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
+	return runSweep(ctx, batchRowSweepEvery, batch.SweepPage, func(ctx context.Context) (int, error) {
+		return batch.SweepRows(ctx, rt.Store(), time.Now().Add(-time.Duration(batchRowGrace.Load())), batch.SweepPage)
+	})
 }
 
 // runBatchRows runs the rows of gateway-run batches (batch.Runner) with the routes, blob

@@ -704,6 +704,14 @@ func (l *lazyStore) DeleteBatchRows(ctx context.Context, batchID string) error {
 	return s.DeleteBatchRows(ctx, batchID)
 }
 
+func (l *lazyStore) EndedBatchesWithRows(ctx context.Context, endedBefore time.Time, limit int) ([]string, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.EndedBatchesWithRows(ctx, endedBefore, limit)
+}
+
 func (l *lazyStore) RequestBatchCancel(ctx context.Context, batchID string) (time.Time, error) {
 	s, err := l.get(ctx)
 	if err != nil {

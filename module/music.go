@@ -48,18 +48,28 @@ func runMusicExpiry(ctx context.Context, rt workers.Runtime[*appRuntime]) error 
 func runBlobSweep(ctx context.Context, rt workers.Runtime[*appRuntime], every *atomic.Int64,
 	sweep func(ctx context.Context, b blobs.Store, logf func(string, error)) (int, error)) error {
 	logf := func(msg string, err error) { rt.Logger().Warn(msg, zap.Error(err)) }
-	for ctx.Err() == nil {
-		removed := 0
-		if cur := rt.Current(); cur != nil && cur.Blobs != nil {
-			var err error
-			if removed, err = sweep(ctx, cur.Blobs, logf); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
+	return runSweep(ctx, every, store.MaxClaimLimit, func(ctx context.Context) (int, error) {
+		cur := rt.Current()
+		if cur == nil || cur.Blobs == nil {
+			return 0, nil
 		}
-		if removed == store.MaxClaimLimit {
+		return sweep(ctx, cur.Blobs, logf)
+	})
+}
+
+// runSweep calls sweep every so often, at once again while a sweep did a full page's
+// worth (full), until ctx ends; a sweep's error (the store's) ends the worker, which is
+// restarted.
+func runSweep(ctx context.Context, every *atomic.Int64, full int, sweep func(ctx context.Context) (int, error)) error {
+	for ctx.Err() == nil {
+		done, err := sweep(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if done == full {
 			continue // more may be due
 		}
 		background.Sleep(time.Duration(every.Load()), ctx.Done())

@@ -35,7 +35,7 @@ var (
 
 // requireServer skips the test when no server answers, except in CI, where a missing
 // database must not pass silently.
-func requireServer(t *testing.T) {
+func requireServer(t testing.TB) {
 	t.Helper()
 	reachOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -57,7 +57,7 @@ func requireServer(t *testing.T) {
 }
 
 // adminExec runs one statement outside any store, for schema set-up and tampering.
-func adminExec(t *testing.T, dsn, sql string) {
+func adminExec(t testing.TB, dsn, sql string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -73,7 +73,7 @@ func adminExec(t *testing.T, dsn, sql string) {
 
 // freshSchema creates a uniquely named schema, dropped when t ends, and returns a DSN
 // whose search_path points at it, so parallel runs never see each other's tables.
-func freshSchema(t *testing.T) string {
+func freshSchema(t testing.TB) string {
 	t.Helper()
 	requireServer(t)
 	base := testDSN()
@@ -84,7 +84,7 @@ func freshSchema(t *testing.T) string {
 }
 
 // withParam adds a setting to a URL or key=value DSN.
-func withParam(t *testing.T, dsn, key, value string) string {
+func withParam(t testing.TB, dsn, key, value string) string {
 	t.Helper()
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
@@ -99,7 +99,7 @@ func withParam(t *testing.T, dsn, key, value string) string {
 	return dsn + " " + key + "=" + value
 }
 
-func openStore(t *testing.T, dsn string, opts ...Option) *Store {
+func openStore(t testing.TB, dsn string, opts ...Option) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), dsn, opts...)
 	if err != nil {

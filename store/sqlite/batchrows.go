@@ -109,14 +109,17 @@ func (s *Store) BatchRowsDone(ctx context.Context, batchID string, from, to int)
 	return out, nil
 }
 
-// CountBatchRows counts a batch's recorded rows.
+// CountBatchRows reads a batch's counts, kept by the triggers of batch_rows (migration
+// 15).
 func (s *Store) CountBatchRows(ctx context.Context, batchID string) (store.BatchRowCounts, error) {
 	var c store.BatchRowCounts
-	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*),
-		COALESCE(SUM(CASE WHEN status_code >= 200 AND status_code < 300 THEN 1 ELSE 0 END), 0),
-		COALESCE(SUM(cost_nanos), 0) FROM batch_rows WHERE batch_id = ?`, batchID).Scan(&c.Done, &c.Completed, &c.CostNanos)
-	if err != nil {
-		return c, fmt.Errorf("counting the rows of batch %q: %w", batchID, markUnavailable(err))
+	err := s.r.QueryRowContext(ctx, `SELECT done, completed, cost_nanos FROM batch_row_counts WHERE batch_id = ?`, batchID).
+		Scan(&c.Done, &c.Completed, &c.CostNanos)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.BatchRowCounts{}, nil
+	case err != nil:
+		return store.BatchRowCounts{}, fmt.Errorf("counting the rows of batch %q: %w", batchID, markUnavailable(err))
 	}
 	c.Failed = c.Done - c.Completed
 	return c, nil
@@ -151,19 +154,61 @@ func (s *Store) ListBatchRows(ctx context.Context, batchID string, after, limit 
 	return out, nil
 }
 
-// DeleteBatchRows removes a batch's recorded rows.
+// DeleteBatchRows removes a batch's rows a page a write (the triggers of batch_rows take
+// them off the counts), then its counts and its cancellation.
 func (s *Store) DeleteBatchRows(ctx context.Context, batchID string) error {
-	err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM batch_rows WHERE batch_id = ?`, batchID); err != nil {
+	for {
+		last := false
+		err := s.tx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `DELETE FROM batch_rows WHERE batch_id = ? AND idx IN
+				(SELECT idx FROM batch_rows WHERE batch_id = ? ORDER BY idx LIMIT ?)`, batchID, batchID, store.BatchRowDeletePage)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if last = n < store.BatchRowDeletePage; err != nil || !last {
+				return err
+			}
+			// No row is left: the one writer makes that exact within this write.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM batch_row_counts WHERE batch_id = ?`, batchID); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `DELETE FROM batch_cancels WHERE batch_id = ?`, batchID)
 			return err
+		})
+		if err != nil {
+			return fmt.Errorf("deleting the rows of batch %q: %w", batchID, markUnavailable(err))
 		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM batch_cancels WHERE batch_id = ?`, batchID)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("deleting the rows of batch %q: %w", batchID, markUnavailable(err))
+		if last {
+			return nil
+		}
 	}
-	return nil
+}
+
+// EndedBatchesWithRows lists the batches ended before endedBefore that still have rows
+// (their counts) or a cancellation.
+func (s *Store) EndedBatchesWithRows(ctx context.Context, endedBefore time.Time, limit int) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT b.batch_id FROM
+		(SELECT batch_id FROM batch_row_counts UNION SELECT batch_id FROM batch_cancels) b
+		JOIN jobs j ON j.id = b.batch_id
+		WHERE j.kind = ? AND j.completed_at < ? ORDER BY j.completed_at, b.batch_id LIMIT ?`,
+		store.JobBatch, millis(endedBefore), store.ClampBatchRowPage(limit))
+	if err != nil {
+		return nil, fmt.Errorf("listing the ended batches with rows: %w", markUnavailable(err))
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("listing the ended batches with rows: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing the ended batches with rows: %w", markUnavailable(err))
+	}
+	return out, nil
 }
 
 // RequestBatchCancel records a batch's cancellation once.

@@ -4,13 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelgateway/caddy-modelgateway/store"
+	"github.com/modelgateway/caddy-modelgateway/store/internal/migrate"
 )
 
 // testBatchRows checks the batch rows role: a row is recorded once (a second record of
@@ -208,4 +213,453 @@ func testBatchRowsGathered(t *testing.T, s store.Store, c *Clock) {
 	if n, err := s.RecordBatchRows(ctx, nil); n != 0 || err != nil {
 		t.Fatalf("RecordBatchRows of none: %d, %v", n, err)
 	}
+}
+
+// sumBatchRows counts a batch's rows and sums their costs from the rows themselves, a
+// page at a time: what its counts must say.
+func sumBatchRows(t *testing.T, s store.BatchRows, batchID string) store.BatchRowCounts {
+	t.Helper()
+	var c store.BatchRowCounts
+	after := -1
+	for {
+		page, err := s.ListBatchRows(context.Background(), batchID, after, store.MaxBatchRowPage)
+		if err != nil {
+			t.Fatalf("ListBatchRows of %s: %v", batchID, err)
+		}
+		for _, r := range page {
+			c.Add(r)
+		}
+		if len(page) < store.MaxBatchRowPage {
+			return c
+		}
+		after = page[len(page)-1].Index
+	}
+}
+
+// CheckBatchRowCounts fails t unless each batch's counts are what its rows add up to.
+// Backends' own tests call it too (after a write they make fail, after an upgrade).
+func CheckBatchRowCounts(t *testing.T, s store.BatchRows, what string, batchIDs ...string) {
+	t.Helper()
+	for _, id := range batchIDs {
+		got, err := s.CountBatchRows(context.Background(), id)
+		if want := sumBatchRows(t, s, id); err != nil || got != want {
+			t.Fatalf("%s: counts of %s = %+v, %v; the rows add up to %+v", what, id, got, err, want)
+		}
+	}
+}
+
+// testBatchRowCounts holds the counts to the rows they count: after a long run of
+// RecordBatchRow and RecordBatchRows calls, over several batches at once, repeating rows
+// within a call and of earlier calls (a call of repeats only among them), each batch's
+// counts are its rows' count and sums, and each call said how many it recorded anew; a
+// deletion of a batch larger than a deletion page leaves it no row, no counts and no
+// cancellation, and the other batches as they were.
+func testBatchRowCounts(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	batches := []string{"batch_c0", "batch_c1", "batch_c2"}
+	rng := rand.New(rand.NewPCG(15, 2026))
+	row := func() store.BatchRow {
+		r := store.BatchRow{BatchID: batches[rng.IntN(len(batches))], Index: rng.IntN(60), CustomID: "req",
+			StatusCode: []int{0, 200, 201, 299, 300, 429, 500}[rng.IntN(7)], CostNanos: rng.Int64N(1_000_000)}
+		if r.StatusCode == 0 {
+			r.ErrorCode, r.ErrorMessage = "row_failed", "no answer"
+		}
+		return r
+	}
+	recorded := map[string]map[int]bool{}
+	fresh := func(rows []store.BatchRow) int {
+		n := 0
+		for _, r := range rows {
+			if recorded[r.BatchID] == nil {
+				recorded[r.BatchID] = map[int]bool{}
+			}
+			if !recorded[r.BatchID][r.Index] {
+				recorded[r.BatchID][r.Index] = true
+				n++
+			}
+		}
+		return n
+	}
+	for step := range 200 {
+		if step%3 == 0 {
+			r := row()
+			want := fresh([]store.BatchRow{r}) == 1
+			if ok, err := s.RecordBatchRow(ctx, r); err != nil || ok != want {
+				t.Fatalf("step %d: RecordBatchRow %d of %s = %v, %v; want %v", step, r.Index, r.BatchID, ok, err, want)
+			}
+		} else {
+			rows := make([]store.BatchRow, 1+rng.IntN(8))
+			for i := range rows {
+				rows[i] = row()
+			}
+			if step%7 == 0 {
+				rows = append(rows, rows[0]) // a repeat within the call
+			}
+			want := fresh(rows)
+			if n, err := s.RecordBatchRows(ctx, rows); err != nil || n != want {
+				t.Fatalf("step %d: RecordBatchRows of %d rows = %d, %v; want %d anew", step, len(rows), n, err, want)
+			}
+		}
+		CheckBatchRowCounts(t, s, fmt.Sprintf("step %d", step), batches...)
+	}
+	for _, b := range batches {
+		if len(recorded[b]) < 30 {
+			t.Fatalf("batch %s got only %d rows: the run checked little", b, len(recorded[b]))
+		}
+	}
+	before := map[string]store.BatchRowCounts{}
+	var repeats []store.BatchRow
+	for _, b := range batches {
+		before[b], _ = s.CountBatchRows(ctx, b)
+		for i := range recorded[b] {
+			repeats = append(repeats, store.BatchRow{BatchID: b, Index: i, StatusCode: 200, CostNanos: 5})
+		}
+	}
+	if n, err := s.RecordBatchRows(ctx, repeats); err != nil || n != 0 {
+		t.Fatalf("RecordBatchRows of repeats only = %d, %v; want 0", n, err)
+	}
+	for _, b := range batches {
+		if got, err := s.CountBatchRows(ctx, b); err != nil || got != before[b] {
+			t.Fatalf("counts of %s after repeats only = %+v, %v; want %+v as before", b, got, err, before[b])
+		}
+	}
+
+	// A batch of more rows than a deletion page, cancelled.
+	large := make([]store.BatchRow, store.BatchRowDeletePage*2+17)
+	for i := range large {
+		large[i] = store.BatchRow{BatchID: "batch_large", Index: i, CustomID: "req", StatusCode: 200 + i%2*300, CostNanos: int64(i)}
+	}
+	for from := 0; from < len(large); from += 500 {
+		if _, err := s.RecordBatchRows(ctx, large[from:min(from+500, len(large))]); err != nil {
+			t.Fatalf("RecordBatchRows of the large batch: %v", err)
+		}
+	}
+	n := len(large)
+	want := store.BatchRowCounts{Done: n, Completed: (n + 1) / 2, Failed: n / 2, CostNanos: int64(n * (n - 1) / 2)}
+	if got, err := s.CountBatchRows(ctx, "batch_large"); err != nil || got != want {
+		t.Fatalf("counts of the large batch = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := s.RequestBatchCancel(ctx, "batch_large"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteBatchRows(ctx, "batch_large"); err != nil {
+		t.Fatalf("DeleteBatchRows of the large batch: %v", err)
+	}
+	if rows, err := s.ListBatchRows(ctx, "batch_large", -1, store.MaxBatchRowPage); err != nil || len(rows) != 0 {
+		t.Fatalf("the large batch's rows after DeleteBatchRows: %d, %v", len(rows), err)
+	}
+	if got, err := s.CountBatchRows(ctx, "batch_large"); err != nil || got != (store.BatchRowCounts{}) {
+		t.Fatalf("the large batch's counts after DeleteBatchRows: %+v, %v", got, err)
+	}
+	if at, err := s.BatchCancelRequested(ctx, "batch_large"); err != nil || !at.IsZero() {
+		t.Fatalf("the large batch's cancellation after DeleteBatchRows: %v, %v", at, err)
+	}
+	CheckBatchRowCounts(t, s, "the others after a deletion", batches...)
+	for _, b := range batches {
+		if got, _ := s.CountBatchRows(ctx, b); got != before[b] {
+			t.Fatalf("counts of %s after another's deletion = %+v; want %+v", b, got, before[b])
+		}
+	}
+	// Recorded again after its deletion, a batch counts from nothing.
+	if _, err := s.RecordBatchRows(ctx, large[:3]); err != nil {
+		t.Fatal(err)
+	}
+	CheckBatchRowCounts(t, s, "a batch recorded again after its deletion", "batch_large")
+}
+
+// testEndedBatchesWithRows: the batches listed are those whose job ended before the time
+// asked and that still have rows or a cancellation, those that ended first first, a page
+// at a time; a live batch, one that ended since, one with nothing recorded, a job of
+// another kind and a batch deleted are not.
+func testEndedBatchesWithRows(t *testing.T, s store.Store, c *Clock) {
+	ctx := context.Background()
+	ws := newWorkspace(t, s, 0)
+	t0 := c.Now()
+	job := func(id, kind string, ended time.Duration) {
+		j := testJob(ws, id, t0.Add(-time.Hour))
+		j.Kind, j.Status = kind, "completed"
+		if ended < 0 {
+			j.Status = "in_progress"
+		} else {
+			j.CompletedAt = t0.Add(-ended)
+		}
+		createJob(t, s, j, time.Time{})
+	}
+	rowOf := func(id string) {
+		if _, err := s.RecordBatchRow(ctx, store.BatchRow{BatchID: id, Index: 0, StatusCode: 200, CostNanos: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job("batch_live", store.JobBatch, -1)
+	rowOf("batch_live")
+	job("batch_old", store.JobBatch, 3*time.Minute)
+	rowOf("batch_old")
+	job("batch_older", store.JobBatch, 5*time.Minute)
+	rowOf("batch_older")
+	job("batch_cancelled", store.JobBatch, 2*time.Minute)
+	if _, err := s.RequestBatchCancel(ctx, "batch_cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	job("batch_recent", store.JobBatch, 10*time.Second)
+	rowOf("batch_recent")
+	job("batch_empty", store.JobBatch, 10*time.Minute)
+	job("video_rows", store.JobVideo, 10*time.Minute)
+	rowOf("video_rows")
+
+	list := func(before time.Time, limit int) []string {
+		t.Helper()
+		ids, err := s.EndedBatchesWithRows(ctx, before, limit)
+		if err != nil {
+			t.Fatalf("EndedBatchesWithRows: %v", err)
+		}
+		return ids
+	}
+	graceEnd := t0.Add(-time.Minute)
+	if got, want := list(graceEnd, 10), []string{"batch_older", "batch_old", "batch_cancelled"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("ended over a minute ago: %v; want %v", got, want)
+	}
+	if got, want := list(graceEnd, 2), []string{"batch_older", "batch_old"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("a page of 2: %v; want %v", got, want)
+	}
+	if got, want := list(t0.Add(-4*time.Minute), 10), []string{"batch_older"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("ended over 4 minutes ago: %v; want %v", got, want)
+	}
+	if got := list(t0.Add(time.Second), 10); len(got) != 4 || got[3] != "batch_recent" {
+		t.Fatalf("ended before now: %v; want the 4 ended batches with rows, the recent one last", got)
+	}
+	for _, id := range []string{"batch_older", "batch_cancelled"} {
+		if err := s.DeleteBatchRows(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := list(graceEnd, 10), []string{"batch_old"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after two deletions: %v; want %v", got, want)
+	}
+}
+
+// RefusedBatchRow is the index of the rows a backend's test makes its database refuse
+// (CheckFailedBatchRowWrite).
+const RefusedBatchRow = 99
+
+// CheckFailedBatchRowWrite holds a write that fails halfway to all or none: refuse makes
+// the backend's database fail the insert of any row of index RefusedBatchRow (a trigger),
+// after the write's other rows went in; RecordBatchRows and RecordBatchRow that reach
+// such a row fail and leave neither rows nor counts, and once allow lifts it, the same
+// rows are recorded and counted once.
+func CheckFailedBatchRowWrite(t *testing.T, s store.BatchRows, refuse, allow func()) {
+	t.Helper()
+	ctx := context.Background()
+	const batchID = "batch_refused"
+	row := func(i, status int) store.BatchRow {
+		return store.BatchRow{BatchID: batchID, Index: i, CustomID: "req", StatusCode: status, CostNanos: int64(1000 + i)}
+	}
+	if n, err := s.RecordBatchRows(ctx, []store.BatchRow{row(0, 200), row(1, 500)}); err != nil || n != 2 {
+		t.Fatalf("RecordBatchRows before: %d, %v", n, err)
+	}
+	before, err := s.CountBatchRows(ctx, batchID)
+	if err != nil || before.Done != 2 {
+		t.Fatalf("counts before: %+v, %v", before, err)
+	}
+	refuse()
+	failing := []store.BatchRow{row(2, 200), row(0, 200), row(3, 0), row(RefusedBatchRow, 200), row(4, 200)}
+	if n, err := s.RecordBatchRows(ctx, failing); err == nil {
+		t.Fatalf("RecordBatchRows through a refused row recorded %d and no error", n)
+	}
+	if _, err := s.RecordBatchRow(ctx, row(RefusedBatchRow, 200)); err == nil {
+		t.Fatal("RecordBatchRow of a refused row: no error")
+	}
+	if got, err := s.CountBatchRows(ctx, batchID); err != nil || got != before {
+		t.Fatalf("counts after the failed writes: %+v, %v; want %+v as before", got, err, before)
+	}
+	CheckBatchRowCounts(t, s, "after the failed writes", batchID)
+	allow()
+	if n, err := s.RecordBatchRows(ctx, failing); err != nil || n != 4 {
+		t.Fatalf("RecordBatchRows once allowed: %d, %v; want 4 anew", n, err)
+	}
+	want := before
+	for _, r := range []store.BatchRow{failing[0], failing[2], failing[3], failing[4]} { // row 0 was recorded before
+		want.Add(r)
+	}
+	if got, err := s.CountBatchRows(ctx, batchID); err != nil || got != want {
+		t.Fatalf("counts once allowed: %+v, %v; want %+v", got, err, want)
+	}
+	CheckBatchRowCounts(t, s, "once allowed", batchID)
+}
+
+// MigrationsUpTo returns a backend's migrations (files, its embedded files, holds them in
+// folder migrations) up to version, for a test that builds a schema as that version left
+// it.
+func MigrationsUpTo(t *testing.T, files fs.FS, version int) []migrate.Migration {
+	t.Helper()
+	sub, err := fs.Sub(files, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrations, err := migrate.Load(sub)
+	if err != nil || len(migrations) < version {
+		t.Fatalf("loading the migrations: %d, %v; want at least %d", len(migrations), err, version)
+	}
+	return migrations[:version]
+}
+
+// BatchRowsBeforeCounts are the rows a backend's upgrade test records before migration
+// 15 (the batches' counts), as the VALUES of an INSERT into batch_rows with the columns
+// in order, created_at the backend's own time expression (its one argument, %[1]s).
+const BatchRowsBeforeCounts = `('batch_a', 0, 'r0', 200, 'g0', '{}', '', '', 1500, %[1]s),
+	('batch_a', 1, 'r1', 500, 'g1', '{}', '', '', 20, %[1]s),
+	('batch_a', 2, 'r2', 0, '', NULL, 'batch_expired', 'not run', 0, %[1]s),
+	('batch_a', 7, 'r7', 201, 'g7', '{}', '', '', 3000000000, %[1]s),
+	('batch_b', 0, 'r0', 200, 'g0', '{}', '', '', 9, %[1]s)`
+
+// CheckUpgradedBatchRowCounts checks the counts of the batches of BatchRowsBeforeCounts
+// after the upgrade: they are what the rows add up to, and rows recorded after the
+// upgrade add to them.
+func CheckUpgradedBatchRowCounts(t *testing.T, s store.BatchRows) {
+	t.Helper()
+	ctx := context.Background()
+	want := map[string]store.BatchRowCounts{
+		"batch_a": {Done: 4, Completed: 2, Failed: 2, CostNanos: 3_000_001_520},
+		"batch_b": {Done: 1, Completed: 1, CostNanos: 9},
+		"batch_c": {},
+	}
+	for id, w := range want {
+		if got, err := s.CountBatchRows(ctx, id); err != nil || got != w {
+			t.Fatalf("counts of %s after the upgrade: %+v, %v; want %+v", id, got, err, w)
+		}
+	}
+	rows := []store.BatchRow{{BatchID: "batch_a", Index: 1, StatusCode: 200}, {BatchID: "batch_a", Index: 3, StatusCode: 200, CostNanos: 5}}
+	if n, err := s.RecordBatchRows(ctx, rows); err != nil || n != 1 {
+		t.Fatalf("RecordBatchRows after the upgrade: %d, %v; want 1 anew", n, err)
+	}
+	CheckBatchRowCounts(t, s, "after the upgrade", "batch_a", "batch_b")
+}
+
+// plainBatchRowWrites are writes of batch_rows as a gateway of before migration 15 makes
+// them, beside the store (a row at a time, ON CONFLICT DO NOTHING), and as a person or a
+// tool might (several rows in one statement, an update, a deletion), for
+// CheckPlainBatchRowWrites; %[1]s, where there is one, is the backend's time expression.
+var plainBatchRowWrites = []string{
+	`INSERT INTO batch_rows (` + batchRowColumns + `) VALUES ('batch_p', 0, 'r0', 200, 'g0', '{}', '', '', 1500, %[1]s)
+		ON CONFLICT (batch_id, idx) DO NOTHING`,
+	`INSERT INTO batch_rows (` + batchRowColumns + `) VALUES ('batch_p', 0, 'r0', 500, 'g0', '{}', '', '', 99, %[1]s)
+		ON CONFLICT (batch_id, idx) DO NOTHING`,
+	`INSERT INTO batch_rows (` + batchRowColumns + `) VALUES ('batch_p', 1, 'r1', 500, 'g1', '{}', '', '', 20, %[1]s),
+		('batch_p', 2, 'r2', 0, '', NULL, 'batch_expired', 'not run', 0, %[1]s),
+		('batch_p', 3, 'r3', 201, 'g3', '{}', '', '', 3000000000, %[1]s),
+		('batch_q', 0, 'r0', 299, 'g0', '{}', '', '', 9, %[1]s)`,
+	`UPDATE batch_rows SET status_code = 200, cost_nanos = 7 WHERE batch_id = 'batch_p' AND idx = 2`,
+	`DELETE FROM batch_rows WHERE batch_id = 'batch_p' AND idx = 1`,
+}
+
+// batchRowColumns are batch_rows's columns in the order of plainBatchRowWrites's values.
+const batchRowColumns = `batch_id, idx, custom_id, status_code, request_id, body, error_code, error_message, cost_nanos, created_at`
+
+// CheckPlainBatchRowWrites holds the counts to the rows whoever writes them: exec runs
+// each of plainBatchRowWrites (made with the backend's time expression) on the store's
+// database through a connection of its own, not through s, as an instance not yet
+// upgraded would; the counts are then what the rows add up to, a row skipped as already
+// recorded counted nowhere, and rows the store records afterwards add to them.
+func CheckPlainBatchRowWrites(t *testing.T, s store.BatchRows, exec func(stmt string), now string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range plainBatchRowWrites {
+		if strings.Contains(q, "%[1]s") {
+			q = fmt.Sprintf(q, now)
+		}
+		exec(q)
+	}
+	want := map[string]store.BatchRowCounts{
+		"batch_p": {Done: 3, Completed: 3, CostNanos: 3_000_001_507},
+		"batch_q": {Done: 1, Completed: 1, CostNanos: 9},
+	}
+	for id, w := range want {
+		if got, err := s.CountBatchRows(ctx, id); err != nil || got != w {
+			t.Fatalf("counts of %s after plain writes: %+v, %v; want %+v", id, got, err, w)
+		}
+	}
+	CheckBatchRowCounts(t, s, "after plain writes", "batch_p", "batch_q")
+	rows := []store.BatchRow{{BatchID: "batch_p", Index: 0, StatusCode: 500, CostNanos: 1}, {BatchID: "batch_p", Index: 1, StatusCode: 404, CostNanos: 5}}
+	if n, err := s.RecordBatchRows(ctx, rows); err != nil || n != 1 {
+		t.Fatalf("RecordBatchRows after plain writes: %d, %v; want 1 anew", n, err)
+	}
+	CheckBatchRowCounts(t, s, "the store's writes after plain writes", "batch_p", "batch_q")
+	if err := s.DeleteBatchRows(ctx, "batch_p"); err != nil {
+		t.Fatal(err)
+	}
+	CheckBatchRowCounts(t, s, "after DeleteBatchRows", "batch_p", "batch_q")
+	exec(fmt.Sprintf(plainBatchRowWrites[0], now))
+	CheckBatchRowCounts(t, s, "a plain write after DeleteBatchRows", "batch_p")
+}
+
+// testBatchRowCountsRace holds the counts to the rows while writers record rows of a
+// batch and its deletion runs at the same time, again and again: once all are done, the
+// counts are what the rows left add up to (none lost to, or counted twice by, a deletion
+// page between a write's rows and its counts).
+func testBatchRowCountsRace(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const batchID = "batch_raced"
+	var wg sync.WaitGroup
+	var writing atomic.Int32
+	for w := range 4 {
+		writing.Add(1)
+		wg.Go(func() {
+			defer writing.Add(-1)
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for range 40 {
+				rows := make([]store.BatchRow, 50)
+				for i := range rows {
+					rows[i] = store.BatchRow{BatchID: batchID, Index: rng.IntN(3000), CustomID: "req",
+						StatusCode: []int{200, 500}[rng.IntN(2)], CostNanos: rng.Int64N(1000)}
+				}
+				// In index order, as a chunk's rows are: writers taking rows in another
+				// order would wait for each other (PostgreSQL breaks the deadlock).
+				slices.SortFunc(rows, func(a, b store.BatchRow) int { return a.Index - b.Index })
+				if _, err := s.RecordBatchRows(ctx, rows); err != nil {
+					t.Errorf("RecordBatchRows: %v", err)
+					return
+				}
+			}
+		})
+	}
+	deletions := 0
+	wg.Go(func() {
+		for writing.Load() > 0 {
+			if err := s.DeleteBatchRows(ctx, batchID); err != nil {
+				t.Errorf("DeleteBatchRows: %v", err)
+				return
+			}
+			deletions++
+		}
+	})
+	wg.Wait()
+	if deletions < 2 {
+		t.Logf("only %d deletions ran beside the writers", deletions)
+	}
+	CheckBatchRowCounts(t, s, "after writers and deletions raced", batchID)
+	if err := s.DeleteBatchRows(ctx, batchID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.CountBatchRows(ctx, batchID); err != nil || got != (store.BatchRowCounts{}) {
+		t.Fatalf("counts after the last deletion: %+v, %v", got, err)
+	}
+}
+
+// BenchRecordBatchRows records a batch's rows in s in writes of 100 new rows, as a
+// batch's chunks do; ns/row is one row's share of a write.
+func BenchRecordBatchRows(b *testing.B, s store.BatchRows) {
+	ctx := context.Background()
+	const perWrite = 100
+	rows := make([]store.BatchRow, perWrite)
+	next := 0
+	for b.Loop() {
+		for i := range rows {
+			rows[i] = store.BatchRow{BatchID: "batch_bench", Index: next, CustomID: "req", StatusCode: 200, RequestID: "gen",
+				Body: []byte(`{"id":"chatcmpl","choices":[{"message":{"content":"an answer of some length"}}]}`), CostNanos: 25}
+			next++
+		}
+		if n, err := s.RecordBatchRows(ctx, rows); err != nil || n != perWrite {
+			b.Fatal(n, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*perWrite), "ns/row")
 }

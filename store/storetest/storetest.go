@@ -81,6 +81,7 @@ func Run(t *testing.T, open Opener) {
 		{"WebhookPages", testWebhookPages},
 		{"WorkspaceAsyncAccess", testWorkspaceAsyncAccess},
 		{"NotificationRoutes", testNotificationRoutes},
+		{"BatchRowCountsRace", testBatchRowCountsRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,6 +118,8 @@ func Run(t *testing.T, open Opener) {
 		{"LowBalance", testLowBalance},
 		{"BatchRows", testBatchRows},
 		{"BatchRowsGathered", testBatchRowsGathered},
+		{"BatchRowCounts", testBatchRowCounts},
+		{"EndedBatchesWithRows", testEndedBatchesWithRows},
 	}
 	for _, tc := range clocked {
 		t.Run(tc.name, func(t *testing.T) {
