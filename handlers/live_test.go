@@ -232,6 +232,14 @@ func TestLiveJobRefusals(t *testing.T) {
 	ws, std, mgmt := e.workspace(0)
 	_, otherStd, _ := e.workspace(0)
 	j := e.job(ws, liveKind, "job_live_mine")
+	// wrong is key with its last character changed: never the key itself.
+	wrong := func(key string) string {
+		last := byte('q')
+		if key[len(key)-1] == last {
+			last = 'r'
+		}
+		return key[:len(key)-1] + string(last)
+	}
 	bearer := func(key string) *websocket.DialOptions {
 		return &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}}
 	}
@@ -244,7 +252,7 @@ func TestLiveJobRefusals(t *testing.T) {
 	}{
 		{"no key", liveKind, j.ID, nil, http.StatusUnauthorized, CodeUnauthorised},
 		{"a wrong key", liveKind, j.ID, bearer(std + "x"), http.StatusUnauthorized, CodeUnauthorised},
-		{"a wrong key as the subprotocol", liveKind, j.ID, &websocket.DialOptions{Subprotocols: []string{bearerSubprotocol, otherStd[:len(otherStd)-1] + "q"}}, http.StatusUnauthorized, CodeUnauthorised},
+		{"a wrong key as the subprotocol", liveKind, j.ID, &websocket.DialOptions{Subprotocols: []string{bearerSubprotocol, wrong(otherStd)}}, http.StatusUnauthorized, CodeUnauthorised},
 		{"a management key", liveKind, j.ID, bearer(mgmt), http.StatusForbidden, CodeForbidden},
 		{"another workspace's job", liveKind, j.ID, bearer(otherStd), http.StatusNotFound, CodeNotFound},
 		{"another workspace's job, key as the subprotocol", liveKind, j.ID, &websocket.DialOptions{Subprotocols: []string{bearerSubprotocol, otherStd}}, http.StatusNotFound, CodeNotFound},
