@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/modelgateway/caddy-modelgateway/internal/priority"
 	"net/http"
 	"os"
 	"slices"
@@ -144,9 +143,6 @@ type endpoint struct {
 	perm    permission
 	surface Surface
 	serve   handler
-	// callsModel marks a call of a model (a POST of an endpoint family): while a client's
-	// runs, background work gives way to it (package priority).
-	callsModel bool
 }
 
 // Init fills defaults and builds the route table.
@@ -235,11 +231,6 @@ func (g *Gateway) serveAs(w http.ResponseWriter, r *http.Request, path string, g
 	if refused != nil {
 		answerUnread(w, r, ep.surface, refused)
 		return
-	}
-	if given == nil && ep.callsModel {
-		// A client's call of a model: background work gives way to it while it runs.
-		priority.Interactive.Start()
-		defer priority.Interactive.Stop()
 	}
 	if err := ep.serve(g, w, r, caller); err != nil {
 		// Declared here, not above: errors.As takes its address, which would move it to

@@ -207,7 +207,7 @@ func (g *Gateway) buildRoutes(table []apiRoute) {
 		if g.routes[rt.path] == nil {
 			g.routes[rt.path] = map[string]endpoint{}
 		}
-		g.routes[rt.path][rt.method] = endpoint{rt.perm, rt.surface, serve, rt.of.family != nil && rt.method == http.MethodPost}
+		g.routes[rt.path][rt.method] = endpoint{rt.perm, rt.surface, serve}
 	}
 	g.patterns = g.patterns[:0]
 	for path, methods := range g.routes {

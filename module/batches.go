@@ -2,7 +2,6 @@ package module
 
 import (
 	"context"
-	"github.com/modelgateway/caddy-modelgateway/internal/priority"
 	"sync"
 	"time"
 
@@ -50,7 +49,6 @@ func runBatchRows(ctx context.Context, rt workers.Runtime[*appRuntime]) error {
 			return nil
 		},
 		WakeJobs: wakeJobs,
-		Lane:     priority.Background,
 		Dispatch: func() batch.Dispatch {
 			if c := rt.Current(); c != nil {
 				return c.BatchRow

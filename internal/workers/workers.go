@@ -22,7 +22,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/background"
-	"github.com/modelgateway/caddy-modelgateway/internal/priority"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
@@ -186,9 +185,7 @@ func (p *Pool[C]) supervise(w Worker[C]) {
 	for {
 		began := time.Now()
 		var err error
-		// Workers are background work: their waits for an upstream are not a request's.
-		ctx := priority.Detached(p.ctx)
-		if pn := background.Call("worker "+w.Name, func() { err = w.Run(ctx, rt) }); pn != nil {
+		if pn := background.Call("worker "+w.Name, func() { err = w.Run(p.ctx, rt) }); pn != nil {
 			err = pn
 		}
 		if p.ctx.Err() != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/blobs"
 	"github.com/modelgateway/caddy-modelgateway/files"
 	"github.com/modelgateway/caddy-modelgateway/internal/background"
-	"github.com/modelgateway/caddy-modelgateway/internal/priority"
 	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
@@ -67,10 +66,6 @@ type Runner struct {
 	// pace, and the engine is told.
 	WakeJobs func()
 
-	// Lane, when set, is the CPU the rows run on: a row holds a turn of it, except while it
-	// waits for its upstream, so that interactive requests come first (package priority).
-	Lane *priority.Lane
-
 	providersMu sync.Mutex
 	providers   map[string]chan struct{}
 }
@@ -107,8 +102,6 @@ func (r *Runner) providerSlots(provider string) chan struct{} {
 // Run claims and runs chunks until ctx ends. Its error (the store cannot be reached to
 // claim) is for the worker runtime, which runs it again after a backoff.
 func (r *Runner) Run(ctx context.Context) error {
-	// Background work: its waits for an upstream are not an interactive request's.
-	ctx = priority.Detached(ctx)
 	slots := make(chan struct{}, orInt(r.Chunks, DefaultChunks))
 	freed := make(chan struct{}, 1)
 	var wg sync.WaitGroup
@@ -311,13 +304,6 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 	var wg sync.WaitGroup
 	errStop := errors.New("stop")
 	end := c.First + c.Count
-	// Reading the rows is the batch's CPU too: it holds a turn of the lane, except while it
-	// waits for a row to end.
-	scanCtx, scanTurn := runCtx, (*priority.Turn)(nil)
-	if r.Lane != nil {
-		// An error is runCtx's end, which the scan below sees at its first row.
-		scanCtx, scanTurn, _ = r.Lane.Enter(runCtx)
-	}
 	err = ScanRows(rc, c.Offset, c.First, func(i int, _ int64, l files.BatchLine) error {
 		if i >= end || runCtx.Err() != nil || halted.Load() {
 			return errStop
@@ -325,8 +311,6 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 		if done[i] {
 			return nil
 		}
-		resume := priority.Wait(scanCtx)
-		defer resume()
 		select {
 		case rowSlots <- struct{}{}:
 		case <-runCtx.Done():
@@ -353,9 +337,6 @@ func (r *Runner) runRows(ctx context.Context, it store.ClaimedItem, log *zap.Log
 		}()
 		return nil
 	})
-	if scanTurn != nil {
-		scanTurn.Leave() // the rows still running need the turns
-	}
 	wg.Wait()
 	recErr := rec.close()
 	if lost.Load() {
@@ -463,14 +444,6 @@ func (h chargedHold) Settle(ctx context.Context, g *store.Generation) (store.Gen
 func (r *Runner) runRow(ctx context.Context, log *zap.Logger, j store.Job, spec Spec, i int, l files.BatchLine, budget rowAdmission,
 	dispatch Dispatch, rec *rowRecorder) (handed bool) {
 	genID := RowGenerationID(j.ID, i)
-	if r.Lane != nil {
-		var turn *priority.Turn
-		var err error
-		if ctx, turn, err = r.Lane.Enter(ctx); err != nil {
-			return false
-		}
-		defer turn.Leave()
-	}
 	charge := &rowCharge{}
 	adm := budget
 	adm.charge = charge

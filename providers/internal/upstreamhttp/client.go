@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/modelgateway/caddy-modelgateway/internal/priority"
 	"io"
 	"net/http"
 	"net/url"
@@ -47,9 +46,6 @@ func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
 	if t == nil {
 		t = http.DefaultTransport
 	}
-	// The wait for the answer uses no CPU: background work gives its turn back meanwhile,
-	// and an interactive request does not count as running.
-	defer priority.Wait(req.Context())()
 	return t.RoundTrip(req)
 }
 
@@ -204,12 +200,7 @@ func (c *Client) send(ctx context.Context, u string, body Body, stream bool, in 
 	default:
 		req.Header.Set("Accept", "application/json")
 	}
-	resp, at, err := c.answer(ctx, at, req, false)
-	if err == nil && stream {
-		// A stream's reads wait for the upstream's next bytes, as its answer was waited for.
-		resp.Body = priority.WaitingBody(ctx, resp.Body)
-	}
-	return resp, at, err
+	return c.answer(ctx, at, req, false)
 }
 
 // answer sends req within at and returns a 2xx response, or a 3xx with a Location when
