@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,15 +88,20 @@ func TestBatchExpiresWithPartialResults(t *testing.T) {
 	if err := s.CreateWorkspace(ctx, store.Workspace{ID: ws, Name: "expiry"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Put(ctx, files.BlobKey(ws, "file-in"), bytes.NewReader(rowsFile(3)), -1, ""); err != nil {
+	// Rows over two pages of the unrun rows' writes, two of them run.
+	const rows = 2*store.MaxBatchRowPage + 3
+	ran := []int{1, store.MaxBatchRowPage + 7}
+	if _, err := b.Put(ctx, files.BlobKey(ws, "file-in"), bytes.NewReader(rowsFile(rows)), -1, ""); err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := json.Marshal(Spec{Endpoint: "/v1/chat/completions", InputFileID: "file-in", CompletionWindow: "1h", Rows: 3,
+	spec, _ := json.Marshal(Spec{Endpoint: "/v1/chat/completions", InputFileID: "file-in", CompletionWindow: "1h", Rows: rows,
 		ChunkRows: DefaultChunkRows, Deadline: time.Now().Add(-time.Second)})
-	state, _ := json.Marshal(State{Chunked: true, Total: 3})
+	state, _ := json.Marshal(State{Chunked: true, Total: rows})
 	j := store.Job{ID: "batch_expiry", WorkspaceID: ws, Kind: store.JobBatch, Status: StatusInProgress, Request: spec, Result: state}
-	if _, err := s.RecordBatchRow(ctx, store.BatchRow{BatchID: j.ID, Index: 1, CustomID: "r1", StatusCode: 200, Body: json.RawMessage(`{"ok":true}`), CostNanos: 5}); err != nil {
-		t.Fatal(err)
+	for _, i := range ran {
+		if _, err := s.RecordBatchRow(ctx, store.BatchRow{BatchID: j.ID, Index: i, CustomID: fmt.Sprintf("r%d", i), StatusCode: 200, Body: json.RawMessage(`{"ok":true}`), CostNanos: 5}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	k := &Kind{}
 	env := jobs.Env{Store: s, Blobs: b}
@@ -114,8 +120,8 @@ func TestBatchExpiresWithPartialResults(t *testing.T) {
 	}
 	var st State
 	_ = json.Unmarshal(rep.Result, &st)
-	if rep.Status != StatusExpired || rep.ErrorCode != "batch_expired" || !strings.Contains(rep.ErrorMessage, "1 of 3 rows ran") ||
-		st.ExpiredAt == 0 || st.Completed != 1 || st.Failed != 2 || st.CostNanos != 5 ||
+	if rep.Status != StatusExpired || rep.ErrorCode != "batch_expired" || !strings.Contains(rep.ErrorMessage, fmt.Sprintf("2 of %d rows ran", rows)) ||
+		st.ExpiredAt == 0 || st.Completed != 2 || st.Failed != rows-2 || st.CostNanos != 10 ||
 		st.OutputFileID != OutputFileID(j.ID) || st.ErrorFileID != ErrorFileID(j.ID) {
 		t.Fatalf("second poll: %+v, state %+v", rep, st)
 	}
@@ -134,8 +140,14 @@ func TestBatchExpiresWithPartialResults(t *testing.T) {
 		}
 		unrun = append(unrun, l.CustomID)
 	}
-	if fmt.Sprint(unrun) != "[r0 r2]" {
-		t.Fatalf("error file rows %v", unrun)
+	var want []string
+	for i := range rows {
+		if !slices.Contains(ran, i) {
+			want = append(want, fmt.Sprintf("r%d", i))
+		}
+	}
+	if !slices.Equal(unrun, want) {
+		t.Fatalf("error file: %d rows, want the %d never run, each once, in order", len(unrun), len(want))
 	}
 	_, rc, err := files.Open(ctx, s, b, ws, st.OutputFileID)
 	if err != nil {
@@ -143,9 +155,15 @@ func TestBatchExpiresWithPartialResults(t *testing.T) {
 	}
 	out, _ := io.ReadAll(rc)
 	_ = rc.Close()
-	var line OutputLine
-	if err := json.Unmarshal(bytes.TrimSpace(out), &line); err != nil || line.CustomID != "r1" || line.Response.StatusCode != 200 {
-		t.Fatalf("output %q: %v", out, err)
+	outLines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	if len(outLines) != len(ran) {
+		t.Fatalf("output %q: want the %d rows that ran", out, len(ran))
+	}
+	for k, raw := range outLines {
+		var line OutputLine
+		if err := json.Unmarshal(raw, &line); err != nil || line.CustomID != fmt.Sprintf("r%d", ran[k]) || line.Response.StatusCode != 200 {
+			t.Fatalf("output line %s: %v", raw, err)
+		}
 	}
 	// A poll of the ended batch that died before its end was recorded writes nothing anew.
 	rep2, err := k.Poll(ctx, env, j)

@@ -292,11 +292,29 @@ func recordUnrun(ctx context.Context, s store.Store, b blobs.Store, j store.Job,
 	if status == StatusExpired {
 		code, msg = "batch_expired", "the batch's completion window ended before this request ran"
 	}
-	return ScanRows(rc, 0, 0, func(i int, _ int64, l files.BatchLine) error {
+	// Gathered into writes of a page each: a batch stopped early has up to MaxBatchRows
+	// rows never run, and a write of each would hold the store's writer that many times.
+	page := make([]store.BatchRow, 0, store.MaxBatchRowPage)
+	flush := func() error {
+		if len(page) == 0 {
+			return nil
+		}
+		_, err := s.RecordBatchRows(ctx, page)
+		page = page[:0]
+		return err
+	}
+	err = ScanRows(rc, 0, 0, func(i int, _ int64, l files.BatchLine) error {
 		if ran[i] || i >= spec.Rows {
 			return nil
 		}
-		_, err := s.RecordBatchRow(ctx, store.BatchRow{BatchID: j.ID, Index: i, CustomID: l.CustomID, ErrorCode: code, ErrorMessage: msg})
-		return err
+		page = append(page, store.BatchRow{BatchID: j.ID, Index: i, CustomID: l.CustomID, ErrorCode: code, ErrorMessage: msg})
+		if len(page) == cap(page) {
+			return flush()
+		}
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
