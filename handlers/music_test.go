@@ -63,16 +63,7 @@ func newMusicGateway(t *testing.T) *musicGateway {
 	})
 	g := mg.g
 	g.Jobs.Env = func() jobs.Env {
-		return jobs.Env{Blobs: fs, Route: func(provider, upstream string) (jobs.Route, bool) {
-			for _, m := range g.Registry.Models() {
-				for _, rt := range m.Routes {
-					if rt.ProviderName == provider && rt.UpstreamModel == upstream {
-						return jobs.Route{Upstream: rt.Provider, Price: rt.Price}, true
-					}
-				}
-			}
-			return jobs.Route{}, false
-		}}
+		return jobs.Env{Blobs: fs, Route: g.Registry.JobRoute}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

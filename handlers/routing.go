@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
+	"github.com/modelgateway/caddy-modelgateway/jobs"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // FreeSuffix marks a model name as free: it needs no deposited credit.
@@ -120,6 +122,32 @@ func NewRegistry(models []*Model) (*Registry, error) {
 func (r *Registry) Lookup(name string) (*Model, bool) {
 	m, ok := r.models[name]
 	return m, ok
+}
+
+// JobRoute is the route job j was created on (jobs.Env.Route), as this registry has it,
+// with the price its model bills: nothing for a free model, whose routes may be a paid
+// model's too. A job whose model is no longer named here, or no longer has the route,
+// takes the first model's route to the same provider and upstream model.
+func (r *Registry) JobRoute(j store.Job) (jobs.Route, bool) {
+	of := func(m *Model) (jobs.Route, bool) {
+		for _, rt := range m.Routes {
+			if rt.ProviderName == j.Provider && rt.UpstreamModel == j.UpstreamModel {
+				return jobs.Route{Upstream: rt.Provider, Price: billedPrice(m, rt), Free: m.Free()}, true
+			}
+		}
+		return jobs.Route{}, false
+	}
+	if m, ok := r.Lookup(j.Model); ok {
+		if rt, ok := of(m); ok {
+			return rt, true
+		}
+	}
+	for _, m := range r.Models() {
+		if rt, ok := of(m); ok {
+			return rt, true
+		}
+	}
+	return jobs.Route{}, false
 }
 
 // Models lists the models sorted by name.

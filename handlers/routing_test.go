@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelgateway/caddy-modelgateway/internal/pricing"
 	"github.com/modelgateway/caddy-modelgateway/providers"
+	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
 // downReader is a DocumentReader whose upstream fails every call.
@@ -140,5 +141,40 @@ func TestHoldLeavesOutRoutesTooSmallForTheUpload(t *testing.T) {
 	}
 	if b, _ := a.s.GetBalance(context.Background(), ws); b.BalanceNanos != 5*usdNanos-20_000_000 || b.ReservedNanos != 0 {
 		t.Fatalf("balance %+v", b)
+	}
+}
+
+// TestJobRouteBillsTheJobsModel: a job is priced as its own model bills, not as the first
+// model that shares its route: a ":free" model's job on a paid model's route is free.
+func TestJobRouteBillsTheJobsModel(t *testing.T) {
+	paid := pricing.Price{PerRequest: 100_000_000}
+	route := Route{ProviderName: "vid", Provider: stubChat{"vid"}, UpstreamModel: "v-1", Price: paid}
+	reg, err := NewRegistry([]*Model{
+		{Name: "a-video", Routes: []Route{route}},
+		{Name: "a-video:free", Routes: []Route{route}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := func(model string) store.Job {
+		return store.Job{Model: model, Provider: "vid", UpstreamModel: "v-1"}
+	}
+	for _, tc := range []struct {
+		model string
+		free  bool
+		price pricing.Price
+	}{
+		{"a-video", false, paid},
+		{"a-video:free", true, pricing.Price{}},
+		// A model renamed since: the route's first model, the paid one.
+		{"gone", false, paid},
+	} {
+		rt, ok := reg.JobRoute(job(tc.model))
+		if !ok || rt.Free != tc.free || !reflect.DeepEqual(rt.Price, tc.price) || rt.Upstream != route.Provider {
+			t.Errorf("%s: route %+v, %v; want free %v at %+v", tc.model, rt, ok, tc.free, tc.price)
+		}
+	}
+	if _, ok := reg.JobRoute(store.Job{Model: "a-video", Provider: "vid", UpstreamModel: "v-2"}); ok {
+		t.Error("a route no model has was found")
 	}
 }

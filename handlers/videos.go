@@ -133,7 +133,7 @@ type videoKind struct{}
 // Poll asks the job's route, as the newest configuration has it, where the job stands. A
 // job its upstream no longer knows ends failed; any other failure is retried.
 func (videoKind) Poll(ctx context.Context, env jobs.Env, j store.Job) (jobs.Report, error) {
-	rt, ok := env.Route(j.Provider, j.UpstreamModel)
+	rt, ok := env.Route(j)
 	if !ok {
 		return jobs.Report{}, fmt.Errorf("route %s/%s of video %s is not configured", j.Provider, j.UpstreamModel, j.ID)
 	}

@@ -53,8 +53,8 @@ func newVideoGatewayOn(t *testing.T, up providers.Provider, linkKey []byte) *vid
 	vg.adminGateway = newAdminGateway(t, models, func(g *Gateway) {
 		g.Now, g.LinkKey, g.BasePath = vg.clock, linkKey, "/v1"
 		vg.engine = &jobs.Engine{Store: g.Store, Logger: zap.NewNop(), Owner: "test", Now: vg.clock, MinPoll: time.Millisecond, Env: func() jobs.Env {
-			return jobs.Env{Route: func(provider, upstream string) (jobs.Route, bool) {
-				return jobs.Route{Upstream: up, Price: price}, provider == "mockvid" && upstream == "mock-video"
+			return jobs.Env{Route: func(j store.Job) (jobs.Route, bool) {
+				return jobs.Route{Upstream: up, Price: price}, j.Provider == "mockvid" && j.UpstreamModel == "mock-video"
 			}}
 		}}
 		g.Jobs = vg.engine

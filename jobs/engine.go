@@ -350,7 +350,7 @@ func (e *Engine) PollClaimed(ctx context.Context, it store.ClaimedItem) {
 		e.retry(ctx, log, it, fmt.Errorf("no job kind %q is registered in this gateway", j.Kind))
 		return
 	}
-	env := Env{Route: func(string, string) (Route, bool) { return Route{}, false }}
+	env := Env{Route: func(store.Job) (Route, bool) { return Route{}, false }}
 	if e.Env != nil {
 		env = e.Env()
 	}
@@ -561,23 +561,26 @@ func (e *Engine) settle(ctx context.Context, j store.Job, gen *store.Generation)
 
 // price prices a completed job's usage on its route in the newest configuration. A usage
 // it cannot price (the route is gone, or has no price for what was made) is charged the
-// worst case the job held, never nothing.
+// worst case the job held, never nothing; a free model's job is charged nothing.
 func (e *Engine) price(log *zap.Logger, j store.Job, u pricing.Usage) ([]store.CostLine, int64) {
 	var rt Route
 	ok := false
 	if e.Env != nil {
 		if env := e.Env(); env.Route != nil {
-			rt, ok = env.Route(j.Provider, j.UpstreamModel)
+			rt, ok = env.Route(j)
 		}
 	}
 	var err error
-	if ok {
+	switch {
+	case ok && rt.Free:
+		return nil, 0
+	case ok:
 		var lines []store.CostLine
 		var total int64
 		if lines, total, err = rt.Price.Cost(u); err == nil {
 			return lines, total
 		}
-	} else {
+	default:
 		err = fmt.Errorf("route %s/%s is no longer configured", j.Provider, j.UpstreamModel)
 	}
 	log.Error("a completed job's usage could not be priced; charged the worst case it held", zap.Error(err))

@@ -115,8 +115,8 @@ func newFixture(t *testing.T) *fixture {
 	f.e = &Engine{
 		Store: fs, Ledger: lg, Logger: zap.NewNop(), Owner: "test", MinPoll: time.Millisecond,
 		Env: func() Env {
-			return Env{Route: func(provider, model string) (Route, bool) {
-				return Route{Price: f.price}, provider == "up" && model == "vid-1"
+			return Env{Route: func(j store.Job) (Route, bool) {
+				return Route{Price: f.price}, j.Provider == "up" && j.UpstreamModel == "vid-1"
 			}}
 		},
 	}
@@ -459,5 +459,29 @@ func TestLongPollExtendsItsClaim(t *testing.T) {
 	<-done
 	if got := f.job(j.ID); got.Status != StatusCompleted || got.Lifecycle != LifecycleSettled {
 		t.Fatalf("job %+v; want completed by the long poll", got)
+	}
+}
+
+// A free model's job (Route.Free) is charged nothing, though its usage has no price: not
+// the worst case held, and no price of a paid model on the same route.
+func TestFreeJobChargedNothing(t *testing.T) {
+	f := newFixture(t)
+	f.e.Env = func() Env {
+		return Env{Route: func(j store.Job) (Route, bool) {
+			return Route{Free: true}, j.Provider == "up" && j.UpstreamModel == "vid-1"
+		}}
+	}
+	f.submit("job_free", 2*usd, time.Now().Add(time.Hour), finished)
+	f.pollDue()
+	j := f.job("job_free")
+	if j.Status != StatusCompleted {
+		t.Fatalf("job %+v", j)
+	}
+	if b := f.wallet(); b.BalanceNanos != 10*usd || b.ReservedNanos != 0 {
+		t.Errorf("wallet %+v; want nothing charged and nothing held", b)
+	}
+	g, err := f.s.GetGeneration(context.Background(), f.ws, GenerationID("job_free"))
+	if err != nil || g.CostNanos != 0 || g.OutputVideoMs != 4000 {
+		t.Fatalf("generation %+v, %v; want the usage recorded at no cost", g, err)
 	}
 }

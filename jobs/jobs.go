@@ -131,10 +131,11 @@ func (f *Failure) Error() string { return f.Code + ": " + f.Message }
 
 // Env is what a poll may use of the newest configuration.
 type Env struct {
-	// Route returns the route a job was created on, as the newest configuration has it:
-	// its adapter (a providers.Provider, which the kind asserts to its capability) and its
-	// price. false when the configuration no longer has it.
-	Route func(provider, upstreamModel string) (Route, bool)
+	// Route returns the route job j was created on (its Provider and UpstreamModel, for its
+	// Model), as the newest configuration has it: its adapter (a providers.Provider, which
+	// the kind asserts to its capability) and the price its model bills. false when the
+	// configuration no longer has it.
+	Route func(j store.Job) (Route, bool)
 	// Blobs is the configuration's blob store, where a kind keeps what its jobs made
 	// (music audio, batch output files); nil when none is configured.
 	Blobs blobs.Store
@@ -147,6 +148,9 @@ type Env struct {
 type Route struct {
 	Upstream any
 	Price    pricing.Price
+	// Free is set for a route of a model that bills nothing (a ":free" name, or no route
+	// priced): its jobs are charged nothing, whatever they made.
+	Free bool
 }
 
 var (

@@ -83,18 +83,11 @@ func (a *App) jobSubmitter(logger *zap.Logger) *jobs.Engine {
 // jobsEnv is what a job's poll may use of configuration c: its routes by provider and
 // upstream model.
 func jobsEnv(c *appRuntime) jobs.Env {
-	env := jobs.Env{Route: func(provider, upstreamModel string) (jobs.Route, bool) {
+	env := jobs.Env{Route: func(j store.Job) (jobs.Route, bool) {
 		if c == nil || c.Registry == nil {
 			return jobs.Route{}, false
 		}
-		for _, m := range c.Registry.Models() {
-			for _, rt := range m.Routes {
-				if rt.ProviderName == provider && rt.UpstreamModel == upstreamModel {
-					return jobs.Route{Upstream: rt.Provider, Price: rt.Price}, true
-				}
-			}
-		}
-		return jobs.Route{}, false
+		return c.Registry.JobRoute(j)
 	}}
 	if c != nil {
 		env.Blobs = c.Blobs

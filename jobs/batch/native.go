@@ -31,7 +31,7 @@ func NativeRunner(env jobs.Env, j store.Job) (providers.BatchRunner, jobs.Route,
 	if env.Route == nil {
 		return nil, jobs.Route{}, false
 	}
-	rt, ok := env.Route(j.Provider, j.UpstreamModel)
+	rt, ok := env.Route(j)
 	if !ok {
 		return nil, rt, false
 	}

@@ -134,7 +134,7 @@ func (Kind) Poll(ctx context.Context, env jobs.Env, j store.Job) (jobs.Report, e
 		return jobs.Report{}, &jobs.Failure{Code: "blob_store_not_configured",
 			Message: "the gateway has no blob store to keep the audio in; nothing was charged"}
 	}
-	rt, ok := env.Route(j.Provider, j.UpstreamModel)
+	rt, ok := env.Route(j)
 	if !ok {
 		return jobs.Report{}, fmt.Errorf("route %s/%s is not in the gateway's configuration", j.Provider, j.UpstreamModel)
 	}

@@ -47,8 +47,8 @@ func (s *scripted) PollMusic(context.Context, string, string) (*providers.MusicS
 }
 
 func env(b blobs.Store, up providers.Provider) jobs.Env {
-	return jobs.Env{Blobs: b, Route: func(provider, model string) (jobs.Route, bool) {
-		return jobs.Route{Upstream: up}, provider == "up" && model == "m"
+	return jobs.Env{Blobs: b, Route: func(j store.Job) (jobs.Route, bool) {
+		return jobs.Route{Upstream: up}, j.Provider == "up" && j.UpstreamModel == "m"
 	}}
 }
 
