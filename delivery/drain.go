@@ -12,12 +12,39 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// Drain claims the due items of queue p.Queue and hands each to send on a goroutine of its
-// own, at most concurrency at once, until ctx ends; with nothing due it waits idle. A
-// panic in send is logged, and the item's lease running out hands it out again. Its error
-// (the store cannot be reached to claim) is for the worker runtime, which runs it again
-// after a backoff. p.Limit is set from the free goroutines at each claim.
-func Drain(ctx context.Context, claims store.Claims, p store.ClaimParams, concurrency int, idle time.Duration,
+// Pace is how a sender drains its queue: how long it holds a claim (Lease), how long it
+// waits when nothing is due (Idle), how many items it sends at once (Concurrency), and how
+// many items of one group (an endpoint, a destination) are out at once across every
+// sender (GroupCap). A sender embeds it as its settings; a zero field takes the sender's
+// default.
+type Pace struct {
+	Lease       time.Duration
+	Idle        time.Duration
+	Concurrency int
+	GroupCap    int
+}
+
+// or is p with def's value wherever p's is zero (or negative).
+func (p Pace) or(def Pace) Pace {
+	return Pace{Lease: orDefault(p.Lease, def.Lease), Idle: orDefault(p.Idle, def.Idle),
+		Concurrency: orDefault(p.Concurrency, def.Concurrency), GroupCap: orDefault(p.GroupCap, def.GroupCap)}
+}
+
+// Drain claims the due items of queue as owner and hands each to send on a goroutine of
+// its own, at p's pace (def's where p leaves a field zero), until ctx ends. A panic in
+// send is logged, and the item's lease running out hands it out again. Its error (the
+// store cannot be reached to claim) is for the worker runtime, which runs it again after a
+// backoff.
+func (p Pace) Drain(ctx context.Context, claims store.Claims, queue, owner string, def Pace,
+	log *zap.Logger, send func(context.Context, store.ClaimedItem)) error {
+	p = p.or(def)
+	return drain(ctx, claims, store.ClaimParams{Queue: queue, Owner: owner, Lease: p.Lease, GroupCap: p.GroupCap},
+		p.Concurrency, p.Idle, log, send)
+}
+
+// drain is Pace.Drain with its claims' parameters made; claim.Limit is set from the free
+// goroutines at each claim.
+func drain(ctx context.Context, claims store.Claims, p store.ClaimParams, concurrency int, idle time.Duration,
 	log *zap.Logger, send func(context.Context, store.ClaimedItem)) error {
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup

@@ -16,6 +16,12 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
+// DefaultPace is the Sender's: a claimed delivery is held longer than a call's timeout, so
+// that a sender records its attempt while it still holds the claim, and at most two
+// deliveries to one endpoint are in flight at once, across every sender, so that one slow
+// endpoint never takes every sender.
+var DefaultPace = Pace{Lease: 2 * time.Minute, Idle: time.Second, Concurrency: 8, GroupCap: 2}
+
 // DefaultSchedule is the wait before each retry of a delivery that failed in a way worth
 // retrying (DESIGN.md): the first attempt is at once, then +1 m, +5 m, +30 m and +2 h,
 // five attempts in all.
@@ -29,14 +35,6 @@ const (
 	// DefaultMaxRetryAfter bounds how long a receiver's Retry-After may put a retry off: no
 	// longer than the schedule's longest wait, so that a receiver cannot park an event for days.
 	DefaultMaxRetryAfter = 2 * time.Hour
-	// DefaultLease is how long a claimed delivery is held: more than a call's timeout, so
-	// that a sender records its attempt while it still holds the claim.
-	DefaultLease       = 2 * time.Minute
-	DefaultIdle        = time.Second
-	DefaultConcurrency = 8
-	// DefaultGroupCap is how many deliveries to one endpoint are in flight at once, across
-	// every sender: one slow endpoint never takes every sender.
-	DefaultGroupCap = 2
 	// DefaultJitter is the part of a retry's wait that is random (up to a fifth either way),
 	// so that the deliveries that failed together, when an endpoint went down, do not all
 	// come back together.
@@ -73,11 +71,8 @@ type Sender struct {
 	// DisableAfter is how many deliveries to an endpoint failing in a row disable it;
 	// DefaultDisableAfter when zero.
 	DisableAfter int
-	// Lease, Idle, Concurrency and GroupCap pace the claims; zero takes the defaults.
-	Lease       time.Duration
-	Idle        time.Duration
-	Concurrency int
-	GroupCap    int
+	// Pace paces the claims; zero fields take DefaultPace's.
+	Pace
 
 	// Disabled, when set, is told of an endpoint the gateway disabled (its deliveries
 	// failed DisableAfter times in a row, or it answered 410), with the endpoint as
@@ -115,10 +110,7 @@ func (s *Sender) MaxAttempts() int { return len(s.schedule()) + 1 }
 // Run sends due deliveries until ctx ends. Its error (the store cannot be reached to
 // claim) is for the worker runtime, which runs it again after a backoff.
 func (s *Sender) Run(ctx context.Context) error {
-	return Drain(ctx, s.Store, store.ClaimParams{
-		Queue: store.DeliveryQueue, Owner: s.Owner, Lease: orDefault(s.Lease, DefaultLease),
-		GroupCap: orDefault(s.GroupCap, DefaultGroupCap),
-	}, orDefault(s.Concurrency, DefaultConcurrency), orDefault(s.Idle, DefaultIdle), s.Logger, s.Send)
+	return s.Pace.Drain(ctx, s.Store, store.DeliveryQueue, s.Owner, DefaultPace, s.Logger, s.Send)
 }
 
 // outcome is how one attempt ended, as Send decides what follows it.

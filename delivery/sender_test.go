@@ -210,7 +210,7 @@ func (f *fixture) sender(schedule ...time.Duration) *delivery.Sender {
 	return &delivery.Sender{
 		Store: f.s, Sealer: f.sealer, Logger: zaptest.NewLogger(f.t, zaptest.Level(zap.WarnLevel)), Owner: "sender_" + ids.Token(6),
 		Client:   delivery.NewClient(delivery.ClientOptions{AllowHTTP: true, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}),
-		Schedule: schedule, Jitter: -1, Idle: 10 * time.Millisecond, Lease: 5 * time.Second,
+		Schedule: schedule, Jitter: -1, Pace: delivery.Pace{Idle: 10 * time.Millisecond, Lease: 5 * time.Second},
 	}
 }
 

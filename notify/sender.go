@@ -13,14 +13,10 @@ import (
 	"github.com/modelgateway/caddy-modelgateway/store"
 )
 
-// Defaults of the Sender's settings: a notification is retried as a webhook event is
-// (delivery.DefaultSchedule: at once, then +1 m, +5 m, +30 m, +2 h).
-const (
-	DefaultLease       = 2 * time.Minute
-	DefaultIdle        = time.Second
-	DefaultConcurrency = 4
-	DefaultGroupCap    = 2
-)
+// DefaultPace is the Sender's pace: a webhook event's, with fewer sends at once. A
+// notification is retried as a webhook event is (delivery.DefaultSchedule: at once, then
+// +1 m, +5 m, +30 m, +2 h).
+var DefaultPace = delivery.Pace{Lease: 2 * time.Minute, Idle: time.Second, Concurrency: 4, GroupCap: 2}
 
 // RetryPolicy is implemented by a kind whose statuses are not HTTP's (an SMTP reply code):
 // it tells whether a refusal with status may pass if tried again.
@@ -50,18 +46,8 @@ type Sender struct {
 	// Jitter is the random part of a retry's wait, as a fraction; negative for none,
 	// delivery.DefaultJitter when zero.
 	Jitter float64
-	// Lease, Idle, Concurrency and GroupCap pace the claims; zero takes the defaults.
-	Lease       time.Duration
-	Idle        time.Duration
-	Concurrency int
-	GroupCap    int
-}
-
-func orDefault[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
+	// Pace paces the claims; zero fields take DefaultPace's.
+	delivery.Pace
 }
 
 func (s *Sender) now() time.Time {
@@ -81,10 +67,7 @@ func (s *Sender) schedule() []time.Duration {
 // Run sends due notifications until ctx ends. Its error (the store cannot be reached to
 // claim) is for the worker runtime, which runs it again after a backoff.
 func (s *Sender) Run(ctx context.Context) error {
-	return delivery.Drain(ctx, s.Store, store.ClaimParams{
-		Queue: Queue, Owner: s.Owner, Lease: orDefault(s.Lease, DefaultLease),
-		GroupCap: orDefault(s.GroupCap, DefaultGroupCap),
-	}, orDefault(s.Concurrency, DefaultConcurrency), orDefault(s.Idle, DefaultIdle), s.Logger, s.Send)
+	return s.Pace.Drain(ctx, s.Store, Queue, s.Owner, DefaultPace, s.Logger, s.Send)
 }
 
 // Send makes one attempt at a claimed notification and records what follows it.
