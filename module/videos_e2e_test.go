@@ -499,3 +499,29 @@ func TestVideoPollNeedsNoCredit(t *testing.T) {
 		t.Fatalf("wallet %+v; want 0.70 USD less the job's 0.40", bal)
 	}
 }
+
+// TestFreeVideoModelChargedNothing: a ":free" model's video job is charged nothing, though
+// a paid model with the same route (video-fallback's second) sorts before it.
+func TestFreeVideoModelChargedNothing(t *testing.T) {
+	t.Setenv("GATEWAY_TEST_SECRET_KEY", newSecretKey(t))
+	env := startGateway(t, videoConfig()+`
+		model video-free:free {
+			route mockvid2 mock-video {
+				output_video_seconds 0.20 resolution 720p
+			}
+		}`, "")
+	a := env.team(10 * usd)
+	ctx := context.Background()
+	client := env.openai(a.std)
+	v, err := client.Videos.New(ctx, openai.VideoNewParams{Model: "video-free:free", Prompt: "a free cat", Seconds: "4", Size: "720x1280"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := client.Videos.PollStatus(ctx, v.ID, 0)
+	if err != nil || done.Status != openai.VideoStatusCompleted {
+		t.Fatalf("polled to %v, %v; want completed", done, err)
+	}
+	if bal := env.balance(a.ws); bal.BalanceNanos != 10*usd || bal.ReservedNanos != 0 {
+		t.Fatalf("wallet %+v; want the free model's video charged nothing", bal)
+	}
+}
