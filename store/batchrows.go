@@ -93,17 +93,6 @@ type BatchRowCounts struct {
 	CostNanos               int64
 }
 
-// Add counts row r in c.
-func (c *BatchRowCounts) Add(r BatchRow) {
-	c.Done++
-	if r.Succeeded() {
-		c.Completed++
-	} else {
-		c.Failed++
-	}
-	c.CostNanos += r.CostNanos
-}
-
 // PrepareBatchRow checks a row given to RecordBatchRow and stamps its creation time (now
 // when zero) at the store's precision.
 func PrepareBatchRow(r BatchRow, now func() time.Time) (BatchRow, error) {
