@@ -23,6 +23,7 @@ package batch
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,6 +186,19 @@ func ChunkID(batchID string, n int) string { return batchID + "/" + strconv.Itoa
 // time. A line that does not read is a *files.LineError (the file was checked when it was
 // stored; a line cut by a ranged read past its end is one too).
 func ScanRows(r io.Reader, base int64, firstIndex int, fn func(index int, offset int64, l files.BatchLine) error) error {
+	return scanLines(r, base, firstIndex, func(index, lineNo int, offset int64, line []byte) error {
+		l, bad := files.ParseBatchLine(line)
+		if bad != "" {
+			return &files.LineError{Line: lineNo, Reason: bad}
+		}
+		return fn(index, offset, l)
+	})
+}
+
+// scanLines reads a batch file from r, calling fn with each request line (trimmed; a blank
+// line is no request), its index among the requests (from 0), its line number (from 1)
+// and the byte offset its line starts at, holding one line at a time.
+func scanLines(r io.Reader, base int64, firstIndex int, fn func(index, lineNo int, offset int64, line []byte) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	offset, index := base, firstIndex
 	for n := 1; ; n++ {
@@ -194,12 +208,8 @@ func ScanRows(r io.Reader, base int64, firstIndex int, fn func(index int, offset
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
-		if trimmed := strings.TrimSpace(string(line)); trimmed != "" {
-			l, bad := files.ParseBatchLine([]byte(trimmed))
-			if bad != "" {
-				return &files.LineError{Line: n, Reason: bad}
-			}
-			if ferr := fn(index, start, l); ferr != nil {
+		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+			if ferr := fn(index, n, start, trimmed); ferr != nil {
 				return ferr
 			}
 			index++

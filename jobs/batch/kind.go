@@ -238,7 +238,8 @@ func (k *Kind) finish(ctx context.Context, env jobs.Env, j store.Job, st State, 
 
 // enqueueChunks queues the chunks of a gateway-run batch's rows, each with the offset its
 // first line starts at, reading the input file once; a chunk queued before (a poll that
-// died halfway) is left as it is.
+// died halfway) is left as it is. It only finds where the rows start: each row was checked
+// when the file was stored, and is parsed when it runs.
 func enqueueChunks(ctx context.Context, s store.Store, b blobs.Store, j store.Job, spec Spec) error {
 	if b == nil {
 		return errors.New("the gateway has no blob store to read the batch's input file from")
@@ -249,7 +250,7 @@ func enqueueChunks(ctx context.Context, s store.Store, b blobs.Store, j store.Jo
 	}
 	defer func() { _ = rc.Close() }()
 	per := max(spec.ChunkRows, 1)
-	err = ScanRows(rc, 0, 0, func(index int, offset int64, _ files.BatchLine) error {
+	err = scanLines(rc, 0, 0, func(index, _ int, offset int64, _ []byte) error {
 		if index%per != 0 {
 			return nil
 		}
